@@ -1,0 +1,214 @@
+"""``BaseAgent``: state machine, memory and the step loop every agent shares."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from app.agent.result import RunResult
+from app.exceptions import AgentStateError, LLMError
+from app.llm import LLM, Usage
+from app.logger import logger
+from app.prompt.toolcall import STUCK_PROMPT
+from app.schema import ROLE_TYPE, AgentState, Memory, Message
+
+__all__ = ["BaseAgent"]
+
+
+class BaseAgent(BaseModel, ABC):
+    """Runs ``step()`` until the agent finishes, fails, or uses up ``max_steps``.
+
+    After ``run()`` the state says how it ended: FINISHED (done), ERROR (the model could not be
+    reached or a step raised), IDLE (stopped at ``max_steps`` or interrupted). ``run()`` may be
+    called again for a follow-up: the memory is kept and the step budget starts afresh.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
+
+    name: str = Field(..., description="Unique name of the agent")
+    description: str | None = Field(default=None, description="What the agent is for")
+
+    system_prompt: str | None = Field(default=None, description="System-level instruction")
+    next_step_prompt: str | None = Field(default=None, description="Prompt for the next action")
+
+    llm: LLM | None = Field(default=None, description="Language model instance")
+    memory: Memory = Field(default_factory=Memory, description="The agent's memory")
+    state: AgentState = Field(default=AgentState.IDLE, description="Current agent state")
+
+    max_steps: int = Field(default=10, description="Maximum steps before termination")
+    current_step: int = Field(default=0, description="Current step in execution")
+
+    duplicate_threshold: int = 2
+
+    _stuck_hint: str | None = PrivateAttr(default=None)
+    _run_usage: Usage = PrivateAttr(default_factory=Usage)
+
+    @model_validator(mode="after")
+    def initialize_agent(self) -> BaseAgent:
+        """Give the agent its LLM (the profile named after it, else the default one)."""
+        if self.llm is None or not isinstance(self.llm, LLM):
+            self.llm = LLM(config_name=self.name.lower())
+        if not isinstance(self.memory, Memory):
+            self.memory = Memory()
+        return self
+
+    # ---- state -------------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def state_context(self, new_state: AgentState) -> AsyncIterator[None]:
+        """Enter ``new_state`` for the block; a state set inside the block (FINISHED, ERROR)
+        is kept afterwards, otherwise the previous state returns."""
+        if not isinstance(new_state, AgentState):
+            raise ValueError(f"Invalid state: {new_state}")
+        previous = self.state
+        self.state = new_state
+        try:
+            yield
+        except BaseException as e:
+            # Interruption leaves the agent ready for another run; a real failure is ERROR.
+            self.state = AgentState.ERROR if isinstance(e, Exception) else AgentState.IDLE
+            raise
+        if self.state == new_state:
+            self.state = previous
+
+    def update_memory(
+        self, role: ROLE_TYPE, content: str, base64_image: str | None = None, **kwargs: Any
+    ) -> None:
+        """Add a message by role (upstream's helper)."""
+        if role == "user":
+            message = Message.user_message(content, base64_image=base64_image)
+        elif role == "system":
+            message = Message.system_message(content)
+        elif role == "assistant":
+            message = Message.assistant_message(content, base64_image=base64_image)
+        elif role == "tool":
+            message = Message.tool_message(content, base64_image=base64_image, **kwargs)
+        else:
+            raise ValueError(f"Unsupported message role: {role}")
+        self.memory.add_message(message)
+
+    # ---- the loop ----------------------------------------------------------------------------
+
+    async def run(self, request: str | None = None) -> RunResult:
+        """Run the agent on ``request`` (added to memory as a user message)."""
+        if self.state == AgentState.RUNNING:
+            raise AgentStateError(f"Agent '{self.name}' is already running")
+        if self.state != AgentState.IDLE:
+            self.state = AgentState.IDLE  # a follow-up after FINISHED or ERROR
+        self.current_step = 0
+        self._stuck_hint = None
+        self._run_usage = Usage()
+        self._begin_run()
+        if request:
+            self.update_memory("user", request)
+
+        results: list[str] = []
+        error: BaseException | None = None
+        async with self.state_context(AgentState.RUNNING):
+            while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
+                self.current_step += 1
+                logger.info(f"Executing step {self.current_step}/{self.max_steps}")
+                try:
+                    step_result = await self.step()
+                except LLMError as e:
+                    error = e
+                    logger.error(f"Step {self.current_step} failed: {e}")
+                    results.append(f"Step {self.current_step}: Error: {e}")
+                    self.state = AgentState.ERROR
+                    break
+                if self.is_stuck():
+                    self.handle_stuck_state()
+                results.append(f"Step {self.current_step}: {step_result}")
+
+            if self.current_step >= self.max_steps and self.state == AgentState.RUNNING:
+                results.append(f"Terminated: Reached max steps ({self.max_steps})")
+                logger.warning(f"Agent '{self.name}' stopped at max_steps={self.max_steps}")
+
+        log = "\n".join(results) if results else "No steps executed"
+        return RunResult(
+            log,
+            final_answer=self.final_answer(),
+            state=self.state,
+            steps=self.current_step,
+            step_results=results,
+            usage=self._run_usage.model_copy(),
+            error=error,
+        )
+
+    def _begin_run(self) -> None:
+        """Hook for subclasses: reset per-run bookkeeping before the first step."""
+
+    def final_answer(self) -> str | None:
+        """The run's answer for library callers; agents that know better override this."""
+        return None
+
+    def _record_usage(self) -> None:
+        """Add the LLM's last reported usage to this run's total."""
+        if self.llm is not None and self.llm.last_usage is not None:
+            self._run_usage.add(self.llm.last_usage)
+
+    @abstractmethod
+    async def step(self) -> str:
+        """One step of the agent's work; returns a line for the step log."""
+
+    # ---- stuck detection ---------------------------------------------------------------------
+
+    def is_stuck(self) -> bool:
+        """True when the model's last answer repeats, unchanged, ``duplicate_threshold`` times
+        in a row (same text and same tool calls)."""
+        assistants = [m for m in reversed(self.memory.messages) if m.role == "assistant"]
+        if len(assistants) <= self.duplicate_threshold:
+            return False
+        last = _signature(assistants[0])
+        if last is None:
+            return False
+        repeats = 0
+        for message in assistants[1:]:
+            if _signature(message) != last:
+                break
+            repeats += 1
+            if repeats >= self.duplicate_threshold:
+                return True
+        return False
+
+    def handle_stuck_state(self) -> None:
+        """Add a one-off hint to the next request; it is not kept in the prompts afterwards."""
+        logger.warning(f"Agent '{self.name}' detected a stuck state; adding a hint")
+        self._stuck_hint = STUCK_PROMPT
+
+    def take_stuck_hint(self) -> str | None:
+        hint, self._stuck_hint = self._stuck_hint, None
+        return hint
+
+    # ---- upstream conveniences -------------------------------------------------------------------
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.memory.messages
+
+    @messages.setter
+    def messages(self, value: list[Message]) -> None:
+        self.memory.messages = value
+
+    async def cleanup(self) -> None:
+        """Release resources held by the agent (tools, sessions)."""
+
+    async def __aenter__(self) -> BaseAgent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cleanup()
+
+
+def _signature(message: Message) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    content = (message.content or "").strip()
+    calls = tuple(
+        (call.function.name, call.function.arguments) for call in (message.tool_calls or [])
+    )
+    if not content and not calls:
+        return None
+    return content, calls

@@ -1,0 +1,96 @@
+"""``Manus``: the general-purpose agent behind ``main.py``."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from app.agent.toolcall import ToolCallAgent
+from app.logger import logger
+from app.prompt.manus import NEXT_STEP_PROMPT, SYSTEM_PROMPT
+from app.tool.ask_human import AskHuman
+from app.tool.base import BaseTool
+from app.tool.bash import Bash
+from app.tool.python_execute import PythonExecute
+from app.tool.str_replace_editor import StrReplaceEditor
+from app.tool.terminate import Terminate
+from app.tool.tool_collection import ToolCollection
+
+__all__ = ["Manus", "browser_tool_or_notice", "resolve_workspace"]
+
+_browser_notice_shown = False
+
+
+def resolve_workspace(workspace: Path | str | None) -> Path:
+    """The workspace to use (given, else from config), created if missing."""
+    if workspace is None:
+        from app.config import config
+
+        workspace = config.workspace_root
+    path = Path(workspace).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def browser_tool_or_notice() -> BaseTool | None:
+    """The browser tool when the ``browser`` extra is installed; otherwise one notice."""
+    global _browser_notice_shown
+    if importlib.util.find_spec("browser_use") is not None:
+        try:
+            from app.tool.browser_use_tool import BrowserUseTool  # type: ignore[import-not-found]
+        except ImportError:
+            pass
+        else:
+            return BrowserUseTool()
+    if not _browser_notice_shown:
+        _browser_notice_shown = True
+        logger.info("browser_use is not available (install the extra: pip install -e '.[browser]')")
+    return None
+
+
+class Manus(ToolCallAgent):
+    """Python, shell, file editing, asking the human, and the browser when installed."""
+
+    name: str = "Manus"
+    description: str = "A versatile agent that can solve various tasks using multiple tools"
+
+    system_prompt: str = SYSTEM_PROMPT
+    next_step_prompt: str = NEXT_STEP_PROMPT
+
+    max_observe: int = 10000
+    max_steps: int = 20
+
+    workspace: Path | None = Field(default=None, description="Directory the tools work in")
+    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
+
+    @model_validator(mode="after")
+    def _setup_workspace_and_tools(self) -> Manus:
+        self.workspace = resolve_workspace(self.workspace)
+        if "{directory}" in self.system_prompt:
+            self.system_prompt = self.system_prompt.format(directory=self.workspace)
+        if self.available_tools is None:
+            self.available_tools = self.default_tools(self.workspace)
+        return self
+
+    @staticmethod
+    def default_tools(workspace: Path) -> ToolCollection:
+        tools: list[BaseTool] = [
+            PythonExecute(workspace=workspace),
+            Bash(workspace=workspace),
+            StrReplaceEditor(workspace=workspace),
+            AskHuman(),
+        ]
+        browser = browser_tool_or_notice()
+        if browser is not None:
+            tools.append(browser)
+        tools.append(Terminate())
+        return ToolCollection(*tools)
+
+    @classmethod
+    async def create(cls, **kwargs: Any) -> Manus:
+        """Build a Manus ready to run (upstream's factory; MCP servers join here later)."""
+        return cls(**kwargs)

@@ -1,0 +1,43 @@
+"""``SWEAgent``: a programmer working through a shell and a file editor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from app.agent.manus import resolve_workspace
+from app.agent.toolcall import ToolCallAgent
+from app.prompt.swe import NEXT_STEP_PROMPT, SYSTEM_PROMPT
+from app.tool.bash import Bash
+from app.tool.str_replace_editor import StrReplaceEditor
+from app.tool.terminate import Terminate
+from app.tool.tool_collection import ToolCollection
+
+__all__ = ["SWEAgent"]
+
+
+class SWEAgent(ToolCallAgent):
+    name: str = "swe"
+    description: str = "an autonomous AI programmer that interacts directly with the computer"
+
+    system_prompt: str = SYSTEM_PROMPT
+    next_step_prompt: str = NEXT_STEP_PROMPT
+
+    max_steps: int = 20
+    workspace: Path | None = Field(default=None, description="Directory the tools work in")
+    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
+
+    @model_validator(mode="after")
+    def _setup_workspace_and_tools(self) -> SWEAgent:
+        self.workspace = resolve_workspace(self.workspace)
+        if "{directory}" in self.system_prompt:
+            self.system_prompt = self.system_prompt.format(directory=self.workspace)
+        if self.available_tools is None:
+            self.available_tools = ToolCollection(
+                Bash(workspace=self.workspace),
+                StrReplaceEditor(workspace=self.workspace),
+                Terminate(),
+            )
+        return self

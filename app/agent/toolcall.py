@@ -1,0 +1,221 @@
+"""``ToolCallAgent``: the model picks tools by function calling; the agent runs them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field, PrivateAttr
+
+from app.agent.react import ReActAgent
+from app.logger import logger
+from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
+from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
+from app.tool.arguments import parse_arguments
+from app.tool.base import ToolFailure, format_output
+from app.tool.create_chat_completion import CreateChatCompletion
+from app.tool.terminate import Terminate
+from app.tool.tool_collection import ToolCollection
+
+__all__ = ["ToolCallAgent"]
+
+_LOG_PREVIEW = 300
+
+
+class ToolCallAgent(ReActAgent):
+    """Each step asks the model for tool calls, runs them in order and records the results.
+
+    A plain text answer (no tool call) ends the run with that text as the final answer,
+    unless ``text_answer_ends_run`` is False (then the loop goes on, as upstream did).
+    """
+
+    name: str = "toolcall"
+    description: str = "an agent that can execute tool calls."
+
+    system_prompt: str = SYSTEM_PROMPT
+    next_step_prompt: str = NEXT_STEP_PROMPT
+
+    available_tools: ToolCollection = Field(
+        default_factory=lambda: ToolCollection(CreateChatCompletion(), Terminate())
+    )
+    tool_choices: TOOL_CHOICE_TYPE = ToolChoice.AUTO.value  # type: ignore[assignment]
+    special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
+
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    _current_base64_image: str | None = PrivateAttr(default=None)
+    _final_answer: str | None = PrivateAttr(default=None)
+    _last_text: str | None = PrivateAttr(default=None)
+
+    max_steps: int = 30
+    max_observe: int | bool | None = None
+    text_answer_ends_run: bool = True
+
+    # ---- think ---------------------------------------------------------------------------------
+
+    def _request_messages(self) -> list[Message]:
+        """Memory plus this step's prompt. The next-step prompt is sent with every request
+        but not stored, so it never piles up in the history."""
+        prompts = [p for p in (self.take_stuck_hint(), self.next_step_prompt) if p]
+        if not prompts:
+            return list(self.messages)
+        return [*self.messages, Message.user_message("\n\n".join(prompts))]
+
+    async def think(self) -> bool:
+        choice = _choice_value(self.tool_choices)
+        response = await self.llm.ask_tool(
+            messages=self._request_messages(),
+            system_msgs=[Message.system_message(self.system_prompt)]
+            if self.system_prompt
+            else None,
+            tools=self.available_tools.to_params(),
+            tool_choice=choice,
+        )
+        self._record_usage()
+
+        tool_calls = list(response.tool_calls or [])
+        content = response.content or ""
+        if content.strip():
+            self._last_text = content
+        if content:
+            logger.info(f"✨ {self.name}'s thoughts: {content}")
+        if tool_calls:
+            names = ", ".join(call.function.name for call in tool_calls)
+            logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
+            for call in tool_calls:
+                logger.info(f"🔧 {call.function.name} arguments: "
+                            f"{_preview(call.function.arguments)}")
+
+        if choice == ToolChoice.NONE.value:
+            if tool_calls:
+                logger.warning(f"{self.name} asked for tools while tools are disabled; ignored")
+            self.tool_calls = []
+            if content:
+                self.memory.add_message(Message.assistant_message(content))
+            return bool(content)
+
+        self.tool_calls = tool_calls
+        if tool_calls:
+            self.memory.add_message(Message.from_tool_calls(tool_calls, content=content))
+        elif content:
+            self.memory.add_message(Message.assistant_message(content))
+
+        if choice == ToolChoice.REQUIRED.value:
+            return True  # act() handles a missing call
+        return bool(tool_calls or content)
+
+    # ---- act -----------------------------------------------------------------------------------
+
+    async def act(self) -> str:
+        if not self.tool_calls:
+            if _choice_value(self.tool_choices) == ToolChoice.REQUIRED.value:
+                # Tell the model and let it try again, rather than ending the run.
+                self.memory.add_message(Message.user_message(REQUIRED_TOOL_PROMPT))
+                return "Error: a tool call was required but the model answered without one"
+            answer = self._last_text
+            if answer and self.text_answer_ends_run:
+                self._final_answer = answer
+                self.state = AgentState.FINISHED
+                logger.info(f"🏁 {self.name} answered without tools; the run is complete")
+            return answer or "No content or commands to execute"
+
+        results = []
+        for command in self.tool_calls:
+            self._current_base64_image = None
+            result = await self.execute_tool(command)
+            if self.max_observe and isinstance(self.max_observe, int):
+                result = _truncate(result, self.max_observe)
+            logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
+            self.memory.add_message(
+                Message.tool_message(
+                    content=result,
+                    tool_call_id=command.id,
+                    name=command.function.name,
+                    base64_image=self._current_base64_image,
+                )
+            )
+            results.append(result)
+        return "\n\n".join(results)
+
+    async def execute_tool(self, command: ToolCall) -> str:
+        """Run one tool call; every problem becomes an ``Error: ...`` text for the model."""
+        if not command or not command.function or not command.function.name:
+            return "Error: Invalid command format"
+        name = command.function.name
+        if name not in self.available_tools.tool_map:
+            known = ", ".join(self.available_tools.tool_map) or "none"
+            return f"Error: Unknown tool '{name}'. Available tools: {known}."
+        try:
+            args = parse_arguments(command.function.arguments)
+        except ValueError as e:
+            logger.warning(f"Bad arguments for '{name}': {command.function.arguments!r}")
+            return (
+                f"Error: Could not parse the arguments of tool '{name}': {e}. "
+                "Send the arguments as one JSON object matching the tool's schema."
+            )
+
+        logger.info(f"🔧 Activating tool: '{name}'...")
+        result = await self.available_tools.execute(name=name, tool_input=args)
+        await self._handle_special_tool(name=name, result=result)
+
+        image = getattr(result, "base64_image", None)
+        if image:
+            self._current_base64_image = image
+        text = format_output(result)
+        if not text:
+            return f"Cmd `{name}` completed with no output"
+        return f"Observed output of cmd `{name}` executed:\n{text}"
+
+    async def _handle_special_tool(self, name: str, result: Any, **kwargs: Any) -> None:
+        if not self._is_special_tool(name):
+            return
+        if isinstance(result, ToolFailure):
+            return  # a terminate call with bad arguments does not end the run
+        if self._should_finish_execution(name=name, result=result, **kwargs):
+            logger.info(f"🏁 Special tool '{name}' has completed the task!")
+            self.state = AgentState.FINISHED
+
+    @staticmethod
+    def _should_finish_execution(**kwargs: Any) -> bool:
+        return True
+
+    def _is_special_tool(self, name: str) -> bool:
+        return name.lower() in [n.lower() for n in self.special_tool_names]
+
+    # ---- run -----------------------------------------------------------------------------------
+
+    def _begin_run(self) -> None:
+        self._final_answer = None
+        self._last_text = None
+        self.tool_calls = []
+
+    def final_answer(self) -> str | None:
+        """The text answer that ended the run; else the model's last words in this run."""
+        return self._final_answer if self._final_answer is not None else self._last_text
+
+    async def cleanup(self) -> None:
+        """Let every tool release its resources; tools start again lazily if reused."""
+        logger.debug(f"🧹 Cleaning up resources for agent '{self.name}'...")
+        await self.available_tools.cleanup()
+
+    async def run(self, request: str | None = None) -> Any:
+        try:
+            return await super().run(request)
+        finally:
+            await self.cleanup()
+
+
+def _choice_value(choice: Any) -> str:
+    return choice.value if isinstance(choice, ToolChoice) else str(choice)
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n... [truncated: {len(text) - limit} more characters]"
+
+
+def _preview(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = text.replace("\n", " ")
+    return text if len(text) <= _LOG_PREVIEW else text[:_LOG_PREVIEW] + "…"
+

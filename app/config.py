@@ -1,0 +1,963 @@
+"""Configuration: ``config/config.toml`` (+ ``config/mcp.json``) read into validated models.
+
+Upstream read its config at import time and quietly fell back to the example file with its
+placeholder key, so a missing or broken config surfaced later as a puzzling 401. Here
+importing reads nothing; the first access through the :data:`config` facade (or an explicit
+:func:`load_config`) reads the file once and fails early with one message that names the
+file, the key as written in TOML and what to do about it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import threading
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from app.exceptions import ConfigError
+from app.logger import logger, register_secret
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
+    import tomli as tomllib  # type: ignore[no-redef]
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "PLACEHOLDER_API_KEYS",
+    "PROJECT_ROOT",
+    "WORKSPACE_ENV_VAR",
+    "AppConfig",
+    "BrowserSettings",
+    "Config",
+    "LLMSettings",
+    "MCPServerConfig",
+    "MCPSettings",
+    "ProxySettings",
+    "RunflowSettings",
+    "SandboxSettings",
+    "SearchSettings",
+    "config",
+    "find_config_path",
+    "load_config",
+]
+
+PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent
+
+#: Environment variable naming the config file when no explicit path is given.
+CONFIG_ENV_VAR = "OPENMANUS_CONFIG"
+#: Environment variable overriding ``workspace_root`` (works even without a config file).
+WORKSPACE_ENV_VAR = "OPENMANUS_WORKSPACE"
+
+#: api_key values that are obviously example text rather than a key (compared case-insensitively).
+PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
+    {
+        "your_api_key",
+        "your-api-key",
+        "your api key",
+        "<your_api_key>",
+        "<your-api-key>",
+        "your_api_key_here",
+        "your-api-key-here",
+        "your_azure_api_key",
+        "sk-...",
+        "sk-xxx",
+        "sk-xxxx",
+        "changeme",
+        "change_me",
+    }
+)
+
+_DEFAULT_PROFILE = "default"
+_SECRET_FIELDS = frozenset({"api_key", "password", "headers", "env"})
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+# --- models ---------------------------------------------------------------------------------
+
+
+class _Settings(BaseModel):
+    """Common model behaviour: unknown keys are reported by the loader, not by pydantic."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+
+def _blank_to_none(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+class LLMSettings(_Settings):
+    """One model profile: which endpoint to call and how patiently."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    max_tokens: PositiveInt = 4096
+    max_input_tokens: PositiveInt | None = None
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    api_type: str = "openai"
+    api_version: str | None = None
+    timeout: PositiveFloat = 300.0
+    max_retries: NonNegativeInt = 5
+    retry_min_wait: NonNegativeFloat = 1.0
+    retry_max_wait: NonNegativeFloat = 60.0
+    supports_images: bool | None = None
+    reasoning_model: bool | None = None
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _strip_model(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("base_url", "api_key", "api_version", mode="before")
+    @classmethod
+    def _strip_optional(cls, value: Any) -> Any:
+        value = _blank_to_none(value)
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("api_type", mode="before")
+    @classmethod
+    def _normalise_api_type(cls, value: Any) -> Any:
+        if value is None:
+            return "openai"
+        if isinstance(value, str):
+            return value.strip().lower() or "openai"
+        return value
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> LLMSettings:
+        if self.api_type == "azure" and not self.api_version:
+            raise ValueError(
+                'api_type "azure" needs api_version (for example api_version = "2024-10-21")'
+            )
+        if self.retry_max_wait < self.retry_min_wait:
+            raise ValueError(
+                f"retry_max_wait ({self.retry_max_wait}) is smaller than retry_min_wait "
+                f"({self.retry_min_wait})"
+            )
+        return self
+
+
+class ProxySettings(_Settings):
+    """Proxy the browser goes through."""
+
+    server: str = Field(min_length=1)
+    username: str | None = None
+    password: str | None = Field(default=None, repr=False)
+
+
+class BrowserSettings(_Settings):
+    """How the browser tool starts or attaches to a browser; ``headless=None`` means auto."""
+
+    headless: bool | None = None
+    disable_security: bool = True
+    extra_chromium_args: list[str] = Field(default_factory=list)
+    chrome_instance_path: str | None = None
+    wss_url: str | None = None
+    cdp_url: str | None = None
+    proxy: ProxySettings | None = None
+    max_content_length: PositiveInt = 2000
+
+    @field_validator("chrome_instance_path", "wss_url", "cdp_url", mode="before")
+    @classmethod
+    def _blank(cls, value: Any) -> Any:
+        return _blank_to_none(value)
+
+
+class SearchSettings(_Settings):
+    """Web search engine order and retry policy."""
+
+    engine: str = "Google"
+    fallback_engines: list[str] = Field(default_factory=lambda: ["DuckDuckGo", "Baidu", "Bing"])
+    retry_delay: NonNegativeInt = 60
+    max_retries: NonNegativeInt = 3
+    lang: str = "en"
+    country: str = "us"
+
+
+class SandboxSettings(_Settings):
+    """Docker sandbox limits."""
+
+    use_sandbox: bool = False
+    image: str = "python:3.12-slim"
+    work_dir: str = "/workspace"
+    memory_limit: str = "512m"
+    cpu_limit: PositiveFloat = 1.0
+    timeout: PositiveInt = 300
+    network_enabled: bool = False
+
+
+_HTTP_TYPE_ALIASES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
+
+
+class MCPServerConfig(_Settings):
+    """One MCP server from ``mcp.json``: a command to spawn (stdio) or a URL (sse/http)."""
+
+    type: Literal["stdio", "sse", "http"]
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = Field(default=None, repr=False)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_type(cls, data: Any) -> Any:
+        # Tolerant like upstream: the type may be omitted or spelled in several ways.
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        kind = data.get("type")
+        if isinstance(kind, str) and kind.strip():
+            kind = kind.strip().lower()
+            if kind in _HTTP_TYPE_ALIASES:
+                kind = "http"
+            data["type"] = kind
+        elif data.get("command"):
+            data["type"] = "stdio"
+        elif data.get("url"):
+            data["type"] = "sse"
+        else:
+            data["type"] = "stdio"  # the "command" error below explains what is missing
+        return data
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        # Environment values are strings; accept JSON numbers/booleans for convenience.
+        if isinstance(value, Mapping):
+            return {
+                k: (str(v).lower() if isinstance(v, bool) else str(v))
+                if isinstance(v, int | float | bool)
+                else v
+                for k, v in value.items()
+            }
+        return value
+
+    @model_validator(mode="after")
+    def _check_target(self) -> MCPServerConfig:
+        if self.type == "stdio" and not (self.command and self.command.strip()):
+            raise ValueError('a "stdio" server needs "command" (and usually "args")')
+        if self.type in {"sse", "http"} and not (self.url and self.url.strip()):
+            raise ValueError(f'an "{self.type}" server needs "url"')
+        return self
+
+
+class MCPSettings(_Settings):
+    """MCP: the module our own MCP server runs from, and the servers agents connect to."""
+
+    server_reference: str = "app.mcp.server"
+    servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+
+
+class RunflowSettings(_Settings):
+    """Which agents the planning flow gets."""
+
+    use_data_analysis_agent: bool = False
+
+
+class AppConfig(BaseModel):
+    """Everything loaded from the config files, already validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    llm: dict[str, LLMSettings]
+    browser_config: BrowserSettings = Field(default_factory=BrowserSettings)
+    search_config: SearchSettings = Field(default_factory=SearchSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    mcp_config: MCPSettings = Field(default_factory=MCPSettings)
+    run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
+    workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
+    config_path: Path | None = None
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _single_profile(cls, value: Any) -> Any:
+        # Convenience for code-built configs: one LLMSettings becomes the default profile.
+        if isinstance(value, LLMSettings):
+            return {_DEFAULT_PROFILE: value}
+        return value
+
+    @field_validator("llm")
+    @classmethod
+    def _has_default(cls, value: dict[str, LLMSettings]) -> dict[str, LLMSettings]:
+        if _DEFAULT_PROFILE not in value:
+            raise ValueError(f'llm needs a "{_DEFAULT_PROFILE}" profile')
+        return value
+
+    def get_llm_settings(self, name: str | None = None) -> LLMSettings:
+        """The named profile; unknown names are an error rather than a silent default."""
+        key = name or _DEFAULT_PROFILE
+        try:
+            return self.llm[key]
+        except KeyError:
+            known = ", ".join(sorted(self.llm))
+            hint = _suggest(key, self.llm)
+            raise ConfigError(
+                f"No LLM profile named {key!r}{hint}; configured profiles: {known}. "
+                f"Add a [llm.{key}] table to the config file."
+            ) from None
+
+
+# --- environment expansion ------------------------------------------------------------------
+
+_ENV_TOKEN = re.compile(
+    r"\$\$\{"  # escaped: $${ -> literal ${
+    r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+    r"|\$\{"  # anything else starting with ${ is malformed
+)
+
+
+class _ExpansionError(Exception):
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def _expand_string(value: str, environ: Mapping[str, str]) -> str:
+    if "${" not in value:
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "$${":
+            return "${"
+        name = match.group("name")
+        if name is None:
+            raise _ExpansionError(
+                "malformed ${...} reference (use ${NAME} or ${NAME:-default}; "
+                "write $${ for a literal ${)"
+            )
+        default = match.group("default")
+        current = environ.get(name)
+        if default is not None:
+            return current if current else default
+        if current is None:
+            raise _ExpansionError(
+                f"environment variable {name} is not set (export it, or give a default "
+                f"with ${{{name}:-value}})"
+            )
+        return current
+
+    return _ENV_TOKEN.sub(substitute, value)
+
+
+def _expand_tree(
+    value: Any,
+    path: tuple[str | int, ...],
+    environ: Mapping[str, str],
+    on_error: Callable[[tuple[str | int, ...], str], None],
+) -> Any:
+    """Expand ``${VAR}`` in every string of a parsed document, reporting failures by key."""
+    if isinstance(value, str):
+        try:
+            return _expand_string(value, environ)
+        except _ExpansionError as exc:
+            on_error(path, exc.problem)
+            return value
+    if isinstance(value, dict):
+        return {k: _expand_tree(v, (*path, k), environ, on_error) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_tree(v, (*path, i), environ, on_error) for i, v in enumerate(value)]
+    return value
+
+
+# --- naming keys the way the user wrote them ------------------------------------------------
+
+
+def _quote_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else json.dumps(key)
+
+
+def _key_suffix(parts: Sequence[str | int]) -> str:
+    text = ""
+    for part in parts:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + _quote_key(part)
+    return text
+
+
+def _toml_key(raw: Mapping[str, Any], path: Sequence[str | int]) -> str:
+    """``("llm", "vision", "max_tokens")`` -> ``[llm.vision] max_tokens`` (tables as headers)."""
+    header: list[str] = []
+    node: Any = raw
+    index = 0
+    while (
+        index < len(path)
+        and isinstance(node, Mapping)
+        and isinstance(path[index], str)
+        and isinstance(node.get(path[index]), Mapping)
+    ):
+        header.append(_quote_key(str(path[index])))
+        node = node[path[index]]
+        index += 1
+    rest = _key_suffix(path[index:])
+    if not header:
+        return rest
+    head = "[" + ".".join(header) + "]"
+    return f"{head} {rest}" if rest else head
+
+
+def _json_key(path: Sequence[str | int]) -> str:
+    return _key_suffix(path)
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _describe_error(
+    error: Mapping[str, Any],
+    path: tuple[str | int, ...],
+    name_key: Callable[[tuple[str | int, ...]], str],
+) -> str:
+    """One pydantic error as ``<key as written>: <problem> (got <value>)``."""
+    where = name_key(path) or "(top level)"
+    kind = error.get("type", "")
+    if kind == "missing":
+        return f"{where}: required but missing"
+    ctx = error.get("ctx") or {}
+    if kind == "value_error" and "error" in ctx:
+        problem = str(ctx["error"])
+    else:
+        problem = str(error.get("msg", "invalid value"))
+    # Never echo values of secret-bearing keys; whole-model inputs are not worth echoing.
+    secret = any(isinstance(p, str) and p in _SECRET_FIELDS for p in path)
+    if error.get("loc") and not secret and "input" in error:
+        problem += f" (got {_short_repr(error['input'])})"
+    return f"{where}: {problem}"
+
+
+def _describe_errors(
+    exc: ValidationError,
+    prefix: tuple[str | int, ...],
+    name_key: Callable[[tuple[str | int, ...]], str],
+) -> list[str]:
+    return [
+        _describe_error(error, (*prefix, *error.get("loc", ())), name_key)
+        for error in exc.errors(include_url=False)
+    ]
+
+
+def _model_field_types(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
+    """Field name -> nested model class (for sub-tables), else None."""
+    result: dict[str, type[BaseModel] | None] = {}
+    for name, field in model.model_fields.items():
+        nested: type[BaseModel] | None = None
+        annotation = field.annotation
+        candidates = (
+            typing.get_args(annotation)
+            if isinstance(annotation, types.UnionType)
+            or typing.get_origin(annotation) is typing.Union
+            else (annotation,)
+        )
+        for candidate in candidates:
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                nested = candidate
+        result[name] = nested
+    return result
+
+
+def _suggest(key: str, known: Any) -> str:
+    match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def _unknown_keys(
+    model: type[BaseModel],
+    data: Mapping[str, Any],
+    path: tuple[str | int, ...],
+    skip: frozenset[str] = frozenset(),
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """(path, suggestion) for every key the model does not know, recursing into sub-tables."""
+    fields = _model_field_types(model)
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    for key, value in data.items():
+        if key in skip:
+            continue
+        if key not in fields:
+            found.append(((*path, key), _suggest(key, fields)))
+            continue
+        nested = fields[key]
+        if nested is not None and isinstance(value, Mapping):
+            found.extend(_unknown_keys(nested, value, (*path, key)))
+    return found
+
+
+# --- loading --------------------------------------------------------------------------------
+
+
+def _resolve_config_path(path: str | Path | None) -> tuple[Path, str]:
+    if path is not None and str(path).strip():
+        candidate, source = Path(path).expanduser(), "given explicitly"
+    elif os.environ.get(CONFIG_ENV_VAR, "").strip():
+        candidate = Path(os.environ[CONFIG_ENV_VAR].strip()).expanduser()
+        source = f"from ${CONFIG_ENV_VAR}"
+    else:
+        candidate, source = PROJECT_ROOT / "config" / "config.toml", "default location"
+    if candidate.is_dir():
+        candidate = candidate / "config.toml"
+    return candidate.absolute(), source
+
+
+def find_config_path(path: str | Path | None = None) -> Path:
+    """Where the config is read from: ``path``, else ``$OPENMANUS_CONFIG``, else the default.
+
+    The file need not exist; a directory means ``<directory>/config.toml``.
+    """
+    return _resolve_config_path(path)[0]
+
+
+def _missing_file_error(path: Path, source: str) -> ConfigError:
+    example = PROJECT_ROOT / "config" / "config.example.toml"
+    if path == PROJECT_ROOT / "config" / "config.toml":
+        copy = f"cd {PROJECT_ROOT} && cp config/config.example.toml config/config.toml"
+    else:
+        copy = f"cp {example} {path}"
+    return ConfigError(
+        f"No configuration file at {path} ({source}).\n"
+        f"Create one from the example:\n"
+        f"    {copy}\n"
+        f"then set model, base_url and api_key in its [llm] section "
+        f"(or leave api_key out and export OPENAI_API_KEY).\n"
+        f"Another location can be chosen with --config or ${CONFIG_ENV_VAR}."
+    )
+
+
+def _read_toml(path: Path, source: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise _missing_file_error(path, source)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"Cannot read configuration file {path}: {exc}") from exc
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"Configuration file {path} is not valid UTF-8 text (byte {exc.start})"
+        ) from exc
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message carries "(at line L, column C)".
+        raise ConfigError(f"Invalid TOML in {path}: {exc}") from exc
+
+
+def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
+    """``$OPENMANUS_WORKSPACE`` > the file's ``workspace_root`` > ``<project>/workspace``."""
+    env_value = os.environ.get(WORKSPACE_ENV_VAR, "").strip()
+    if env_value:
+        return Path(env_value).expanduser().absolute()
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return PROJECT_ROOT / "workspace"
+    candidate = Path(value).expanduser()
+    if not candidate.is_absolute():
+        base = config_path.parent.parent if config_path is not None else PROJECT_ROOT
+        candidate = base / candidate
+    return candidate.absolute()
+
+
+def _is_placeholder(api_key: Any) -> bool:
+    return isinstance(api_key, str) and api_key.strip().lower() in PLACEHOLDER_API_KEYS
+
+
+class _Problems:
+    """Collects errors and unknown keys for one file so they are reported together."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.errors: list[str] = []
+        self.unknown: list[str] = []
+
+    def error(self, line: str) -> None:
+        if line not in self.errors:
+            self.errors.append(line)
+
+    def message(self) -> str:
+        items = "\n".join(f"  - {line}" for line in self.errors)
+        return f"Invalid configuration in {self.path}:\n{items}"
+
+    def warn_unknown(self) -> None:
+        if self.unknown:
+            logger.warning("Ignoring unknown keys in {}: {}", self.path, "; ".join(self.unknown))
+
+
+_TOP_LEVEL_KEYS = ("llm", "browser", "search", "sandbox", "mcp", "runflow", "workspace_root")
+
+
+def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings]:
+    section = raw.get("llm")
+    if section is None:
+        raise ConfigError(
+            f"{problems.path} has no [llm] section. Add one with at least a model, e.g.\n"
+            f'    [llm]\n    model = "gpt-4o"\n    base_url = "https://api.openai.com/v1"\n'
+            f'    api_key = "${{OPENAI_API_KEY}}"'
+        )
+    if not isinstance(section, dict):
+        raise ConfigError(
+            f"{problems.path}: llm must be a table ([llm]), got {_short_repr(section)}"
+        )
+    plain = {k: v for k, v in section.items() if not isinstance(v, dict)}
+    tables = {k: v for k, v in section.items() if isinstance(v, dict)}
+    if "model" not in plain and "model" not in tables.get(_DEFAULT_PROFILE, {}):
+        raise ConfigError(
+            f"{problems.path}: [llm] has no model. Set the model name the endpoint serves, "
+            f'e.g. model = "gpt-4o" (OpenAI) or model = "llama3.1" (Ollama).'
+        )
+
+    for key_path, hint in _unknown_keys(LLMSettings, plain, ("llm",)):
+        problems.unknown.append(_toml_key(raw, key_path) + hint)
+    for name, table in tables.items():
+        for key_path, hint in _unknown_keys(LLMSettings, table, ("llm", name)):
+            problems.unknown.append(_toml_key(raw, key_path) + hint)
+
+    fields = LLMSettings.model_fields
+    # profile name -> the [llm.<name>] table overlaid on [llm]'s plain keys (None: only those)
+    sources: dict[str, str | None] = {
+        _DEFAULT_PROFILE: _DEFAULT_PROFILE if _DEFAULT_PROFILE in tables else None
+    }
+    sources.update({name: name for name in tables if name != _DEFAULT_PROFILE})
+
+    profiles: dict[str, LLMSettings] = {}
+    for name, table_name in sources.items():
+        table = tables[table_name] if table_name is not None else {}
+
+        def where(
+            key: Any, table: dict[str, Any] = table, table_name: str | None = table_name
+        ) -> tuple[str, ...]:
+            # Report a key where it is written: in the profile's table, else in [llm].
+            if table_name is not None and (key is None or key in table):
+                return ("llm", table_name)
+            return ("llm",)
+
+        merged = {k: v for k, v in plain.items() if k in fields}
+        merged.update({k: v for k, v in table.items() if k in fields})
+        if _is_placeholder(merged.get("api_key")):
+            location = _toml_key(raw, (*where("api_key"), "api_key"))
+            problems.error(
+                f"{location} is still the example placeholder {merged['api_key']!r}: put your "
+                f"real key there, or delete the line and export OPENAI_API_KEY"
+            )
+            continue
+        try:
+            settings = LLMSettings.model_validate(merged)
+        except ValidationError as exc:
+            for error in exc.errors(include_url=False):
+                loc = tuple(error.get("loc", ()))
+                path = (*where(loc[0] if loc else None), *loc)
+                problems.error(_describe_error(error, path, lambda p: _toml_key(raw, p)))
+            continue
+        profiles[name] = _with_env_key(settings)
+    return profiles
+
+
+def _with_env_key(settings: LLMSettings) -> LLMSettings:
+    """Fill a missing api_key from the environment; local servers may legitimately have none."""
+    if settings.api_key:
+        return settings
+    variable = "AZURE_OPENAI_API_KEY" if settings.api_type == "azure" else "OPENAI_API_KEY"
+    value = os.environ.get(variable, "").strip()
+    if not value:
+        return settings
+    return settings.model_copy(update={"api_key": value})
+
+
+def _load_section(
+    raw: dict[str, Any],
+    name: str,
+    model: type[BaseModel],
+    problems: _Problems,
+    skip: frozenset[str] = frozenset(),
+) -> Any:
+    section = raw.get(name, {})
+    if not isinstance(section, dict):
+        problems.error(f"{name}: must be a table ([{name}]), got {_short_repr(section)}")
+        return model()
+    for key_path, hint in _unknown_keys(model, section, (name,), skip):
+        problems.unknown.append(_toml_key(raw, key_path) + hint)
+    data = {k: v for k, v in section.items() if k not in skip}
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        for line in _describe_errors(exc, (name,), lambda p: _toml_key(raw, p)):
+            problems.error(line)
+        return model()
+
+
+def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
+    """Servers from ``mcp.json``; a missing file means none."""
+    if not path.is_file():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read MCP server file {path}: {exc}") from exc
+    if not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"Invalid JSON in {path}: {exc.msg} (at line {exc.lineno}, column {exc.colno})"
+        ) from exc
+    problems = _Problems(path)
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}, '
+            f"got {type(data).__name__}"
+        )
+    key = "mcpServers" if "mcpServers" in data else ("servers" if "servers" in data else None)
+    for other in data:
+        if other != key:
+            problems.unknown.append(other + _suggest(other, ["mcpServers"]))
+    servers_raw = data.get(key, {}) if key else {}
+    if not isinstance(servers_raw, dict):
+        raise ConfigError(f'{path}: "{key}" must be an object mapping server ids to settings')
+
+    def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
+        problems.error(f"{_json_key(p)}: {problem}")
+
+    servers: dict[str, MCPServerConfig] = {}
+    for server_id, entry in servers_raw.items():
+        prefix: tuple[str | int, ...] = (key or "mcpServers", server_id)
+        if not isinstance(entry, dict):
+            problems.error(f"{_json_key(prefix)}: must be an object, got {_short_repr(entry)}")
+            continue
+        entry = _expand_tree(entry, prefix, os.environ, on_env_error)
+        for key_path, hint in _unknown_keys(MCPServerConfig, entry, prefix):
+            problems.unknown.append(_json_key(key_path) + hint)
+        try:
+            servers[server_id] = MCPServerConfig.model_validate(entry)
+        except ValidationError as exc:
+            for line in _describe_errors(exc, prefix, _json_key):
+                problems.error(line)
+    problems.warn_unknown()
+    if problems.errors:
+        raise ConfigError(problems.message())
+    return servers
+
+
+def _register_secrets(app: AppConfig) -> None:
+    for settings in app.llm.values():
+        register_secret(settings.api_key)
+    proxy = app.browser_config.proxy
+    if proxy is not None:
+        register_secret(proxy.password)
+    for server in app.mcp_config.servers.values():
+        for name, value in (server.headers or {}).items():
+            if re.search(r"auth|key|token|secret|pass", name, re.IGNORECASE):
+                register_secret(value.split(" ", 1)[-1])
+        for name, value in (server.env or {}).items():
+            if re.search(r"key|token|secret|pass", name, re.IGNORECASE):
+                register_secret(value)
+
+
+def load_config(path: str | Path | None = None) -> AppConfig:
+    """Read and validate the config (and ``mcp.json`` beside it) into an :class:`AppConfig`.
+
+    ``path`` None means ``$OPENMANUS_CONFIG`` or ``<project>/config/config.toml``. Raises
+    :class:`ConfigError` with every problem found; unknown keys are only warned about.
+    """
+    config_path, source = _resolve_config_path(path)
+    document = _read_toml(config_path, source)
+    problems = _Problems(config_path)
+
+    def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
+        problems.error(f"{_toml_key(document, p)}: {problem}")
+
+    raw = _expand_tree(document, (), os.environ, on_env_error)
+    if problems.errors:
+        raise ConfigError(problems.message())
+
+    for key in raw:
+        if key not in _TOP_LEVEL_KEYS:
+            problems.unknown.append(_toml_key(raw, (key,)) + _suggest(key, _TOP_LEVEL_KEYS))
+
+    llm = _load_llm(raw, problems)
+    browser = _load_section(raw, "browser", BrowserSettings, problems)
+    search = _load_section(raw, "search", SearchSettings, problems)
+    sandbox = _load_section(raw, "sandbox", SandboxSettings, problems)
+    mcp = _load_section(raw, "mcp", MCPSettings, problems, skip=frozenset({"servers"}))
+    if isinstance(raw.get("mcp"), dict) and "servers" in raw["mcp"]:
+        problems.unknown.append("[mcp] servers (MCP servers belong in mcp.json)")
+    runflow = _load_section(raw, "runflow", RunflowSettings, problems)
+
+    workspace_value = raw.get("workspace_root")
+    if workspace_value is not None and not isinstance(workspace_value, str):
+        problems.error(f"workspace_root: must be a path string, got {_short_repr(workspace_value)}")
+        workspace_value = None
+
+    problems.warn_unknown()
+    if problems.errors:
+        raise ConfigError(problems.message())
+
+    mcp.servers = _load_mcp_servers(config_path.parent / "mcp.json")
+    app = AppConfig(
+        llm=llm,
+        browser_config=browser,
+        search_config=search,
+        sandbox=sandbox,
+        mcp_config=mcp,
+        run_flow_config=runflow,
+        workspace_root=_resolve_workspace(workspace_value, config_path),
+        config_path=config_path,
+    )
+    _register_secrets(app)
+    return app
+
+
+def _read_workspace_root(path: Path) -> Path:
+    """Only ``workspace_root`` from the file: tools need it even if the LLM part is unusable."""
+    document = _read_toml(path, "")
+    value = document.get("workspace_root")
+    if value is None:
+        return _resolve_workspace(None, path)
+    if not isinstance(value, str):
+        raise ConfigError(
+            f"Invalid configuration in {path}: workspace_root must be a path string, "
+            f"got {_short_repr(value)}"
+        )
+    try:
+        expanded = _expand_string(value, os.environ)
+    except _ExpansionError as exc:
+        raise ConfigError(
+            f"Invalid configuration in {path}: workspace_root: {exc.problem}"
+        ) from exc
+    return _resolve_workspace(expanded, path)
+
+
+# --- the process-wide facade ----------------------------------------------------------------
+
+
+class Config:
+    """Lazy access to the active configuration under upstream's attribute names.
+
+    Nothing is read until an attribute is used; ``load`` (e.g. from ``--config``) and ``use``
+    (a config built in code) replace what is active.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._app: AppConfig | None = None
+        self._workspace_cache: tuple[Path, Path] | None = None
+
+    def load(self, path: str | Path | None = None) -> AppConfig:
+        """Read the config now (``path`` as for :func:`load_config`) and make it active."""
+        app = load_config(path)
+        with self._lock:
+            self._app = app
+            self._workspace_cache = None
+        return app
+
+    def use(self, app_config: AppConfig) -> None:
+        """Make a config built in code active (libraries, tests); no file is read."""
+        if not isinstance(app_config, AppConfig):
+            raise TypeError(f"expected an AppConfig, got {type(app_config).__name__}")
+        _register_secrets(app_config)
+        with self._lock:
+            self._app = app_config
+            self._workspace_cache = None
+
+    def reset(self) -> None:
+        """Forget the active config; the next access loads again."""
+        with self._lock:
+            self._app = None
+            self._workspace_cache = None
+
+    @property
+    def is_loaded(self) -> bool:
+        """Whether a config is active (without triggering a load)."""
+        return self._app is not None
+
+    @property
+    def app_config(self) -> AppConfig:
+        """The active :class:`AppConfig`, loading the default file on first use."""
+        app = self._app
+        if app is not None:
+            return app
+        with self._lock:
+            if self._app is None:
+                self._app = load_config()
+            return self._app
+
+    @property
+    def llm(self) -> dict[str, LLMSettings]:
+        return self.app_config.llm
+
+    @property
+    def sandbox(self) -> SandboxSettings:
+        return self.app_config.sandbox
+
+    @property
+    def browser_config(self) -> BrowserSettings:
+        return self.app_config.browser_config
+
+    @property
+    def search_config(self) -> SearchSettings:
+        return self.app_config.search_config
+
+    @property
+    def mcp_config(self) -> MCPSettings:
+        return self.app_config.mcp_config
+
+    @property
+    def run_flow_config(self) -> RunflowSettings:
+        return self.app_config.run_flow_config
+
+    @property
+    def config_path(self) -> Path | None:
+        return self.app_config.config_path
+
+    @property
+    def workspace_root(self) -> Path:
+        """Usable without a config file: active config, ``$OPENMANUS_WORKSPACE``, file, default."""
+        app = self._app
+        if app is not None:
+            return app.workspace_root
+        env_value = os.environ.get(WORKSPACE_ENV_VAR, "").strip()
+        if env_value:
+            return Path(env_value).expanduser().absolute()
+        path = find_config_path()
+        if not path.is_file():
+            return PROJECT_ROOT / "workspace"
+        with self._lock:
+            cached = self._workspace_cache
+            if cached is not None and cached[0] == path:
+                return cached[1]
+            root = _read_workspace_root(path)
+            self._workspace_cache = (path, root)
+            return root
+
+    @property
+    def root_path(self) -> Path:
+        return PROJECT_ROOT
+
+    def __repr__(self) -> str:
+        state = f"loaded from {self._app.config_path}" if self._app else "not loaded"
+        return f"<Config {state}>"
+
+
+config = Config()

@@ -1,0 +1,148 @@
+"""One exception tree for the whole framework.
+
+Three families, by who can act on them:
+
+* developer mistakes (``ConfigError``, ``AgentStateError``) are raised to the caller;
+* errors the model can fix (``ToolError``) travel back to the model as tool results;
+* LLM failures are split into transient ones (retried with backoff) and final ones
+  (raised at once, translated from the SDK's exception with ``raise ... from``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentError",
+    "AgentStateError",
+    "ConfigError",
+    "ContextWindowExceededError",
+    "ImagesNotSupportedError",
+    "LLMAuthenticationError",
+    "LLMBadRequestError",
+    "LLMConnectionError",
+    "LLMError",
+    "LLMNotFoundError",
+    "LLMQuotaError",
+    "LLMRateLimitError",
+    "LLMResponseError",
+    "LLMServerError",
+    "LLMTimeoutError",
+    "LLMTransientError",
+    "OpenManusError",
+    "TokenLimitExceeded",
+    "ToolError",
+    "ToolsNotSupportedError",
+]
+
+
+class OpenManusError(Exception):
+    """Base of every error this framework raises on purpose."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- developer / user mistakes -------------------------------------------------------------
+
+
+class ConfigError(OpenManusError):
+    """The configuration is missing, unreadable or invalid; the message says how to fix it."""
+
+
+class AgentError(OpenManusError):
+    """An agent was used in a way its contract does not allow."""
+
+
+class AgentStateError(AgentError):
+    """An agent was asked to run while it is already running (or in another illegal state)."""
+
+
+# --- errors the model can fix --------------------------------------------------------------
+
+
+class ToolError(OpenManusError):
+    """Raised by a tool; its message goes back to the model as a failed tool result."""
+
+
+# --- LLM failures --------------------------------------------------------------------------
+
+
+class LLMError(OpenManusError):
+    """A request to the language model failed."""
+
+    def __init__(
+        self, message: str = "", *, status_code: int | None = None, model: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.model = model
+
+
+class LLMTransientError(LLMError):
+    """A failure that may pass by itself; the LLM wrapper retries these with backoff."""
+
+
+class LLMRateLimitError(LLMTransientError):
+    """HTTP 429; ``retry_after`` holds the server's requested delay in seconds, if any."""
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None, **kw) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class LLMTimeoutError(LLMTransientError):
+    """The request did not complete within its timeout."""
+
+
+class LLMConnectionError(LLMTransientError):
+    """The endpoint could not be reached or dropped the connection."""
+
+
+class LLMServerError(LLMTransientError):
+    """HTTP 5xx (or 408/409) from the endpoint."""
+
+
+class LLMAuthenticationError(LLMError):
+    """HTTP 401/403: the API key is missing, wrong or lacks permission."""
+
+
+class LLMQuotaError(LLMError):
+    """HTTP 429 with an exhausted quota: waiting will not help."""
+
+
+class LLMBadRequestError(LLMError):
+    """HTTP 400/422: the request itself was rejected; retrying the same request cannot help."""
+
+
+class LLMNotFoundError(LLMBadRequestError):
+    """HTTP 404: the model or the endpoint path does not exist (check ``model``/``base_url``)."""
+
+
+class ContextWindowExceededError(LLMBadRequestError):
+    """The request does not fit the model's context window (``max_input_tokens`` or the API)."""
+
+    def __init__(
+        self, message: str = "", *, tokens: int | None = None, limit: int | None = None, **kw
+    ) -> None:
+        super().__init__(message, **kw)
+        self.tokens = tokens
+        self.limit = limit
+
+
+#: Upstream's name for the same condition.
+TokenLimitExceeded = ContextWindowExceededError
+
+
+class ToolsNotSupportedError(LLMBadRequestError):
+    """The model or endpoint rejects function calling (``tools`` in the request)."""
+
+
+class ImagesNotSupportedError(LLMBadRequestError):
+    """Images were sent to a model configured without image support."""
+
+
+class LLMResponseError(LLMError):
+    """The endpoint answered with something that is not a usable chat completion."""

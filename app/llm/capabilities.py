@@ -1,0 +1,38 @@
+"""What a model can do, guessed from its name when the config does not say.
+
+The config flags ``reasoning_model`` and ``supports_images`` always win; these prefixes are only
+defaults, so a new model never needs a code change, only a config line.
+"""
+
+from __future__ import annotations
+
+__all__ = ["base_model_name", "default_reasoning_model", "default_supports_images"]
+
+_REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
+_IMAGE_PREFIXES = (
+    "gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-4-vision", "gpt-5", "o1", "o3", "o4",
+    "chatgpt-4o", "claude-3", "claude-sonnet", "claude-opus", "claude-haiku", "gemini",
+    "llava", "bakllava", "pixtral", "qwen-vl", "qwen2-vl", "qwen2.5-vl", "qwen3-vl",
+    "llama3.2-vision", "llama-3.2-vision", "llama-4", "gemma3", "minicpm-v", "glm-4v",
+)
+_IMAGE_MARKERS = ("-vl", "vision", "-omni")
+
+
+def base_model_name(model: str) -> str:
+    """``"openai/gpt-4o-mini"`` -> ``"gpt-4o-mini"``: provider prefixes do not change abilities."""
+    return model.rsplit("/", 1)[-1].strip().lower()
+
+
+def default_reasoning_model(model: str) -> bool:
+    """Reasoning models take ``max_completion_tokens`` and reject ``temperature``."""
+    name = base_model_name(model)
+    if name.startswith("gpt-5") and "chat" in name:
+        return False
+    return name.startswith(_REASONING_PREFIXES)
+
+
+def default_supports_images(model: str) -> bool:
+    name = base_model_name(model)
+    if name in ("o1-mini", "o3-mini"):
+        return False
+    return name.startswith(_IMAGE_PREFIXES) or any(m in name for m in _IMAGE_MARKERS)

@@ -1,0 +1,585 @@
+"""``LLM``: the one place requests to the model are built, sent, retried and accounted for.
+
+Requests go through the openai client's low-level ``post`` rather than
+``chat.completions.create``: we keep the SDK's auth, Azure routing, error types and connection
+pool, and skip its per-call parameter processing, which costs tens of milliseconds per step
+on long histories. The openai package is imported on the first request, not before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from app.exceptions import (
+    ContextWindowExceededError,
+    ImagesNotSupportedError,
+    LLMConnectionError,
+    LLMError,
+    LLMRateLimitError,
+    LLMResponseError,
+    LLMTransientError,
+)
+from app.llm.capabilities import default_reasoning_model, default_supports_images
+from app.llm.errors import translate_error
+from app.llm.messages import format_messages, image_part, message_from_response
+from app.llm.usage import Usage
+from app.logger import logger
+from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
+
+if TYPE_CHECKING:
+    from app.config import LLMSettings
+    from app.tokens import TokenCounter
+
+__all__ = ["LLM"]
+
+#: A Retry-After longer than this is not waited for: the error is raised at once instead.
+MAX_RETRY_AFTER = 300.0
+
+
+class LLM:
+    """A chat model behind an OpenAI-compatible endpoint (OpenAI, Azure, Ollama, vLLM, ...).
+
+    ``LLM(config_name)`` returns one shared instance per config name, as upstream does;
+    ``LLM.create(...)`` builds an independent one (for libraries and tests).
+    """
+
+    _instances: ClassVar[dict[str, LLM]] = {}
+
+    def __new__(
+        cls, config_name: str = "default", llm_config: Any = None, **kwargs: Any
+    ) -> LLM:
+        instance = cls._instances.get(config_name)
+        if instance is None:
+            instance = super().__new__(cls)
+            instance._initialized = False
+            cls._instances[config_name] = instance
+        return instance
+
+    def __init__(self, config_name: str = "default", llm_config: Any = None, **kwargs: Any) -> None:
+        if getattr(self, "_initialized", False):
+            return
+        try:
+            self._setup(config_name, _resolve_settings(config_name, llm_config))
+        except BaseException:
+            type(self)._instances.pop(config_name, None)
+            raise
+        self._initialized = True
+
+    @classmethod
+    def create(
+        cls, config_name: str = "default", llm_config: Any = None, **overrides: Any
+    ) -> LLM:
+        """An independent instance, not shared and not registered as the singleton.
+
+        ``llm_config`` may be an ``LLMSettings``, a dict of settings, or a dict of profiles;
+        ``overrides`` replace individual settings (e.g. ``base_url=...``).
+        """
+        instance = super().__new__(cls)
+        settings = _resolve_settings(config_name, llm_config)
+        if overrides:
+            settings = settings.model_copy(update=overrides)
+        instance._setup(config_name, settings)
+        instance._initialized = True
+        return instance
+
+    @classmethod
+    def reset_instances(cls) -> None:
+        """Forget the shared instances (after the config changed, and in tests)."""
+        cls._instances.clear()
+
+    def _setup(self, config_name: str, settings: LLMSettings) -> None:
+        self.config_name = config_name
+        self.settings = settings
+        self.model: str = settings.model
+        self.max_tokens: int = settings.max_tokens
+        self.temperature: float = settings.temperature
+        self.api_type: str = settings.api_type
+        self.api_key: str | None = settings.api_key
+        self.api_version: str = settings.api_version
+        self.base_url: str = settings.base_url
+        self.max_input_tokens: int | None = settings.max_input_tokens
+        self.timeout: float = settings.timeout
+        self.max_retries: int = settings.max_retries
+        self.is_reasoning_model: bool = (
+            settings.reasoning_model
+            if settings.reasoning_model is not None
+            else default_reasoning_model(settings.model)
+        )
+        self.supports_images: bool = (
+            settings.supports_images
+            if settings.supports_images is not None
+            else default_supports_images(settings.model)
+        )
+        self.usage = Usage()
+        self.last_usage: Usage | None = None
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._counter: TokenCounter | None = None
+        self._warned_images = False
+
+    def __repr__(self) -> str:
+        return (
+            f"LLM(config_name={self.config_name!r}, model={self.model!r}, "
+            f"base_url={self.base_url!r})"
+        )
+
+    # ---- usage, upstream-compatible names ------------------------------------------------
+
+    @property
+    def total_input_tokens(self) -> int:
+        return self.usage.prompt_tokens
+
+    @property
+    def total_completion_tokens(self) -> int:
+        return self.usage.completion_tokens
+
+    def update_token_count(self, input_tokens: int, completion_tokens: int = 0) -> None:
+        self._record_usage(
+            Usage(
+                prompt_tokens=input_tokens,
+                completion_tokens=completion_tokens,
+                total_tokens=input_tokens + completion_tokens,
+                requests=1,
+            )
+        )
+
+    def _record_usage(self, usage: Usage) -> None:
+        self.last_usage = usage
+        self.usage.add(usage)
+        logger.debug(f"LLM usage: {usage} | cumulative: {self.usage}")
+
+    # ---- token counting ----------------------------------------------------------------------
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        if self._counter is None:
+            from app.tokens import TokenCounter
+
+            self._counter = TokenCounter(self.model)
+        return self._counter
+
+    async def _loaded_counter(self) -> TokenCounter:
+        """The counter, loaded off the event loop the first time (loading may read files or
+        wait on a download)."""
+        counter = self.token_counter
+        if not counter.loaded:
+            await asyncio.to_thread(counter.load)
+        return counter
+
+    def count_tokens(self, text: str) -> int:
+        return self.token_counter.count_text(text) if text else 0
+
+    def count_message_tokens(self, messages: list[dict[str, Any]]) -> int:
+        return self.token_counter.count_messages(messages)
+
+    def check_token_limit(self, input_tokens: int) -> bool:
+        """True when ``input_tokens`` fits the per-request window (``max_input_tokens``)."""
+        return self.max_input_tokens is None or input_tokens <= self.max_input_tokens
+
+    def get_limit_error_message(self, input_tokens: int) -> str:
+        return (
+            f"The request needs about {input_tokens} input tokens, more than max_input_tokens="
+            f"{self.max_input_tokens} for model '{self.model}'."
+        )
+
+    async def _check_window(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> None:
+        if self.max_input_tokens is None:
+            return
+        counter = await self._loaded_counter()
+        needed = counter.count_messages(messages) + counter.count_tools(tools)
+        if not self.check_token_limit(needed):
+            raise ContextWindowExceededError(
+                self.get_limit_error_message(needed),
+                tokens=needed,
+                limit=self.max_input_tokens,
+                model=self.model,
+            )
+
+    # ---- message formatting --------------------------------------------------------------------
+
+    def format_messages(
+        self, messages: list[Message | dict[str, Any]], supports_images: bool | None = None
+    ) -> list[dict[str, Any]]:
+        """Wire-format messages (upstream's name); images follow this model's abilities."""
+        allowed = self.supports_images if supports_images is None else supports_images
+        formatted, omitted = format_messages(messages, supports_images=allowed, model=self.model)
+        if omitted and not self._warned_images:
+            self._warned_images = True
+            logger.warning(
+                f"Model '{self.model}' is not configured for images; {omitted} image(s) were "
+                "replaced by a note. Set supports_images = true in its [llm] section if it "
+                "accepts them."
+            )
+        return formatted
+
+    def _prepare(
+        self,
+        messages: list[Message | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None,
+    ) -> list[dict[str, Any]]:
+        combined = [*(system_msgs or []), *messages]
+        return self.format_messages(combined)
+
+    def _body(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        temperature: float | None,
+        stream: bool,
+        extra: dict[str, Any],
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.is_reasoning_model:
+            body["max_completion_tokens"] = self.max_tokens
+        else:
+            body["max_tokens"] = self.max_tokens
+            body["temperature"] = self.temperature if temperature is None else temperature
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(extra)
+        return body
+
+    # ---- transport -----------------------------------------------------------------------------
+
+    def _get_client(self) -> Any:
+        """The SDK client, one per event loop (a connection pool cannot outlive its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            import openai
+
+            key = self.api_key or "no-key-configured"
+            if self.api_type == "azure":
+                self._client = openai.AsyncAzureOpenAI(
+                    api_key=key,
+                    api_version=self.api_version,
+                    azure_endpoint=self.base_url,
+                    max_retries=0,
+                    timeout=self.timeout,
+                )
+            else:
+                self._client = openai.AsyncOpenAI(
+                    api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+                )
+            self._client_loop = loop
+        return self._client
+
+    async def _post(self, body: dict[str, Any], *, timeout: float | None, stream: bool) -> Any:
+        """One HTTP attempt; SDK errors come out as our types."""
+        import openai
+
+        client = self._get_client()
+        options = {"security": {"bearer_auth": True}, "timeout": timeout or self.timeout}
+        try:
+            if stream:
+                from openai import AsyncStream
+                from openai.types.chat import ChatCompletionChunk
+
+                return await client.post(
+                    "/chat/completions",
+                    body=body,
+                    cast_to=ChatCompletionChunk,
+                    options=options,
+                    stream=True,
+                    stream_cls=AsyncStream[ChatCompletionChunk],
+                )
+            raw = await client.post(
+                "/chat/completions", body=body, cast_to=bytes, options=options
+            )
+        except openai.OpenAIError as e:
+            raise translate_error(e, model=self.model, base_url=self.base_url) from e
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise LLMResponseError(
+                f"Model '{self.model}' ({self.base_url}) answered with invalid JSON: "
+                f"{raw[:200]!r}",
+                model=self.model,
+            ) from e
+
+    async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
+        """Run ``attempt`` again on transient failures only, with exponential backoff + jitter.
+
+        Rate limits wait at least as long as the server's Retry-After asks.
+        """
+        from tenacity import (
+            AsyncRetrying,
+            RetryError,
+            retry_if_exception,
+            stop_after_attempt,
+        )
+
+        settings = self.settings
+        attempts = max(self.max_retries, 0) + 1
+
+        def should_retry(error: BaseException) -> bool:
+            if not isinstance(error, LLMTransientError):
+                return False
+            retry_after = getattr(error, "retry_after", None)
+            return retry_after is None or retry_after <= MAX_RETRY_AFTER
+
+        def wait(state: Any) -> float:
+            n = state.attempt_number
+            backoff = min(settings.retry_max_wait, settings.retry_min_wait * 2 ** (n - 1))
+            backoff += random.uniform(0, settings.retry_min_wait)
+            error = state.outcome.exception() if state.outcome else None
+            if isinstance(error, LLMRateLimitError) and error.retry_after is not None:
+                return max(error.retry_after, backoff)
+            return backoff
+
+        def before_sleep(state: Any) -> None:
+            error = state.outcome.exception()
+            logger.warning(
+                f"LLM request failed ({error}); retry {state.attempt_number}/{attempts - 1} "
+                f"in {state.upcoming_sleep:.2f}s"
+            )
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait,
+            retry=retry_if_exception(should_retry),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            async for trial in retrying:
+                with trial:
+                    return await attempt()
+        except LLMTransientError as e:
+            n = trial.retry_state.attempt_number
+            if n > 1:
+                e.message = f"{e.message} (gave up after {n} attempts)"
+                e.args = (e.message,)
+            e.attempts = n  # type: ignore[attr-defined]
+            raise
+        except RetryError as e:  # pragma: no cover - reraise=True makes this unreachable
+            raise LLMError(str(e)) from e
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _usage_from(
+        self, data: dict[str, Any], messages: list[dict[str, Any]], text: str
+    ) -> None:
+        usage = Usage.from_api(data.get("usage"))
+        if usage is None:  # the endpoint reported none: estimate, and say so
+            counter = await self._loaded_counter()
+            prompt = counter.count_messages(messages)
+            completion = counter.count_text(text) if text else 0
+            usage = Usage(
+                prompt_tokens=prompt,
+                completion_tokens=completion,
+                total_tokens=prompt + completion,
+                requests=1,
+                estimated=True,
+            )
+        self._record_usage(usage)
+
+    # ---- public API ----------------------------------------------------------------------------
+
+    async def ask(
+        self,
+        messages: list[Message | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None = None,
+        stream: bool = True,
+        temperature: float | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """A plain text answer. With ``stream`` the reply is read as it is generated."""
+        formatted = self._prepare(messages, system_msgs)
+        await self._check_window(formatted, None)
+        timeout = kwargs.pop("timeout", None)
+        body = self._body(formatted, temperature=temperature, stream=stream, extra=kwargs)
+        if stream:
+            text = await self._with_retries(lambda: self._stream_text(body, formatted, timeout))
+        else:
+            data = await self._with_retries(lambda: self._post(body, timeout=timeout,
+                                                               stream=False))
+            message = self._first_message(data)
+            text = message.content or ""
+            await self._usage_from(data, formatted, text)
+        if not text:
+            raise LLMResponseError(f"Model '{self.model}' returned an empty answer",
+                                   model=self.model)
+        return text
+
+    async def ask_stream(
+        self,
+        messages: list[Message | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[str]:
+        """Yield the answer's text as it arrives (no retry once text has been yielded)."""
+        formatted = self._prepare(messages, system_msgs)
+        await self._check_window(formatted, None)
+        timeout = kwargs.pop("timeout", None)
+        body = self._body(formatted, temperature=temperature, stream=True, extra=kwargs)
+        stream = await self._with_retries(lambda: self._post(body, timeout=timeout, stream=True))
+        parts: list[str] = []
+        usage_data: dict[str, Any] | None = None
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage_data = chunk.usage.model_dump()
+                for choice in chunk.choices or []:
+                    delta = choice.delta.content if choice.delta else None
+                    if delta:
+                        parts.append(delta)
+                        yield delta
+        except Exception as e:
+            raise _stream_error(e, self) from e
+        await self._usage_from({"usage": usage_data}, formatted, "".join(parts))
+
+    async def _stream_text(
+        self, body: dict[str, Any], formatted: list[dict[str, Any]], timeout: float | None
+    ) -> str:
+        stream = await self._post(body, timeout=timeout, stream=True)
+        parts: list[str] = []
+        usage_data: dict[str, Any] | None = None
+        try:
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage_data = chunk.usage.model_dump()
+                for choice in chunk.choices or []:
+                    if choice.delta and choice.delta.content:
+                        parts.append(choice.delta.content)
+        except Exception as e:
+            raise _stream_error(e, self) from e
+        text = "".join(parts)
+        await self._usage_from({"usage": usage_data}, formatted, text)
+        return text
+
+    async def ask_with_images(
+        self,
+        messages: list[Message | dict[str, Any]],
+        images: list[str | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None = None,
+        stream: bool = False,
+        temperature: float | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Ask about images (URLs, data URLs or base64), attached to the last user message."""
+        if not self.supports_images:
+            raise ImagesNotSupportedError(
+                f"Model '{self.model}' is not configured for images. Use an [llm.<name>] profile "
+                "with a vision model, or set supports_images = true if this model accepts them.",
+                model=self.model,
+            )
+        if not images:
+            raise ValueError("ask_with_images needs at least one image")
+        dicts = [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages]
+        if not dicts or dicts[-1].get("role") != "user":
+            raise ValueError("The last message must be a user message to attach images to")
+        last = dicts[-1]
+        content = last.get("content")
+        parts: list[dict[str, Any]] = (
+            [{"type": "text", "text": content}] if isinstance(content, str) and content
+            else list(content or [])
+        )
+        for image in images:
+            if isinstance(image, dict):
+                url = image.get("url") or (image.get("image_url") or {}).get("url")
+                parts.append(image_part(url, image.get("detail")))
+            else:
+                parts.append(image_part(image))
+        last["content"] = parts
+        return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature,
+                              **kwargs)
+
+    async def ask_tool(
+        self,
+        messages: list[Message | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None = None,
+        timeout: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | str = ToolChoice.AUTO,
+        temperature: float | None = None,
+        **kwargs: Any,
+    ) -> Message:
+        """One model turn that may call tools; returns the assistant ``Message``.
+
+        ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
+        lenient servers are decoded); malformed text is kept verbatim for the agent to report.
+        """
+        choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
+        if choice not in TOOL_CHOICE_VALUES:
+            raise ValueError(f"Invalid tool_choice: {tool_choice!r}")
+        if tools:
+            for tool in tools:
+                if not isinstance(tool, dict) or "type" not in tool:
+                    raise ValueError("Each tool must be a dict with a 'type' field")
+        formatted = self._prepare(messages, system_msgs)
+        await self._check_window(formatted, tools)
+        extra = dict(kwargs)
+        if tools:
+            extra["tools"] = tools
+            extra["tool_choice"] = choice
+        body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
+        data = await self._with_retries(lambda: self._post(body, timeout=timeout, stream=False))
+        message = self._first_message(data)
+        await self._usage_from(data, formatted, message.content or "")
+        return message
+
+    def _first_message(self, data: Any) -> Message:
+        try:
+            choice = data["choices"][0]
+            raw = choice["message"]
+        except (KeyError, IndexError, TypeError) as e:
+            detail = data.get("error") if isinstance(data, dict) else None
+            raise LLMResponseError(
+                f"Model '{self.model}' returned no choices"
+                + (f": {detail}" if detail else f" (got {str(data)[:200]})"),
+                model=self.model,
+            ) from e
+        if choice.get("finish_reason") == "length" and not raw.get("tool_calls"):
+            logger.warning(
+                f"The answer of model '{self.model}' was cut at max_tokens={self.max_tokens}"
+            )
+        return message_from_response(raw)
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool (optional: it is also released at exit)."""
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.close()
+
+
+def _stream_error(error: Exception, llm: LLM) -> LLMError:
+    import openai
+
+    if isinstance(error, LLMError):
+        return error
+    if isinstance(error, openai.OpenAIError):
+        return translate_error(error, model=llm.model, base_url=llm.base_url)
+    if type(error).__module__.startswith(("httpx", "httpcore", "anyio")):
+        return LLMConnectionError(
+            f"The connection to model '{llm.model}' broke mid-stream: {error}", model=llm.model
+        )
+    return LLMResponseError(f"The stream from model '{llm.model}' broke: {error}", model=llm.model)
+
+
+def _resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
+    """Settings from an explicit ``llm_config`` or from the config file's profiles."""
+    from app.config import LLMSettings, config
+
+    if llm_config is None:
+        profiles = config.llm
+    elif isinstance(llm_config, LLMSettings):
+        return llm_config
+    elif isinstance(llm_config, dict) and "model" in llm_config:
+        return LLMSettings(**llm_config)
+    elif isinstance(llm_config, dict):
+        profiles = llm_config
+    else:
+        raise TypeError(
+            f"llm_config must be LLMSettings or a dict, not {type(llm_config).__name__}"
+        )
+    settings = profiles.get(config_name) or profiles.get("default")
+    if settings is None:
+        raise ValueError(f"No LLM profile named {config_name!r} and no 'default' profile")
+    return settings if isinstance(settings, LLMSettings) else LLMSettings(**settings)

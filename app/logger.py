@@ -1,0 +1,190 @@
+"""Logging on loguru, with secrets kept out of every line we write.
+
+API keys travel through error messages (an SDK echoing a rejected key, a proxy URL with a
+password), so redaction happens twice: a patcher cleans each record's message for any sink,
+and the sinks added by :func:`define_log_level` clean the fully formatted text, tracebacks
+included. Importing this module touches no handler; entry points call ``define_log_level``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from loguru import logger as _loguru_logger
+
+if TYPE_CHECKING:
+    from loguru import Logger, Record
+
+__all__ = ["define_log_level", "logger", "redact", "register_secret"]
+
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+#: Shorter values would redact ordinary words ("test", "1234"), so they are not registered.
+MIN_SECRET_LENGTH = 6
+REDACTED = "***"
+
+_CONSOLE_FORMAT = (
+    "<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+    "<cyan>{name}</cyan>:<cyan>{function}</cyan>:<cyan>{line}</cyan> - <level>{message}</level>"
+)
+_COMPACT_CONSOLE_FORMAT = "<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}"
+_FILE_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
+
+_secrets: set[str] = set()
+_secrets_lock = threading.Lock()
+_secrets_pattern: re.Pattern[str] | None = None
+
+# Patterns for credentials nobody registered (keys pasted into prompts, SDK error messages).
+_KEY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # OpenAI / Anthropic / DeepSeek style keys: sk-..., sk-proj-..., sk-ant-...
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), REDACTED),
+    # Authorization headers.
+    (re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/\-]{6,}=*", re.IGNORECASE), r"\1 " + REDACTED),
+    # key=value, key: value, "key": "value" for credential-like key names.
+    (
+        re.compile(
+            r"""(?ix)
+            \b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret
+               |secret[_-]?key|password|passwd)
+            (["']?\s*[:=]\s*["']?)
+            ([^\s"',;&}\]\)]+)
+            """
+        ),
+        r"\1\2" + REDACTED,
+    ),
+    # Credentials inside URLs: scheme://user:password@host
+    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1" + REDACTED + "@"),
+)
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a value that must never appear in log output (API keys, passwords)."""
+    global _secrets_pattern
+    if not value or not isinstance(value, str):
+        return
+    value = value.strip()
+    if len(value) < MIN_SECRET_LENGTH:
+        return
+    with _secrets_lock:
+        if value in _secrets:
+            return
+        _secrets.add(value)
+        # Longest first so a secret containing another one is replaced whole.
+        ordered = sorted(_secrets, key=len, reverse=True)
+        _secrets_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def redact(text: str) -> str:
+    """Replace registered secrets and anything shaped like a credential with ``***``."""
+    if not text:
+        return text
+    pattern = _secrets_pattern
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    for regex, replacement in _KEY_PATTERNS:
+        text = regex.sub(replacement, text)
+    return text
+
+
+def _redact_record(record: Record) -> None:
+    """Patcher: clean the message (and string extras) before any sink sees the record."""
+    record["message"] = redact(record["message"])
+    extra = record["extra"]
+    for key, value in extra.items():
+        if isinstance(value, str):
+            extra[key] = redact(value)
+
+
+logger: Logger = _loguru_logger.patch(_redact_record)
+
+
+class _ConsoleSink:
+    """Writes redacted text to whatever ``sys.stderr`` is at write time (pytest swaps it)."""
+
+    def write(self, message: str) -> None:
+        stream = sys.stderr
+        if stream is None:  # pythonw / detached processes
+            return
+        stream.write(redact(str(message)))
+
+    def flush(self) -> None:
+        stream = sys.stderr
+        if stream is not None:
+            stream.flush()
+
+
+class _LazyFileSink:
+    """A log file that only comes into existence when the first record is written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] | None = None
+
+    def write(self, message: str) -> None:
+        # loguru serialises calls per handler, so no extra lock is needed here.
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._file.write(redact(str(message)))
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def stop(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _is_off(level: str | int | None) -> bool:
+    return level is None or (isinstance(level, str) and level.strip().upper() in {"OFF", ""})
+
+
+def _normalise(level: str | int) -> str | int:
+    return level.strip().upper() if isinstance(level, str) else level
+
+
+def define_log_level(
+    print_level: str | int | None = "INFO",
+    logfile_level: str | int | None = "DEBUG",
+    name: str | None = None,
+    *,
+    log_dir: Path | None = None,
+    compact: bool = False,
+) -> Logger:
+    """Replace all handlers with a redacting console sink and a lazily created log file.
+
+    Either level may be ``"OFF"``/``None`` to drop that sink. The file is
+    ``<log_dir>/<name>_<YYYYmmddHHMMSS>.log`` (default directory ``<project>/logs``).
+    ``compact`` gives a short console line (time, level, message) for terminal programs.
+    """
+    _loguru_logger.remove()
+    if not _is_off(print_level):
+        colorize = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        _loguru_logger.add(
+            _ConsoleSink(),
+            level=_normalise(print_level),  # type: ignore[arg-type]
+            format=_COMPACT_CONSOLE_FORMAT if compact else _CONSOLE_FORMAT,
+            colorize=colorize,
+            backtrace=False,
+            diagnose=False,
+        )
+    if not _is_off(logfile_level):
+        stamp = datetime.now().strftime("%Y%m%d%H%M%S")
+        file_name = f"{name}_{stamp}.log" if name else f"{stamp}.log"
+        directory = Path(log_dir) if log_dir is not None else _PROJECT_ROOT / "logs"
+        _loguru_logger.add(
+            _LazyFileSink(directory / file_name),
+            level=_normalise(logfile_level),  # type: ignore[arg-type]
+            format=_FILE_FORMAT,
+            colorize=False,
+            backtrace=False,
+            diagnose=False,
+        )
+    return logger

@@ -1,0 +1,23 @@
+"""Prompts of the generic tool-calling agent (our own words)."""
+
+__all__ = ["NEXT_STEP_PROMPT", "REQUIRED_TOOL_PROMPT", "STUCK_PROMPT", "SYSTEM_PROMPT"]
+
+SYSTEM_PROMPT = (
+    "You are an agent that completes tasks by calling the tools you are given. "
+    "Work step by step: decide what to do next, call a tool, read its result, and continue."
+)
+
+NEXT_STEP_PROMPT = (
+    "Decide on the next action. Call a tool if one helps; when the task is done, "
+    "call `terminate` (or answer directly if no tool is needed)."
+)
+
+STUCK_PROMPT = (
+    "You have repeated the same response several times without progress. Try a different "
+    "approach: a different tool, different arguments, or finish if the task cannot be done."
+)
+
+REQUIRED_TOOL_PROMPT = (
+    "A tool call is required at this step, but your answer contained none. "
+    "Respond by calling one of the available tools."
+)

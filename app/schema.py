@@ -1,0 +1,252 @@
+"""Messages, tool calls, agent states and the conversation memory.
+
+Names and constructors match upstream OpenManus. Memory trimming differs on purpose: it drops
+whole turns, so a ``tool`` message is never separated from the assistant message that asked for
+it (the API rejects such orphans with HTTP 400).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ROLE_TYPE",
+    "ROLE_VALUES",
+    "TOOL_CHOICE_TYPE",
+    "TOOL_CHOICE_VALUES",
+    "AgentState",
+    "Function",
+    "Memory",
+    "Message",
+    "Role",
+    "ToolCall",
+    "ToolChoice",
+]
+
+
+class Role(str, Enum):
+    """Who wrote a message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+ROLE_VALUES = tuple(role.value for role in Role)
+ROLE_TYPE = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolChoice(str, Enum):
+    """How the model may use tools: never, when it wants, or on every turn."""
+
+    NONE = "none"
+    AUTO = "auto"
+    REQUIRED = "required"
+
+
+TOOL_CHOICE_VALUES = tuple(choice.value for choice in ToolChoice)
+TOOL_CHOICE_TYPE = Literal["none", "auto", "required"]
+
+
+class AgentState(str, Enum):
+    """Lifecycle of an agent run; FINISHED and ERROR stay visible after ``run()`` returns."""
+
+    IDLE = "IDLE"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    ERROR = "ERROR"
+
+
+class Function(BaseModel):
+    """The function part of a tool call; ``arguments`` is the model's JSON text."""
+
+    name: str
+    arguments: str = ""
+
+
+class ToolCall(BaseModel):
+    """One function call requested by the model."""
+
+    id: str
+    type: str = "function"
+    function: Function
+
+
+class Message(BaseModel):
+    """One chat message; ``to_dict`` gives the OpenAI wire format without ``None`` fields."""
+
+    role: ROLE_TYPE = Field(...)
+    content: str | None = Field(default=None)
+    tool_calls: list[ToolCall] | None = Field(default=None)
+    name: str | None = Field(default=None)
+    tool_call_id: str | None = Field(default=None)
+    base64_image: str | None = Field(default=None)
+
+    def __add__(self, other: Message | list[Message]) -> list[Message]:
+        if isinstance(other, list):
+            return [self, *other]
+        if isinstance(other, Message):
+            return [self, other]
+        raise TypeError(
+            f"unsupported operand type(s) for +: '{type(self).__name__}' and "
+            f"'{type(other).__name__}'"
+        )
+
+    def __radd__(self, other: list[Message]) -> list[Message]:
+        if isinstance(other, list):
+            return [*other, self]
+        raise TypeError(
+            f"unsupported operand type(s) for +: '{type(other).__name__}' and "
+            f"'{type(self).__name__}'"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role}
+        if self.content is not None:
+            data["content"] = self.content
+        if self.tool_calls is not None:
+            data["tool_calls"] = [call.model_dump() for call in self.tool_calls]
+        if self.name is not None:
+            data["name"] = self.name
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        if self.base64_image is not None:
+            data["base64_image"] = self.base64_image
+        return data
+
+    @classmethod
+    def user_message(cls, content: str, base64_image: str | None = None) -> Message:
+        return cls(role=Role.USER.value, content=content, base64_image=base64_image)
+
+    @classmethod
+    def system_message(cls, content: str) -> Message:
+        return cls(role=Role.SYSTEM.value, content=content)
+
+    @classmethod
+    def assistant_message(
+        cls, content: str | None = None, base64_image: str | None = None
+    ) -> Message:
+        return cls(role=Role.ASSISTANT.value, content=content, base64_image=base64_image)
+
+    @classmethod
+    def tool_message(
+        cls, content: str, name: str, tool_call_id: str, base64_image: str | None = None
+    ) -> Message:
+        return cls(
+            role=Role.TOOL.value,
+            content=content,
+            name=name,
+            tool_call_id=tool_call_id,
+            base64_image=base64_image,
+        )
+
+    @classmethod
+    def from_tool_calls(
+        cls,
+        tool_calls: list[Any],
+        content: str | list[str] | None = "",
+        base64_image: str | None = None,
+        **kwargs: Any,
+    ) -> Message:
+        """An assistant message carrying ``tool_calls``.
+
+        Accepts our ``ToolCall`` objects, the openai SDK's tool-call objects, or plain dicts.
+        """
+        if isinstance(content, list):
+            content = "\n".join(content)
+        calls = [_coerce_tool_call(call) for call in tool_calls]
+        return cls(
+            role=Role.ASSISTANT.value,
+            content=content,
+            tool_calls=calls,
+            base64_image=base64_image,
+            **kwargs,
+        )
+
+
+def _coerce_tool_call(call: Any) -> ToolCall:
+    if isinstance(call, ToolCall):
+        return call
+    if isinstance(call, dict):
+        fn = call.get("function") or {}
+        return ToolCall(
+            id=str(call.get("id") or ""),
+            type=call.get("type") or "function",
+            function=Function(name=fn.get("name") or "", arguments=_args_text(fn.get("arguments"))),
+        )
+    fn = call.function
+    return ToolCall(
+        id=str(call.id),
+        type=getattr(call, "type", None) or "function",
+        function=Function(name=fn.name, arguments=_args_text(fn.arguments)),
+    )
+
+
+def _args_text(arguments: Any) -> str:
+    if arguments is None:
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    import json
+
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+class Memory(BaseModel):
+    """The agent's conversation, bounded by ``max_messages``.
+
+    When over the bound, the oldest turns are dropped whole: system messages are always kept,
+    and an assistant message with ``tool_calls`` goes together with its tool results. The
+    history therefore never starts with, or contains, an orphaned ``tool`` message.
+    """
+
+    messages: list[Message] = Field(default_factory=list)
+    max_messages: int = Field(default=100)
+
+    def add_message(self, message: Message) -> None:
+        self.messages.append(message)
+        if len(self.messages) > self.max_messages:
+            self._trim()
+
+    def add_messages(self, messages: list[Message]) -> None:
+        self.messages.extend(messages)
+        if len(self.messages) > self.max_messages:
+            self._trim()
+
+    def clear(self) -> None:
+        self.messages.clear()
+
+    def get_recent_messages(self, n: int) -> list[Message]:
+        return self.messages[-n:] if n > 0 else []
+
+    def to_dict_list(self) -> list[dict[str, Any]]:
+        return [msg.to_dict() for msg in self.messages]
+
+    def _trim(self) -> None:
+        system = [m for m in self.messages if m.role == "system"]
+        rest = [m for m in self.messages if m.role != "system"]
+        budget = max(self.max_messages - len(system), 0)
+        # Trim a little below the bound so a long run trims once per several additions
+        # rather than on every one.
+        slack = max(1, self.max_messages // 10)
+        target = max(budget - slack, 0) if len(rest) > budget else budget
+        start = len(rest) - target
+        # Move the cut forward to a turn boundary: never keep a tool message whose assistant
+        # message is cut away.
+        while start < len(rest) and rest[start].role == "tool":
+            start += 1
+        if start >= len(rest) and rest:
+            # The newest turn alone exceeds the budget; keep that whole turn rather than break it.
+            start = _last_turn_start(rest)
+        self.messages = system + rest[start:]
+
+
+def _last_turn_start(messages: list[Message]) -> int:
+    index = len(messages) - 1
+    while index > 0 and messages[index].role == "tool":
+        index -= 1
+    return index

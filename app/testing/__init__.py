@@ -1,0 +1,70 @@
+"""Test helpers shipped with the package: a scripted OpenAI-compatible server, a network guard.
+
+They let our tests, and our users' tests, drive agents deterministically over real HTTP with
+the real ``openai`` client. Names load lazily so that ``python -m app.testing.server`` and
+``sitecustomize`` imports stay cheap and free of double-import warnings.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.testing.replies import (
+        DropReply,
+        ErrorReply,
+        RawReply,
+        Reply,
+        SlowReply,
+        TextReply,
+        ToolCall,
+        ToolCallsReply,
+        Usage,
+        call,
+        drop,
+        error,
+        load_script,
+        raw,
+        slow,
+        text,
+        tool_calls,
+    )
+    from app.testing.server import CapturedRequest, ScriptedLLMServer
+
+__all__ = [
+    "CapturedRequest",
+    "DropReply",
+    "ErrorReply",
+    "RawReply",
+    "Reply",
+    "ScriptedLLMServer",
+    "SlowReply",
+    "TextReply",
+    "ToolCall",
+    "ToolCallsReply",
+    "Usage",
+    "call",
+    "drop",
+    "error",
+    "load_script",
+    "raw",
+    "slow",
+    "text",
+    "tool_calls",
+]
+
+_SERVER_NAMES = {"CapturedRequest", "ScriptedLLMServer"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = "app.testing.server" if name in _SERVER_NAMES else "app.testing.replies"
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

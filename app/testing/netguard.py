@@ -1,0 +1,180 @@
+"""Refuse network access beyond the loopback interface, so tests can never reach the internet.
+
+``install()`` patches ``socket.socket.connect`` / ``connect_ex`` / ``sendto`` and the name-lookup
+functions of the ``socket`` module. Everything that opens connections through the standard
+library (asyncio, anyio, httpx, ``openai``) goes through these, so a stray request fails at once
+with a message that says why, instead of hanging on a closed network or, worse, succeeding.
+
+Loopback addresses (127.0.0.0/8, ::1, ``localhost``), wildcard addresses used for binding and
+non-IP sockets (AF_UNIX, ...) stay allowed. The patch state lives on the ``socket`` module, so
+a copy of this file loaded by ``sitecustomize`` and the imported module agree on it.
+
+Subprocesses: put :data:`SITE_DIR` on ``PYTHONPATH`` and set ``OPENMANUS_BLOCK_NETWORK=1``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "ENV_VAR",
+    "SITE_DIR",
+    "NetworkBlockedError",
+    "install",
+    "installed",
+    "is_allowed_host",
+    "is_installed",
+    "uninstall",
+]
+
+#: Directory holding a ``sitecustomize.py`` that installs the guard in child interpreters.
+SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
+#: Set to ``1`` (with :data:`SITE_DIR` on ``PYTHONPATH``) to guard a child interpreter.
+ENV_VAR = "OPENMANUS_BLOCK_NETWORK"
+
+_STATE_ATTR = "_openmanus_netguard_originals"
+_SOCKET_METHODS = ("connect", "connect_ex", "sendto")
+_MODULE_FUNCS = ("getaddrinfo", "gethostbyname", "gethostbyname_ex")
+_LOCAL_NAMES = {"localhost", "localhost."}
+_IP_FAMILIES = {socket.AF_INET, socket.AF_INET6}
+
+
+class NetworkBlockedError(PermissionError):
+    """A connection to a non-loopback address was attempted while the guard is installed."""
+
+
+def _message(host: object) -> str:
+    if isinstance(host, bytes | bytearray):
+        host = bytes(host).decode("ascii", "replace")
+    return f"network access outside 127.0.0.1 is blocked in tests: {host}"
+
+
+def is_allowed_host(host: object) -> bool:
+    """Whether the guard lets ``host`` through: loopback, wildcard, ``localhost`` or none."""
+    if host is None:
+        return True
+    if isinstance(host, bytes | bytearray):
+        try:
+            host = bytes(host).decode("ascii")
+        except UnicodeDecodeError:
+            return False
+    if not isinstance(host, str):
+        return False
+    name = host.strip().lower()
+    if name in ("", "<broadcast>"):
+        return name == ""
+    if name in _LOCAL_NAMES:
+        return True
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    try:
+        address = ipaddress.ip_address(name.split("%", 1)[0])
+    except ValueError:
+        return False  # any other name would need a real lookup
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback or address.is_unspecified
+
+
+def _check_address(sock: socket.socket, address: Any) -> None:
+    if sock.family not in _IP_FAMILIES:
+        return
+    host = address[0] if isinstance(address, tuple) and address else address
+    if not is_allowed_host(host):
+        raise NetworkBlockedError(13, _message(host))
+
+
+def _check_lookup(host: object) -> None:
+    if not is_allowed_host(host):
+        raise socket.gaierror(socket.EAI_NONAME, _message(host))
+
+
+def is_installed() -> bool:
+    """Whether the guard is active in this interpreter."""
+    return getattr(socket, _STATE_ATTR, None) is not None
+
+
+def install() -> None:
+    """Activate the guard (a second call does nothing)."""
+    if is_installed():
+        return
+    originals: dict[str, Any] = {}
+    for name in _SOCKET_METHODS:
+        # Remember whether the method was defined on socket.socket itself or inherited.
+        originals[f"socket.{name}"] = socket.socket.__dict__.get(name)
+    for name in _MODULE_FUNCS:
+        originals[name] = getattr(socket, name)
+
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+    real_sendto = socket.socket.sendto
+    real_getaddrinfo = socket.getaddrinfo
+    real_gethostbyname = socket.gethostbyname
+    real_gethostbyname_ex = socket.gethostbyname_ex
+
+    def connect(self: socket.socket, address: Any) -> None:
+        _check_address(self, address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        _check_address(self, address)
+        return real_connect_ex(self, address)
+
+    def sendto(self: socket.socket, data: Any, *args: Any) -> int:
+        if args:
+            _check_address(self, args[-1])
+        return real_sendto(self, data, *args)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_lookup(host)
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    def gethostbyname(host: Any) -> str:
+        _check_lookup(host)
+        return real_gethostbyname(host)
+
+    def gethostbyname_ex(host: Any) -> Any:
+        _check_lookup(host)
+        return real_gethostbyname_ex(host)
+
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.socket.sendto = sendto  # type: ignore[assignment, method-assign]
+    socket.getaddrinfo = getaddrinfo
+    socket.gethostbyname = gethostbyname
+    socket.gethostbyname_ex = gethostbyname_ex
+    setattr(socket, _STATE_ATTR, originals)
+
+
+def uninstall() -> None:
+    """Restore the original functions (does nothing if the guard is not installed)."""
+    originals = getattr(socket, _STATE_ATTR, None)
+    if originals is None:
+        return
+    for name in _SOCKET_METHODS:
+        original = originals[f"socket.{name}"]
+        if original is None:
+            if name in socket.socket.__dict__:
+                delattr(socket.socket, name)
+        else:
+            setattr(socket.socket, name, original)
+    for name in _MODULE_FUNCS:
+        setattr(socket, name, originals[name])
+    delattr(socket, _STATE_ATTR)
+
+
+@contextmanager
+def installed() -> Iterator[None]:
+    """Guard a block, leaving the previous state (guarded or not) in place afterwards."""
+    was_installed = is_installed()
+    install()
+    try:
+        yield
+    finally:
+        if not was_installed:
+            uninstall()

@@ -1,0 +1,485 @@
+"""What the scripted server answers: small immutable reply objects, serialisable to JSON.
+
+A script is a list of these. Each one can round-trip through ``to_json()`` / ``from_json()`` so
+that end-to-end tests can keep a script in a JSON file and hand it to the server's CLI. Plain
+strings in a script mean :func:`text` replies, which keeps short scripts short.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+__all__ = [
+    "DropReply",
+    "ErrorReply",
+    "RawReply",
+    "Reply",
+    "SlowReply",
+    "TextReply",
+    "ToolCall",
+    "ToolCallsReply",
+    "Usage",
+    "call",
+    "coerce_reply",
+    "drop",
+    "error",
+    "load_script",
+    "raw",
+    "slow",
+    "text",
+    "tool_calls",
+]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts reported with a success reply (fixed, so tests can assert accounting)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Usage:
+        prompt = int(data.get("prompt_tokens", 0))
+        completion = int(data.get("completion_tokens", 0))
+        total = int(data.get("total_tokens", prompt + completion))
+        return cls(prompt, completion, total)
+
+
+#: ``None`` = estimate from the request, ``False`` = report no usage at all, else fixed counts.
+UsageSpec = Usage | bool | None
+
+
+def _usage_spec(value: Any) -> UsageSpec:
+    if value is None or value is False or isinstance(value, Usage):
+        return value
+    if value is True:
+        return None
+    if isinstance(value, Mapping):
+        return Usage.from_json(value)
+    raise TypeError(f"usage must be None, False, a Usage or a mapping, not {type(value).__name__}")
+
+
+def _usage_json(usage: UsageSpec) -> Any:
+    return usage.to_json() if isinstance(usage, Usage) else usage
+
+
+class Reply:
+    """Base of every scripted reply; ``Reply.from_json`` rebuilds any kind from its JSON."""
+
+    kind: ClassVar[str] = ""
+    _registry: ClassVar[dict[str, type[Reply]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.kind:
+            Reply._registry[cls.kind] = cls
+
+    def to_json(self) -> dict[str, Any]:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> Reply:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls, data: Any) -> Reply:
+        """Rebuild a reply from ``to_json()`` output (a bare string means a text reply)."""
+        if isinstance(data, str):
+            return TextReply(content=data)
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a scripted reply must be a JSON object or string, got {data!r}")
+        kind = data.get("type")
+        target = Reply._registry.get(kind) if isinstance(kind, str) else None
+        if target is None:
+            known = ", ".join(sorted(Reply._registry))
+            raise ValueError(f"unknown scripted reply type {kind!r} (expected one of: {known})")
+        if cls is not Reply and not issubclass(target, cls):
+            raise ValueError(f"expected a {cls.kind!r} reply, got {kind!r}")
+        return target._from_fields(data)
+
+
+@dataclass(frozen=True)
+class TextReply(Reply):
+    """A plain assistant message."""
+
+    kind: ClassVar[str] = "text"
+
+    content: str
+    usage: UsageSpec = None
+    finish_reason: str = "stop"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.kind, "content": self.content}
+        if self.usage is not None:
+            data["usage"] = _usage_json(self.usage)
+        if self.finish_reason != "stop":
+            data["finish_reason"] = self.finish_reason
+        return data
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> TextReply:
+        return text(
+            str(data.get("content", "")),
+            usage=data.get("usage"),
+            finish_reason=str(data.get("finish_reason", "stop")),
+        )
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call; the arguments are fixed as text at construction time.
+
+    ``arguments_text`` is exactly what goes on the wire (unless ``raw_object``), so a script
+    that cannot be serialised fails when it is written, not in the middle of a test.
+    """
+
+    name: str
+    arguments_text: str
+    is_mapping: bool = True
+    raw_object: bool = False
+    id: str | None = None
+
+    @property
+    def arguments(self) -> Any:
+        """The arguments as given: a fresh dict for mappings, the verbatim string otherwise."""
+        return json.loads(self.arguments_text) if self.is_mapping else self.arguments_text
+
+    def wire_arguments(self) -> Any:
+        """The value of ``function.arguments`` in a response."""
+        if self.raw_object and self.is_mapping:
+            return json.loads(self.arguments_text)
+        return self.arguments_text
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
+        if self.raw_object:
+            data["raw_object"] = True
+        if self.id is not None:
+            data["id"] = self.id
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ToolCall:
+        if not isinstance(data, Mapping) or "name" not in data:
+            raise ValueError(f"a scripted tool call needs at least a name, got {data!r}")
+        return call(
+            str(data["name"]),
+            data.get("arguments", {}),
+            id=data.get("id"),
+            raw_object=bool(data.get("raw_object", False)),
+        )
+
+
+@dataclass(frozen=True)
+class ToolCallsReply(Reply):
+    """An assistant message carrying tool calls (optionally with some text)."""
+
+    kind: ClassVar[str] = "tool_calls"
+
+    calls: tuple[ToolCall, ...]
+    content: str | None = None
+    usage: UsageSpec = None
+    finish_reason: str = "tool_calls"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.kind, "calls": [c.to_json() for c in self.calls]}
+        if self.content is not None:
+            data["content"] = self.content
+        if self.usage is not None:
+            data["usage"] = _usage_json(self.usage)
+        if self.finish_reason != "tool_calls":
+            data["finish_reason"] = self.finish_reason
+        return data
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> ToolCallsReply:
+        calls = data.get("calls", [])
+        if not isinstance(calls, list):
+            raise ValueError("'calls' of a tool_calls reply must be a list")
+        return tool_calls(
+            *(ToolCall.from_json(c) for c in calls),
+            content=data.get("content"),
+            usage=data.get("usage"),
+            finish_reason=str(data.get("finish_reason", "tool_calls")),
+        )
+
+
+_DEFAULT_ERRORS: dict[int, tuple[str, str, str | None]] = {
+    400: ("The request was rejected by the scripted server.", "invalid_request_error", None),
+    401: ("Invalid API key (scripted).", "invalid_request_error", "invalid_api_key"),
+    403: ("This key may not use this model (scripted).", "permission_error", None),
+    404: ("The requested model does not exist (scripted).", "invalid_request_error",
+          "model_not_found"),
+    408: ("The request timed out (scripted).", "timeout", None),
+    409: ("Conflicting request (scripted).", "conflict", None),
+    422: ("The request could not be processed (scripted).", "invalid_request_error", None),
+    429: ("Rate limit reached; slow down (scripted).", "requests", "rate_limit_exceeded"),
+    500: ("The server had an internal error (scripted).", "server_error", None),
+    502: ("Bad gateway (scripted).", "server_error", None),
+    503: ("The engine is overloaded (scripted).", "server_error", None),
+    504: ("Gateway timeout (scripted).", "server_error", None),
+}
+
+
+def _default_error(status: int) -> tuple[str, str, str | None]:
+    if status in _DEFAULT_ERRORS:
+        return _DEFAULT_ERRORS[status]
+    if status >= 500:
+        return (f"Scripted server error {status}.", "server_error", None)
+    return (f"Scripted error {status}.", "invalid_request_error", None)
+
+
+def _header_pairs(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple:
+    if headers is None:
+        return ()
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    pairs = tuple((str(k), str(v)) for k, v in items)
+    for name, value in pairs:
+        if any(ch in name + value for ch in "\r\n") or not name:
+            raise ValueError(f"invalid response header {name!r}: {value!r}")
+    return pairs
+
+
+@dataclass(frozen=True)
+class ErrorReply(Reply):
+    """An OpenAI-style error response (status + ``{"error": {...}}``)."""
+
+    kind: ClassVar[str] = "error"
+
+    status: int
+    message: str
+    code: str | None = None
+    error_type: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "param": None,
+                "code": self.code,
+            }
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.kind, "status": self.status, "message": self.message}
+        if self.code is not None:
+            data["code"] = self.code
+        if self.error_type is not None:
+            data["error_type"] = self.error_type
+        if self.headers:
+            data["headers"] = dict(self.headers)
+        return data
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> ErrorReply:
+        return error(
+            int(data["status"]),
+            data.get("message"),
+            code=data.get("code"),
+            type=data.get("error_type"),
+            headers=data.get("headers"),
+        )
+
+
+@dataclass(frozen=True)
+class DropReply(Reply):
+    """Read the request, then close the connection without answering."""
+
+    kind: ClassVar[str] = "drop"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind}
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> DropReply:
+        return DropReply()
+
+
+@dataclass(frozen=True)
+class SlowReply(Reply):
+    """Wait (without blocking the server) before sending another reply."""
+
+    kind: ClassVar[str] = "slow"
+
+    seconds: float
+    reply: Reply
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "seconds": self.seconds, "reply": self.reply.to_json()}
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> SlowReply:
+        return slow(float(data["seconds"]), Reply.from_json(data["reply"]))
+
+
+@dataclass(frozen=True)
+class RawReply(Reply):
+    """Any response at all, e.g. a malformed body or a hand-written event stream."""
+
+    kind: ClassVar[str] = "raw"
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.kind, "status": self.status}
+        try:
+            data["body"] = self.body.decode("utf-8")
+        except UnicodeDecodeError:
+            data["body_base64"] = base64.b64encode(self.body).decode("ascii")
+        if self.content_type != "application/json":
+            data["content_type"] = self.content_type
+        if self.headers:
+            data["headers"] = dict(self.headers)
+        return data
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> RawReply:
+        body: bytes | str
+        if "body_base64" in data:
+            body = base64.b64decode(data["body_base64"])
+        else:
+            body = data.get("body", "")
+        return raw(
+            int(data.get("status", 200)),
+            body,
+            content_type=str(data.get("content_type", "application/json")),
+            headers=data.get("headers"),
+        )
+
+
+def _check_status(status: int) -> int:
+    if not isinstance(status, int) or not 100 <= status <= 599 or status in (101, 204, 304):
+        raise ValueError(f"unusable HTTP status for a scripted reply: {status!r}")
+    return status
+
+
+# --- factories ----------------------------------------------------------------------------
+
+
+def text(content: str, *, usage: Any = None, finish_reason: str = "stop") -> TextReply:
+    """A plain text answer; ``usage=False`` reports no usage, a dict reports fixed counts."""
+    if not isinstance(content, str):
+        raise TypeError(f"text() needs a str, not {type(content).__name__}")
+    return TextReply(content=content, usage=_usage_spec(usage), finish_reason=finish_reason)
+
+
+def call(
+    name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None,
+    raw_object: bool = False,
+) -> ToolCall:
+    """One tool call: a mapping is JSON-encoded (as real APIs do), a string is sent verbatim.
+
+    ``raw_object=True`` sends a mapping as a JSON object instead of a string, which some
+    OpenAI-compatible servers do.
+    """
+    if isinstance(arguments, Mapping):
+        return ToolCall(
+            name=name,
+            arguments_text=json.dumps(dict(arguments), ensure_ascii=False),
+            is_mapping=True,
+            raw_object=raw_object,
+            id=id,
+        )
+    if isinstance(arguments, str):
+        if raw_object:
+            raise ValueError("raw_object=True needs the arguments as a mapping")
+        return ToolCall(name=name, arguments_text=arguments, is_mapping=False, id=id)
+    raise TypeError(f"tool call arguments must be a mapping or a str, not {type(arguments)}")
+
+
+def tool_calls(
+    *calls: ToolCall, content: str | None = None, usage: Any = None,
+    finish_reason: str = "tool_calls",
+) -> ToolCallsReply:
+    """An assistant message with one or more tool calls."""
+    if not calls:
+        raise ValueError("tool_calls() needs at least one call(...)")
+    for item in calls:
+        if not isinstance(item, ToolCall):
+            raise TypeError(f"tool_calls() takes call(...) objects, not {type(item).__name__}")
+    return ToolCallsReply(
+        calls=tuple(calls), content=content, usage=_usage_spec(usage), finish_reason=finish_reason
+    )
+
+
+def error(
+    status: int, message: str | None = None, *, code: str | None = None, type: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ErrorReply:
+    """An OpenAI-style error; message, type and code default to plausible values for status."""
+    _check_status(status)
+    if status < 400:
+        raise ValueError(f"error() needs a 4xx/5xx status, got {status}")
+    default_message, default_type, default_code = _default_error(status)
+    return ErrorReply(
+        status=status,
+        message=default_message if message is None else message,
+        code=default_code if code is None else code,
+        error_type=default_type if type is None else type,
+        headers=_header_pairs(headers),
+    )
+
+
+def drop() -> DropReply:
+    """Close the connection after reading the request, without any response."""
+    return DropReply()
+
+
+def slow(seconds: float, reply: Reply | str) -> SlowReply:
+    """Send ``reply`` after ``seconds``; the wait ends early if the client goes away."""
+    if seconds < 0:
+        raise ValueError("slow() needs a non-negative delay")
+    return SlowReply(seconds=float(seconds), reply=coerce_reply(reply))
+
+
+def raw(
+    status: int, body: bytes | str, content_type: str = "application/json",
+    headers: Mapping[str, str] | None = None,
+) -> RawReply:
+    """An arbitrary response, sent as is whether or not the request asked for a stream."""
+    _check_status(status)
+    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    return RawReply(
+        status=status, body=data, content_type=content_type, headers=_header_pairs(headers)
+    )
+
+
+def coerce_reply(value: Any) -> Reply:
+    """Accept a reply, a string (text reply) or a JSON mapping wherever a reply is expected."""
+    if isinstance(value, Reply):
+        return value
+    if isinstance(value, str | Mapping):
+        return Reply.from_json(value)
+    raise TypeError(f"not a scripted reply: {value!r}")
+
+
+def load_script(source: str | bytes | Any) -> list[Reply]:
+    """Read a JSON list of replies from a path (str / PathLike) or an open file."""
+    if hasattr(source, "read"):
+        data = json.load(source)
+    else:
+        with open(source, encoding="utf-8") as handle:
+            data = json.load(handle)
+    if isinstance(data, Mapping) and "replies" in data:
+        data = data["replies"]
+    if not isinstance(data, list):
+        raise ValueError("a script file must hold a JSON list of replies")
+    return [coerce_reply(item) for item in data]

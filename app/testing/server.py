@@ -1,0 +1,922 @@
+"""A scripted OpenAI-compatible chat-completions server, for driving agents deterministically.
+
+Tests talk to it over real HTTP with the real ``openai`` client, so the whole client stack
+(retries, timeouts, streaming, error mapping) is exercised without a network. It runs on its own
+event loop in a background thread, which lets synchronous and asynchronous tests use it alike and
+keeps a slow scripted reply from ever blocking the test's own loop.
+
+Command line (for end-to-end tests that start it as a subprocess)::
+
+    python -m app.testing.server --script replies.json [--port 0] [--log requests.jsonl]
+
+The first line on stdout is the base URL. The server runs until SIGTERM or SIGINT (and, with
+``--stdin-eof``, until its standard input is closed, so it dies with a parent holding the pipe),
+then exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import re
+import signal
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qsl
+
+from app.testing.replies import (
+    DropReply,
+    ErrorReply,
+    RawReply,
+    Reply,
+    SlowReply,
+    TextReply,
+    ToolCallsReply,
+    Usage,
+    coerce_reply,
+    load_script,
+)
+
+__all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer", "main"]
+
+#: Called (on the server's thread) for a chat request when the script is empty.
+Responder = Callable[["CapturedRequest"], Any]
+
+_MAX_HEAD = 64 * 1024
+_MAX_BODY = 64 * 1024 * 1024
+_MAX_STREAM_PIECES = 32
+_CHAT_PATH = re.compile(r"^(?:/v1)?/chat/completions/?$")
+_AZURE_PATH = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
+_MODELS_PATH = re.compile(r"^(?:/v1)?/models(?:/(?P<model>[^/]+))?/?$")
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+@dataclass(frozen=True)
+class CapturedRequest:
+    """One request as the server saw it (every route, in arrival order).
+
+    ``raw`` is the request body exactly as received; ``body`` is its JSON (``None`` when it is
+    empty or not JSON). ``route`` is ``"chat"``, ``"models"`` or ``"unknown"``.
+    """
+
+    index: int
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    raw: bytes
+    route: str = "unknown"
+    received_at: float = field(default_factory=time.time)
+
+    @property
+    def messages(self) -> list[Any]:
+        """The request's ``messages`` (empty when absent)."""
+        value = self.body.get("messages") if isinstance(self.body, dict) else None
+        return value if isinstance(value, list) else []
+
+    @property
+    def tools(self) -> list[Any] | None:
+        """The request's ``tools``; ``None`` when the key was not sent at all."""
+        return self.body.get("tools") if isinstance(self.body, dict) else None
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able record (what the CLI's ``--log`` writes, one per line)."""
+        return {
+            "index": self.index,
+            "method": self.method,
+            "path": self.path,
+            "query": self.query,
+            "headers": self.headers,
+            "body": self.body if self.body is not None else self.raw.decode("utf-8", "replace"),
+            "route": self.route,
+        }
+
+
+# --- HTTP/1.1 framing ------------------------------------------------------------------------
+
+
+class _BadRequest(Exception):
+    """The bytes on a connection are not a request we can answer; reply and close."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class _Request:
+    method: str
+    target: str
+    version: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
+    try:
+        text = head.decode("latin-1")
+    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes anything
+        raise _BadRequest(400, "undecodable request head") from exc
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
+        raise _BadRequest(400, f"malformed request line: {lines[0][:100]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise _BadRequest(400, f"malformed header line: {line[:100]!r}")
+        key = name.lower()
+        value = value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return parts[0].upper(), parts[1], parts[2], headers
+
+
+def _parse_chunked(buf: bytearray, start: int) -> tuple[bytes, int] | None:
+    """Decode a chunked body beginning at ``start``; ``None`` while it is incomplete."""
+    body = bytearray()
+    pos = start
+    while True:
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return None
+        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError as exc:
+            raise _BadRequest(400, "malformed chunk size") from exc
+        if size < 0:
+            raise _BadRequest(400, "malformed chunk size")
+        if len(body) + size > _MAX_BODY:
+            raise _BadRequest(413, "request body too large")
+        pos = eol + 2
+        if size == 0:
+            # Skip trailers up to the blank line that ends the message.
+            while True:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    return None
+                if eol == pos:
+                    return bytes(body), eol + 2
+                pos = eol + 2
+        if len(buf) < pos + size + 2:
+            return None
+        body += buf[pos : pos + size]
+        if buf[pos + size : pos + size + 2] != b"\r\n":
+            raise _BadRequest(400, "malformed chunk terminator")
+        pos += size + 2
+
+
+def _parse_request(buf: bytearray) -> _Request | None:
+    """Take one complete request off the front of ``buf``; ``None`` if more bytes are needed."""
+    while buf.startswith(b"\r\n"):  # tolerated before a request line (RFC 9112 2.2)
+        del buf[:2]
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buf) > _MAX_HEAD:
+            raise _BadRequest(431, "request head too large")
+        return None
+    if end > _MAX_HEAD:
+        raise _BadRequest(431, "request head too large")
+    method, target, version, headers = _parse_head(bytes(buf[:end]))
+    start = end + 4
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        decoded = _parse_chunked(buf, start)
+        if decoded is None:
+            return None
+        body, consumed = decoded
+    else:
+        try:
+            length = int(headers.get("content-length", "0") or "0")
+        except ValueError as exc:
+            raise _BadRequest(400, "malformed Content-Length") from exc
+        if length < 0:
+            raise _BadRequest(400, "malformed Content-Length")
+        if length > _MAX_BODY:
+            raise _BadRequest(413, "request body too large")
+        if len(buf) < start + length:
+            return None
+        body, consumed = bytes(buf[start : start + length]), start + length
+    del buf[:consumed]
+    return _Request(method, target, version, headers, body)
+
+
+def _resolve(future: asyncio.Future[bool], result: bool) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+def _error_body(message: str, type_: str = "invalid_request_error", code: str | None = None,
+                ) -> bytes:
+    payload = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return json.dumps(payload).encode("utf-8")
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses requests as bytes arrive, answers them in order."""
+
+    def __init__(self, server: ScriptedLLMServer) -> None:
+        self._server = server
+        self.transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._pending: deque[_Request | _BadRequest] = deque()
+        self._wake = asyncio.Event()
+        self.gone = asyncio.Event()
+        self._eof = False
+        self.lost = False
+        self._broken = False
+        self._continue_sent = False
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+        self._task: asyncio.Task[None] | None = None
+
+    # protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._server._conns.add(self)
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        if self._broken:
+            return
+        self._buf += data
+        while True:
+            try:
+                request = _parse_request(self._buf)
+            except _BadRequest as exc:
+                self._broken = True
+                self._buf.clear()
+                self._pending.append(exc)
+                break
+            if request is None:
+                self._maybe_continue()
+                break
+            self._continue_sent = False
+            self._pending.append(request)
+        self._wake.set()
+
+    def _maybe_continue(self) -> None:
+        # Clients that send "Expect: 100-continue" wait for this before sending the body.
+        if self._continue_sent or self.transport is None:
+            return
+        end = self._buf.find(b"\r\n\r\n")
+        if end >= 0 and b"100-continue" in bytes(self._buf[:end]).lower():
+            self._continue_sent = True
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self.gone.set()
+        self._wake.set()
+        return True  # keep the write side open to answer requests already received
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self._eof = True
+        self.gone.set()
+        self._wake.set()
+        self._can_write.set()
+        self._server._conns.discard(self)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    # writing
+    def write(self, data: bytes) -> None:
+        if self.lost or self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("client went away")
+        self.transport.write(data)
+
+    async def drain(self) -> None:
+        await self._can_write.wait()
+        if self.lost:
+            raise ConnectionResetError("client went away")
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def _serve(self) -> None:
+        try:
+            while True:
+                if not self._pending:
+                    if self._eof:
+                        break
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                item = self._pending.popleft()
+                if isinstance(item, _BadRequest):
+                    self._server._send_plain(self, item.status, _error_body(
+                        f"scripted server: {item.message}"), keep_alive=False)
+                    break
+                if not await self._server._respond(self, item) or self.lost:
+                    break
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception as exc:  # a bug here must not kill the server; tests can see it
+            self._server._record_error(exc)
+        finally:
+            self.close()
+
+
+# --- rendering replies ------------------------------------------------------------------------
+
+
+def _split_text(value: str) -> list[str]:
+    """Pieces that concatenate back to ``value``: at least two when it has 2+ characters."""
+    if len(value) < 2:
+        return [value] if value else []
+    pieces = _WORDS.findall(value)
+    if len(pieces) < 2:
+        half = len(value) // 2
+        return [value[:half], value[half:]]
+    if len(pieces) > _MAX_STREAM_PIECES:
+        step = -(-len(pieces) // _MAX_STREAM_PIECES)
+        pieces = ["".join(pieces[i : i + step]) for i in range(0, len(pieces), step)]
+    return pieces
+
+
+def _split_arguments(value: str) -> list[str]:
+    if len(value) < 2:
+        return [value]
+    count = 3 if len(value) >= 3 else 2
+    size = -(-len(value) // count)
+    return [value[i : i + size] for i in range(0, len(value), size)]
+
+
+class ScriptedLLMServer:
+    """An OpenAI-compatible chat-completions endpoint that answers from a script.
+
+    Each chat request takes the next reply from the script; when the script is empty the
+    ``responder`` (if any) builds one from the request, else the request gets HTTP 400 (not
+    5xx, so clients do not retry). Every request on every route is recorded in ``requests``.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Reply | str | Mapping[str, Any]] = (),
+        responder: Responder | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = "scripted-model",
+        on_request: Callable[[CapturedRequest], None] | None = None,
+    ) -> None:
+        self._script: deque[Reply] = deque(coerce_reply(item) for item in script)
+        self.responder = responder
+        self.model = model
+        self._host = host
+        self._requested_port = port
+        self._on_request = on_request
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._requests: list[CapturedRequest] = []
+        self._async_waiters: list[
+            tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]
+        ] = []
+        self._errors: list[BaseException] = []
+        self._served = 0
+        self._call_ids = 0
+        self._completion_ids = 0
+        self._state_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aio_server: asyncio.Server | None = None
+        self._conns: set[_Connection] = set()
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self._port: int | None = None
+        self._closing = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> ScriptedLLMServer:
+        """Bind and start serving; returns once the port is known. Calling it again is a no-op."""
+        with self._state_lock:
+            if self._closing:
+                raise RuntimeError("a stopped ScriptedLLMServer cannot be started again")
+            if self._thread is not None:
+                return self
+            self._thread = threading.Thread(
+                target=self._run, name=f"scripted-llm-server-{id(self):x}", daemon=True
+            )
+            self._thread.start()
+        if not self._ready.wait(timeout=30):
+            self.stop()
+            raise RuntimeError("scripted server did not start within 30 s")
+        if self._start_error is not None:
+            self._thread.join()
+            raise self._start_error
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and the listening socket, then join the thread (idempotent)."""
+        with self._state_lock:
+            if self._closing:
+                return
+            self._closing = True
+            thread, loop = self._thread, self._loop
+        with self._changed:
+            self._wake_async_waiters(closing=True)
+            self._changed.notify_all()
+        if thread is None:
+            return
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._begin_shutdown)
+            except RuntimeError:  # the loop already closed (start failed)
+                pass
+        if thread is not threading.current_thread():
+            thread.join(timeout=30)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedLLMServer:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            self._aio_server = loop.run_until_complete(
+                loop.create_server(
+                    lambda: _Connection(self), self._host, self._requested_port, backlog=4096
+                )
+            )
+            self._port = self._aio_server.sockets[0].getsockname()[1]
+        except BaseException as exc:
+            self._start_error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    def _begin_shutdown(self) -> None:
+        if self._aio_server is not None:
+            self._aio_server.close()
+        for conn in list(self._conns):
+            if conn.transport is not None:
+                conn.transport.abort()
+        assert self._loop is not None
+        self._loop.stop()
+
+    # --- public state ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the scripted server is not started; call start() first")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give an OpenAI client, ``http://127.0.0.1:<port>/v1``."""
+        return f"http://{self._host}:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The URL without ``/v1`` (what ``AsyncAzureOpenAI(azure_endpoint=...)`` wants)."""
+        return f"http://{self._host}:{self.port}"
+
+    def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
+        """Append replies to the script (safe from any thread, also while serving)."""
+        items = [coerce_reply(r) for r in replies]
+        with self._lock:
+            self._script.extend(items)
+
+    @property
+    def requests(self) -> list[CapturedRequest]:
+        """A snapshot of every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies have not been used yet."""
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Exceptions raised inside the server (a failing responder, say); empty when healthy."""
+        with self._lock:
+            return list(self._errors)
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
+        """Block until ``n`` requests have arrived; ``False`` on timeout or when stopped.
+
+        Blocks the calling thread: from async code use :meth:`wait_for_requests_async`.
+        """
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._requests) >= n or self._closing, timeout)
+            return len(self._requests) >= n
+
+    async def wait_for_requests_async(
+        self, n: int, timeout: float = 5.0
+    ) -> bool:
+        """:meth:`wait_for_requests` for async code: no thread, the caller's loop stays free."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        with self._lock:
+            if len(self._requests) >= n or self._closing:
+                return len(self._requests) >= n
+            waiter = (loop, future, n)
+            self._async_waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                if waiter in self._async_waiters:
+                    self._async_waiters.remove(waiter)
+
+    def _wake_async_waiters(self, closing: bool = False) -> None:
+        """Resolve satisfied async waiters on their own loops (call with ``_lock`` held)."""
+        count = len(self._requests)
+        keep = []
+        for loop, future, n in self._async_waiters:
+            if count >= n or closing:
+                result = count >= n
+                try:
+                    loop.call_soon_threadsafe(_resolve, future, result)
+                except RuntimeError:  # that loop is closed; nobody is waiting any more
+                    pass
+            else:
+                keep.append((loop, future, n))
+        self._async_waiters[:] = keep
+
+    def _record_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self._errors.append(exc)
+
+    def _next_call_id(self) -> str:
+        with self._lock:
+            self._call_ids += 1
+            return f"call_{self._call_ids}"
+
+    def _next_completion_id(self) -> str:
+        with self._lock:
+            self._completion_ids += 1
+            return f"chatcmpl-scripted-{self._completion_ids}"
+
+    # --- request handling -----------------------------------------------------------------
+
+    async def _respond(self, conn: _Connection, request: _Request) -> bool:
+        """Answer one request; returns whether the connection may carry another."""
+        path, _, query_string = request.target.partition("?")
+        query = dict(parse_qsl(query_string, keep_blank_values=True))
+        connection = request.headers.get("connection", "").lower()
+        if request.version == "HTTP/1.0":
+            keep_alive = "keep-alive" in connection
+        else:
+            keep_alive = "close" not in connection
+        chunked_ok = request.version != "HTTP/1.0"
+
+        route, allowed, deployment = "unknown", "", None
+        if m := (_CHAT_PATH.match(path) or _AZURE_PATH.match(path)):
+            route, allowed = "chat", "POST"
+            deployment = m.groupdict().get("deployment")
+        elif _MODELS_PATH.match(path):
+            route, allowed = "models", "GET"
+
+        body: Any = None
+        json_problem: str | None = None
+        if request.body:
+            try:
+                body = json.loads(request.body)
+            except ValueError as exc:
+                json_problem = f"request body is not valid JSON: {exc}"
+        if route == "chat" and json_problem is None and not isinstance(body, dict):
+            json_problem = "request body must be a JSON object"
+
+        reply: Reply | None = None
+        with self._changed:
+            captured = CapturedRequest(
+                index=len(self._requests),
+                method=request.method,
+                path=path,
+                query=query,
+                headers=dict(request.headers),
+                body=body,
+                raw=request.body,
+                route=route,
+            )
+            self._requests.append(captured)
+            takes_reply = route == "chat" and request.method == allowed and json_problem is None
+            if takes_reply and self._script:
+                reply = self._script.popleft()
+                self._served += 1
+            served = self._served
+            self._wake_async_waiters()
+            self._changed.notify_all()
+        if self._on_request is not None:
+            try:
+                self._on_request(captured)
+            except Exception as exc:
+                self._record_error(exc)
+
+        if route == "unknown":
+            self._send_plain(conn, 404, _error_body(
+                f"scripted server: no route for {request.method} {path}", code="unknown_url"),
+                keep_alive=keep_alive)
+            return keep_alive
+        if request.method != allowed:
+            self._send_plain(conn, 405, _error_body(
+                f"scripted server: {request.method} is not allowed on {path} (use {allowed})"),
+                keep_alive=keep_alive, headers=[("Allow", allowed)])
+            return keep_alive
+        if route == "models":
+            self._send_plain(conn, 200, json.dumps(self._models_body(path)).encode(),
+                             keep_alive=keep_alive)
+            return keep_alive
+        if json_problem is not None:
+            self._send_plain(conn, 400, _error_body(f"scripted server: {json_problem}"),
+                             keep_alive=keep_alive)
+            return keep_alive
+
+        if reply is None and self.responder is not None:
+            try:
+                produced = self.responder(captured)
+                if inspect.isawaitable(produced):
+                    produced = await produced
+                reply = coerce_reply(produced)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._record_error(exc)
+                self._send_plain(conn, 500, _error_body(
+                    f"scripted server: the responder raised {exc!r}", "server_error"),
+                    keep_alive=keep_alive)
+                return keep_alive
+        if reply is None:
+            self._send_plain(conn, 400, _error_body(
+                f"scripted server: script exhausted after {served} requests "
+                "(push more replies or give a responder)", code="script_exhausted"),
+                keep_alive=keep_alive)
+            return keep_alive
+        model = captured.model or deployment or self.model
+        return await self._send_reply(conn, captured, reply, model, keep_alive, chunked_ok)
+
+    def _models_body(self, path: str) -> dict[str, Any]:
+        entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
+        m = _MODELS_PATH.match(path)
+        if m and m.group("model"):
+            return {**entry, "id": m.group("model")}
+        return {"object": "list", "data": [entry]}
+
+    def _send_plain(
+        self, conn: _Connection, status: int, body: bytes, *, keep_alive: bool,
+        content_type: str = "application/json", headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        lines = [
+            f"HTTP/1.1 {status} {_reason(status)}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+            f"Connection: {'keep-alive' if keep_alive else 'close'}",
+            "Server: openmanus-scripted",
+        ]
+        lines.extend(f"{name}: {value}" for name, value in headers)
+        conn.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+
+    async def _send_reply(
+        self, conn: _Connection, req: CapturedRequest, reply: Reply, model: str,
+        keep_alive: bool, chunked_ok: bool,
+    ) -> bool:
+        while isinstance(reply, SlowReply):
+            try:
+                await asyncio.wait_for(conn.gone.wait(), reply.seconds)
+                return False  # the client went away while we were waiting
+            except TimeoutError:
+                reply = reply.reply
+        if isinstance(reply, DropReply):
+            return False
+        if isinstance(reply, ErrorReply):
+            body = json.dumps(reply.body()).encode("utf-8")
+            self._send_plain(conn, reply.status, body, keep_alive=keep_alive,
+                             headers=reply.headers)
+            return keep_alive
+        if isinstance(reply, RawReply):
+            self._send_plain(conn, reply.status, reply.body, keep_alive=keep_alive,
+                             content_type=reply.content_type, headers=reply.headers)
+            return keep_alive
+        if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
+            raise TypeError(f"cannot send {reply!r}")
+        calls = [
+            (tc, tc.id or self._next_call_id())
+            for tc in (reply.calls if isinstance(reply, ToolCallsReply) else ())
+        ]
+        usage = self._usage_for(req, reply, calls)
+        created = int(time.time())
+        completion_id = self._next_completion_id()
+        if req.stream:
+            await self._stream(conn, req, reply, calls, usage, model, completion_id, created,
+                               keep_alive and chunked_ok, chunked_ok)
+            return keep_alive and chunked_ok
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content,
+                                   "refusal": None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": call_id, "type": "function",
+                 "function": {"name": tc.name, "arguments": tc.wire_arguments()}}
+                for tc, call_id in calls
+            ]
+        payload: dict[str, Any] = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": reply.finish_reason}],
+        }
+        if usage is not None:
+            payload["usage"] = usage
+        self._send_plain(conn, 200, json.dumps(payload).encode("utf-8"), keep_alive=keep_alive)
+        return keep_alive
+
+    @staticmethod
+    def _usage_for(req: CapturedRequest, reply: TextReply | ToolCallsReply,
+                   calls: list[tuple[Any, str]]) -> dict[str, int] | None:
+        if reply.usage is False:
+            return None
+        if isinstance(reply.usage, Usage):
+            return reply.usage.to_json()
+        prompt = len(json.dumps(req.messages)) // 4
+        produced = (reply.content or "") + "".join(tc.name + tc.arguments_text for tc, _ in calls)
+        completion = len(produced) // 4 + 1
+        return {"prompt_tokens": prompt, "completion_tokens": completion,
+                "total_tokens": prompt + completion}
+
+    async def _stream(
+        self, conn: _Connection, req: CapturedRequest, reply: TextReply | ToolCallsReply,
+        calls: list[tuple[Any, str]], usage: dict[str, int] | None, model: str,
+        completion_id: str, created: int, keep_alive: bool, chunked: bool,
+    ) -> None:
+        options = req.body.get("stream_options") if isinstance(req.body, dict) else None
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> bytes:
+            data: dict[str, Any] = {
+                "id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "model": model,
+                "choices": [] if delta is None else [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            }
+            if include_usage:
+                data["usage"] = usage if delta is None else None
+            return b"data: " + json.dumps(data).encode("utf-8") + b"\n\n"
+
+        events = [chunk({"role": "assistant", "content": "", "refusal": None})]
+        events += [chunk({"content": piece}) for piece in _split_text(reply.content or "")]
+        for index, (tc, call_id) in enumerate(calls):
+            events.append(chunk({"tool_calls": [{
+                "index": index, "id": call_id, "type": "function",
+                "function": {"name": tc.name, "arguments": ""}}]}))
+            pieces = ([tc.wire_arguments()] if tc.raw_object and tc.is_mapping
+                      else _split_arguments(tc.arguments_text))
+            events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+                       for p in pieces]
+        events.append(chunk({}, reply.finish_reason))
+        if include_usage and usage is not None:
+            events.append(chunk(None))
+        events.append(b"data: [DONE]\n\n")
+
+        head = [
+            "HTTP/1.1 200 OK",
+            "Content-Type: text/event-stream; charset=utf-8",
+            "Cache-Control: no-cache",
+            f"Connection: {'keep-alive' if keep_alive else 'close'}",
+            "Server: openmanus-scripted",
+        ]
+        if chunked:
+            head.append("Transfer-Encoding: chunked")
+        conn.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        for event in events:
+            conn.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
+            await conn.drain()
+            await asyncio.sleep(0)  # let the event go out on its own and other clients run
+        if chunked:
+            conn.write(b"0\r\n\r\n")
+
+
+# --- command line ------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a JSON script until SIGTERM/SIGINT (or stdin EOF with ``--stdin-eof``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app.testing.server",
+        description="Scripted OpenAI-compatible server; prints its base URL, then serves.",
+    )
+    parser.add_argument("--script", required=True, help="JSON file holding a list of replies")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
+    parser.add_argument("--model", default="scripted-model", help="model name for /v1/models")
+    parser.add_argument("--log", help="append every request to this file as JSON lines")
+    parser.add_argument("--stdin-eof", action="store_true",
+                        help="also stop when standard input reaches end of file")
+    args = parser.parse_args(argv)
+
+    try:
+        script = load_script(args.script)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        print(f"scripted server: cannot load {args.script}: {exc}", file=sys.stderr)
+        return 2
+
+    log_file = open(args.log, "a", encoding="utf-8") if args.log else None
+
+    def log_request(request: CapturedRequest) -> None:
+        if log_file is not None:
+            log_file.write(json.dumps(request.to_json()) + "\n")
+            log_file.flush()
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.stdin_eof:
+        def watch_stdin() -> None:
+            try:
+                while sys.stdin.buffer.read(65536):
+                    pass
+            finally:
+                stop.set()
+
+        threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
+
+    server = ScriptedLLMServer(script, port=args.port, model=args.model,
+                               on_request=log_request)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"scripted server: cannot listen on port {args.port}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(server.base_url, flush=True)
+        stop.wait()
+    finally:
+        server.stop()
+        if log_file is not None:
+            log_file.close()
+    print(
+        f"scripted server: {len(server.requests)} requests, {server.remaining} replies unused",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

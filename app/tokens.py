@@ -1,0 +1,525 @@
+"""Counting prompt tokens locally, so a request can be checked against the context window.
+
+Counts follow the OpenAI chat accounting that upstream OpenManus uses: every message costs a
+fixed overhead plus the tokens of its role, content, name, tool-call id and tool calls, and the
+reply priming adds a few more. Images are priced by the tile formula, with their size read from
+the image bytes themselves.
+
+tiktoken downloads its vocabularies on first use. Without a network (or with a broken cache)
+that fails, so a counter then falls back to a character-based estimate, warns once per process
+and encoding, and never retries the load on the request path. Loading happens on a worker
+thread with a deadline, because tiktoken's download has no timeout of its own.
+
+Counting is incremental by design: each counter keeps a small LRU of text counts keyed on the
+text's ``(hash, length)``, so re-counting a growing history only tokenizes the new messages and
+the cache never keeps old message strings alive.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
+
+if TYPE_CHECKING:
+    from tiktoken import Encoding
+
+__all__ = [
+    "DEFAULT_IMAGE_SIZE",
+    "DEFAULT_LOAD_TIMEOUT",
+    "MESSAGE_OVERHEAD",
+    "REPLY_PRIMING",
+    "TOOLS_OVERHEAD",
+    "TokenCounter",
+    "clear_encoding_cache",
+    "estimate_text_tokens",
+    "image_size",
+    "image_tokens",
+    "register_encoding",
+    "resolve_encoding_name",
+]
+
+#: Tokens every chat message costs besides its fields (the role/separator framing).
+MESSAGE_OVERHEAD = 4
+#: Tokens that prime the assistant's reply, added once per request.
+REPLY_PRIMING = 3
+#: Tokens for the wrapper the server puts around tool definitions, added once when tools exist.
+TOOLS_OVERHEAD = 12
+#: Seconds a load may take before the counter settles for estimates (the download never
+#: times out by itself; a black-holed network would otherwise block for minutes).
+DEFAULT_LOAD_TIMEOUT = 20.0
+#: Size assumed for an image whose bytes are not at hand (an http URL, unreadable data):
+#: 1024x1024 at high detail is 765 tokens, a middle-of-the-road screenshot.
+DEFAULT_IMAGE_SIZE = (1024, 1024)
+
+_LOW_DETAIL_TOKENS = 85
+_TILE_TOKENS = 170
+_TILE_SIDE = 512
+_MAX_SIDE = 2048
+_SHORT_SIDE = 768
+_CACHE_SIZE = 4096
+# Enough base64 for any PNG/GIF/WebP header and most JPEG SOF markers (48 KiB decoded).
+_B64_PREFIX = 65536
+
+# Model families served with o200k_base that tiktoken may not list yet (new snapshots, aliases).
+_O200K_MODEL = re.compile(r"^(?:ft:)?(?:chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o[1-9])(?:\b|$)")
+# Scripts where a token is about one character: CJK, kana, hangul, fullwidth forms.
+_WIDE_CHARS = re.compile(
+    r"[\u1100-\u11ff\u2e80-\u2fdf\u3000-\u9fff\ua000-\ua4cf\uac00-\ud7af\uf900-\ufaff"
+    r"\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff]+"
+)
+
+
+# --- encodings, loaded once per process --------------------------------------------------------
+
+
+class _Slot:
+    """One encoding's load: started once, finished (or given up on) for the whole process."""
+
+    __slots__ = ("done", "encoding", "error", "gave_up")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.encoding: Encoding | None = None
+        self.error: str | None = None
+        self.gave_up = False
+
+
+_LOCK = threading.Lock()
+_SLOTS: dict[str, _Slot] = {}
+_WARNED: set[str] = set()
+
+
+def _load_into(name: str, slot: _Slot) -> None:
+    try:
+        import tiktoken
+
+        slot.encoding = tiktoken.get_encoding(name)
+    except BaseException as exc:  # a worker thread must never die silently
+        slot.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    finally:
+        slot.done.set()
+
+
+def _obtain(name: str, timeout: float) -> tuple[Encoding | None, str | None]:
+    """The process-wide encoding ``name``, or ``(None, reason)`` when it cannot be had."""
+    with _LOCK:
+        slot = _SLOTS.get(name)
+        if slot is None:
+            slot = _SLOTS[name] = _Slot()
+            threading.Thread(
+                target=_load_into, args=(name, slot), name=f"tiktoken-load-{name}", daemon=True
+            ).start()
+    # Once one caller gave up waiting, later counters do not block again on the same load.
+    if slot.done.wait(0.0 if slot.gave_up else timeout):
+        if slot.encoding is not None:
+            return slot.encoding, None
+        return None, slot.error or "unknown error"
+    slot.gave_up = True
+    return None, f"loading did not finish within {timeout:g} s"
+
+
+def _warn_once(name: str, model: str, reason: str) -> None:
+    with _LOCK:
+        if name in _WARNED:
+            return
+        _WARNED.add(name)
+    try:
+        from app.logger import logger
+    except ImportError:  # pragma: no cover - only while app.logger is missing
+        from loguru import logger
+    logger.warning(
+        f"Token counts for model {model!r} are estimates: tiktoken encoding {name!r} could not "
+        f"be loaded ({reason}). To count exactly offline, put the encoding file into a "
+        "directory named by TIKTOKEN_CACHE_DIR."
+    )
+
+
+def register_encoding(encoding: Encoding, name: str | None = None) -> None:
+    """Make ``encoding`` the process-wide encoding for ``name`` (default: its own name).
+
+    For deployments that build an ``Encoding`` from a local vocabulary, and for tests.
+    """
+    slot = _Slot()
+    slot.encoding = encoding
+    slot.done.set()
+    with _LOCK:
+        key = name or encoding.name
+        _SLOTS[key] = slot
+        _WARNED.discard(key)
+
+
+def clear_encoding_cache() -> None:
+    """Forget loaded and failed encodings, so the next counter tries to load again."""
+    with _LOCK:
+        _SLOTS.clear()
+        _WARNED.clear()
+
+
+def resolve_encoding_name(model: str) -> str:
+    """The tiktoken encoding for ``model``: tiktoken's own mapping, else by model family.
+
+    A provider prefix (``openai/gpt-4o``) is ignored. Unknown models (other vendors) get
+    ``cl100k_base``, which is close enough for a context-window check.
+    """
+    name = (model or "").strip().rsplit("/", 1)[-1].lower()
+    try:
+        from tiktoken.model import encoding_name_for_model
+
+        return encoding_name_for_model(name)
+    except Exception:  # unknown model (KeyError) or tiktoken unusable
+        pass
+    return "o200k_base" if _O200K_MODEL.match(name) else "cl100k_base"
+
+
+# --- estimates -----------------------------------------------------------------------------
+
+
+def estimate_text_tokens(text: str) -> int:
+    """About 4 ASCII characters, 2 other characters or 1 CJK character per token; >= 1."""
+    if not text:
+        return 0
+    length = len(text)
+    if text.isascii():
+        return (length + 3) // 4
+    wide = sum(map(len, _WIDE_CHARS.findall(text)))
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    other = length - wide - ascii_chars
+    return max(1, (ascii_chars + 2 * other + 3) // 4 + wide)
+
+
+# --- images --------------------------------------------------------------------------------
+
+
+def image_tokens(width: int, height: int, detail: str = "high") -> int:
+    """Tokens for an image: 85 at low detail, else 170 per 512-px tile plus 85.
+
+    Before tiling the image is scaled down to fit 2048x2048, then so its shorter side is at
+    most 768 (images are never scaled up). Arithmetic is exact, so borders do not wobble.
+    """
+    if detail == "low" or width <= 0 or height <= 0:
+        return _LOW_DETAIL_TOKENS
+    w, h = Fraction(width), Fraction(height)
+    longest = max(w, h)
+    if longest > _MAX_SIDE:
+        w, h = w * _MAX_SIDE / longest, h * _MAX_SIDE / longest
+    shortest = min(w, h)
+    if shortest > _SHORT_SIDE:
+        w, h = w * _SHORT_SIDE / shortest, h * _SHORT_SIDE / shortest
+    tiles = math.ceil(w / _TILE_SIDE) * math.ceil(h / _TILE_SIDE)
+    return _TILE_TOKENS * tiles + _LOW_DETAIL_TOKENS
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """``(width, height)`` from a PNG, JPEG, GIF or WebP header; None if not recognised."""
+    try:
+        if data[:8] == b"\x89PNG\r\n\x1a\n":
+            if data[12:16] != b"IHDR" or len(data) < 24:
+                return None
+            size = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        elif data[:6] in (b"GIF87a", b"GIF89a"):
+            if len(data) < 10:
+                return None
+            size = int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+        elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+            found = _webp_size(data)
+            if found is None:
+                return None
+            size = found
+        elif data[:2] == b"\xff\xd8":
+            found = _jpeg_size(data)
+            if found is None:
+                return None
+            size = found
+        else:
+            return None
+    except (IndexError, TypeError, ValueError):
+        return None
+    return size if size[0] > 0 and size[1] > 0 else None
+
+
+def _webp_size(data: bytes) -> tuple[int, int] | None:
+    chunk = data[12:16]
+    if chunk == b"VP8 " and len(data) >= 30 and data[23:26] == b"\x9d\x01\x2a":
+        width = int.from_bytes(data[26:28], "little") & 0x3FFF
+        height = int.from_bytes(data[28:30], "little") & 0x3FFF
+        return width, height
+    if chunk == b"VP8L" and len(data) >= 25 and data[20] == 0x2F:
+        bits = int.from_bytes(data[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if chunk == b"VP8X" and len(data) >= 30:
+        width = int.from_bytes(data[24:27], "little") + 1
+        height = int.from_bytes(data[27:30], "little") + 1
+        return width, height
+    return None
+
+
+# Start-of-frame markers carry the size; C4 (DHT), C8 (JPG) and CC (DAC) do not.
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    pos, end = 2, len(data)
+    while pos < end:
+        if data[pos] != 0xFF:
+            return None  # not at a marker: corrupt or truncated
+        while pos < end and data[pos] == 0xFF:  # fill bytes
+            pos += 1
+        if pos >= end:
+            return None
+        marker = data[pos]
+        pos += 1
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # stand-alone markers
+            continue
+        if marker in (0xD9, 0xDA):  # end of image / start of scan: no frame header before
+            return None
+        if pos + 2 > end:
+            return None
+        length = int.from_bytes(data[pos : pos + 2], "big")
+        if length < 2:
+            return None
+        if marker in _JPEG_SOF:
+            if pos + 7 > end:
+                return None
+            height = int.from_bytes(data[pos + 3 : pos + 5], "big")
+            width = int.from_bytes(data[pos + 5 : pos + 7], "big")
+            return width, height
+        pos += length
+    return None
+
+
+def _size_from_url(url: str) -> tuple[int, int] | None:
+    """Image size from a data URL or bare base64; None for remote URLs and bad data."""
+    if url.startswith(("http://", "https://")):
+        return None
+    if url.startswith("data:"):
+        header, sep, payload = url.partition(",")
+        if not sep:
+            return None
+        if ";base64" not in header:
+            return image_size(unquote_to_bytes(payload))
+    else:
+        payload = url  # bare base64, as tools hand images over
+    try:
+        prefix = payload[:_B64_PREFIX]
+        size = image_size(base64.b64decode(prefix[: len(prefix) // 4 * 4]))
+        if size is None and len(payload) > _B64_PREFIX:  # a JPEG with big metadata first
+            size = image_size(base64.b64decode(payload))
+        return size
+    except (binascii.Error, ValueError):
+        return None
+
+
+# --- the counter ---------------------------------------------------------------------------
+
+
+def _field(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    return getattr(obj, key, None)
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+class TokenCounter:
+    """Counts tokens of chat requests for one model; safe to share between threads.
+
+    Nothing is loaded at construction. Call :meth:`load` from a worker thread
+    (``await asyncio.to_thread(counter.load)``); otherwise the first count loads the encoding
+    synchronously. ``encoding=`` injects a ready ``tiktoken.Encoding`` (offline vocabularies,
+    tests) and skips loading altogether.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        encoding_name: str | None = None,
+        *,
+        encoding: Encoding | None = None,
+        load_timeout: float = DEFAULT_LOAD_TIMEOUT,
+    ) -> None:
+        self.model = model
+        if encoding is not None and not encoding_name:
+            encoding_name = encoding.name
+        self._encoding_name = encoding_name
+        self._encoding: Encoding | None = encoding
+        self._settled = encoding is not None
+        self._load_timeout = load_timeout
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[tuple[Any, ...], int] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "not loaded" if not self._settled else "estimated" if self.estimated else "exact"
+        return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r}, {state})"
+
+    @property
+    def encoding_name(self) -> str:
+        """The tiktoken encoding these counts use (or would use, when estimating)."""
+        if self._encoding_name is None:
+            self._encoding_name = resolve_encoding_name(self.model)
+        return self._encoding_name
+
+    @property
+    def loaded(self) -> bool:
+        """True once loading has settled (an encoding, or the estimate): counting won't block."""
+        return self._settled
+
+    def load(self) -> None:
+        """Load the encoding now; blocks up to ``load_timeout`` seconds, never raises."""
+        if self._settled:
+            return
+        with self._lock:
+            if self._settled:
+                return
+            name = self.encoding_name
+            encoding, reason = _obtain(name, self._load_timeout)
+            if encoding is None:
+                _warn_once(name, self.model, reason or "unknown error")
+            self._encoding = encoding
+            self._settled = True
+
+    @property
+    def estimated(self) -> bool:
+        """True when counts are estimates because no encoding could be loaded (loads first)."""
+        if not self._settled:
+            self.load()
+        return self._encoding is None
+
+    # -- text --
+
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text`` (special-token strings count as ordinary text)."""
+        if not text:
+            return 0
+        if type(text) is not str:  # str subclasses (enums) may hash by something else
+            text = str.__str__(text) if isinstance(text, str) else str(text)
+        if not self._settled:
+            self.load()
+        encoding = self._encoding
+        if encoding is None:
+            return estimate_text_tokens(text)
+        key = (hash(text), len(text))
+        with self._cache_lock:
+            count = self._cache.get(key)
+            if count is not None:
+                self._cache.move_to_end(key)
+                return count
+        try:
+            count = len(encoding.encode_ordinary(text))
+        except Exception:  # never fail a request over counting
+            return estimate_text_tokens(text)
+        self._remember(key, count)
+        return count
+
+    def _remember(self, key: tuple[Any, ...], count: int) -> None:
+        with self._cache_lock:
+            self._cache[key] = count
+            if len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+
+    # -- images --
+
+    def count_image(self, image: dict[str, Any] | str, detail: str = "auto") -> int:
+        """Tokens of one image: an ``image_url`` object, a (data) URL, or bare base64.
+
+        A ``detail`` inside the object wins over the argument, since that is what is sent.
+        Images whose bytes are not at hand are priced as :data:`DEFAULT_IMAGE_SIZE`.
+        """
+        url: Any = image
+        if isinstance(image, Mapping):
+            if "image_url" in image:  # a whole content part
+                return self.count_image(image["image_url"], detail)
+            url = image.get("url")
+            detail = image.get("detail") or detail
+        if detail == "low":
+            return _LOW_DETAIL_TOKENS
+        if not isinstance(url, str) or not url:
+            return image_tokens(*DEFAULT_IMAGE_SIZE)
+        key = ("image", hash(url), len(url))
+        with self._cache_lock:
+            size = self._cache.get(key)
+        if size is None:
+            found = _size_from_url(url)
+            width, height = found if found is not None else DEFAULT_IMAGE_SIZE
+            size = image_tokens(width, height, "high")
+            self._remember(key, size)
+        return size
+
+    # -- messages --
+
+    def count_content(self, content: str | list[dict[str, Any]] | None) -> int:
+        """Tokens of a message's content: text, or a list of OpenAI content parts."""
+        if not content:
+            return 0
+        if isinstance(content, str):
+            return self.count_text(content)
+        if not isinstance(content, list | tuple):
+            return self.count_text(str(content))
+        total = 0
+        for part in content:
+            if isinstance(part, str):
+                total += self.count_text(part)
+                continue
+            kind = _field(part, "type")
+            if kind == "text":
+                total += self.count_text(_field(part, "text") or "")
+            elif kind == "image_url":
+                total += self.count_image(_field(part, "image_url") or "")
+            elif isinstance(part, Mapping):  # audio, files...: priced as their JSON text
+                total += self.count_text(_compact_json(part))
+        return total
+
+    def count_message(self, message: dict[str, Any]) -> int:
+        """Tokens of one chat message, overhead included.
+
+        An upstream-style ``base64_image`` key is priced as an image too, so a message counts
+        the same before and after it is put into wire format.
+        """
+        total = MESSAGE_OVERHEAD
+        role = _field(message, "role")
+        if role is not None:
+            total += self.count_text(getattr(role, "value", role))
+        total += self.count_content(_field(message, "content"))
+        for key in ("name", "tool_call_id"):
+            value = _field(message, key)
+            if value:
+                total += self.count_text(value)
+        for call in _field(message, "tool_calls") or ():
+            function = _field(call, "function")
+            if function is None:
+                continue
+            total += self.count_text(_field(function, "name") or "")
+            arguments = _field(function, "arguments")
+            if arguments:
+                if not isinstance(arguments, str):
+                    arguments = _compact_json(arguments)
+                total += self.count_text(arguments)
+        image = _field(message, "base64_image")
+        if image:
+            total += self.count_image(image)
+        return total
+
+    def count_messages(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens of a whole request's messages, reply priming included."""
+        return sum(self.count_message(message) for message in messages) + REPLY_PRIMING
+
+    def count_tools(self, tools: list[dict[str, Any]] | None) -> int:
+        """Tokens of the tool definitions sent with a request (each one as compact JSON).
+
+        The server renders tools in its own format, so this is an approximation that errs on
+        the high side (JSON punctuation costs more than the server's rendering).
+        """
+        if not tools:
+            return 0
+        return TOOLS_OVERHEAD + sum(self.count_text(_compact_json(tool)) for tool in tools)

@@ -1,0 +1,338 @@
+"""``ask_human``: let the model put a question to a person, without ever blocking the loop.
+
+Where the answer comes from is pluggable: an *input provider* (the terminal by default, a UI
+callback or a queue for libraries and tests). When nobody can answer (no interactive stdin,
+end of input, timeout) the model is told to go on by itself instead of the run hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterable
+from typing import IO, Any, Protocol, runtime_checkable
+
+from pydantic import Field
+
+from app.exceptions import ToolError
+from app.tool.base import BaseTool, ToolResult
+
+__all__ = [
+    "NO_HUMAN_MESSAGE",
+    "AskHuman",
+    "CallbackInputProvider",
+    "InputProvider",
+    "QueueInputProvider",
+    "StdinInputProvider",
+    "get_input_provider",
+    "set_input_provider",
+]
+
+#: What the model reads when no answer can be had.
+NO_HUMAN_MESSAGE = (
+    "No human is available to answer right now; proceed on your own judgement, state the "
+    "assumptions you make, and do not ask again for the same thing."
+)
+
+_DESCRIPTION = (
+    "Ask the human user a question and wait for the reply. Use it only when you cannot "
+    "continue without information or a decision that only the user has (a missing detail, a "
+    "choice between options, approval of a risky step). Ask one clear, self-contained question. "
+    "If nobody is available you are told so, and must carry on with your best judgement."
+)
+
+
+@runtime_checkable
+class InputProvider(Protocol):
+    """Something that can put a question to a person; ``None`` means nobody can answer."""
+
+    async def ask(self, question: str) -> str | None:
+        """Return the person's answer, or None when no answer can be obtained."""
+        ...
+
+
+class StdinInputProvider:
+    """The terminal: writes the question to ``output`` (stderr by default) and reads one line.
+
+    stderr is used so that the program's stdout stays clean for its actual output. Reading is
+    done with ``loop.add_reader`` on the file descriptor, so the event loop keeps running while
+    the person types and a cancelled question leaves nothing blocked behind. When the input is
+    not a terminal (and ``require_tty`` is true), is closed, or reaches end of file, ``ask``
+    returns None at once.
+    """
+
+    def __init__(
+        self,
+        stdin: IO[Any] | int | None = None,
+        output: IO[str] | None = None,
+        *,
+        require_tty: bool = True,
+    ) -> None:
+        self._stdin = stdin
+        self._output = output
+        self.require_tty = require_tty
+        self._buffer = bytearray()
+        self._eof = False
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    def _fd(self) -> int | None:
+        source = self._stdin if self._stdin is not None else sys.stdin
+        if isinstance(source, int):
+            return source
+        try:
+            return source.fileno() if source is not None else None
+        except (AttributeError, OSError, ValueError):
+            return None  # e.g. replaced by a test runner, or closed
+
+    def _write(self, text: str) -> None:
+        out = self._output if self._output is not None else sys.stderr
+        if out is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            out.write(text)
+            out.flush()
+
+    def _get_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
+    def _take_line(self) -> str | None:
+        index = self._buffer.find(b"\n")
+        if index < 0:
+            return None
+        line = bytes(self._buffer[:index])
+        del self._buffer[: index + 1]
+        return line.decode("utf-8", "replace").removesuffix("\r")
+
+    async def ask(self, question: str) -> str | None:
+        """Show the question and await one line; None if no person can answer."""
+        fd = self._fd()
+        if fd is None or self._eof:
+            return None
+        try:
+            interactive = os.isatty(fd)
+        except OSError:
+            return None
+        if self.require_tty and not interactive:
+            return None
+        return await self.read_line(f"\n[ask_human] The agent asks:\n{question}\n> ")
+
+    async def read_line(self, prompt: str = "") -> str | None:
+        """Show ``prompt`` and await one line, terminal or not; None at end of input.
+
+        A program's own prompt (main.py's task prompt) reads through this too, so it shares
+        one buffer with ``ask_human`` and no typed line is lost between them.
+        """
+        async with self._get_lock():
+            if prompt:
+                self._write(prompt)
+            line = self._take_line()
+            if line is not None:
+                return line
+            fd = self._fd()
+            if fd is None or self._eof:
+                rest = bytes(self._buffer).decode("utf-8", "replace")
+                self._buffer.clear()
+                return rest or None
+            return await self._read_line(fd)
+
+    async def _read_line(self, fd: int) -> str | None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def on_readable() -> None:
+            try:
+                chunk = os.read(fd, 4096)
+            except BlockingIOError:
+                return  # spurious wake-up
+            except OSError:
+                chunk = b""  # e.g. EIO once the other side of a pty is gone
+            if not chunk:
+                self._eof = True
+            else:
+                self._buffer += chunk
+            if (self._eof or b"\n" in self._buffer) and not done.done():
+                done.set_result(None)
+
+        try:
+            loop.add_reader(fd, on_readable)
+        except (NotImplementedError, ValueError, OSError):
+            return await self._read_line_in_thread(fd)
+        try:
+            await done
+        finally:
+            loop.remove_reader(fd)
+        line = self._take_line()
+        if line is None and self._buffer:  # last line without a newline before EOF
+            line = bytes(self._buffer).decode("utf-8", "replace")
+            self._buffer.clear()
+        return line
+
+    async def _read_line_in_thread(self, fd: int) -> str | None:
+        """Fallback for loops without ``add_reader`` (Windows proactor, regular files).
+
+        A daemon thread does the blocking read, so an abandoned question never keeps the
+        interpreter from exiting.
+        """
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[bytes] = loop.create_future()
+
+        def deliver(data: bytes) -> None:
+            if not result.done():
+                result.set_result(data)
+
+        def reader() -> None:
+            data = bytearray()
+            while not data.endswith(b"\n"):
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                data += chunk
+            loop.call_soon_threadsafe(deliver, bytes(data))
+
+        threading.Thread(target=reader, name="ask-human-stdin", daemon=True).start()
+        data = await result
+        if not data.endswith(b"\n"):
+            self._eof = True
+        self._buffer += data
+        line = self._take_line()
+        if line is None and self._buffer:
+            line = bytes(self._buffer).decode("utf-8", "replace")
+            self._buffer.clear()
+        return line
+
+
+class CallbackInputProvider:
+    """Answers come from a function (sync or async), e.g. a UI dialog.
+
+    A sync callback runs on the event loop, so it must return quickly; pass
+    ``run_in_thread=True`` for one that blocks (it then runs in a worker thread).
+    """
+
+    def __init__(
+        self,
+        callback: Callable[[str], str | Awaitable[str | None] | None],
+        *,
+        run_in_thread: bool = False,
+    ) -> None:
+        self.callback = callback
+        self.run_in_thread = run_in_thread
+
+    async def ask(self, question: str) -> str | None:
+        """Call the callback and await its answer if it returned an awaitable."""
+        if self.run_in_thread:
+            result = await asyncio.to_thread(self.callback, question)
+        else:
+            result = self.callback(question)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+class QueueInputProvider:
+    """Questions go out on one asyncio queue, answers come back on another.
+
+    A UI (or a test) reads ``questions`` and puts replies into ``answers``; answers can be
+    queued in advance. Putting ``None`` means "nobody will answer this one".
+    """
+
+    def __init__(self, answers: Iterable[str | None] = ()) -> None:
+        self.questions: asyncio.Queue[str] = asyncio.Queue()
+        self.answers: asyncio.Queue[str | None] = asyncio.Queue()
+        for answer in answers:
+            self.answers.put_nowait(answer)
+
+    def answer(self, text: str | None) -> None:
+        """Queue a reply for the current or next question."""
+        self.answers.put_nowait(text)
+
+    async def next_question(self) -> str:
+        """Wait for the next question the agent asks."""
+        return await self.questions.get()
+
+    async def ask(self, question: str) -> str | None:
+        """Publish the question, then wait for a reply."""
+        self.questions.put_nowait(question)
+        return await self.answers.get()
+
+
+_default_provider: InputProvider | None = None
+_stdin_provider: StdinInputProvider | None = None
+
+
+def set_input_provider(provider: InputProvider | None) -> None:
+    """Set the process-wide provider used by ``AskHuman`` tools without their own; None resets
+    to the terminal."""
+    global _default_provider
+    if provider is not None and not isinstance(provider, InputProvider):
+        raise TypeError("an input provider needs an `async def ask(question) -> str | None`")
+    _default_provider = provider
+
+
+def get_input_provider() -> InputProvider:
+    """The process-wide provider: the one set, else a shared terminal provider."""
+    global _stdin_provider
+    if _default_provider is not None:
+        return _default_provider
+    if _stdin_provider is None:
+        _stdin_provider = StdinInputProvider()
+    return _stdin_provider
+
+
+class AskHuman(BaseTool):
+    """Ask the user a question; the answer (or "nobody is there") goes back to the model."""
+
+    name: str = "ask_human"
+    description: str = _DESCRIPTION
+    parameters: dict[str, Any] | None = Field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {
+                "inquire": {
+                    "type": "string",
+                    "description": "The question for the user, complete enough to answer "
+                    "without further context.",
+                }
+            },
+            "required": ["inquire"],
+        }
+    )
+
+    #: Overrides the process-wide provider for this tool only.
+    input_provider: InputProvider | None = None
+    #: Seconds to wait for an answer; None waits as long as it takes.
+    timeout: float | None = None
+
+    async def execute(self, inquire: str | None = None, **kwargs: Any) -> ToolResult:
+        """Ask and return the answer, or a "no human available" result; never hangs on no one."""
+        if not isinstance(inquire, str) or not inquire.strip():
+            raise ToolError("`inquire` is required: the question to ask the user.")
+        provider = self.input_provider or get_input_provider()
+        try:
+            if self.timeout is None:
+                answer = await provider.ask(inquire.strip())
+            else:
+                answer = await asyncio.wait_for(provider.ask(inquire.strip()), self.timeout)
+        except TimeoutError:
+            return ToolResult(
+                output=f"The user did not answer within {self.timeout:g} seconds. "
+                + NO_HUMAN_MESSAGE
+            )
+        except Exception as exc:  # a provider's failure must not end the run
+            raise ToolError(f"Could not get an answer from the user: {exc}") from exc
+        if answer is None:
+            return ToolResult(output=NO_HUMAN_MESSAGE)
+        answer = answer.strip()
+        if not answer:
+            return ToolResult(output="The user replied with an empty answer.")
+        return ToolResult(output=answer)

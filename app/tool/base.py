@@ -1,0 +1,119 @@
+"""The tool contract: what a tool declares to the model and what it hands back."""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["BaseTool", "CLIResult", "ToolFailure", "ToolResult", "format_output"]
+
+
+class ToolResult(BaseModel):
+    """What a tool returns: output for the model, or an error the model can act on."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    output: Any = Field(default=None)
+    error: str | None = Field(default=None)
+    base64_image: str | None = Field(default=None)
+    system: str | None = Field(default=None)
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, name) for name in type(self).model_fields)
+
+    def __add__(self, other: ToolResult) -> ToolResult:
+        def combine(a: Any, b: Any, concatenate: bool = True) -> Any:
+            if a and b:
+                if concatenate:
+                    return format_output(a) + format_output(b)
+                raise ValueError("Cannot combine tool results")
+            return a or b
+
+        return type(self)(
+            output=combine(self.output, other.output),
+            error=combine(self.error, other.error),
+            base64_image=combine(self.base64_image, other.base64_image, False),
+            system=combine(self.system, other.system),
+        )
+
+    def __str__(self) -> str:
+        # Always a string, whatever the tool put in ``output`` (upstream could return a dict).
+        if self.error:
+            return f"Error: {self.error}"
+        return format_output(self.output)
+
+    def replace(self, **kwargs: Any) -> ToolResult:
+        """A copy with some fields replaced."""
+        return self.model_copy(update=kwargs)
+
+
+class CLIResult(ToolResult):
+    """A result rendered as command-line output."""
+
+
+class ToolFailure(ToolResult):
+    """A result that represents a failure."""
+
+
+def format_output(value: Any) -> str:
+    """Render anything a tool may return as the text the model will read."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, ToolResult):
+        return str(value)
+    if isinstance(value, Mapping | list | tuple):
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return str(value)
+    return str(value)
+
+
+class BaseTool(ABC, BaseModel):
+    """A capability the model can call: a name, a description and a JSON schema.
+
+    ``execute`` may return a ``ToolResult``, a string or any JSON-able value; raising
+    ``ToolError`` (or any exception) turns into a failed result the model sees, never a crash.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
+
+    name: str
+    description: str
+    parameters: dict[str, Any] | None = None
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        return await self.execute(**kwargs)
+
+    @abstractmethod
+    async def execute(self, **kwargs: Any) -> Any:
+        """Run the tool with the model's arguments."""
+
+    def to_param(self) -> dict[str, Any]:
+        """The tool in the OpenAI function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters or {"type": "object", "properties": {}},
+            },
+        }
+
+    def success_response(self, data: Any) -> ToolResult:
+        """A successful result; dicts and lists are rendered as JSON text."""
+        return ToolResult(output=format_output(data))
+
+    def fail_response(self, msg: str) -> ToolResult:
+        """A failed result carrying ``msg`` for the model."""
+        return ToolFailure(error=msg)
+
+    async def cleanup(self) -> None:
+        """Release what the tool holds (processes, sessions); it must stay usable afterwards."""
+        return None

@@ -1,0 +1,540 @@
+"""``bash``: one persistent shell per tool instance, so ``cd`` and ``export`` carry over.
+
+How a command runs: the shell is an interactive bash (``-i``, no rc files, no job control,
+empty prompts) reading from a pipe, in its own session and process group. Each command is sent
+as ``eval '<command>' < /dev/null`` followed by ``printf`` of a marker made of a fresh random
+token and the exit status, once on stdout and once on stderr. Output is read as it arrives,
+bounded, and the command is over when both markers have been seen.
+
+Why interactive: on SIGINT an interactive bash abandons the whole input line (loops included)
+and waits for the next one, exactly like Ctrl+C in a terminal, whereas a non-interactive bash
+either dies or carries on with the rest of the line. So a command that runs past its timeout
+gets SIGINT (the whole process group, like a terminal's foreground job); if the shell then
+answers a fresh marker within ``interrupt_grace`` it is kept, otherwise it is killed and the
+next command starts a new one, and the result says so.
+
+Why ``< /dev/null``: the command's stdin is never a terminal nor our pipe, so ``read``, ``cat``
+or a REPL see end-of-file at once instead of hanging (the session has no controlling terminal,
+so programs that open ``/dev/tty`` fail instead of waiting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import weakref
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, PrivateAttr
+
+from app.tool._process import (
+    OutputBuffer,
+    PipeProtocol,
+    compose_streams,
+    format_seconds,
+    kill_group,
+    signal_group,
+)
+from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
+
+__all__ = ["Bash"]
+
+# The shell writes its markers to copies of the original stdout/stderr, so a command that
+# redirects the shell's own output (``exec > log``) does not hide the end of the command.
+_MARK_OUT_FD = 250
+_MARK_ERR_FD = 251
+_MARKER_SEARCH_TAIL = 128  # bytes kept back so a marker split across reads is still found
+_RESTART_NOTE = "so the working directory and environment variables were reset"
+
+_DESCRIPTION = (
+    "Run a command in a persistent bash shell (the working directory starts at the "
+    "workspace). State carries over between calls: cd, exported variables and shell "
+    "functions stay. Commands get no input (stdin is empty), so never start programs that "
+    "wait for a user: pass options such as -y, or feed input through files or heredocs. "
+    "Long-running servers belong in the background (`cmd > out.log 2>&1 &`); a command still "
+    "running after the timeout is interrupted like Ctrl+C. stdout and stderr are both "
+    "returned (stderr under a [stderr] label) with the exit code when it is not 0; very long "
+    "output is truncated, so filter it (grep, head, tail). Set `restart` to true to get a "
+    "fresh shell."
+)
+
+
+def _marker(token: str, kind: str) -> re.Pattern[bytes]:
+    return re.compile(rb"\n?__OM_" + token.encode() + rb"_" + kind.encode() + rb"_(-?\d+)__\n")
+
+
+def _print_marker(token: str, kind: str, status: str) -> str:
+    # The marker is assembled by printf from two pieces, so the text of this line (which
+    # `set -v` or `set -x` may echo) never contains the marker itself.
+    fmt = "'\\n%s%s_%s__\\n'"
+    return (
+        f"printf {fmt} '__OM' '_{token}_{kind}' {status} >&{_MARK_OUT_FD}; "
+        f"printf {fmt} '__OM' '_{token}_{kind}' {status} >&{_MARK_ERR_FD}"
+    )
+
+
+def _quote(text: str) -> str:
+    """Single-quote ``text`` for bash: nothing inside is expanded."""
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+class _StreamWatcher:
+    """One output stream of the shell: collects a command's output and spots its marker."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._buffer = self._new_buffer()
+        self._finished: OutputBuffer | None = None
+        self._pending = b""
+        self._pattern: re.Pattern[bytes] | None = None
+        self.status: int | None = None
+        self.found = asyncio.Event()
+
+    def _new_buffer(self) -> OutputBuffer:
+        return OutputBuffer(self._limit, self._limit // 4)
+
+    def expect(self, pattern: re.Pattern[bytes]) -> None:
+        """Watch for ``pattern``; output keeps accumulating in the same buffer."""
+        if self._finished is not None:
+            # The previous marker already arrived (a race with an interrupt): keep one buffer
+            # for the whole command, followed by whatever came after that marker.
+            stray = self._buffer
+            stray.close()
+            self._buffer, self._finished = self._finished, None
+            self._buffer.add_text(stray.render(self._limit))
+        self._pattern = pattern
+        self.status = None
+        self.found.clear()
+
+    def feed(self, data: bytes) -> None:
+        if self._pattern is None:
+            self._buffer.feed(data)
+            return
+        data = self._pending + data
+        match = self._pattern.search(data)
+        if match is None:
+            if len(data) > _MARKER_SEARCH_TAIL:
+                self._buffer.feed(data[:-_MARKER_SEARCH_TAIL])
+                data = data[-_MARKER_SEARCH_TAIL:]
+            self._pending = data
+            return
+        self._buffer.feed(data[: match.start()])
+        self._finished, self._buffer = self._buffer, self._new_buffer()
+        self._buffer.feed(data[match.end() :])  # e.g. a background job: shown next time
+        self._pending = b""
+        self._pattern = None
+        self.status = int(match.group(1))
+        self.found.set()
+
+    def take(self) -> OutputBuffer:
+        """The output of the command that just ended (or was abandoned) and stop watching."""
+        if self._finished is not None:
+            result, self._finished = self._finished, None
+        else:
+            self._buffer.feed(self._pending)
+            result, self._buffer = self._buffer, self._new_buffer()
+        self._pending = b""
+        self._pattern = None
+        result.close()
+        return result
+
+
+class _Session:
+    """A running bash process and the state needed to talk to it."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        transport: asyncio.SubprocessTransport,
+        protocol: PipeProtocol,
+        stdout: _StreamWatcher,
+        stderr: _StreamWatcher,
+    ) -> None:
+        self.loop = loop
+        self.transport = transport
+        self.protocol = protocol
+        self.stdout = stdout
+        self.stderr = stderr
+        self.pgid: int = transport.get_pid()
+        self.closed = False
+        # Last resort if the tool is dropped without cleanup(): no shell outlives the program.
+        self._finalizer = weakref.finalize(self, _kill_quietly, self.pgid)
+
+    @property
+    def alive(self) -> bool:
+        return not self.closed and not self.protocol.exited.is_set()
+
+    def send(self, line: str) -> None:
+        pipe = self.transport.get_pipe_transport(0)
+        if pipe is None or pipe.is_closing():
+            raise ConnectionResetError("the shell's input is closed")
+        try:
+            data = line.encode("utf-8", "surrogateescape")  # file names decoded by Python
+        except UnicodeEncodeError:
+            data = line.encode("utf-8", "replace")
+        pipe.write(data)
+
+    async def wait_for_markers(self, timeout: float | None) -> str:
+        """ "done" when both markers arrived, "exited" if the shell died, else "timeout"."""
+        both = asyncio.ensure_future(self._both_found())
+        exited = asyncio.ensure_future(self.protocol.exited.wait())
+        try:
+            await asyncio.wait({both, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            both.cancel()
+            exited.cancel()
+        if self.stdout.found.is_set() and self.stderr.found.is_set():
+            return "done"
+        if self.protocol.exited.is_set():
+            return "exited"
+        return "timeout"
+
+    async def _both_found(self) -> None:
+        await self.stdout.found.wait()
+        await self.stderr.found.wait()
+
+    async def close(self) -> None:
+        """Kill the shell and everything it started; safe to call more than once."""
+        if self.closed:
+            return
+        self.closed = True
+        self._finalizer.detach()
+        await kill_group(self.pgid)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.protocol.exited.wait(), 5.0)
+        # A process that escaped the group may still hold the pipes: do not wait for it.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.protocol.pipes_closed.wait(), 1.0)
+        self.transport.close()
+
+    def abandon(self) -> None:
+        """Kill without awaiting: for a session that belongs to another (maybe closed) loop."""
+        if self.closed:
+            return
+        self.closed = True
+        self._finalizer.detach()
+        _kill_quietly(self.pgid)
+        with contextlib.suppress(Exception):
+            self.transport.close()
+
+
+def _kill_quietly(pgid: int) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class Bash(BaseTool):
+    """A persistent bash session for the model (upstream name and schema)."""
+
+    name: str = "bash"
+    description: str = _DESCRIPTION
+    parameters: dict[str, Any] | None = Field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "description": (
+                        "The shell command to run; several lines or `&&` chains are fine."
+                    ),
+                },
+                "restart": {
+                    "type": "boolean",
+                    "description": (
+                        "Kill the current shell and start a fresh one (in the workspace) "
+                        "before running `command`, which may then be empty."
+                    ),
+                },
+            },
+            "required": ["command"],
+        }
+    )
+
+    workspace: Path | None = Field(
+        default=None, description="Starting directory; None means config.workspace_root."
+    )
+    timeout: float = Field(default=120.0, gt=0, description="Seconds a command may run.")
+    interrupt_grace: float = Field(
+        default=3.0, gt=0, description="How long the shell may take to recover from SIGINT."
+    )
+    startup_timeout: float = Field(default=10.0, gt=0)
+    max_output_chars: int = Field(default=10_000, ge=200)
+    shell: str | None = Field(default=None, description="Path to bash; None = found on PATH.")
+
+    _session: _Session | None = PrivateAttr(default=None)
+    _lock: asyncio.Lock | None = PrivateAttr(default=None)
+    _lock_loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
+
+    async def execute(  # type: ignore[override]
+        self,
+        command: str | None = None,
+        restart: bool = False,
+        timeout: float | None = None,
+        **_: Any,
+    ) -> ToolResult:
+        """Run ``command`` (``timeout`` is for programmatic callers; not in the schema)."""
+        if command is not None and not isinstance(command, str):
+            return ToolFailure(error="`command` must be a string.")
+        command = (command or "").replace("\x00", "")
+        if not restart and not command.strip():
+            return ToolFailure(
+                error="No command given: `command` must be a non-empty shell command."
+            )
+        async with self._get_lock():
+            if restart:
+                await self._stop_session()
+                if not command.strip():
+                    try:
+                        await self._ensure_session()
+                    except _StartError as exc:
+                        return ToolFailure(error=str(exc))
+                    return CLIResult(
+                        output="The bash session was restarted: a fresh shell in the workspace."
+                    )
+            try:
+                session = await self._ensure_session()
+            except _StartError as exc:
+                return ToolFailure(error=str(exc))
+            return await self._run(session, command, timeout or self.timeout)
+
+    async def cleanup(self) -> None:
+        """Kill the shell and its children; the next call starts a new shell."""
+        await self._stop_session()
+
+    @property
+    def session_pid(self) -> int | None:
+        """Process id (and process group id) of the live shell, if any."""
+        session = self._session
+        return session.pgid if session is not None and session.alive else None
+
+    # --- session management ----------------------------------------------------------------
+
+    def _get_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock = asyncio.Lock()
+            self._lock_loop = loop
+        return self._lock
+
+    async def _stop_session(self) -> None:
+        session, self._session = self._session, None
+        if session is None:
+            return
+        if session.loop is asyncio.get_running_loop():
+            await session.close()
+        else:
+            session.abandon()
+
+    async def _ensure_session(self) -> _Session:
+        session = self._session
+        if session is not None and session.alive and session.loop is asyncio.get_running_loop():
+            return session
+        await self._stop_session()
+        self._session = await self._start_session()
+        return self._session
+
+    def _resolve_workspace(self) -> Path:
+        workspace = self.workspace
+        if workspace is None:
+            from app.config import config
+
+            workspace = config.workspace_root
+        workspace = Path(workspace).expanduser()
+        workspace.mkdir(parents=True, exist_ok=True)
+        return workspace
+
+    def _environment(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("PROMPT_COMMAND", "BASH_ENV", "ENV", "MAILCHECK")
+        }
+        # No terminal here: no prompts, no pagers, no colours.
+        env.update(PS1="", PS2="", PS0="", TERM="dumb", PAGER="cat", GIT_PAGER="cat")
+        env["HISTFILE"] = ""  # history is neither loaded nor saved
+        return env
+
+    async def _start_session(self) -> _Session:
+        try:
+            workspace = self._resolve_workspace()
+        except OSError as exc:
+            raise _StartError(f"The workspace directory is not usable: {exc}") from exc
+        shell = self.shell or shutil.which("bash") or "/bin/bash"
+        stdout = _StreamWatcher(self.max_output_chars)
+        stderr = _StreamWatcher(self.max_output_chars)
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
+                shell,
+                "--noediting",
+                "--noprofile",
+                "--norc",
+                "-i",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(workspace),
+                env=self._environment(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise _StartError(f"Could not start bash ({shell}): {exc}") from exc
+        session = _Session(loop, transport, protocol, stdout, stderr)
+        token = secrets.token_hex(8)
+        ready = _marker(token, "C")
+        stdout.expect(ready)
+        stderr.expect(ready)
+        setup = (
+            "set +H; set +o history; unset HISTFILE; "
+            f"exec {_MARK_OUT_FD}>&1 {_MARK_ERR_FD}>&2; "
+            '__om_status() { return "$1"; }; ' + _print_marker(token, "C", "0") + "\n"
+        )
+        try:
+            session.send(setup)
+            state = await session.wait_for_markers(self.startup_timeout)
+        except (ConnectionResetError, asyncio.CancelledError):
+            await session.close()
+            raise
+        if state != "done":
+            noise = stderr.take().render(500).strip()
+            await session.close()
+            raise _StartError(
+                f"bash did not start properly ({state})" + (f": {noise}" if noise else "")
+            )
+        stdout.take()  # startup chatter such as "no job control in this shell"
+        stderr.take()
+        return session
+
+    # --- running a command -----------------------------------------------------------------
+
+    async def _run(self, session: _Session, command: str, timeout: float) -> ToolResult:
+        token = secrets.token_hex(8)
+        done = _marker(token, "C")
+        session.stdout.expect(done)
+        session.stderr.expect(done)
+        line = (
+            f"eval {_quote(command)} < /dev/null; __om_rc=$?; "
+            + _print_marker(token, "C", '"$__om_rc"')
+            + '; __om_status "$__om_rc"\n'
+        )
+        try:
+            session.send(line)
+            state = await session.wait_for_markers(timeout)
+        except ConnectionResetError:
+            state = "exited"
+        except asyncio.CancelledError:
+            # The command may still be running: start from a clean shell next time.
+            await asyncio.shield(self._drop(session))
+            raise
+
+        if state == "done":
+            return CLIResult(output=self._render(session, token, session.stdout.status))
+        if state == "exited":
+            return await self._after_exit(session, token)
+        return await self._after_timeout(session, token, timeout)
+
+    async def _drop(self, session: _Session) -> None:
+        if self._session is session:
+            self._session = None
+        await session.close()
+
+    async def _after_exit(self, session: _Session, token: str) -> ToolResult:
+        await self._drop(session)
+        status = session.transport.get_returncode()
+        text = self._render(session, token, None)
+        if text.endswith("[stderr]\nexit"):  # what bash -i says when leaving
+            text = text[: -len("[stderr]\nexit")].rstrip("\n")
+        elif text.endswith("\nexit"):
+            text = text[: -len("\nexit")]
+        note = (
+            f"[the shell exited (exit code {status}); the next command starts a new shell, "
+            f"{_RESTART_NOTE}]"
+        )
+        return CLIResult(output=f"{text}\n{note}" if text else note)
+
+    async def _after_timeout(self, session: _Session, token: str, timeout: float) -> ToolResult:
+        seconds = format_seconds(timeout)
+        recovered = _marker(token, "R")
+        session.stdout.expect(recovered)
+        session.stderr.expect(recovered)
+        signal_group(session.pgid, signal.SIGINT)
+        try:
+            session.send(_print_marker(token, "R", "$?") + "\n")
+            state = await session.wait_for_markers(self.interrupt_grace)
+        except ConnectionResetError:
+            state = "exited"
+        if state == "done":
+            note = (
+                f"The command timed out after {seconds} seconds and was interrupted (SIGINT). "
+                "The shell is still running, with its working directory and environment."
+            )
+            return ToolFailure(error=self._with_output(note, session, token))
+        await self._drop(session)
+        note = (
+            f"The command timed out after {seconds} seconds and the shell did not recover "
+            "from the interrupt: it was killed and the next command starts a new shell, "
+            f"{_RESTART_NOTE}."
+        )
+        return ToolFailure(error=self._with_output(note, session, token))
+
+    def _with_output(self, note: str, session: _Session, token: str) -> str:
+        text = self._render(session, token, None)
+        return f"{note}\nOutput until then:\n{text}" if text else note
+
+    def _render(self, session: _Session, token: str, status: int | None) -> str:
+        out_text, err_text = compose_streams(
+            session.stdout.take(), session.stderr.take(), self.max_output_chars
+        )
+        # A marker can only show up here after a race with an interrupt: never show it.
+        leftover = re.compile(r"\n?__OM_" + token + r"_[A-Z]_-?\d+__\n?")
+        out_text = leftover.sub("", out_text).rstrip("\n")
+        err_text = _clean_stderr(leftover.sub("", err_text), token).strip("\n")
+        parts: list[str] = []
+        if out_text:
+            parts.append(out_text)
+        if err_text.strip():
+            parts.append("[stderr]\n" + err_text)
+        if status:
+            parts.append(f"[exit code: {status}]")
+        return "\n".join(parts)
+
+
+_TCSETATTR_NOISE = re.compile(r"bash: \[\d+: \d+ \(\d+\)\] tcsetattr: .*")
+_XTRACE = re.compile(r"\++ (.*)")
+
+
+def _clean_stderr(text: str, token: str) -> str:
+    """Drop what the shell says about our own plumbing rather than about the command.
+
+    Without a terminal an interactive bash complains (tcsetattr) after a job dies of a
+    signal, and under ``set -x`` it traces the marker commands that follow each command.
+    """
+    ours = re.compile(r"__om_rc=-?\d+|__om_status -?\d+|printf .*__OM _" + token + r"_[A-Z] \S+")
+    kept: list[str] = []
+    after_status = False
+    for line in text.split("\n"):
+        traced = _XTRACE.fullmatch(line)
+        if traced is not None:
+            body = traced.group(1)
+            if ours.fullmatch(body):
+                after_status = body.startswith("__om_status")
+                continue
+            if after_status and re.fullmatch(r"return -?\d+", body):
+                after_status = False
+                continue
+        after_status = False
+        if _TCSETATTR_NOISE.fullmatch(line):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+class _StartError(Exception):
+    """bash could not be started; the message is meant for the model."""

@@ -1,0 +1,377 @@
+"""``python_execute``: run a Python snippet in a fresh, bounded child process.
+
+Each call gets its own interpreter (``sys.executable``) started in a new session, with the
+workspace as working directory. The code travels over stdin to a tiny bootstrap that applies
+resource limits, redirects stdin to ``/dev/null`` and runs the code as ``__main__``, so
+nothing is written to disk and tracebacks point at the snippet's own lines.
+
+Containment, and what actually enforces it:
+
+* wall-clock timeout: the whole process group gets SIGTERM, then SIGKILL after a grace;
+* memory, CPU seconds and file size: ``setrlimit`` in the child (per process);
+* number of processes: a watchdog polls ``/proc`` and kills the group once it has more than
+  ``max_processes`` live members. RLIMIT_NPROC is not used: Linux never applies it to root and
+  otherwise counts *every* process of the user, so no fixed value is both safe and useful. A
+  very fast fork bomb can overshoot the limit by a few hundred processes before it is stopped;
+* leftovers: after every run (success, failure, timeout or cancellation) the process group is
+  killed, so background children never outlive the call.
+
+This bounds accidents, it is not a security sandbox: code that calls ``setsid`` leaves the
+group. Use the Docker sandbox for untrusted code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from app.tool._process import (
+    OutputBuffer,
+    PipeProtocol,
+    compose_streams,
+    describe_returncode,
+    format_seconds,
+    kill_group,
+    signal_group,
+    terminate_group,
+    watch_group_size,
+)
+from app.tool.base import BaseTool
+
+__all__ = ["PythonExecute"]
+
+_FILENAME = "<python_execute>"
+_GIB = 1024**3
+
+# Runs inside the child before the model's code. Everything lives in one function so that the
+# ``__main__`` namespace the code sees is clean (the function removes its own name).
+_BOOTSTRAP = r"""
+def _openmanus_bootstrap():
+    import json, linecache, os, signal, sys, traceback
+
+    settings = json.loads(sys.argv[1])
+    source = sys.stdin.buffer.read().decode("utf-8", "surrogatepass")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        import resource
+    except ImportError:
+        resource = None
+    if resource is not None:
+        for name, value in settings["limits"].items():
+            which = getattr(resource, name, None)
+            if which is None:
+                continue
+            try:
+                _, hard = resource.getrlimit(which)
+                new_hard = value + 1 if name == "RLIMIT_CPU" else value
+                if hard != resource.RLIM_INFINITY:
+                    new_hard = min(new_hard, hard)
+                resource.setrlimit(which, (min(value, new_hard), new_hard))
+            except (OSError, ValueError):
+                pass
+
+    leader = os.getpid()
+
+    class _Terminated(BaseException):
+        pass
+
+    def _on_term(signum, frame):
+        if os.getpid() != leader:
+            os._exit(128 + signum)
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, _on_term)
+    sys.stdout.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    sys.stderr.reconfigure(encoding="utf-8", errors="backslashreplace")
+    filename = settings["filename"]
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    sys.argv = ["-c"]
+    namespace = sys.modules["__main__"].__dict__
+    namespace.pop("_openmanus_bootstrap", None)
+    status = 0
+    try:
+        exec(compile(source, filename, "exec"), namespace)
+    except SystemExit as exc:
+        if exc.code is None:
+            status = 0
+        elif isinstance(exc.code, int):
+            status = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            status = 1
+    except _Terminated:
+        status = 128 + signal.SIGTERM
+    except BaseException as exc:
+        tb = exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)
+        status = 1
+    if os.getpid() == leader:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    sys.exit(status)
+
+
+_openmanus_bootstrap()
+"""
+
+_DESCRIPTION = (
+    "Run a Python program in a fresh interpreter and get back what it printed. Only output "
+    "written to stdout/stderr (e.g. with print) is returned, not the value of the last "
+    "expression, and no state is kept between calls. The working directory is the workspace. "
+    "Standard input is empty, so input() cannot be used. Runs are bounded: a timeout "
+    "(5 seconds unless `timeout` asks for more), memory and process limits; long output is "
+    "truncated. Returns {observation, success}."
+)
+
+
+class PythonExecute(BaseTool):
+    """Runs model-written Python in a separate, killable process (upstream name and schema)."""
+
+    name: str = "python_execute"
+    description: str = _DESCRIPTION
+    parameters: dict[str, Any] | None = Field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {
+                "code": {
+                    "type": "string",
+                    "description": "The Python source to run. Print whatever you want to see.",
+                },
+                "timeout": {
+                    "type": "integer",
+                    "description": "Seconds before the run is stopped (default 5).",
+                },
+            },
+            "required": ["code"],
+        }
+    )
+
+    workspace: Path | None = Field(
+        default=None, description="Working directory; None means config.workspace_root."
+    )
+    default_timeout: float = Field(default=5.0, gt=0)
+    max_timeout: float = Field(default=300.0, gt=0, description="Upper bound for `timeout`.")
+    max_output_chars: int = Field(default=10_000, ge=200)
+    memory_limit: int | None = Field(
+        default=_GIB, gt=0, description="RLIMIT_AS in bytes, per process; None = no limit."
+    )
+    cpu_time_limit: int | None = Field(
+        default=None,
+        gt=0,
+        description="RLIMIT_CPU in seconds, per process; None = timeout x CPU count + 1.",
+    )
+    file_size_limit: int | None = Field(
+        default=_GIB, gt=0, description="RLIMIT_FSIZE in bytes; None = no limit."
+    )
+    max_processes: int | None = Field(
+        default=128, gt=0, description="Live processes allowed in the group; None = no check."
+    )
+    process_check_interval: float = Field(default=0.05, gt=0)
+    kill_grace: float = Field(default=1.0, ge=0, description="SIGTERM-to-SIGKILL delay.")
+
+    _ENV_DROP: ClassVar[tuple[str, ...]] = ("PYTHONINSPECT", "PYTHONSTARTUP")
+
+    async def execute(  # type: ignore[override]
+        self, code: str | None = None, timeout: float | str | None = None, **_: Any
+    ) -> dict[str, Any]:
+        """Run ``code``; always returns ``{"observation": str, "success": bool}``."""
+        if not isinstance(code, str):
+            return _result("Error: `code` is required and must be a string.", False)
+        seconds = self._timeout_for(timeout)
+        if isinstance(seconds, str):
+            return _result(seconds, False)
+        try:
+            workspace = self._resolve_workspace()
+        except OSError as exc:
+            return _result(f"Error: the workspace directory is not usable: {exc}", False)
+        return await self._run(code, seconds, workspace)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _timeout_for(self, requested: float | str | None) -> float | str:
+        """The timeout to use, or an error message for a nonsensical request."""
+        if requested is None:
+            return min(self.default_timeout, self.max_timeout)
+        if isinstance(requested, bool):
+            return "Error: `timeout` must be a number of seconds."
+        try:
+            value = float(requested)
+        except (TypeError, ValueError):
+            return "Error: `timeout` must be a number of seconds."
+        if not math.isfinite(value) or value <= 0:
+            return "Error: `timeout` must be a positive number of seconds."
+        return min(value, self.max_timeout)
+
+    def _resolve_workspace(self) -> Path:
+        workspace = self.workspace
+        if workspace is None:
+            from app.config import config
+
+            workspace = config.workspace_root
+        workspace = Path(workspace).expanduser()
+        workspace.mkdir(parents=True, exist_ok=True)
+        return workspace
+
+    def _limits(self, seconds: float) -> dict[str, int]:
+        limits = {"RLIMIT_CORE": 0}
+        if self.memory_limit is not None:
+            limits["RLIMIT_AS"] = self.memory_limit
+        if self.file_size_limit is not None:
+            limits["RLIMIT_FSIZE"] = self.file_size_limit
+        cpu = self.cpu_time_limit
+        if cpu is None:
+            # Never below what the wall-clock timeout lets a process use on every core.
+            cpu = math.ceil(seconds) * (os.cpu_count() or 1) + 1
+        limits["RLIMIT_CPU"] = cpu
+        return limits
+
+    def _environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in self._ENV_DROP}
+        env.setdefault("MPLBACKEND", "Agg")  # plots go to files; there is no display
+        return env
+
+    async def _run(self, code: str, seconds: float, workspace: Path) -> dict[str, Any]:
+        limit = self.max_output_chars
+        stdout = OutputBuffer(limit, limit // 4)
+        stderr = OutputBuffer(limit, limit // 4)
+        settings = json.dumps({"limits": self._limits(seconds), "filename": _FILENAME})
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
+                sys.executable or "python3",
+                "-c",
+                _BOOTSTRAP,
+                settings,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(workspace),
+                env=self._environment(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return _result(f"Error: could not start the Python interpreter: {exc}", False)
+
+        pgid = transport.get_pid()
+        stdin = transport.get_pipe_transport(0)
+        if stdin is not None:
+            stdin.write(code.encode("utf-8", "surrogatepass"))
+            stdin.close()  # flushes, then closes: the bootstrap reads up to EOF
+
+        exited = asyncio.ensure_future(protocol.exited.wait())
+        watchdog = (
+            asyncio.ensure_future(
+                watch_group_size(pgid, self.max_processes, self.process_check_interval)
+            )
+            if self.max_processes is not None
+            else None
+        )
+        stop_reason: str | None = None
+        try:
+            waiting = {exited} if watchdog is None else {exited, watchdog}
+            done, _ = await asyncio.wait(
+                waiting, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+            if exited not in done:
+                if watchdog is not None and watchdog in done:
+                    stop_reason = "processes"
+                    signal_group(pgid, signal.SIGKILL)
+                else:
+                    stop_reason = "timeout"
+                    await terminate_group(pgid, protocol.exited, grace=self.kill_grace)
+            await _finish(pgid, protocol, transport)
+        except BaseException:
+            # Cancelled (or something broke): nothing of the child may survive us.
+            signal_group(pgid, signal.SIGKILL)
+            await asyncio.shield(_finish(pgid, protocol, transport))
+            raise
+        finally:
+            for task in (exited, watchdog):
+                if task is not None:
+                    task.cancel()
+            transport.close()
+
+        stdout.close()
+        stderr.close()
+        returncode = transport.get_returncode()
+        success = stop_reason is None and returncode == 0
+        return _result(self._observation(stdout, stderr, returncode, stop_reason, seconds), success)
+
+    def _observation(
+        self,
+        stdout: OutputBuffer,
+        stderr: OutputBuffer,
+        returncode: int | None,
+        stop_reason: str | None,
+        seconds: float,
+    ) -> str:
+        out_text, err_text = compose_streams(stdout, stderr, self.max_output_chars)
+        parts: list[str] = []
+        if stop_reason == "timeout":
+            parts.append(
+                f"Execution timed out after {format_seconds(seconds)} seconds; the process "
+                "and everything it started were killed."
+            )
+        elif stop_reason == "processes":
+            parts.append(
+                f"Execution stopped: the code ran more than {self.max_processes} processes at "
+                "once (the limit); all of them were killed."
+            )
+        if out_text:
+            # After a headline, label stdout too so it is not mistaken for our message.
+            parts.append(("[stdout]\n" if parts else "") + out_text.rstrip("\n"))
+        if err_text:
+            parts.append("[stderr]\n" + err_text.rstrip("\n"))
+        if stop_reason is None and returncode != 0:
+            parts.append(f"[{self._explain(returncode, seconds)}]")
+        if "MemoryError" in err_text and self.memory_limit is not None:
+            parts.append(
+                f"[memory limit: {_human_bytes(self.memory_limit)} of address space per process]"
+            )
+        if "File too large" in err_text and self.file_size_limit is not None:
+            parts.append(f"[file size limit: {_human_bytes(self.file_size_limit)}]")
+        return "\n".join(parts)
+
+    def _explain(self, returncode: int | None, seconds: float) -> str:
+        text = describe_returncode(returncode)
+        if returncode == -signal.SIGXCPU:
+            cpu = self._limits(seconds)["RLIMIT_CPU"]
+            text += f": the CPU time limit of {cpu} seconds was reached"
+        elif returncode == -signal.SIGXFSZ and self.file_size_limit is not None:
+            text += f": the file size limit of {_human_bytes(self.file_size_limit)} was reached"
+        return text
+
+
+async def _finish(
+    pgid: int, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
+) -> None:
+    """Kill what is left of the group, reap the leader and collect the last output."""
+    await kill_group(pgid)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(protocol.exited.wait(), 5.0)
+    # A process that left the group may still hold the pipes: do not wait for it forever.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(protocol.pipes_closed.wait(), 1.0)
+    transport.close()
+
+
+def _result(observation: str, success: bool) -> dict[str, Any]:
+    return {"observation": observation, "success": success}
+
+
+def _human_bytes(size: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} bytes"

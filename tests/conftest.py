@@ -1,0 +1,62 @@
+"""Shared fixtures: no internet, a scripted LLM server on 127.0.0.1, LLMs pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from app.config import LLMSettings
+from app.llm import LLM
+from app.testing import ScriptedLLMServer, netguard
+
+TEST_API_KEY = "sk-test-0123456789abcdefghij"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _block_internet() -> Iterator[None]:
+    """Every test runs with connections outside 127.0.0.1 refused at the socket layer."""
+    netguard.install()
+    yield
+    netguard.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_llm_singletons() -> Iterator[None]:
+    LLM.reset_instances()
+    yield
+    LLM.reset_instances()
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLMServer]:
+    server = ScriptedLLMServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def llm_settings(server: ScriptedLLMServer, **overrides: Any) -> LLMSettings:
+    """Settings for a test model on ``server``: fast retries, no waiting on backoff."""
+    values: dict[str, Any] = {
+        "model": "gpt-4o-mini",
+        "base_url": server.base_url,
+        "api_key": TEST_API_KEY,
+        "max_retries": 3,
+        "retry_min_wait": 0.001,
+        "retry_max_wait": 0.01,
+        "timeout": 10.0,
+    }
+    values.update(overrides)
+    return LLMSettings(**values)
+
+
+@pytest.fixture
+def make_llm(llm_server: ScriptedLLMServer) -> Callable[..., LLM]:
+    def factory(**overrides: Any) -> LLM:
+        return LLM.create(llm_config=llm_settings(llm_server, **overrides))
+
+    return factory

@@ -1,0 +1,688 @@
+"""Config loading: defaults, profiles, env expansion, errors that name keys, mcp.json, facade."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from app.config import (
+    PROJECT_ROOT,
+    AppConfig,
+    Config,
+    LLMSettings,
+    find_config_path,
+    load_config,
+)
+from app.exceptions import ConfigError
+from app.logger import logger, redact
+
+ENV_VARS = (
+    "OPENAI_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "OPENMANUS_CONFIG",
+    "OPENMANUS_WORKSPACE",
+    "EXAMPLE_MCP_TOKEN",
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests must not see the developer's keys or config location."""
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def warned() -> Iterator[list[str]]:
+    """Messages logged at WARNING or above while the test runs."""
+    seen: list[str] = []
+    handler_id = logger.add(lambda m: seen.append(m.record["message"]), level="WARNING")
+    yield seen
+    logger.remove(handler_id)
+
+
+def write_config(root: Path, body: str, mcp: str | None = None) -> Path:
+    """A project-like layout: <root>/config/config.toml (+ mcp.json)."""
+    directory = root / "config"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "config.toml"
+    path.write_text(textwrap.dedent(body), encoding="utf-8")
+    if mcp is not None:
+        (directory / "mcp.json").write_text(textwrap.dedent(mcp), encoding="utf-8")
+    return path
+
+
+def config_error(path: Path) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return str(info.value)
+
+
+MINIMAL = """
+[llm]
+model = "gpt-4o"
+"""
+
+
+# --- defaults and profiles ------------------------------------------------------------------
+
+
+def test_defaults(tmp_path: Path) -> None:
+    app = load_config(write_config(tmp_path, MINIMAL))
+    llm = app.llm["default"]
+    assert list(app.llm) == ["default"]
+    assert (llm.model, llm.max_tokens, llm.temperature, llm.api_type) == (
+        "gpt-4o",
+        4096,
+        1.0,
+        "openai",
+    )
+    assert (llm.timeout, llm.max_retries, llm.retry_min_wait, llm.retry_max_wait) == (
+        300.0,
+        5,
+        1.0,
+        60.0,
+    )
+    assert llm.api_key is None and llm.base_url is None and llm.max_input_tokens is None
+    assert llm.supports_images is None and llm.reasoning_model is None
+    assert app.browser_config.headless is None
+    assert app.browser_config.max_content_length == 2000
+    assert app.browser_config.proxy is None
+    assert app.search_config.engine == "Google"
+    assert app.search_config.fallback_engines == ["DuckDuckGo", "Baidu", "Bing"]
+    assert (app.search_config.retry_delay, app.search_config.max_retries) == (60, 3)
+    assert (app.search_config.lang, app.search_config.country) == ("en", "us")
+    assert app.sandbox.use_sandbox is False
+    assert app.mcp_config.server_reference == "app.mcp.server"
+    assert app.mcp_config.servers == {}
+    assert app.run_flow_config.use_data_analysis_agent is False
+    assert app.workspace_root == PROJECT_ROOT / "workspace"
+    assert app.config_path == tmp_path / "config" / "config.toml"
+
+
+def test_sections_are_read(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "m"
+        [browser]
+        headless = false
+        extra_chromium_args = ["--no-sandbox"]
+        [browser.proxy]
+        server = "http://proxy:8080"
+        username = "me"
+        password = "proxy-password-xyz"
+        [search]
+        engine = "Bing"
+        [sandbox]
+        use_sandbox = true
+        memory_limit = "1g"
+        [runflow]
+        use_data_analysis_agent = true
+        """,
+    )
+    app = load_config(path)
+    assert app.browser_config.headless is False
+    assert app.browser_config.extra_chromium_args == ["--no-sandbox"]
+    assert app.browser_config.proxy is not None
+    assert app.browser_config.proxy.server == "http://proxy:8080"
+    assert "proxy-password-xyz" not in repr(app)
+    assert redact("pw proxy-password-xyz") == "pw ***"
+    assert app.search_config.engine == "Bing"
+    assert app.sandbox.use_sandbox is True and app.sandbox.memory_limit == "1g"
+    assert app.run_flow_config.use_data_analysis_agent is True
+
+
+def test_named_profiles_merge_over_llm(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "main-model"
+        base_url = "http://127.0.0.1:9/v1"
+        api_key = "profile-key-123456"
+        max_tokens = 1000
+        [llm.vision]
+        model = "vision-model"
+        temperature = 0.2
+        [llm.local]
+        api_type = "Ollama"
+        base_url = "http://127.0.0.1:11434/v1"
+        """,
+    )
+    app = load_config(path)
+    assert set(app.llm) == {"default", "vision", "local"}
+    default, vision, local = app.llm["default"], app.llm["vision"], app.llm["local"]
+    assert (default.model, default.temperature) == ("main-model", 1.0)
+    assert (vision.model, vision.temperature, vision.max_tokens) == ("vision-model", 0.2, 1000)
+    assert vision.base_url == "http://127.0.0.1:9/v1"
+    assert vision.api_key == "profile-key-123456"
+    assert (local.model, local.api_type) == ("main-model", "ollama")
+    assert local.base_url == "http://127.0.0.1:11434/v1"
+    assert app.get_llm_settings("vision") is vision
+    assert app.get_llm_settings() is default
+
+
+def test_default_table_overlays_default_profile(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "base"
+        [llm.default]
+        max_tokens = 77
+        """,
+    )
+    app = load_config(path)
+    assert set(app.llm) == {"default"}
+    assert (app.llm["default"].model, app.llm["default"].max_tokens) == ("base", 77)
+
+
+def test_unknown_profile_name_is_an_error_with_suggestion(tmp_path: Path) -> None:
+    app = load_config(write_config(tmp_path, MINIMAL + "[llm.vision]\nmodel = 'v'\n"))
+    with pytest.raises(ConfigError, match=r"'visoin'.*did you mean 'vision'"):
+        app.get_llm_settings("visoin")
+
+
+def test_api_key_hidden_from_repr() -> None:
+    settings = LLMSettings(model="m", api_key="repr-hidden-key-1")
+    assert "repr-hidden-key-1" not in repr(settings)
+    assert "repr-hidden-key-1" not in repr(AppConfig(llm=settings))
+
+
+# --- environment ----------------------------------------------------------------------------
+
+
+def test_env_expansion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OM_TEST_HOST", "127.0.0.1:8123")
+    monkeypatch.setenv("OM_TEST_ARG", "--lang=fr")
+    monkeypatch.setenv("OM_TEST_EMPTY", "")
+    monkeypatch.delenv("OM_TEST_UNSET", raising=False)
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "${OM_TEST_UNSET:-fallback-model}"
+        base_url = "http://${OM_TEST_HOST}/v1"
+        max_tokens = "${OM_TEST_UNSET:-2048}"
+        api_version = "$${NOT_EXPANDED}"
+        api_type = "${OM_TEST_EMPTY:-vllm}"
+        [browser]
+        extra_chromium_args = ["${OM_TEST_ARG}", "--x"]
+        """,
+    )
+    llm = load_config(path).llm["default"]
+    assert llm.model == "fallback-model"
+    assert llm.base_url == "http://127.0.0.1:8123/v1"
+    assert llm.max_tokens == 2048
+    assert llm.api_version == "${NOT_EXPANDED}"
+    assert llm.api_type == "vllm"  # an empty variable takes the default, like the shell
+    app = load_config(path)
+    assert app.browser_config.extra_chromium_args == ["--lang=fr", "--x"]
+
+
+def test_missing_variable_names_key_and_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OM_TEST_MISSING", raising=False)
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "m"
+        [llm.vision]
+        api_key = "${OM_TEST_MISSING}"
+        """,
+    )
+    message = config_error(path)
+    assert "[llm.vision] api_key" in message
+    assert "OM_TEST_MISSING" in message
+    assert str(path) in message
+
+
+def test_malformed_reference_is_an_error(tmp_path: Path) -> None:
+    message = config_error(write_config(tmp_path, MINIMAL + 'base_url = "${BROKEN"\n'))
+    assert "[llm] base_url" in message and "malformed" in message
+
+
+def test_api_key_falls_back_to_openai_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "env-openai-key-abc123")
+    path = write_config(tmp_path, MINIMAL + 'api_key = ""\n[llm.other]\nmodel = "o"\n')
+    app = load_config(path)
+    assert app.llm["default"].api_key == "env-openai-key-abc123"
+    assert app.llm["other"].api_key == "env-openai-key-abc123"
+    assert redact("env-openai-key-abc123") == "***"
+
+
+def test_azure_key_falls_back_to_azure_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "wrong-key-for-azure")
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-env-key-777")
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "deployment"
+        api_type = "azure"
+        api_version = "2024-10-21"
+        base_url = "https://example.openai.azure.com/"
+        """,
+    )
+    assert load_config(path).llm["default"].api_key == "azure-env-key-777"
+
+
+def test_no_key_anywhere_leaves_none(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL + 'api_type = "ollama"\n')
+    assert load_config(path).llm["default"].api_key is None
+
+
+def test_explicit_key_wins_over_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key-not-used")
+    path = write_config(tmp_path, MINIMAL + 'api_key = "file-key-123456"\n')
+    assert load_config(path).llm["default"].api_key == "file-key-123456"
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def test_missing_file_says_where_and_how(tmp_path: Path) -> None:
+    path = tmp_path / "config" / "config.toml"
+    message = config_error(path)
+    assert str(path) in message
+    assert "config.example.toml" in message
+    assert "cp " in message
+    assert "OPENAI_API_KEY" in message
+
+
+def test_never_falls_back_to_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = tmp_path / "config"
+    directory.mkdir()
+    shutil.copy(PROJECT_ROOT / "config" / "config.example.toml", directory)
+    monkeypatch.setenv("OPENAI_API_KEY", "present-key-123456")
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(directory / "config.toml"))
+    with pytest.raises(ConfigError, match="No configuration file"):
+        load_config()
+
+
+@pytest.mark.parametrize("placeholder", ["YOUR_API_KEY", "sk-...", "your-api-key"])
+def test_placeholder_key_is_rejected(tmp_path: Path, placeholder: str) -> None:
+    message = config_error(write_config(tmp_path, MINIMAL + f'api_key = "{placeholder}"\n'))
+    assert "[llm] api_key" in message
+    assert "placeholder" in message
+
+
+def test_placeholder_in_profile_names_the_profile(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL + '[llm.vision]\napi_key = "YOUR_API_KEY"\n')
+    assert "[llm.vision] api_key" in config_error(path)
+
+
+def test_bad_toml_names_file_and_line(tmp_path: Path) -> None:
+    path = write_config(tmp_path, '[llm]\nmodel = "m"\nmax_tokens = = 3\n')
+    message = config_error(path)
+    assert str(path) in message
+    assert "line 3" in message
+
+
+def test_wrong_types_name_every_key(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "m"
+        api_key = 12345678
+        [llm.vision]
+        max_tokens = "lots"
+        [browser]
+        headless = "maybe"
+        [browser.proxy]
+        username = "u"
+        [search]
+        fallback_engines = ["Bing", 3]
+        """,
+    )
+    message = config_error(path)
+    assert "[llm.vision] max_tokens" in message and "'lots'" in message
+    assert "[browser] headless" in message and "'maybe'" in message
+    assert "[browser.proxy] server: required but missing" in message
+    assert "[search] fallback_engines[1]" in message
+    assert "[llm] api_key" in message
+    assert "12345678" not in message  # secrets are named, never echoed
+
+
+def test_out_of_range_values(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "m"
+        temperature = 3.5
+        max_tokens = 0
+        """,
+    )
+    message = config_error(path)
+    assert "[llm] temperature" in message and "3.5" in message
+    assert "[llm] max_tokens" in message
+
+
+def test_retry_waits_must_be_ordered(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL + "retry_min_wait = 10\nretry_max_wait = 2\n")
+    assert "retry_max_wait" in config_error(path)
+
+
+def test_azure_requires_api_version(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL + '[llm.az]\napi_type = "azure"\n')
+    message = config_error(path)
+    assert "[llm.az]" in message and "api_version" in message
+
+
+def test_llm_section_required(tmp_path: Path) -> None:
+    assert "[llm]" in config_error(write_config(tmp_path, "[search]\nengine = 'Bing'\n"))
+
+
+def test_llm_model_required(tmp_path: Path) -> None:
+    message = config_error(write_config(tmp_path, "[llm]\nbase_url = 'http://x'\n"))
+    assert "model" in message
+
+
+def test_section_must_be_a_table(tmp_path: Path) -> None:
+    path = write_config(tmp_path, 'browser = "chrome"\n' + MINIMAL)
+    assert "browser" in config_error(path)
+
+
+def test_unknown_keys_warn_with_suggestion(tmp_path: Path, warned: list[str]) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        [llm]
+        model = "m"
+        max_token = 10
+        [browser]
+        headles = true
+        [daytona]
+        api = 1
+        """,
+    )
+    app = load_config(path)
+    assert app.llm["default"].max_tokens == 4096
+    (warning,) = warned
+    assert "[llm] max_token (did you mean 'max_tokens'?)" in warning
+    assert "[browser] headles (did you mean 'headless'?)" in warning
+    assert "[daytona]" in warning
+    assert str(path) in warning
+
+
+def test_known_keys_do_not_warn(tmp_path: Path, warned: list[str]) -> None:
+    path = write_config(tmp_path, MINIMAL + "[browser.proxy]\nserver = 'http://p:1'\n")
+    load_config(path)
+    assert warned == []
+
+
+# --- the shipped examples -------------------------------------------------------------------
+
+
+def test_example_files_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory = tmp_path / "config"
+    directory.mkdir()
+    shutil.copy(PROJECT_ROOT / "config" / "config.example.toml", directory / "config.toml")
+    shutil.copy(PROJECT_ROOT / "config" / "mcp.example.json", directory / "mcp.json")
+    monkeypatch.setenv("OPENAI_API_KEY", "example-env-key-42")
+    app = load_config(directory / "config.toml")
+    assert app.llm["default"].model
+    assert app.llm["default"].api_key == "example-env-key-42"
+    kinds = {server.type for server in app.mcp_config.servers.values()}
+    assert kinds == {"stdio", "sse", "http"}
+
+
+def test_example_without_env_key_names_the_variable(tmp_path: Path) -> None:
+    directory = tmp_path / "config"
+    directory.mkdir()
+    shutil.copy(PROJECT_ROOT / "config" / "config.example.toml", directory / "config.toml")
+    message = config_error(directory / "config.toml")
+    assert "[llm] api_key" in message and "OPENAI_API_KEY" in message
+
+
+# --- mcp.json -------------------------------------------------------------------------------
+
+
+def test_mcp_servers_loaded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OM_TEST_TOKEN", "mcp-token-value-555")
+    path = write_config(
+        tmp_path,
+        MINIMAL,
+        mcp="""
+        {"mcpServers": {
+            "local": {"command": "python", "args": ["-m", "srv"],
+                      "env": {"API_TOKEN": "${OM_TEST_TOKEN}", "PORT": 8080}},
+            "events": {"url": "http://127.0.0.1:8000/sse"},
+            "stream": {"type": "streamable-http", "url": "http://127.0.0.1:8000/mcp",
+                       "headers": {"Authorization": "Bearer ${OM_TEST_TOKEN}"}}
+        }}
+        """,
+    )
+    servers = load_config(path).mcp_config.servers
+    assert servers["local"].type == "stdio"
+    assert servers["local"].args == ["-m", "srv"]
+    assert servers["local"].env == {"API_TOKEN": "mcp-token-value-555", "PORT": "8080"}
+    assert servers["events"].type == "sse"
+    assert servers["stream"].type == "http"
+    assert servers["stream"].headers["Authorization"] == "Bearer mcp-token-value-555"
+    assert "mcp-token-value-555" not in repr(servers)
+    assert redact("t=mcp-token-value-555") == "t=***"
+
+
+def test_mcp_missing_file_means_no_servers(tmp_path: Path) -> None:
+    assert load_config(write_config(tmp_path, MINIMAL)).mcp_config.servers == {}
+
+
+def test_mcp_broken_json_names_file_and_line(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL, mcp='{\n  "mcpServers": {\n    "a": {,}\n  }\n}\n')
+    message = config_error(path)
+    assert str(tmp_path / "config" / "mcp.json") in message
+    assert "line 3" in message
+
+
+def test_mcp_server_needs_command_or_url(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        MINIMAL,
+        mcp='{"mcpServers": {"a": {"type": "stdio"}, "b": {"type": "sse"}, "c": {"args": []}}}',
+    )
+    message = config_error(path)
+    assert "mcpServers.a" in message and "command" in message
+    assert "mcpServers.b" in message and "url" in message
+    assert "mcpServers.c" in message
+
+
+def test_mcp_unknown_type_is_an_error(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path, MINIMAL, mcp='{"mcpServers": {"a": {"type": "carrier-pigeon", "url": "x"}}}'
+    )
+    message = config_error(path)
+    assert "mcpServers.a.type" in message and "carrier-pigeon" in message
+
+
+def test_mcp_unknown_keys_warn(tmp_path: Path, warned: list[str]) -> None:
+    path = write_config(
+        tmp_path, MINIMAL, mcp='{"mcpServers": {"a": {"command": "x", "comand": "y"}}}'
+    )
+    load_config(path)
+    assert any("mcpServers.a.comand" in w and "'command'" in w for w in warned)
+
+
+# --- where the file is found ----------------------------------------------------------------
+
+
+def test_find_config_path_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert find_config_path() == PROJECT_ROOT / "config" / "config.toml"
+    env_path = tmp_path / "env.toml"
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(env_path))
+    assert find_config_path() == env_path
+    explicit = tmp_path / "explicit.toml"
+    assert find_config_path(explicit) == explicit
+    assert find_config_path(tmp_path) == tmp_path / "config.toml"  # a directory
+
+
+def test_openmanus_config_env_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write_config(tmp_path, '[llm]\nmodel = "from-env-file"\n')
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(path))
+    assert load_config().llm["default"].model == "from-env-file"
+    assert load_config().config_path == path
+
+
+# --- workspace_root -------------------------------------------------------------------------
+
+
+def test_workspace_root_relative_to_project_of_config(tmp_path: Path) -> None:
+    app = load_config(write_config(tmp_path, 'workspace_root = "my-ws"\n' + MINIMAL))
+    assert app.workspace_root == tmp_path / "my-ws"
+
+
+def test_workspace_root_absolute(tmp_path: Path) -> None:
+    target = tmp_path / "abs"
+    app = load_config(write_config(tmp_path, f'workspace_root = "{target}"\n' + MINIMAL))
+    assert app.workspace_root == target
+
+
+def test_workspace_env_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENMANUS_WORKSPACE", str(tmp_path / "env-ws"))
+    app = load_config(write_config(tmp_path, 'workspace_root = "my-ws"\n' + MINIMAL))
+    assert app.workspace_root == tmp_path / "env-ws"
+
+
+def test_facade_workspace_without_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(tmp_path / "absent.toml"))
+    facade = Config()
+    assert facade.workspace_root == PROJECT_ROOT / "workspace"
+    monkeypatch.setenv("OPENMANUS_WORKSPACE", str(tmp_path / "env-ws"))
+    assert facade.workspace_root == tmp_path / "env-ws"
+    assert not facade.is_loaded
+    assert not (tmp_path / "env-ws").exists()  # nothing is created
+
+
+def test_facade_workspace_from_file_even_if_llm_is_unusable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The LLM part needs a variable that is not set, but tools only need the workspace.
+    path = write_config(
+        tmp_path, 'workspace_root = "ws"\n[llm]\nmodel = "m"\napi_key = "${OM_TEST_NOPE}"\n'
+    )
+    monkeypatch.delenv("OM_TEST_NOPE", raising=False)
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(path))
+    facade = Config()
+    assert facade.workspace_root == tmp_path / "ws"
+    with pytest.raises(ConfigError, match="OM_TEST_NOPE"):
+        _ = facade.llm
+
+
+# --- the facade -----------------------------------------------------------------------------
+
+
+def test_import_and_construction_read_nothing(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL)
+    code = textwrap.dedent(
+        """
+        import sys
+        opened = []
+        def hook(event, args):
+            if event == "open" and isinstance(args[0], str):
+                opened.append(args[0])
+        sys.addaudithook(hook)
+        import app.config
+        facade = app.config.Config()
+        before = [p for p in opened if p.endswith((".toml", ".json"))]
+        loaded = app.config.config.is_loaded or facade.is_loaded
+        model = facade.llm["default"].model
+        after = [p for p in opened if p.endswith((".toml", ".json"))]
+        print(before, loaded, model, len(after) > 0)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        env={"OPENMANUS_CONFIG": str(path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["[]", "False", "gpt-4o", "True"]
+    assert not (tmp_path / "logs").exists()
+
+
+def test_facade_loads_lazily_and_does_not_cache_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "config" / "config.toml"
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(path))
+    facade = Config()
+    assert not facade.is_loaded
+    with pytest.raises(ConfigError, match="No configuration file"):
+        _ = facade.llm
+    write_config(tmp_path, '[llm]\nmodel = "later"\n[search]\nengine = "Bing"\n')
+    assert facade.llm["default"].model == "later"
+    assert facade.is_loaded
+    assert facade.search_config.engine == "Bing"
+    assert facade.browser_config.max_content_length == 2000
+    assert facade.sandbox.use_sandbox is False
+    assert facade.mcp_config.servers == {}
+    assert facade.run_flow_config.use_data_analysis_agent is False
+    assert facade.root_path == PROJECT_ROOT
+    assert facade.config_path == path
+
+
+def test_facade_load_and_reset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(tmp_path / "absent.toml"))
+    first = write_config(tmp_path / "a", '[llm]\nmodel = "a"\n')
+    facade = Config()
+    app = facade.load(first)
+    assert app.llm["default"].model == "a"
+    assert facade.llm["default"].model == "a"
+    assert facade.workspace_root == PROJECT_ROOT / "workspace"
+    facade.reset()
+    assert not facade.is_loaded
+    with pytest.raises(ConfigError):
+        _ = facade.llm  # falls back to $OPENMANUS_CONFIG, which is absent
+
+
+def test_facade_use_installs_code_built_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(tmp_path / "absent.toml"))
+    facade = Config()
+    app = AppConfig(
+        llm={"default": LLMSettings(model="code-model", api_key="code-built-key-321")},
+        workspace_root=tmp_path / "code-ws",
+    )
+    facade.use(app)
+    assert facade.llm["default"].model == "code-model"
+    assert facade.workspace_root == tmp_path / "code-ws"
+    assert facade.config_path is None
+    assert redact("code-built-key-321") == "***"
+    with pytest.raises(TypeError):
+        facade.use({"llm": {}})  # type: ignore[arg-type]
+
+
+def test_app_config_requires_default_profile() -> None:
+    with pytest.raises(ValidationError, match="default"):
+        AppConfig(llm={"other": LLMSettings(model="m")})
+    assert AppConfig(llm=LLMSettings(model="solo")).llm["default"].model == "solo"
+
+
+def test_mcp_json_is_only_read_next_to_the_config(tmp_path: Path) -> None:
+    path = write_config(tmp_path, MINIMAL)
+    servers = {"mcpServers": {"a": {"command": "x"}}}
+    (tmp_path / "mcp.json").write_text(json.dumps(servers), encoding="utf-8")
+    assert load_config(path).mcp_config.servers == {}
+    (path.parent / "mcp.json").write_text(json.dumps(servers), encoding="utf-8")
+    assert list(load_config(path).mcp_config.servers) == ["a"]

@@ -1,0 +1,286 @@
+"""The LLM wrapper over real HTTP: retries, error translation, usage, formats, backends."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from app.config import LLMSettings
+from app.exceptions import (
+    ContextWindowExceededError,
+    ImagesNotSupportedError,
+    LLMAuthenticationError,
+    LLMBadRequestError,
+    LLMConnectionError,
+    LLMNotFoundError,
+    LLMQuotaError,
+    LLMRateLimitError,
+    LLMResponseError,
+    LLMServerError,
+    LLMTimeoutError,
+    ToolsNotSupportedError,
+)
+from app.llm import LLM
+from app.schema import Message
+from app.testing import call, drop, error, raw, slow, text, tool_calls
+from tests.conftest import TEST_API_KEY, llm_settings
+
+USER = [Message.user_message("hi")]
+
+
+async def test_ask_tool_returns_message_and_usage(llm_server, make_llm):
+    llm_server.push(
+        tool_calls(call("echo", {"text": "x"}), content="thinking",
+                   usage={"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
+    )
+    llm = make_llm()
+    msg = await llm.ask_tool(USER, tools=[{"type": "function", "function": {"name": "echo"}}])
+    assert msg.role == "assistant" and msg.content == "thinking"
+    assert msg.tool_calls[0].function.name == "echo"
+    assert msg.tool_calls[0].function.arguments == '{"text": "x"}'
+    assert (llm.total_input_tokens, llm.total_completion_tokens) == (11, 7)
+    assert llm.last_usage.total_tokens == 18 and not llm.last_usage.estimated
+    req = llm_server.requests[0]
+    assert req.headers["authorization"] == f"Bearer {TEST_API_KEY}"
+    assert req.body["max_tokens"] == 4096 and "temperature" in req.body
+
+
+async def test_usage_accumulates_and_is_estimated_when_missing(llm_server, make_llm):
+    llm_server.push(
+        text("a", usage={"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}),
+        text("b", usage=False),
+    )
+    llm = make_llm()
+    await llm.ask(USER, stream=False)
+    await llm.ask(USER, stream=False)
+    assert llm.usage.requests == 2
+    assert llm.last_usage.estimated and llm.last_usage.prompt_tokens > 0
+    assert llm.usage.estimated and llm.usage.prompt_tokens > 5
+
+
+async def test_ask_streams_and_collects_text(llm_server, make_llm):
+    llm_server.push(text("The quick brown fox jumps"))
+    llm = make_llm()
+    assert await llm.ask(USER) == "The quick brown fox jumps"
+    assert llm_server.requests[0].body["stream"] is True
+    assert llm.usage.requests == 1
+
+
+async def test_ask_stream_yields_deltas(llm_server, make_llm):
+    llm_server.push(text("one two three four"))
+    parts = [p async for p in make_llm().ask_stream(USER)]
+    assert len(parts) >= 2 and "".join(parts) == "one two three four"
+
+
+async def test_accepts_dict_messages_and_system_msgs(llm_server, make_llm):
+    llm_server.push(text("ok"))
+    await make_llm().ask([{"role": "user", "content": "hi"}],
+                         system_msgs=[{"role": "system", "content": "be brief"}], stream=False)
+    assert llm_server.requests[0].body["messages"] == [
+        {"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+
+
+async def test_invalid_messages_are_developer_errors(make_llm):
+    llm = make_llm()
+    with pytest.raises(ValueError, match="role"):
+        await llm.ask([{"content": "no role"}])
+    with pytest.raises(ValueError, match="Invalid message role"):
+        await llm.ask([{"role": "wizard", "content": "x"}])
+    with pytest.raises(ValueError, match="tool_choice"):
+        await llm.ask_tool(USER, tool_choice="sometimes")
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [
+        (error(429, headers={"Retry-After": "0"}), LLMRateLimitError),
+        (error(500), LLMServerError),
+        (error(503), LLMServerError),
+        (drop(), LLMConnectionError),
+    ],
+)
+async def test_transient_failures_are_retried(llm_server, make_llm, failure, kind):
+    llm_server.push(failure, failure, text("recovered"))
+    llm = make_llm()
+    assert await llm.ask(USER, stream=False) == "recovered"
+    assert len(llm_server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [(error(500), LLMServerError), (drop(), LLMConnectionError),
+     (error(429, headers={"Retry-After": "0"}), LLMRateLimitError)],
+)
+async def test_retries_give_up_cleanly(llm_server, make_llm, failure, kind):
+    llm_server.push(*[failure] * 4)
+    llm = make_llm(max_retries=3)
+    with pytest.raises(kind, match="gave up after 4 attempts") as info:
+        await llm.ask_tool(USER)
+    assert len(llm_server.requests) == 4
+    assert info.value.__cause__ is not None  # translated from the SDK error
+
+
+async def test_retry_after_is_honoured(llm_server, make_llm):
+    llm_server.push(error(429, headers={"Retry-After": "0.3"}), text("ok"))
+    start = time.monotonic()
+    assert await make_llm().ask(USER, stream=False) == "ok"
+    assert time.monotonic() - start >= 0.3
+
+
+async def test_retry_after_too_long_is_not_waited_for(llm_server, make_llm):
+    llm_server.push(error(429, headers={"Retry-After": "3600"}))
+    with pytest.raises(LLMRateLimitError) as info:
+        await make_llm().ask(USER, stream=False)
+    assert info.value.retry_after == 3600
+    assert len(llm_server.requests) == 1
+
+
+async def test_timeouts_are_retried(llm_server, make_llm):
+    llm_server.push(slow(2.0, text("late")), text("on time"))
+    llm = make_llm(timeout=0.3)
+    assert await llm.ask(USER, stream=False) == "on time"
+
+
+async def test_timeout_gives_up(llm_server, make_llm):
+    llm_server.push(slow(2.0, text("late")), slow(2.0, text("late")))
+    with pytest.raises(LLMTimeoutError, match="timed out"):
+        await make_llm(timeout=0.2, max_retries=1).ask_tool(USER)
+
+
+@pytest.mark.parametrize(
+    ("failure", "kind"),
+    [
+        (error(401, "Incorrect API key"), LLMAuthenticationError),
+        (error(403, "forbidden"), LLMAuthenticationError),
+        (error(400, "bad field"), LLMBadRequestError),
+        (error(404, "no such model"), LLMNotFoundError),
+        (error(429, "You exceeded your current quota", code="insufficient_quota"), LLMQuotaError),
+        (error(400, "too long", code="context_length_exceeded"), ContextWindowExceededError),
+        (error(400, "This model's maximum context length is 8192 tokens"),
+         ContextWindowExceededError),
+        (error(400, "registry.ollama.ai/library/gemma does not support tools"),
+         ToolsNotSupportedError),
+    ],
+)
+async def test_final_errors_are_not_retried(llm_server, make_llm, failure, kind):
+    llm_server.push(failure, text("never reached"))
+    with pytest.raises(kind) as info:
+        await make_llm().ask_tool(USER, tools=[{"type": "function", "function": {"name": "x"}}])
+    assert len(llm_server.requests) == 1
+    assert "gpt-4o-mini" in str(info.value) or kind is LLMAuthenticationError
+
+
+async def test_tools_rejection_names_the_model(llm_server, make_llm):
+    llm_server.push(error(400, "tools is not supported for this model"))
+    with pytest.raises(ToolsNotSupportedError, match=r"Model 'gpt-4o-mini'.*function calling"):
+        await make_llm().ask_tool(USER, tools=[{"type": "function", "function": {"name": "x"}}])
+
+
+async def test_context_window_is_checked_before_sending(llm_server, make_llm):
+    llm = make_llm(max_input_tokens=50)
+    with pytest.raises(ContextWindowExceededError) as info:
+        await llm.ask_tool([Message.user_message("word " * 400)])
+    assert info.value.limit == 50 and info.value.tokens > 50
+    assert llm_server.requests == []
+    # A request that fits goes through: the limit is per request, not a lifetime budget.
+    llm_server.push(text("a"), text("b"))
+    await llm.ask(USER, stream=False)
+    await llm.ask(USER, stream=False)
+
+
+async def test_malformed_response_body(llm_server, make_llm):
+    llm_server.push(raw(200, b"{not json"))
+    with pytest.raises(LLMResponseError, match="invalid JSON"):
+        await make_llm().ask_tool(USER)
+
+
+async def test_response_without_choices(llm_server, make_llm):
+    llm_server.push(raw(200, b'{"choices": []}'))
+    with pytest.raises(LLMResponseError, match="no choices"):
+        await make_llm().ask_tool(USER)
+
+
+async def test_reasoning_models_use_max_completion_tokens(llm_server, make_llm):
+    llm_server.push(text("ok"), text("ok"))
+    await make_llm(model="o3-mini").ask(USER, stream=False)
+    await make_llm(model="my-model", reasoning_model=True).ask(USER, stream=False)
+    for req in llm_server.requests:
+        assert req.body["max_completion_tokens"] == 4096
+        assert "temperature" not in req.body and "max_tokens" not in req.body
+
+
+async def test_ask_with_images(llm_server, make_llm):
+    llm_server.push(text("a cat"))
+    answer = await make_llm(model="gpt-4o").ask_with_images(
+        [Message.user_message("what is this?")], ["https://example.invalid/cat.png"])
+    assert answer == "a cat"
+    content = llm_server.requests[0].body["messages"][-1]["content"]
+    assert content[0] == {"type": "text", "text": "what is this?"}
+    assert content[1]["image_url"]["url"] == "https://example.invalid/cat.png"
+
+
+async def test_images_to_a_text_model_are_an_error(llm_server, make_llm):
+    with pytest.raises(ImagesNotSupportedError, match="supports_images"):
+        await make_llm(model="deepseek-chat").ask_with_images(USER, ["aGVsbG8="])
+    assert llm_server.requests == []
+    # The config flag overrides the name-based default.
+    llm_server.push(text("ok"))
+    await make_llm(model="deepseek-chat", supports_images=True).ask_with_images(USER, ["aGVsbG8="])
+
+
+async def test_singleton_per_config_name_and_independent_instances(llm_server):
+    settings = llm_settings(llm_server)
+    a = LLM("profile-a", llm_config={"default": settings})
+    assert LLM("profile-a") is a
+    assert LLM("profile-b", llm_config={"default": settings}) is not a
+    independent = LLM.create(llm_config=settings)
+    assert independent is not a and LLM("profile-a") is a
+    other = LLM.create(llm_config=settings, model="gpt-4.1")
+    assert other.model == "gpt-4.1" and a.model == "gpt-4o-mini"
+
+
+async def test_named_profile_selected(llm_server):
+    profiles = {
+        "default": llm_settings(llm_server),
+        "vision": llm_settings(llm_server, model="gpt-4o", max_tokens=100),
+    }
+    assert LLM("vision", llm_config=profiles).model == "gpt-4o"
+    assert LLM("unknown-agent", llm_config=profiles).model == "gpt-4o-mini"
+
+
+async def test_azure_routing(llm_server):
+    llm = LLM.create(llm_config=LLMSettings(
+        model="my-deployment", base_url=f"http://127.0.0.1:{llm_server.port}",
+        api_key="azure-key-123456", api_type="azure", api_version="2024-10-21", max_retries=0))
+    llm_server.push(text("from azure"))
+    assert await llm.ask(USER, stream=False) == "from azure"
+    req = llm_server.requests[0]
+    assert req.path == "/openai/deployments/my-deployment/chat/completions"
+    assert req.query["api-version"] == "2024-10-21"
+    assert req.headers["api-key"] == "azure-key-123456"
+
+
+async def test_tool_results_never_orphaned_on_the_wire(llm_server, make_llm):
+    """A tool message whose call was trimmed away is dropped; an unanswered call gets a stub."""
+    llm_server.push(text("ok"))
+    history = [
+        Message.tool_message("stale", name="x", tool_call_id="gone"),
+        Message.user_message("go"),
+        Message.from_tool_calls([{"id": "c1", "function": {"name": "x", "arguments": "{}"}}]),
+    ]
+    await make_llm().ask(history, stream=False)
+    sent = llm_server.requests[0].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[2]["tool_call_id"] == "c1" and "not executed" in sent[2]["content"]
+
+
+def test_importing_the_agent_does_not_import_openai():
+    code = (
+        "import sys, app.agent.toolcall, app.llm;"
+        "assert 'openai' not in sys.modules, 'openai imported';"
+        "assert 'tiktoken' not in sys.modules, 'tiktoken imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,217 @@
+"""Logger: redaction on every sink we add (tracebacks included), lazy log file, levels."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from loguru import logger as base_logger
+
+from app.logger import define_log_level, logger, redact, register_secret
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def restore_logger() -> Iterator[None]:
+    """Every test reconfigures the global logger; put back loguru's default afterwards."""
+    yield
+    base_logger.remove()
+    # Like loguru's import-time handler, but resolving sys.stderr per write (pytest swaps it).
+    base_logger.add(lambda message: sys.stderr.write(message), level="DEBUG")
+
+
+# --- redact() -------------------------------------------------------------------------------
+
+
+def test_registered_secret_is_replaced() -> None:
+    register_secret("registered-value-7f3a9")
+    assert redact("token registered-value-7f3a9 used") == "token *** used"
+
+
+def test_short_values_are_not_registered() -> None:
+    register_secret("ab12")
+    register_secret(None)
+    register_secret("")
+    assert redact("ab12 stays") == "ab12 stays"
+
+
+def test_longest_registered_secret_wins() -> None:
+    register_secret("overlap-secret")
+    register_secret("overlap-secret-longer")
+    assert redact("x overlap-secret-longer y") == "x *** y"
+
+
+@pytest.mark.parametrize(
+    ("text", "leak"),
+    [
+        ("Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUv", "AbCdEfGhIjKlMnOpQrStUv"),
+        ("headers={'Authorization': 'Bearer eyJhbGciOiJIUzI1NiJ9.payload'}", "eyJhbGciOi"),
+        ("calling with api_key=plainvalue123 now", "plainvalue123"),
+        ('{"api_key": "jsonvalue456", "model": "m"}', "jsonvalue456"),
+        ("proxy http://user:hunter2pass@proxy.local:8080", "hunter2pass"),
+        ("x-api-key: headervalue789", "headervalue789"),
+    ],
+)
+def test_key_patterns_are_redacted(text: str, leak: str) -> None:
+    cleaned = redact(text)
+    assert leak not in cleaned
+    assert "***" in cleaned
+
+
+def test_ordinary_text_is_left_alone() -> None:
+    text = "max_tokens=4096 skipped task-list; the password prompt appeared"
+    assert redact(text) == text
+
+
+# --- sinks ----------------------------------------------------------------------------------
+
+
+def test_console_output_is_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    register_secret("console-secret-41b2")
+    define_log_level("INFO", logfile_level="OFF")
+    logger.info("using console-secret-41b2 and sk-abcdefghijklmnopqrstuv")
+    err = capsys.readouterr().err
+    assert "using *** and ***" in err
+    assert "console-secret-41b2" not in err
+    assert "sk-abcdefghijklmnopqrstuv" not in err
+
+
+def _raise_with(secret: str) -> None:
+    local_note = "diagnose-would-show-this-local"
+    raise ValueError(f"rejected {secret} " + local_note[:0])
+
+
+def test_traceback_is_redacted_on_console_and_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    register_secret("traceback-secret-99c1")
+    define_log_level("ERROR", "DEBUG", name="tb", log_dir=tmp_path)
+    try:
+        _raise_with("traceback-secret-99c1")
+    except ValueError:
+        logger.exception("call failed")
+    err = capsys.readouterr().err
+    (log_file,) = tmp_path.iterdir()
+    content = log_file.read_text(encoding="utf-8")
+    for output in (err, content):
+        assert "Traceback" in output
+        assert "ValueError: rejected ***" in output
+        assert "traceback-secret-99c1" not in output
+        # diagnose=False: local variable values are never dumped next to the source.
+        assert "diagnose-would-show-this-local" not in output
+
+
+def test_records_reaching_other_sinks_have_redacted_messages() -> None:
+    register_secret("other-sink-secret-5d")
+    define_log_level("OFF", "OFF")
+    seen: list[str] = []
+    base_logger.add(lambda m: seen.append(m.record["message"]), level="DEBUG")
+    logger.bind(user="x").warning("value other-sink-secret-5d here")
+    assert seen == ["value *** here"]
+
+
+# --- lazy file, naming, levels --------------------------------------------------------------
+
+
+def test_log_file_is_created_on_first_record_only(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    define_log_level("OFF", "INFO", name="run", log_dir=log_dir)
+    assert not log_dir.exists()
+    logger.debug("below the file level")
+    assert not log_dir.exists()
+    logger.info("first record")
+    files = list(log_dir.iterdir())
+    assert len(files) == 1
+    assert re.fullmatch(r"run_\d{14}\.log", files[0].name)
+    assert "first record" in files[0].read_text(encoding="utf-8")
+    assert "below the file level" not in files[0].read_text(encoding="utf-8")
+
+
+def test_unnamed_log_file_is_just_the_timestamp(tmp_path: Path) -> None:
+    define_log_level("OFF", "DEBUG", log_dir=tmp_path)
+    logger.debug("hello")
+    (log_file,) = tmp_path.iterdir()
+    assert re.fullmatch(r"\d{14}\.log", log_file.name)
+
+
+def test_console_level_filters(capsys: pytest.CaptureFixture[str]) -> None:
+    define_log_level("WARNING", "OFF")
+    logger.info("info-line")
+    logger.warning("warning-line")
+    err = capsys.readouterr().err
+    assert "warning-line" in err
+    assert "info-line" not in err
+    assert "WARNING" in err
+
+
+@pytest.mark.parametrize("off", ["OFF", "off", None])
+def test_console_can_be_switched_off(
+    off: str | None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    define_log_level(off, "DEBUG", log_dir=tmp_path)
+    logger.error("only-in-file")
+    assert "only-in-file" not in capsys.readouterr().err
+    (log_file,) = tmp_path.iterdir()
+    assert "only-in-file" in log_file.read_text(encoding="utf-8")
+
+
+def test_define_log_level_replaces_existing_handlers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    earlier: list[str] = []
+    base_logger.add(earlier.append, level="DEBUG")
+    define_log_level("INFO", "OFF")
+    logger.info("after")
+    assert earlier == []
+    assert "after" in capsys.readouterr().err
+
+
+def test_messages_below_level_are_not_formatted() -> None:
+    calls: list[str] = []
+
+    class Costly:
+        def __format__(self, spec: str) -> str:
+            calls.append("format")
+            return "costly"
+
+    define_log_level("INFO", "OFF")
+    logger.debug("value {}", Costly())
+    assert calls == []
+    logger.info("value {}", Costly())
+    assert calls == ["format"]
+
+
+def test_define_log_level_returns_the_redacting_logger(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    register_secret("returned-logger-secret")
+    log = define_log_level("INFO", "OFF")
+    log.info("returned-logger-secret")
+    assert "returned-logger-secret" not in capsys.readouterr().err
+
+
+def test_import_adds_and_removes_no_handlers(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "import app.logger\n"
+        "from loguru import logger\n"
+        "app.logger.logger.info('still-default-handler')\n"
+        "logger.remove(0)\n"  # loguru's own handler is still there ...
+        "print(logger.add(sys.stdout))\n"  # ... and nothing else was added (next id is 1)
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
+    assert "still-default-handler" in result.stderr

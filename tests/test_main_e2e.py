@@ -1,0 +1,244 @@
+"""main.py as a real terminal program: a subprocess against the scripted LLM server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.testing import ScriptedLLMServer, call, error, text, tool_calls
+from app.testing.netguard import SITE_DIR
+from tests.conftest import TEST_API_KEY
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN = ROOT / "main.py"
+
+
+def write_config(tmp_path: Path, base_url: str, **extra: object) -> Path:
+    lines = [
+        "[llm]",
+        'model = "gpt-4o-mini"',
+        f'base_url = "{base_url}"',
+        f'api_key = "{TEST_API_KEY}"',
+        "max_retries = 0",
+        "timeout = 30",
+    ]
+    lines += [f"{key} = {value}" for key, value in extra.items()]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def child_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "OPENMANUS"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(SITE_DIR), str(ROOT)]),
+        OPENMANUS_BLOCK_NETWORK="1",
+        PYTHONUNBUFFERED="1",
+        HOME=str(tmp_path),  # nothing may be written to the real home directory
+    )
+    return env
+
+
+def run_main(tmp_path: Path, *args: str, stdin: str | None = None, timeout: float = 60):
+    return subprocess.run(
+        [sys.executable, str(MAIN), *args],
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def test_one_shot_task_creates_and_runs_a_file(tmp_path, workspace, llm_server):
+    llm_server.push(
+        tool_calls(call("str_replace_editor", {
+            "command": "create", "path": "hello.py", "file_text": "print('hi from file')\n"})),
+        tool_calls(call("python_execute", {"code": "import runpy; runpy.run_path('hello.py')"})),
+        tool_calls(call("terminate", {"status": "success"}),
+                   content="Created hello.py; running it prints: hi from file"),
+    )
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "make a hello script and run it", "--config", str(cfg),
+                    "--workspace", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert (workspace / "hello.py").read_text() == "print('hi from file')\n"
+    assert proc.stdout.strip() == "Created hello.py; running it prints: hi from file"
+    # Progress went to stderr: steps, tool calls, usage.
+    assert "Executing step 1/20" in proc.stderr
+    assert "python_execute" in proc.stderr and "Tokens:" in proc.stderr
+    # The model read the program's output.
+    third = llm_server.requests[2].body["messages"]
+    outputs = [m["content"] for m in third if m["role"] == "tool"]
+    assert "hi from file" in outputs[-1]
+    # The workspace path reached the system prompt.
+    assert str(workspace) in llm_server.requests[0].body["messages"][0]["content"]
+
+
+def test_interactive_two_tasks_then_exit(tmp_path, workspace, llm_server):
+    llm_server.push(text("answer one"), text("answer two"))
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "--config", str(cfg), "--workspace", str(workspace),
+                    stdin="first task\n\n   \nsecond task\nEXIT\nnever run\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["answer one", "answer two"]
+    assert len(llm_server.requests) == 2
+    # One conversation across prompts: the second request carries the first exchange.
+    contents = [m.get("content") for m in llm_server.requests[1].body["messages"]]
+    assert contents[1:4] == ["first task", "answer one", "second task"]
+
+
+def test_interactive_ends_at_eof(tmp_path, workspace, llm_server):
+    llm_server.push(text("only answer"))
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-c", str(cfg), "-w", str(workspace), stdin="just one")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "only answer"
+
+
+def test_missing_config_is_one_clear_message(tmp_path):
+    proc = run_main(tmp_path, "-p", "hi", "--config", str(tmp_path / "nope.toml"))
+    assert proc.returncode == 2
+    assert "nope.toml" in proc.stderr and "config.example.toml" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_broken_config_names_the_line(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[llm]\nmodel = "x"\nmax_tokens = = 3\n')
+    proc = run_main(tmp_path, "-p", "hi", "--config", str(cfg))
+    assert proc.returncode == 2
+    assert "line 3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bad_key_is_one_clear_message(tmp_path, workspace, llm_server):
+    llm_server.push(error(401, "Incorrect API key provided"))
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "hi", "-c", str(cfg), "-w", str(workspace))
+    assert proc.returncode == 1
+    assert "error:" in proc.stderr and "api_key" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert TEST_API_KEY not in proc.stderr + proc.stdout
+
+
+def test_unreachable_endpoint_is_one_clear_message(tmp_path, workspace):
+    with ScriptedLLMServer() as server:  # start and stop: its port is now closed
+        dead_url = server.base_url
+    cfg = write_config(tmp_path, dead_url)
+    proc = run_main(tmp_path, "-p", "hi", "-c", str(cfg), "-w", str(workspace))
+    assert proc.returncode == 1
+    assert "Could not reach the LLM endpoint" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_max_steps_exhaustion_exits_1(tmp_path, workspace, llm_server):
+    llm_server.push(*[tool_calls(call("python_execute", {"code": f"print({i})"}))
+                      for i in range(2)])
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "loop", "-c", str(cfg), "-w", str(workspace),
+                    "--max-steps", "2", "--quiet")
+    assert proc.returncode == 1
+    assert "without finishing" in proc.stderr
+    assert "Executing step" not in proc.stderr  # --quiet hides progress
+
+
+def test_ctrl_c_stops_the_task_and_returns_to_the_prompt(tmp_path, workspace, llm_server):
+    fifo = tmp_path / "started.fifo"
+    os.mkfifo(fifo)
+    code = (
+        "import os, time\n"
+        f"with open({str(fifo)!r}, 'w') as f:\n"
+        "    f.write(str(os.getpid()))\n"
+        "time.sleep(120)\n"
+    )
+    llm_server.push(
+        tool_calls(call("python_execute", {"code": code, "timeout": 120})),
+        text("second answer"),
+    )
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = subprocess.Popen(
+        [sys.executable, str(MAIN), "-c", str(cfg), "-w", str(workspace)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(tmp_path), cwd=tmp_path,
+    )
+    try:
+        proc.stdin.write("slow task\n")
+        proc.stdin.flush()
+        with open(fifo) as f:  # returns once the tool's child process is running
+            child_pid = int(f.read())
+        os.kill(child_pid, 0)  # alive
+        proc.send_signal(signal.SIGINT)
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "Task interrupted." in line:
+                break
+        else:
+            pytest.fail("no interruption message:\n" + "".join(seen))
+        proc.stdin.write("second task\nexit\n")
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert proc.stdout.read().strip() == "second answer"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # The tool's process was killed with the task, not left behind.
+    with pytest.raises(ProcessLookupError):
+        os.kill(child_pid, 0)
+    # The second task's request shows the interrupted call was closed off for the model.
+    second = llm_server.requests[1].body["messages"]
+    assert any(m["role"] == "tool" for m in second)
+
+
+def test_second_ctrl_c_at_the_prompt_exits_130(tmp_path, workspace, llm_server):
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = subprocess.Popen(
+        [sys.executable, str(MAIN), "-c", str(cfg), "-w", str(workspace)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(tmp_path), cwd=tmp_path,
+    )
+    try:
+        proc.stdin.write("\n")  # an empty line is skipped; the prompt then waits for input
+        proc.stdin.flush()
+        for line in proc.stderr:
+            if "Manus ready" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_help_is_fast_and_imports_nothing_heavy():
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['main.py', '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({str(MAIN)!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = [m for m in ('openai', 'tiktoken', 'pydantic', 'app.agent.manus')"
+        " if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: main.py" in proc.stdout
