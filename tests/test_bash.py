@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -172,6 +173,20 @@ async def test_timeout_interrupts_and_keeps_the_session(tmp_path: Path, bash: Ba
     assert await _shell_pid(bash) == shell
 
 
+async def test_interrupt_works_even_if_the_agent_ignores_sigint(bash: Bash) -> None:
+    # An agent started in the background by a script runs with SIGINT ignored, and ignored
+    # signals are inherited across exec: the shell must not inherit that.
+    bash.timeout = 1
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = await bash.execute(command="sleep 30; echo after")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert isinstance(result, ToolFailure)
+    assert "was interrupted" in result.error
+    assert (await bash.execute(command="trap")).output == ""  # nothing ignored or trapped
+
+
 async def test_shell_that_ignores_the_interrupt_is_restarted(bash: Bash, tmp_path: Path) -> None:
     bash.timeout = 1
     bash.interrupt_grace = 1
@@ -206,7 +221,7 @@ async def test_restart(bash: Bash, tmp_path: Path) -> None:
 async def test_exit_ends_the_shell_and_the_next_call_gets_a_new_one(bash: Bash) -> None:
     shell = await _shell_pid(bash)
     result = await bash.execute(command="echo bye; exit 4")
-    assert result.output.startswith("bye\n[the shell exited (exit code 4)")
+    assert result.output.startswith("bye\n[the shell exited (exit code: 4)")
     assert not _alive(shell)
     assert (await bash.execute(command="echo hello")).output == "hello"
 

@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import resource
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -358,6 +359,16 @@ async def test_cancellation_kills_the_child_and_its_group(
     assert not _alive(pid)
     assert not _alive(child)
     assert _live_group_members(pid) == []
+
+
+async def test_child_does_not_inherit_an_ignored_sigint(tool: PythonExecute) -> None:
+    code = "import signal\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = await tool.execute(code=code)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert result == {"observation": "True", "success": True}
 
 
 async def test_uses_the_project_interpreter(tool: PythonExecute) -> None:

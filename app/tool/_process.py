@@ -237,7 +237,10 @@ async def watch_group_size(pgid: int, limit: int, interval: float) -> int:
     the portable way to notice a fork bomb. Never returns without ``/proc``; cancel it.
     """
     while True:
-        members = await asyncio.to_thread(group_members, pgid)
+        try:
+            members = await asyncio.to_thread(group_members, pgid)
+        except RuntimeError:  # no executor any more (interpreter shutting down)
+            members = None
         if members is None:
             await asyncio.Event().wait()  # nothing to watch: wait to be cancelled
         elif len(members) > limit:

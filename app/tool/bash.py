@@ -27,6 +27,7 @@ import re
 import secrets
 import shutil
 import signal
+import sys
 import weakref
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from app.tool._process import (
     OutputBuffer,
     PipeProtocol,
     compose_streams,
+    describe_returncode,
     format_seconds,
     kill_group,
     signal_group,
@@ -49,6 +51,18 @@ __all__ = ["Bash"]
 # redirects the shell's own output (``exec > log``) does not hide the end of the command.
 _MARK_OUT_FD = 250
 _MARK_ERR_FD = 251
+# bash is started through this tiny exec shim: an ignored signal is inherited across exec, and
+# an agent launched in the background (``cmd &`` in a script, nohup) ignores SIGINT, which
+# would make interrupting a command impossible. Python itself ignores SIGPIPE and SIGXFSZ.
+_LAUNCHER = (
+    "import os, signal, sys\n"
+    "for name in ('SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGHUP', 'SIGPIPE', 'SIGXFSZ', 'SIGTSTP',"
+    " 'SIGTTIN', 'SIGTTOU'):\n"
+    "    if hasattr(signal, name):\n"
+    "        signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
 _MARKER_SEARCH_TAIL = 128  # bytes kept back so a marker split across reads is still found
 _RESTART_NOTE = "so the working directory and environment variables were reset"
 
@@ -282,6 +296,8 @@ class Bash(BaseTool):
         if command is not None and not isinstance(command, str):
             return ToolFailure(error="`command` must be a string.")
         command = (command or "").replace("\x00", "")
+        if isinstance(restart, str):  # models sometimes send "true"/"false" as strings
+            restart = restart.strip().lower() == "true"
         if not restart and not command.strip():
             return ToolFailure(
                 error="No command given: `command` must be a non-empty shell command."
@@ -369,14 +385,13 @@ class Bash(BaseTool):
         stdout = _StreamWatcher(self.max_output_chars)
         stderr = _StreamWatcher(self.max_output_chars)
         loop = asyncio.get_running_loop()
+        argv = [shell, "--noediting", "--noprofile", "--norc", "-i"]
+        if sys.executable:
+            argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
-                shell,
-                "--noediting",
-                "--noprofile",
-                "--norc",
-                "-i",
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -400,7 +415,7 @@ class Bash(BaseTool):
             session.send(setup)
             state = await session.wait_for_markers(self.startup_timeout)
         except (ConnectionResetError, asyncio.CancelledError):
-            await session.close()
+            await asyncio.shield(session.close())
             raise
         if state != "done":
             noise = stderr.take().render(500).strip()
@@ -425,20 +440,20 @@ class Bash(BaseTool):
             + '; __om_status "$__om_rc"\n'
         )
         try:
-            session.send(line)
-            state = await session.wait_for_markers(timeout)
-        except ConnectionResetError:
-            state = "exited"
+            try:
+                session.send(line)
+                state = await session.wait_for_markers(timeout)
+            except ConnectionResetError:
+                state = "exited"
+            if state == "done":
+                return CLIResult(output=self._render(session, token, session.stdout.status))
+            if state == "exited":
+                return await self._after_exit(session, token)
+            return await self._after_timeout(session, token, timeout)
         except asyncio.CancelledError:
             # The command may still be running: start from a clean shell next time.
             await asyncio.shield(self._drop(session))
             raise
-
-        if state == "done":
-            return CLIResult(output=self._render(session, token, session.stdout.status))
-        if state == "exited":
-            return await self._after_exit(session, token)
-        return await self._after_timeout(session, token, timeout)
 
     async def _drop(self, session: _Session) -> None:
         if self._session is session:
@@ -447,15 +462,14 @@ class Bash(BaseTool):
 
     async def _after_exit(self, session: _Session, token: str) -> ToolResult:
         await self._drop(session)
-        status = session.transport.get_returncode()
+        status = describe_returncode(session.transport.get_returncode())
         text = self._render(session, token, None)
         if text.endswith("[stderr]\nexit"):  # what bash -i says when leaving
             text = text[: -len("[stderr]\nexit")].rstrip("\n")
         elif text.endswith("\nexit"):
             text = text[: -len("\nexit")]
         note = (
-            f"[the shell exited (exit code {status}); the next command starts a new shell, "
-            f"{_RESTART_NOTE}]"
+            f"[the shell exited ({status}); the next command starts a new shell, {_RESTART_NOTE}]"
         )
         return CLIResult(output=f"{text}\n{note}" if text else note)
 

@@ -92,6 +92,12 @@ def _openmanus_bootstrap():
         raise _Terminated
 
     signal.signal(signal.SIGTERM, _on_term)
+    # Inherited dispositions: an agent started in the background ignores SIGINT.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("SIGQUIT", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
     sys.stdout.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
     sys.stderr.reconfigure(encoding="utf-8", errors="backslashreplace")
     filename = settings["filename"]
