@@ -7,7 +7,8 @@ with a message that says why, instead of hanging on a closed network or, worse, 
 
 Loopback addresses (127.0.0.0/8, ::1, ``localhost``), wildcard addresses used for binding and
 non-IP sockets (AF_UNIX, ...) stay allowed. The patch state lives on the ``socket`` module, so
-a copy of this file loaded by ``sitecustomize`` and the imported module agree on it.
+a copy of this file loaded by ``sitecustomize`` and the imported module agree on it (the
+exception class is shared the same way).
 
 Subprocesses: put :data:`SITE_DIR` on ``PYTHONPATH`` and set ``OPENMANUS_BLOCK_NETWORK=1``.
 """
@@ -44,8 +45,21 @@ _LOCAL_NAMES = {"localhost", "localhost."}
 _IP_FAMILIES = {socket.AF_INET, socket.AF_INET6}
 
 
-class NetworkBlockedError(PermissionError):
+_ERROR_ATTR = "_openmanus_netguard_error"
+
+
+class _NetworkBlockedError(PermissionError):
     """A connection to a non-loopback address was attempted while the guard is installed."""
+
+
+# One class per interpreter even when sitecustomize loaded a second copy of this file, so that
+# ``except netguard.NetworkBlockedError`` catches what either copy raises.
+NetworkBlockedError: type[PermissionError] = getattr(socket, _ERROR_ATTR, None) or (
+    _NetworkBlockedError
+)
+NetworkBlockedError.__name__ = NetworkBlockedError.__qualname__ = "NetworkBlockedError"
+NetworkBlockedError.__module__ = "app.testing.netguard"
+setattr(socket, _ERROR_ATTR, NetworkBlockedError)
 
 
 def _message(host: object) -> str:
