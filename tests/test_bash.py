@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import sys
@@ -15,47 +14,9 @@ import pytest
 
 from app.tool.base import CLIResult, ToolFailure
 from app.tool.bash import Bash
-
-# --- helpers (independent of the code under test) --------------------------------------------
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[2])
-
-
-def _alive(pid: int) -> bool:
-    """Running or sleeping; a zombie is dead (it only waits to be reaped)."""
-    info = _stat(pid)
-    return info is not None and info[0] not in ("Z", "X")
-
-
-def _live_group_members(pgid: int) -> list[int]:
-    members = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            info = _stat(int(name))
-            if info is not None and info[1] == pgid and info[0] not in ("Z", "X"):
-                members.append(int(name))
-    return members
-
-
-def _processes_in(directory: Path) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{name}/cwd")
-        except OSError:
-            continue
-        if cwd == str(directory) and _alive(int(name)):
-            found.append(int(name))
-    return found
+from tests.proc_utils import alive as _alive
+from tests.proc_utils import live_group_members as _live_group_members
+from tests.proc_utils import processes_in as _processes_in
 
 
 async def _shell_pid(bash: Bash) -> int:

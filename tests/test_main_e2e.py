@@ -57,6 +57,15 @@ def run_main(tmp_path: Path, *args: str, stdin: str | None = None, timeout: floa
     )
 
 
+def start_main(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """main.py with pipes on all three streams, for tests that talk to it while it runs."""
+    return subprocess.Popen(
+        [sys.executable, str(MAIN), *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=child_env(tmp_path), cwd=tmp_path,
+    )
+
+
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     path = tmp_path / "ws"
@@ -170,11 +179,7 @@ def test_ctrl_c_stops_the_task_and_returns_to_the_prompt(tmp_path, workspace, ll
         text("second answer"),
     )
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = subprocess.Popen(
-        [sys.executable, str(MAIN), "-c", str(cfg), "-w", str(workspace)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(tmp_path), cwd=tmp_path,
-    )
+    proc = start_main(tmp_path, "-c", str(cfg), "-w", str(workspace))
     try:
         proc.stdin.write("slow task\n")
         proc.stdin.flush()
@@ -207,11 +212,7 @@ def test_ctrl_c_stops_the_task_and_returns_to_the_prompt(tmp_path, workspace, ll
 
 def test_second_ctrl_c_at_the_prompt_exits_130(tmp_path, workspace, llm_server):
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = subprocess.Popen(
-        [sys.executable, str(MAIN), "-c", str(cfg), "-w", str(workspace)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(tmp_path), cwd=tmp_path,
-    )
+    proc = start_main(tmp_path, "-c", str(cfg), "-w", str(workspace))
     try:
         proc.stdin.write("\n")  # an empty line is skipped; the prompt then waits for input
         proc.stdin.flush()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import resource
 import signal
@@ -16,47 +15,12 @@ import pytest
 
 from app.tool._process import OutputBuffer, compose_streams
 from app.tool.python_execute import PythonExecute
+from tests.proc_utils import alive as _alive
+from tests.proc_utils import live_group_members as _live_group_members
+from tests.proc_utils import processes_in as _processes_in
 
-# --- helpers (independent of the code under test) --------------------------------------------
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    return fields[0].decode(), int(fields[2])
-
-
-def _alive(pid: int) -> bool:
-    """Running or sleeping; a zombie is dead (it only waits to be reaped)."""
-    info = _stat(pid)
-    return info is not None and info[0] not in ("Z", "X")
-
-
-def _live_group_members(pgid: int) -> list[int]:
-    members = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            info = _stat(int(name))
-            if info is not None and info[1] == pgid and info[0] not in ("Z", "X"):
-                members.append(int(name))
-    return members
-
-
-def _processes_in(directory: Path) -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{name}/cwd")
-        except OSError:
-            continue
-        if cwd == str(directory) and _alive(int(name)):
-            found.append(int(name))
-    return found
+#: Period of the ticker that measures event-loop latency while code runs.
+TICK_SECONDS = 0.01
 
 
 def _numbers(text: str, label: str) -> list[int]:
@@ -320,7 +284,7 @@ async def test_two_calls_run_concurrently_without_blocking_the_loop(
         last = time.monotonic()
         while True:
             # Measuring the loop's latency is the point of this sleep.
-            await asyncio.sleep(0.01)  # noqa: sleep-ok
+            await asyncio.sleep(TICK_SECONDS)
             now = time.monotonic()
             gaps.append(now - last)
             last = now

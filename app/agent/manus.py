@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from app.agent.toolcall import ToolCallAgent
+from app.agent.workspace import attach_workspace
 from app.logger import logger
 from app.prompt.manus import NEXT_STEP_PROMPT, SYSTEM_PROMPT
 from app.tool.ask_human import AskHuman
@@ -19,20 +20,9 @@ from app.tool.str_replace_editor import StrReplaceEditor
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["Manus", "browser_tool_or_notice", "resolve_workspace"]
+__all__ = ["Manus", "browser_tool_or_notice"]
 
 _browser_notice_shown = False
-
-
-def resolve_workspace(workspace: Path | str | None) -> Path:
-    """The workspace to use (given, else from config), created if missing."""
-    if workspace is None:
-        from app.config import config
-
-        workspace = config.workspace_root
-    path = Path(workspace).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def browser_tool_or_notice() -> BaseTool | None:
@@ -69,11 +59,7 @@ class Manus(ToolCallAgent):
 
     @model_validator(mode="after")
     def _setup_workspace_and_tools(self) -> Manus:
-        self.workspace = resolve_workspace(self.workspace)
-        if "{directory}" in self.system_prompt:
-            self.system_prompt = self.system_prompt.format(directory=self.workspace)
-        if self.available_tools is None:
-            self.available_tools = self.default_tools(self.workspace)
+        attach_workspace(self, self.default_tools)
         return self
 
     @staticmethod

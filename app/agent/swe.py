@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from app.agent.manus import resolve_workspace
 from app.agent.toolcall import ToolCallAgent
+from app.agent.workspace import attach_workspace
 from app.prompt.swe import NEXT_STEP_PROMPT, SYSTEM_PROMPT
 from app.tool.bash import Bash
 from app.tool.str_replace_editor import StrReplaceEditor
@@ -31,13 +31,11 @@ class SWEAgent(ToolCallAgent):
 
     @model_validator(mode="after")
     def _setup_workspace_and_tools(self) -> SWEAgent:
-        self.workspace = resolve_workspace(self.workspace)
-        if "{directory}" in self.system_prompt:
-            self.system_prompt = self.system_prompt.format(directory=self.workspace)
-        if self.available_tools is None:
-            self.available_tools = ToolCollection(
-                Bash(workspace=self.workspace),
-                StrReplaceEditor(workspace=self.workspace),
-                Terminate(),
-            )
+        attach_workspace(self, self.default_tools)
         return self
+
+    @staticmethod
+    def default_tools(workspace: Path) -> ToolCollection:
+        return ToolCollection(
+            Bash(workspace=workspace), StrReplaceEditor(workspace=workspace), Terminate()
+        )

@@ -420,6 +420,19 @@ class LLM:
         timeout = kwargs.pop("timeout", None)
         body = self._body(formatted, temperature=temperature, stream=True, extra=kwargs)
         stream = await self._with_retries(lambda: self._post(body, timeout=timeout, stream=True))
+        async for delta in self._deltas(stream, formatted):
+            yield delta
+
+    async def _stream_text(
+        self, body: dict[str, Any], formatted: list[dict[str, Any]], timeout: float | None
+    ) -> str:
+        stream = await self._post(body, timeout=timeout, stream=True)
+        return "".join([delta async for delta in self._deltas(stream, formatted)])
+
+    async def _deltas(
+        self, stream: Any, formatted: list[dict[str, Any]]
+    ) -> AsyncIterator[str]:
+        """The text deltas of an SSE stream; usage is recorded once the stream ends."""
         parts: list[str] = []
         usage_data: dict[str, Any] | None = None
         try:
@@ -434,25 +447,6 @@ class LLM:
         except Exception as e:
             raise _stream_error(e, self) from e
         await self._usage_from({"usage": usage_data}, formatted, "".join(parts))
-
-    async def _stream_text(
-        self, body: dict[str, Any], formatted: list[dict[str, Any]], timeout: float | None
-    ) -> str:
-        stream = await self._post(body, timeout=timeout, stream=True)
-        parts: list[str] = []
-        usage_data: dict[str, Any] | None = None
-        try:
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage_data = chunk.usage.model_dump()
-                for choice in chunk.choices or []:
-                    if choice.delta and choice.delta.content:
-                        parts.append(choice.delta.content)
-        except Exception as e:
-            raise _stream_error(e, self) from e
-        text = "".join(parts)
-        await self._usage_from({"usage": usage_data}, formatted, text)
-        return text
 
     async def ask_with_images(
         self,

@@ -522,12 +522,13 @@ class ScriptedLLMServer:
     @property
     def base_url(self) -> str:
         """The URL to give an OpenAI client, ``http://127.0.0.1:<port>/v1``."""
-        return f"http://{self._host}:{self.port}/v1"
+        return f"{self.root_url}/v1"
 
     @property
     def root_url(self) -> str:
         """The URL without ``/v1`` (what ``AsyncAzureOpenAI(azure_endpoint=...)`` wants)."""
-        return f"http://{self._host}:{self.port}"
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
 
     def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
         """Append replies to the script (safe from any thread, also while serving)."""

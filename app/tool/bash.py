@@ -44,6 +44,7 @@ from app.tool._process import (
     signal_group,
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
+from app.tool.file_access import resolve_workspace
 
 __all__ = ["Bash"]
 
@@ -356,14 +357,7 @@ class Bash(BaseTool):
         return self._session
 
     def _resolve_workspace(self) -> Path:
-        workspace = self.workspace
-        if workspace is None:
-            from app.config import config
-
-            workspace = config.workspace_root
-        workspace = Path(workspace).expanduser()
-        workspace.mkdir(parents=True, exist_ok=True)
-        return workspace
+        return resolve_workspace(self.workspace)
 
     def _environment(self) -> dict[str, str]:
         env = {

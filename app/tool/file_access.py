@@ -14,7 +14,13 @@ from pathlib import Path
 
 from app.exceptions import ToolError
 
-__all__ = ["FileAccessPolicy", "default_workspace", "is_within", "resolve_real"]
+__all__ = [
+    "FileAccessPolicy",
+    "default_workspace",
+    "is_within",
+    "resolve_real",
+    "resolve_workspace",
+]
 
 
 def default_workspace() -> Path:
@@ -22,6 +28,14 @@ def default_workspace() -> Path:
     from app.config import config
 
     return Path(config.workspace_root)
+
+
+def resolve_workspace(workspace: str | os.PathLike[str] | None) -> Path:
+    """The directory to work in (given, else the configured one), created if missing."""
+    path = Path(workspace).expanduser() if workspace is not None else default_workspace()
+    path = path.resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def resolve_real(path: str | os.PathLike[str], base: Path) -> Path:

@@ -46,6 +46,7 @@ from app.tool._process import (
     watch_group_size,
 )
 from app.tool.base import BaseTool
+from app.tool.file_access import resolve_workspace
 
 __all__ = ["PythonExecute"]
 
@@ -219,14 +220,7 @@ class PythonExecute(BaseTool):
         return min(value, self.max_timeout)
 
     def _resolve_workspace(self) -> Path:
-        workspace = self.workspace
-        if workspace is None:
-            from app.config import config
-
-            workspace = config.workspace_root
-        workspace = Path(workspace).expanduser()
-        workspace.mkdir(parents=True, exist_ok=True)
-        return workspace
+        return resolve_workspace(self.workspace)
 
     def _limits(self, seconds: float) -> dict[str, int]:
         limits = {"RLIMIT_CORE": 0}

@@ -1,0 +1,22 @@
+"""Agents that work in a directory: the workspace is resolved and put into their prompt when
+the agent is created, not at import, so ``--workspace`` and config changes take effect."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.tool.file_access import resolve_workspace
+
+__all__ = ["attach_workspace", "resolve_workspace"]
+
+
+def attach_workspace(agent: Any, build_tools: Callable[[Path], Any]) -> None:
+    """Resolve ``agent.workspace``, fill ``{directory}`` in its system prompt, and give it
+    ``build_tools(workspace)`` unless tools were passed in."""
+    agent.workspace = resolve_workspace(agent.workspace)
+    if agent.system_prompt and "{directory}" in agent.system_prompt:
+        agent.system_prompt = agent.system_prompt.format(directory=agent.workspace)
+    if agent.available_tools is None:
+        agent.available_tools = build_tools(agent.workspace)

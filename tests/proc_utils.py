@@ -1,0 +1,47 @@
+"""Inspecting processes through /proc, independently of the code under test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["alive", "live_group_members", "processes_in", "stat"]
+
+
+def stat(pid: int) -> tuple[str, int] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[2])
+
+
+def alive(pid: int) -> bool:
+    """Running or sleeping; a zombie is dead (it only waits to be reaped)."""
+    info = stat(pid)
+    return info is not None and info[0] not in ("Z", "X")
+
+
+def live_group_members(pgid: int) -> list[int]:
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            info = stat(int(name))
+            if info is not None and info[1] == pgid and info[0] not in ("Z", "X"):
+                members.append(int(name))
+    return members
+
+
+def processes_in(directory: Path) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd")
+        except OSError:
+            continue
+        if cwd == str(directory) and alive(int(name)):
+            found.append(int(name))
+    return found
