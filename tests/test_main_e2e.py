@@ -172,7 +172,7 @@ def test_ctrl_c_stops_the_task_and_returns_to_the_prompt(tmp_path, workspace, ll
         "import os, time\n"
         f"with open({str(fifo)!r}, 'w') as f:\n"
         "    f.write(str(os.getpid()))\n"
-        "time.sleep(120)\n"
+        "import threading; threading.Event().wait()\n"
     )
     llm_server.push(
         tool_calls(call("python_execute", {"code": code, "timeout": 120})),

@@ -364,7 +364,7 @@ def test_prepopulated_cache_loads_offline(
     warnings_seen: list[str],
 ) -> None:
     name = "omtest_cached"
-    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    url = f"https://encodings.invalid/{name}.tiktoken"
     blob = _tiktoken_file(tiny_ranks())
     # tiktoken names cache files by the SHA-1 of the URL and checks the SHA-256 of the content.
     (cache_dir / hashlib.sha1(url.encode()).hexdigest()).write_bytes(blob)
@@ -383,7 +383,7 @@ def test_corrupt_cache_file_falls_back_to_estimates(
     warnings_seen: list[str],
 ) -> None:
     name = "omtest_corrupt"
-    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    url = f"https://encodings.invalid/{name}.tiktoken"
     blob = _tiktoken_file(tiny_ranks())
     cached = cache_dir / hashlib.sha1(url.encode()).hexdigest()
     cached.write_bytes(blob[:-10])  # truncated: the hash check fails, tiktoken re-downloads
