@@ -9,30 +9,41 @@ file, the key as written in TOML and what to do about it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
 import threading
-import types
-import typing
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
     ValidationError,
-    field_validator,
-    model_validator,
 )
 
+from app.config_env import ExpansionError, expand_string, expand_tree
+from app.config_models import (
+    DEFAULT_PROFILE,
+    PROJECT_ROOT,
+    AppConfig,
+    BrowserSettings,
+    LLMSettings,
+    MCPServerConfig,
+    MCPSettings,
+    ProxySettings,
+    RunflowSettings,
+    SandboxSettings,
+    SearchSettings,
+)
+from app.config_report import (
+    describe_error,
+    describe_errors,
+    json_key,
+    short_repr,
+    suggest,
+    toml_key,
+    unknown_keys,
+)
 from app.exceptions import ConfigError
 from app.logger import logger, register_secret
 
@@ -61,7 +72,6 @@ __all__ = [
     "load_config",
 ]
 
-PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent
 
 #: Environment variable naming the config file when no explicit path is given.
 CONFIG_ENV_VAR = "OPENMANUS_CONFIG"
@@ -87,425 +97,6 @@ PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
     }
 )
 
-_DEFAULT_PROFILE = "default"
-_SECRET_FIELDS = frozenset({"api_key", "password", "headers", "env"})
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-# --- models ---------------------------------------------------------------------------------
-
-
-class _Settings(BaseModel):
-    """Common model behaviour: unknown keys are reported by the loader, not by pydantic."""
-
-    model_config = ConfigDict(extra="ignore", validate_assignment=True)
-
-
-def _blank_to_none(value: Any) -> Any:
-    if isinstance(value, str) and not value.strip():
-        return None
-    return value
-
-
-class LLMSettings(_Settings):
-    """One model profile: which endpoint to call and how patiently."""
-
-    model: str = Field(min_length=1)
-    base_url: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
-    max_tokens: PositiveInt = 4096
-    max_input_tokens: PositiveInt | None = None
-    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
-    api_type: str = "openai"
-    api_version: str | None = None
-    timeout: PositiveFloat = 300.0
-    max_retries: NonNegativeInt = 5
-    retry_min_wait: NonNegativeFloat = 1.0
-    retry_max_wait: NonNegativeFloat = 60.0
-    supports_images: bool | None = None
-    reasoning_model: bool | None = None
-
-    @field_validator("model", mode="before")
-    @classmethod
-    def _strip_model(cls, value: Any) -> Any:
-        return value.strip() if isinstance(value, str) else value
-
-    @field_validator("base_url", "api_key", "api_version", mode="before")
-    @classmethod
-    def _strip_optional(cls, value: Any) -> Any:
-        value = _blank_to_none(value)
-        return value.strip() if isinstance(value, str) else value
-
-    @field_validator("api_type", mode="before")
-    @classmethod
-    def _normalise_api_type(cls, value: Any) -> Any:
-        if value is None:
-            return "openai"
-        if isinstance(value, str):
-            return value.strip().lower() or "openai"
-        return value
-
-    @model_validator(mode="after")
-    def _check_consistency(self) -> LLMSettings:
-        if self.api_type == "azure" and not self.api_version:
-            raise ValueError(
-                'api_type "azure" needs api_version (for example api_version = "2024-10-21")'
-            )
-        if self.retry_max_wait < self.retry_min_wait:
-            raise ValueError(
-                f"retry_max_wait ({self.retry_max_wait}) is smaller than retry_min_wait "
-                f"({self.retry_min_wait})"
-            )
-        return self
-
-
-class ProxySettings(_Settings):
-    """Proxy the browser goes through."""
-
-    server: str = Field(min_length=1)
-    username: str | None = None
-    password: str | None = Field(default=None, repr=False)
-
-
-class BrowserSettings(_Settings):
-    """How the browser tool starts or attaches to a browser; ``headless=None`` means auto."""
-
-    headless: bool | None = None
-    disable_security: bool = True
-    extra_chromium_args: list[str] = Field(default_factory=list)
-    chrome_instance_path: str | None = None
-    wss_url: str | None = None
-    cdp_url: str | None = None
-    proxy: ProxySettings | None = None
-    max_content_length: PositiveInt = 2000
-
-    @field_validator("chrome_instance_path", "wss_url", "cdp_url", mode="before")
-    @classmethod
-    def _blank(cls, value: Any) -> Any:
-        return _blank_to_none(value)
-
-
-class SearchSettings(_Settings):
-    """Web search engine order and retry policy."""
-
-    engine: str = "Google"
-    fallback_engines: list[str] = Field(default_factory=lambda: ["DuckDuckGo", "Baidu", "Bing"])
-    retry_delay: NonNegativeInt = 60
-    max_retries: NonNegativeInt = 3
-    lang: str = "en"
-    country: str = "us"
-
-
-class SandboxSettings(_Settings):
-    """Docker sandbox limits."""
-
-    use_sandbox: bool = False
-    image: str = "python:3.12-slim"
-    work_dir: str = "/workspace"
-    memory_limit: str = "512m"
-    cpu_limit: PositiveFloat = 1.0
-    timeout: PositiveInt = 300
-    network_enabled: bool = False
-
-
-_HTTP_TYPE_ALIASES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
-
-
-class MCPServerConfig(_Settings):
-    """One MCP server from ``mcp.json``: a command to spawn (stdio) or a URL (sse/http)."""
-
-    type: Literal["stdio", "sse", "http"]
-    command: str | None = None
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, str] | None = Field(default=None, repr=False)
-    url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict, repr=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _infer_type(cls, data: Any) -> Any:
-        # Tolerant like upstream: the type may be omitted or spelled in several ways.
-        if not isinstance(data, Mapping):
-            return data
-        data = dict(data)
-        kind = data.get("type")
-        if isinstance(kind, str) and kind.strip():
-            kind = kind.strip().lower()
-            if kind in _HTTP_TYPE_ALIASES:
-                kind = "http"
-            data["type"] = kind
-        elif data.get("command"):
-            data["type"] = "stdio"
-        elif data.get("url"):
-            data["type"] = "sse"
-        else:
-            data["type"] = "stdio"  # the "command" error below explains what is missing
-        return data
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_as_strings(cls, value: Any) -> Any:
-        # Environment values are strings; accept JSON numbers/booleans for convenience.
-        if isinstance(value, Mapping):
-            return {
-                k: (str(v).lower() if isinstance(v, bool) else str(v))
-                if isinstance(v, int | float | bool)
-                else v
-                for k, v in value.items()
-            }
-        return value
-
-    @model_validator(mode="after")
-    def _check_target(self) -> MCPServerConfig:
-        if self.type == "stdio" and not (self.command and self.command.strip()):
-            raise ValueError('a "stdio" server needs "command" (and usually "args")')
-        if self.type in {"sse", "http"} and not (self.url and self.url.strip()):
-            raise ValueError(f'an "{self.type}" server needs "url"')
-        return self
-
-
-class MCPSettings(_Settings):
-    """MCP: the module our own MCP server runs from, and the servers agents connect to."""
-
-    server_reference: str = "app.mcp.server"
-    servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
-
-
-class RunflowSettings(_Settings):
-    """Which agents the planning flow gets."""
-
-    use_data_analysis_agent: bool = False
-
-
-class AppConfig(BaseModel):
-    """Everything loaded from the config files, already validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-    llm: dict[str, LLMSettings]
-    browser_config: BrowserSettings = Field(default_factory=BrowserSettings)
-    search_config: SearchSettings = Field(default_factory=SearchSettings)
-    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
-    mcp_config: MCPSettings = Field(default_factory=MCPSettings)
-    run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
-    workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
-    config_path: Path | None = None
-
-    @field_validator("llm", mode="before")
-    @classmethod
-    def _single_profile(cls, value: Any) -> Any:
-        # Convenience for code-built configs: one LLMSettings becomes the default profile.
-        if isinstance(value, LLMSettings):
-            return {_DEFAULT_PROFILE: value}
-        return value
-
-    @field_validator("llm")
-    @classmethod
-    def _has_default(cls, value: dict[str, LLMSettings]) -> dict[str, LLMSettings]:
-        if _DEFAULT_PROFILE not in value:
-            raise ValueError(f'llm needs a "{_DEFAULT_PROFILE}" profile')
-        return value
-
-    def get_llm_settings(self, name: str | None = None) -> LLMSettings:
-        """The named profile; unknown names are an error rather than a silent default."""
-        key = name or _DEFAULT_PROFILE
-        try:
-            return self.llm[key]
-        except KeyError:
-            known = ", ".join(sorted(self.llm))
-            hint = _suggest(key, self.llm)
-            raise ConfigError(
-                f"No LLM profile named {key!r}{hint}; configured profiles: {known}. "
-                f"Add a [llm.{key}] table to the config file."
-            ) from None
-
-
-# --- environment expansion ------------------------------------------------------------------
-
-_ENV_TOKEN = re.compile(
-    r"\$\$\{"  # escaped: $${ -> literal ${
-    r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
-    r"|\$\{"  # anything else starting with ${ is malformed
-)
-
-
-class _ExpansionError(Exception):
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-
-
-def _expand_string(value: str, environ: Mapping[str, str]) -> str:
-    if "${" not in value:
-        return value
-
-    def substitute(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token == "$${":
-            return "${"
-        name = match.group("name")
-        if name is None:
-            raise _ExpansionError(
-                "malformed ${...} reference (use ${NAME} or ${NAME:-default}; "
-                "write $${ for a literal ${)"
-            )
-        default = match.group("default")
-        current = environ.get(name)
-        if default is not None:
-            return current if current else default
-        if current is None:
-            raise _ExpansionError(
-                f"environment variable {name} is not set (export it, or give a default "
-                f"with ${{{name}:-value}})"
-            )
-        return current
-
-    return _ENV_TOKEN.sub(substitute, value)
-
-
-def _expand_tree(
-    value: Any,
-    path: tuple[str | int, ...],
-    environ: Mapping[str, str],
-    on_error: Callable[[tuple[str | int, ...], str], None],
-) -> Any:
-    """Expand ``${VAR}`` in every string of a parsed document, reporting failures by key."""
-    if isinstance(value, str):
-        try:
-            return _expand_string(value, environ)
-        except _ExpansionError as exc:
-            on_error(path, exc.problem)
-            return value
-    if isinstance(value, dict):
-        return {k: _expand_tree(v, (*path, k), environ, on_error) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand_tree(v, (*path, i), environ, on_error) for i, v in enumerate(value)]
-    return value
-
-
-# --- naming keys the way the user wrote them ------------------------------------------------
-
-
-def _quote_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else json.dumps(key)
-
-
-def _key_suffix(parts: Sequence[str | int]) -> str:
-    text = ""
-    for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += ("." if text else "") + _quote_key(part)
-    return text
-
-
-def _toml_key(raw: Mapping[str, Any], path: Sequence[str | int]) -> str:
-    """``("llm", "vision", "max_tokens")`` -> ``[llm.vision] max_tokens`` (tables as headers)."""
-    header: list[str] = []
-    node: Any = raw
-    index = 0
-    while (
-        index < len(path)
-        and isinstance(node, Mapping)
-        and isinstance(path[index], str)
-        and isinstance(node.get(path[index]), Mapping)
-    ):
-        header.append(_quote_key(str(path[index])))
-        node = node[path[index]]
-        index += 1
-    rest = _key_suffix(path[index:])
-    if not header:
-        return rest
-    head = "[" + ".".join(header) + "]"
-    return f"{head} {rest}" if rest else head
-
-
-def _json_key(path: Sequence[str | int]) -> str:
-    return _key_suffix(path)
-
-
-def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _describe_error(
-    error: Mapping[str, Any],
-    path: tuple[str | int, ...],
-    name_key: Callable[[tuple[str | int, ...]], str],
-) -> str:
-    """One pydantic error as ``<key as written>: <problem> (got <value>)``."""
-    where = name_key(path) or "(top level)"
-    kind = error.get("type", "")
-    if kind == "missing":
-        return f"{where}: required but missing"
-    ctx = error.get("ctx") or {}
-    if kind == "value_error" and "error" in ctx:
-        problem = str(ctx["error"])
-    else:
-        problem = str(error.get("msg", "invalid value"))
-    # Never echo values of secret-bearing keys; whole-model inputs are not worth echoing.
-    secret = any(isinstance(p, str) and p in _SECRET_FIELDS for p in path)
-    if error.get("loc") and not secret and "input" in error:
-        problem += f" (got {_short_repr(error['input'])})"
-    return f"{where}: {problem}"
-
-
-def _describe_errors(
-    exc: ValidationError,
-    prefix: tuple[str | int, ...],
-    name_key: Callable[[tuple[str | int, ...]], str],
-) -> list[str]:
-    return [
-        _describe_error(error, (*prefix, *error.get("loc", ())), name_key)
-        for error in exc.errors(include_url=False)
-    ]
-
-
-def _model_field_types(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
-    """Field name -> nested model class (for sub-tables), else None."""
-    result: dict[str, type[BaseModel] | None] = {}
-    for name, field in model.model_fields.items():
-        nested: type[BaseModel] | None = None
-        annotation = field.annotation
-        candidates = (
-            typing.get_args(annotation)
-            if isinstance(annotation, types.UnionType)
-            or typing.get_origin(annotation) is typing.Union
-            else (annotation,)
-        )
-        for candidate in candidates:
-            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                nested = candidate
-        result[name] = nested
-    return result
-
-
-def _suggest(key: str, known: Any) -> str:
-    match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {match[0]!r}?)" if match else ""
-
-
-def _unknown_keys(
-    model: type[BaseModel],
-    data: Mapping[str, Any],
-    path: tuple[str | int, ...],
-    skip: frozenset[str] = frozenset(),
-) -> list[tuple[tuple[str | int, ...], str]]:
-    """(path, suggestion) for every key the model does not know, recursing into sub-tables."""
-    fields = _model_field_types(model)
-    found: list[tuple[tuple[str | int, ...], str]] = []
-    for key, value in data.items():
-        if key in skip:
-            continue
-        if key not in fields:
-            found.append(((*path, key), _suggest(key, fields)))
-            continue
-        nested = fields[key]
-        if nested is not None and isinstance(value, Mapping):
-            found.extend(_unknown_keys(nested, value, (*path, key)))
-    return found
 
 
 # --- loading --------------------------------------------------------------------------------
@@ -618,28 +209,28 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
         )
     if not isinstance(section, dict):
         raise ConfigError(
-            f"{problems.path}: llm must be a table ([llm]), got {_short_repr(section)}"
+            f"{problems.path}: llm must be a table ([llm]), got {short_repr(section)}"
         )
     plain = {k: v for k, v in section.items() if not isinstance(v, dict)}
     tables = {k: v for k, v in section.items() if isinstance(v, dict)}
-    if "model" not in plain and "model" not in tables.get(_DEFAULT_PROFILE, {}):
+    if "model" not in plain and "model" not in tables.get(DEFAULT_PROFILE, {}):
         raise ConfigError(
             f"{problems.path}: [llm] has no model. Set the model name the endpoint serves, "
             f'e.g. model = "gpt-4o" (OpenAI) or model = "llama3.1" (Ollama).'
         )
 
-    for key_path, hint in _unknown_keys(LLMSettings, plain, ("llm",)):
-        problems.unknown.append(_toml_key(raw, key_path) + hint)
+    for key_path, hint in unknown_keys(LLMSettings, plain, ("llm",)):
+        problems.unknown.append(toml_key(raw, key_path) + hint)
     for name, table in tables.items():
-        for key_path, hint in _unknown_keys(LLMSettings, table, ("llm", name)):
-            problems.unknown.append(_toml_key(raw, key_path) + hint)
+        for key_path, hint in unknown_keys(LLMSettings, table, ("llm", name)):
+            problems.unknown.append(toml_key(raw, key_path) + hint)
 
     fields = LLMSettings.model_fields
     # profile name -> the [llm.<name>] table overlaid on [llm]'s plain keys (None: only those)
     sources: dict[str, str | None] = {
-        _DEFAULT_PROFILE: _DEFAULT_PROFILE if _DEFAULT_PROFILE in tables else None
+        DEFAULT_PROFILE: DEFAULT_PROFILE if DEFAULT_PROFILE in tables else None
     }
-    sources.update({name: name for name in tables if name != _DEFAULT_PROFILE})
+    sources.update({name: name for name in tables if name != DEFAULT_PROFILE})
 
     profiles: dict[str, LLMSettings] = {}
     for name, table_name in sources.items():
@@ -656,7 +247,7 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
         merged = {k: v for k, v in plain.items() if k in fields}
         merged.update({k: v for k, v in table.items() if k in fields})
         if _is_placeholder(merged.get("api_key")):
-            location = _toml_key(raw, (*where("api_key"), "api_key"))
+            location = toml_key(raw, (*where("api_key"), "api_key"))
             problems.error(
                 f"{location} is still the example placeholder {merged['api_key']!r}: put your "
                 f"real key there, or delete the line and export OPENAI_API_KEY"
@@ -668,7 +259,7 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
             for error in exc.errors(include_url=False):
                 loc = tuple(error.get("loc", ()))
                 path = (*where(loc[0] if loc else None), *loc)
-                problems.error(_describe_error(error, path, lambda p: _toml_key(raw, p)))
+                problems.error(describe_error(error, path, lambda p: toml_key(raw, p)))
             continue
         profiles[name] = _with_env_key(settings)
     return profiles
@@ -694,15 +285,15 @@ def _load_section(
 ) -> Any:
     section = raw.get(name, {})
     if not isinstance(section, dict):
-        problems.error(f"{name}: must be a table ([{name}]), got {_short_repr(section)}")
+        problems.error(f"{name}: must be a table ([{name}]), got {short_repr(section)}")
         return model()
-    for key_path, hint in _unknown_keys(model, section, (name,), skip):
-        problems.unknown.append(_toml_key(raw, key_path) + hint)
+    for key_path, hint in unknown_keys(model, section, (name,), skip):
+        problems.unknown.append(toml_key(raw, key_path) + hint)
     data = {k: v for k, v in section.items() if k not in skip}
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        for line in _describe_errors(exc, (name,), lambda p: _toml_key(raw, p)):
+        for line in describe_errors(exc, (name,), lambda p: toml_key(raw, p)):
             problems.error(line)
         return model()
 
@@ -732,27 +323,27 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     key = "mcpServers" if "mcpServers" in data else ("servers" if "servers" in data else None)
     for other in data:
         if other != key:
-            problems.unknown.append(other + _suggest(other, ["mcpServers"]))
+            problems.unknown.append(other + suggest(other, ["mcpServers"]))
     servers_raw = data.get(key, {}) if key else {}
     if not isinstance(servers_raw, dict):
         raise ConfigError(f'{path}: "{key}" must be an object mapping server ids to settings')
 
     def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
-        problems.error(f"{_json_key(p)}: {problem}")
+        problems.error(f"{json_key(p)}: {problem}")
 
     servers: dict[str, MCPServerConfig] = {}
     for server_id, entry in servers_raw.items():
         prefix: tuple[str | int, ...] = (key or "mcpServers", server_id)
         if not isinstance(entry, dict):
-            problems.error(f"{_json_key(prefix)}: must be an object, got {_short_repr(entry)}")
+            problems.error(f"{json_key(prefix)}: must be an object, got {short_repr(entry)}")
             continue
-        entry = _expand_tree(entry, prefix, os.environ, on_env_error)
-        for key_path, hint in _unknown_keys(MCPServerConfig, entry, prefix):
-            problems.unknown.append(_json_key(key_path) + hint)
+        entry = expand_tree(entry, prefix, os.environ, on_env_error)
+        for key_path, hint in unknown_keys(MCPServerConfig, entry, prefix):
+            problems.unknown.append(json_key(key_path) + hint)
         try:
             servers[server_id] = MCPServerConfig.model_validate(entry)
         except ValidationError as exc:
-            for line in _describe_errors(exc, prefix, _json_key):
+            for line in describe_errors(exc, prefix, json_key):
                 problems.error(line)
     problems.warn_unknown()
     if problems.errors:
@@ -786,15 +377,15 @@ def load_config(path: str | Path | None = None) -> AppConfig:
     problems = _Problems(config_path)
 
     def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
-        problems.error(f"{_toml_key(document, p)}: {problem}")
+        problems.error(f"{toml_key(document, p)}: {problem}")
 
-    raw = _expand_tree(document, (), os.environ, on_env_error)
+    raw = expand_tree(document, (), os.environ, on_env_error)
     if problems.errors:
         raise ConfigError(problems.message())
 
     for key in raw:
         if key not in _TOP_LEVEL_KEYS:
-            problems.unknown.append(_toml_key(raw, (key,)) + _suggest(key, _TOP_LEVEL_KEYS))
+            problems.unknown.append(toml_key(raw, (key,)) + suggest(key, _TOP_LEVEL_KEYS))
 
     llm = _load_llm(raw, problems)
     browser = _load_section(raw, "browser", BrowserSettings, problems)
@@ -807,7 +398,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
 
     workspace_value = raw.get("workspace_root")
     if workspace_value is not None and not isinstance(workspace_value, str):
-        problems.error(f"workspace_root: must be a path string, got {_short_repr(workspace_value)}")
+        problems.error(f"workspace_root: must be a path string, got {short_repr(workspace_value)}")
         workspace_value = None
 
     problems.warn_unknown()
@@ -838,11 +429,11 @@ def _read_workspace_root(path: Path) -> Path:
     if not isinstance(value, str):
         raise ConfigError(
             f"Invalid configuration in {path}: workspace_root must be a path string, "
-            f"got {_short_repr(value)}"
+            f"got {short_repr(value)}"
         )
     try:
-        expanded = _expand_string(value, os.environ)
-    except _ExpansionError as exc:
+        expanded = expand_string(value, os.environ)
+    except ExpansionError as exc:
         raise ConfigError(
             f"Invalid configuration in {path}: workspace_root: {exc.problem}"
         ) from exc

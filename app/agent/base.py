@@ -160,16 +160,16 @@ class BaseAgent(BaseModel, ABC):
     def is_stuck(self) -> bool:
         """True when the model's last answer repeats, unchanged, ``duplicate_threshold`` times
         in a row (same text and same tool calls)."""
-        assistants = [m for m in reversed(self.memory.messages) if m.role == "assistant"]
-        if len(assistants) <= self.duplicate_threshold:
-            return False
-        last = _signature(assistants[0])
+        # Walks back only as far as the repetition goes: O(threshold), not O(history).
+        assistants = (m for m in reversed(self.memory.messages) if m.role == "assistant")
+        last_message = next(assistants, None)
+        last = _signature(last_message) if last_message is not None else None
         if last is None:
             return False
         repeats = 0
-        for message in assistants[1:]:
+        for message in assistants:
             if _signature(message) != last:
-                break
+                return False
             repeats += 1
             if repeats >= self.duplicate_threshold:
                 return True

@@ -28,10 +28,16 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl
 
+from app.testing.http import (
+    Connection,
+    HTTPRequest,
+    error_body,
+    reason_phrase,
+    resolve_future,
+)
 from app.testing.replies import (
     DropReply,
     ErrorReply,
@@ -50,8 +56,6 @@ __all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer", "main"]
 #: Called (on the server's thread) for a chat request when the script is empty.
 Responder = Callable[["CapturedRequest"], Any]
 
-_MAX_HEAD = 64 * 1024
-_MAX_BODY = 64 * 1024 * 1024
 _MAX_STREAM_PIECES = 32
 _CHAT_PATH = re.compile(r"^(?:/v1)?/chat/completions/?$")
 _AZURE_PATH = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
@@ -107,248 +111,6 @@ class CapturedRequest:
             "body": self.body if self.body is not None else self.raw.decode("utf-8", "replace"),
             "route": self.route,
         }
-
-
-# --- HTTP/1.1 framing ------------------------------------------------------------------------
-
-
-class _BadRequest(Exception):
-    """The bytes on a connection are not a request we can answer; reply and close."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-@dataclass
-class _Request:
-    method: str
-    target: str
-    version: str
-    headers: dict[str, str]
-    body: bytes
-
-
-def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes anything
-        raise _BadRequest(400, "undecodable request head") from exc
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
-        raise _BadRequest(400, f"malformed request line: {lines[0][:100]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise _BadRequest(400, f"malformed header line: {line[:100]!r}")
-        key = name.lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return parts[0].upper(), parts[1], parts[2], headers
-
-
-def _parse_chunked(buf: bytearray, start: int) -> tuple[bytes, int] | None:
-    """Decode a chunked body beginning at ``start``; ``None`` while it is incomplete."""
-    body = bytearray()
-    pos = start
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError as exc:
-            raise _BadRequest(400, "malformed chunk size") from exc
-        if size < 0:
-            raise _BadRequest(400, "malformed chunk size")
-        if len(body) + size > _MAX_BODY:
-            raise _BadRequest(413, "request body too large")
-        pos = eol + 2
-        if size == 0:
-            # Skip trailers up to the blank line that ends the message.
-            while True:
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    return None
-                if eol == pos:
-                    return bytes(body), eol + 2
-                pos = eol + 2
-        if len(buf) < pos + size + 2:
-            return None
-        body += buf[pos : pos + size]
-        if buf[pos + size : pos + size + 2] != b"\r\n":
-            raise _BadRequest(400, "malformed chunk terminator")
-        pos += size + 2
-
-
-def _parse_request(buf: bytearray) -> _Request | None:
-    """Take one complete request off the front of ``buf``; ``None`` if more bytes are needed."""
-    while buf.startswith(b"\r\n"):  # tolerated before a request line (RFC 9112 2.2)
-        del buf[:2]
-    end = buf.find(b"\r\n\r\n")
-    if end < 0:
-        if len(buf) > _MAX_HEAD:
-            raise _BadRequest(431, "request head too large")
-        return None
-    if end > _MAX_HEAD:
-        raise _BadRequest(431, "request head too large")
-    method, target, version, headers = _parse_head(bytes(buf[:end]))
-    start = end + 4
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        decoded = _parse_chunked(buf, start)
-        if decoded is None:
-            return None
-        body, consumed = decoded
-    else:
-        try:
-            length = int(headers.get("content-length", "0") or "0")
-        except ValueError as exc:
-            raise _BadRequest(400, "malformed Content-Length") from exc
-        if length < 0:
-            raise _BadRequest(400, "malformed Content-Length")
-        if length > _MAX_BODY:
-            raise _BadRequest(413, "request body too large")
-        if len(buf) < start + length:
-            return None
-        body, consumed = bytes(buf[start : start + length]), start + length
-    del buf[:consumed]
-    return _Request(method, target, version, headers, body)
-
-
-def _resolve(future: asyncio.Future[bool], result: bool) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
-
-
-def _error_body(message: str, type_: str = "invalid_request_error", code: str | None = None,
-                ) -> bytes:
-    payload = {"error": {"message": message, "type": type_, "param": None, "code": code}}
-    return json.dumps(payload).encode("utf-8")
-
-
-class _Connection(asyncio.Protocol):
-    """One client connection: parses requests as bytes arrive, answers them in order."""
-
-    def __init__(self, server: ScriptedLLMServer) -> None:
-        self._server = server
-        self.transport: asyncio.Transport | None = None
-        self._buf = bytearray()
-        self._pending: deque[_Request | _BadRequest] = deque()
-        self._wake = asyncio.Event()
-        self.gone = asyncio.Event()
-        self._eof = False
-        self.lost = False
-        self._broken = False
-        self._continue_sent = False
-        self._can_write = asyncio.Event()
-        self._can_write.set()
-        self._task: asyncio.Task[None] | None = None
-
-    # protocol callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self._server._conns.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve())
-
-    def data_received(self, data: bytes) -> None:
-        if self._broken:
-            return
-        self._buf += data
-        while True:
-            try:
-                request = _parse_request(self._buf)
-            except _BadRequest as exc:
-                self._broken = True
-                self._buf.clear()
-                self._pending.append(exc)
-                break
-            if request is None:
-                self._maybe_continue()
-                break
-            self._continue_sent = False
-            self._pending.append(request)
-        self._wake.set()
-
-    def _maybe_continue(self) -> None:
-        # Clients that send "Expect: 100-continue" wait for this before sending the body.
-        if self._continue_sent or self.transport is None:
-            return
-        end = self._buf.find(b"\r\n\r\n")
-        if end >= 0 and b"100-continue" in bytes(self._buf[:end]).lower():
-            self._continue_sent = True
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-
-    def eof_received(self) -> bool:
-        self._eof = True
-        self.gone.set()
-        self._wake.set()
-        return True  # keep the write side open to answer requests already received
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self._eof = True
-        self.gone.set()
-        self._wake.set()
-        self._can_write.set()
-        self._server._conns.discard(self)
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-
-    def pause_writing(self) -> None:
-        self._can_write.clear()
-
-    def resume_writing(self) -> None:
-        self._can_write.set()
-
-    # writing
-    def write(self, data: bytes) -> None:
-        if self.lost or self.transport is None or self.transport.is_closing():
-            raise ConnectionResetError("client went away")
-        self.transport.write(data)
-
-    async def drain(self) -> None:
-        await self._can_write.wait()
-        if self.lost:
-            raise ConnectionResetError("client went away")
-
-    def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
-
-    async def _serve(self) -> None:
-        try:
-            while True:
-                if not self._pending:
-                    if self._eof:
-                        break
-                    self._wake.clear()
-                    await self._wake.wait()
-                    continue
-                item = self._pending.popleft()
-                if isinstance(item, _BadRequest):
-                    self._server._send_plain(self, item.status, _error_body(
-                        f"scripted server: {item.message}"), keep_alive=False)
-                    break
-                if not await self._server._respond(self, item) or self.lost:
-                    break
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        except Exception as exc:  # a bug here must not kill the server; tests can see it
-            self._server._record_error(exc)
-        finally:
-            self.close()
 
 
 # --- rendering replies ------------------------------------------------------------------------
@@ -414,7 +176,7 @@ class ScriptedLLMServer:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._aio_server: asyncio.Server | None = None
-        self._conns: set[_Connection] = set()
+        self._conns: set[Connection] = set()
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self._port: int | None = None
@@ -480,7 +242,7 @@ class ScriptedLLMServer:
         try:
             self._aio_server = loop.run_until_complete(
                 loop.create_server(
-                    lambda: _Connection(self), self._host, self._requested_port, backlog=4096
+                    lambda: Connection(self), self._host, self._requested_port, backlog=4096
                 )
             )
             self._port = self._aio_server.sockets[0].getsockname()[1]
@@ -591,7 +353,7 @@ class ScriptedLLMServer:
             if count >= n or closing:
                 result = count >= n
                 try:
-                    loop.call_soon_threadsafe(_resolve, future, result)
+                    loop.call_soon_threadsafe(resolve_future, future, result)
                 except RuntimeError:  # that loop is closed; nobody is waiting any more
                     pass
             else:
@@ -614,7 +376,7 @@ class ScriptedLLMServer:
 
     # --- request handling -----------------------------------------------------------------
 
-    async def _respond(self, conn: _Connection, request: _Request) -> bool:
+    async def _respond(self, conn: Connection, request: HTTPRequest) -> bool:
         """Answer one request; returns whether the connection may carry another."""
         path, _, query_string = request.target.partition("?")
         query = dict(parse_qsl(query_string, keep_blank_values=True))
@@ -669,12 +431,12 @@ class ScriptedLLMServer:
                 self._record_error(exc)
 
         if route == "unknown":
-            self._send_plain(conn, 404, _error_body(
+            self._send_plain(conn, 404, error_body(
                 f"scripted server: no route for {request.method} {path}", code="unknown_url"),
                 keep_alive=keep_alive)
             return keep_alive
         if request.method != allowed:
-            self._send_plain(conn, 405, _error_body(
+            self._send_plain(conn, 405, error_body(
                 f"scripted server: {request.method} is not allowed on {path} (use {allowed})"),
                 keep_alive=keep_alive, headers=[("Allow", allowed)])
             return keep_alive
@@ -683,7 +445,7 @@ class ScriptedLLMServer:
                              keep_alive=keep_alive)
             return keep_alive
         if json_problem is not None:
-            self._send_plain(conn, 400, _error_body(f"scripted server: {json_problem}"),
+            self._send_plain(conn, 400, error_body(f"scripted server: {json_problem}"),
                              keep_alive=keep_alive)
             return keep_alive
 
@@ -697,12 +459,12 @@ class ScriptedLLMServer:
                 raise
             except Exception as exc:
                 self._record_error(exc)
-                self._send_plain(conn, 500, _error_body(
+                self._send_plain(conn, 500, error_body(
                     f"scripted server: the responder raised {exc!r}", "server_error"),
                     keep_alive=keep_alive)
                 return keep_alive
         if reply is None:
-            self._send_plain(conn, 400, _error_body(
+            self._send_plain(conn, 400, error_body(
                 f"scripted server: script exhausted after {served} requests "
                 "(push more replies or give a responder)", code="script_exhausted"),
                 keep_alive=keep_alive)
@@ -718,11 +480,11 @@ class ScriptedLLMServer:
         return {"object": "list", "data": [entry]}
 
     def _send_plain(
-        self, conn: _Connection, status: int, body: bytes, *, keep_alive: bool,
+        self, conn: Connection, status: int, body: bytes, *, keep_alive: bool,
         content_type: str = "application/json", headers: Iterable[tuple[str, str]] = (),
     ) -> None:
         lines = [
-            f"HTTP/1.1 {status} {_reason(status)}",
+            f"HTTP/1.1 {status} {reason_phrase(status)}",
             f"Content-Type: {content_type}",
             f"Content-Length: {len(body)}",
             f"Connection: {'keep-alive' if keep_alive else 'close'}",
@@ -732,7 +494,7 @@ class ScriptedLLMServer:
         conn.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
     async def _send_reply(
-        self, conn: _Connection, req: CapturedRequest, reply: Reply, model: str,
+        self, conn: Connection, req: CapturedRequest, reply: Reply, model: str,
         keep_alive: bool, chunked_ok: bool,
     ) -> bool:
         while isinstance(reply, SlowReply):
@@ -800,7 +562,7 @@ class ScriptedLLMServer:
                 "total_tokens": prompt + completion}
 
     async def _stream(
-        self, conn: _Connection, req: CapturedRequest, reply: TextReply | ToolCallsReply,
+        self, conn: Connection, req: CapturedRequest, reply: TextReply | ToolCallsReply,
         calls: list[tuple[Any, str]], usage: dict[str, int] | None, model: str,
         completion_id: str, created: int, keep_alive: bool, chunked: bool,
     ) -> None:

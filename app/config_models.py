@@ -1,0 +1,265 @@
+"""The validated shape of the configuration: one pydantic model per TOML section."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+
+from app.config_report import suggest
+from app.exceptions import ConfigError
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PROJECT_ROOT",
+    "AppConfig",
+    "BrowserSettings",
+    "LLMSettings",
+    "MCPServerConfig",
+    "MCPSettings",
+    "ProxySettings",
+    "RunflowSettings",
+    "SandboxSettings",
+    "SearchSettings",
+]
+
+PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent
+#: Name of the profile built from ``[llm]``'s own keys.
+DEFAULT_PROFILE = "default"
+
+
+class _Settings(BaseModel):
+    """Common model behaviour: unknown keys are reported by the loader, not by pydantic."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+
+
+def _blank_to_none(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+class LLMSettings(_Settings):
+    """One model profile: which endpoint to call and how patiently."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    max_tokens: PositiveInt = 4096
+    max_input_tokens: PositiveInt | None = None
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    api_type: str = "openai"
+    api_version: str | None = None
+    timeout: PositiveFloat = 300.0
+    max_retries: NonNegativeInt = 5
+    retry_min_wait: NonNegativeFloat = 1.0
+    retry_max_wait: NonNegativeFloat = 60.0
+    supports_images: bool | None = None
+    reasoning_model: bool | None = None
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _strip_model(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("base_url", "api_key", "api_version", mode="before")
+    @classmethod
+    def _strip_optional(cls, value: Any) -> Any:
+        value = _blank_to_none(value)
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("api_type", mode="before")
+    @classmethod
+    def _normalise_api_type(cls, value: Any) -> Any:
+        if value is None:
+            return "openai"
+        if isinstance(value, str):
+            return value.strip().lower() or "openai"
+        return value
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> LLMSettings:
+        if self.api_type == "azure" and not self.api_version:
+            raise ValueError(
+                'api_type "azure" needs api_version (for example api_version = "2024-10-21")'
+            )
+        if self.retry_max_wait < self.retry_min_wait:
+            raise ValueError(
+                f"retry_max_wait ({self.retry_max_wait}) is smaller than retry_min_wait "
+                f"({self.retry_min_wait})"
+            )
+        return self
+
+
+class ProxySettings(_Settings):
+    """Proxy the browser goes through."""
+
+    server: str = Field(min_length=1)
+    username: str | None = None
+    password: str | None = Field(default=None, repr=False)
+
+
+class BrowserSettings(_Settings):
+    """How the browser tool starts or attaches to a browser; ``headless=None`` means auto."""
+
+    headless: bool | None = None
+    disable_security: bool = True
+    extra_chromium_args: list[str] = Field(default_factory=list)
+    chrome_instance_path: str | None = None
+    wss_url: str | None = None
+    cdp_url: str | None = None
+    proxy: ProxySettings | None = None
+    max_content_length: PositiveInt = 2000
+
+    @field_validator("chrome_instance_path", "wss_url", "cdp_url", mode="before")
+    @classmethod
+    def _blank(cls, value: Any) -> Any:
+        return _blank_to_none(value)
+
+
+class SearchSettings(_Settings):
+    """Web search engine order and retry policy."""
+
+    engine: str = "Google"
+    fallback_engines: list[str] = Field(default_factory=lambda: ["DuckDuckGo", "Baidu", "Bing"])
+    retry_delay: NonNegativeInt = 60
+    max_retries: NonNegativeInt = 3
+    lang: str = "en"
+    country: str = "us"
+
+
+class SandboxSettings(_Settings):
+    """Docker sandbox limits."""
+
+    use_sandbox: bool = False
+    image: str = "python:3.12-slim"
+    work_dir: str = "/workspace"
+    memory_limit: str = "512m"
+    cpu_limit: PositiveFloat = 1.0
+    timeout: PositiveInt = 300
+    network_enabled: bool = False
+
+
+_HTTP_TYPE_ALIASES = {"http", "streamable-http", "streamable_http", "streamablehttp"}
+
+
+class MCPServerConfig(_Settings):
+    """One MCP server from ``mcp.json``: a command to spawn (stdio) or a URL (sse/http)."""
+
+    type: Literal["stdio", "sse", "http"]
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = Field(default=None, repr=False)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _infer_type(cls, data: Any) -> Any:
+        # Tolerant like upstream: the type may be omitted or spelled in several ways.
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        kind = data.get("type")
+        if isinstance(kind, str) and kind.strip():
+            kind = kind.strip().lower()
+            if kind in _HTTP_TYPE_ALIASES:
+                kind = "http"
+            data["type"] = kind
+        elif data.get("command"):
+            data["type"] = "stdio"
+        elif data.get("url"):
+            data["type"] = "sse"
+        else:
+            data["type"] = "stdio"  # the "command" error below explains what is missing
+        return data
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        # Environment values are strings; accept JSON numbers/booleans for convenience.
+        if isinstance(value, Mapping):
+            return {
+                k: (str(v).lower() if isinstance(v, bool) else str(v))
+                if isinstance(v, int | float | bool)
+                else v
+                for k, v in value.items()
+            }
+        return value
+
+    @model_validator(mode="after")
+    def _check_target(self) -> MCPServerConfig:
+        if self.type == "stdio" and not (self.command and self.command.strip()):
+            raise ValueError('a "stdio" server needs "command" (and usually "args")')
+        if self.type in {"sse", "http"} and not (self.url and self.url.strip()):
+            raise ValueError(f'an "{self.type}" server needs "url"')
+        return self
+
+
+class MCPSettings(_Settings):
+    """MCP: the module our own MCP server runs from, and the servers agents connect to."""
+
+    server_reference: str = "app.mcp.server"
+    servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+
+
+class RunflowSettings(_Settings):
+    """Which agents the planning flow gets."""
+
+    use_data_analysis_agent: bool = False
+
+
+class AppConfig(BaseModel):
+    """Everything loaded from the config files, already validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    llm: dict[str, LLMSettings]
+    browser_config: BrowserSettings = Field(default_factory=BrowserSettings)
+    search_config: SearchSettings = Field(default_factory=SearchSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    mcp_config: MCPSettings = Field(default_factory=MCPSettings)
+    run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
+    workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
+    config_path: Path | None = None
+
+    @field_validator("llm", mode="before")
+    @classmethod
+    def _single_profile(cls, value: Any) -> Any:
+        # Convenience for code-built configs: one LLMSettings becomes the default profile.
+        if isinstance(value, LLMSettings):
+            return {DEFAULT_PROFILE: value}
+        return value
+
+    @field_validator("llm")
+    @classmethod
+    def _has_default(cls, value: dict[str, LLMSettings]) -> dict[str, LLMSettings]:
+        if DEFAULT_PROFILE not in value:
+            raise ValueError(f'llm needs a "{DEFAULT_PROFILE}" profile')
+        return value
+
+    def get_llm_settings(self, name: str | None = None) -> LLMSettings:
+        """The named profile; unknown names are an error rather than a silent default."""
+        key = name or DEFAULT_PROFILE
+        try:
+            return self.llm[key]
+        except KeyError:
+            known = ", ".join(sorted(self.llm))
+            hint = suggest(key, self.llm)
+            raise ConfigError(
+                f"No LLM profile named {key!r}{hint}; configured profiles: {known}. "
+                f"Add a [llm.{key}] table to the config file."
+            ) from None
