@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,6 +21,18 @@ def _block_internet() -> Iterator[None]:
     netguard.install()
     yield
     netguard.uninstall()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _matplotlib_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """matplotlib (charts) keeps its font cache in a temporary directory, not in $HOME."""
+    previous = os.environ.get("MPLCONFIGDIR")
+    os.environ["MPLCONFIGDIR"] = str(tmp_path_factory.mktemp("mplconfig"))
+    yield
+    if previous is None:
+        os.environ.pop("MPLCONFIGDIR", None)
+    else:
+        os.environ["MPLCONFIGDIR"] = previous
 
 
 @pytest.fixture(autouse=True)

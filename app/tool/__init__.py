@@ -11,12 +11,15 @@ __all__ = [
     "Bash",
     "CLIResult",
     "CreateChatCompletion",
+    "DataVisualization",
+    "PlanningTool",
     "PythonExecute",
     "StrReplaceEditor",
     "Terminate",
     "ToolCollection",
     "ToolFailure",
     "ToolResult",
+    "VisualizationPrepare",
 ]
 
 _LOCATIONS = {
@@ -25,12 +28,15 @@ _LOCATIONS = {
     "Bash": "app.tool.bash",
     "CLIResult": "app.tool.base",
     "CreateChatCompletion": "app.tool.create_chat_completion",
+    "DataVisualization": "app.tool.chart.tools",
+    "PlanningTool": "app.tool.planning",
     "PythonExecute": "app.tool.python_execute",
     "StrReplaceEditor": "app.tool.str_replace_editor",
     "Terminate": "app.tool.terminate",
     "ToolCollection": "app.tool.tool_collection",
     "ToolFailure": "app.tool.base",
     "ToolResult": "app.tool.base",
+    "VisualizationPrepare": "app.tool.chart.tools",
 }
 
 

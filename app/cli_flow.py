@@ -1,0 +1,151 @@
+"""``run_flow.py``: a task planned into steps and carried out by Manus (and the data analyst).
+
+The plan and every step's status are shown on stderr as they change; the final summary goes
+to stdout. Options, Ctrl-C handling and exit codes are those of ``main.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+from app.cli_common import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    TerminalSession,
+    add_common_options,
+    check_common_args,
+    say,
+)
+
+if TYPE_CHECKING:
+    from app.agent.base import BaseAgent
+    from app.flow.events import FlowEvent, FlowResult
+    from app.flow.planning import PlanningFlow
+
+__all__ = ["DEFAULT_TIMEOUT", "ProgressPrinter", "build_parser", "main"]
+
+DEFAULT_TIMEOUT = 3600.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run_flow.py",
+        description="OpenManus planning flow: the task is split into a plan whose steps are "
+        "carried out by agents, with the progress shown live. Without --prompt, reads one "
+        "task per line ('exit' to leave).",
+    )
+    parser.add_argument("-p", "--prompt", help="run this one task and exit")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT,
+        help=f"seconds allowed for one task's whole flow (default: {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--data-analysis", action=argparse.BooleanOptionalAction, default=None,
+        help="add the data-analysis agent (default: [runflow] use_data_analysis_agent)",
+    )
+    add_common_options(parser, max_steps_help="step budget of each agent per plan step")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    problem = check_common_args(args)
+    if problem is None and not args.timeout > 0:
+        problem = "--timeout must be a positive number of seconds"
+    if problem:
+        say(f"error: {problem}")
+        return EXIT_CONFIG
+    try:
+        return asyncio.run(_FlowSession(args).run())
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+class ProgressPrinter:
+    """Renders flow events as lines on stderr: the plan, then each step as it starts and ends."""
+
+    def __call__(self, event: FlowEvent) -> None:
+        if event.kind == "plan_created":
+            say(f"\n{event.plan_text}\n")
+        elif event.kind == "plan_updated":
+            say(f"\nPlan revised:\n{event.plan_text}\n")
+        elif event.kind == "step_started":
+            say(f"▶ Step {event.step_index} of {event.total_steps} → {event.agent}: "
+                f"{event.step}")
+        elif event.kind == "step_finished":
+            mark = "✓" if event.status == "completed" else "✗"
+            note = f" — {event.note}" if event.note else ""
+            say(f"{mark} Step {event.step_index} {event.status}{note}")
+
+
+class _FlowSession(TerminalSession):
+    """One planning flow per task; the agents (and their conversations) persist across tasks."""
+
+    log_name = "openmanus_flow"
+    banner = "OpenManus flow ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.agents: dict[str, BaseAgent] = {}
+        self.flow: PlanningFlow | None = None
+
+    async def build(self) -> None:
+        from app.agent.manus import Manus
+        from app.config import config
+        from app.flow.base import FlowType
+        from app.flow.factory import FlowFactory
+        from app.logger import logger
+
+        kwargs: dict[str, Any] = {}
+        if self.args.max_steps is not None:
+            kwargs["max_steps"] = self.args.max_steps
+        if self.args.workspace is not None:
+            kwargs["workspace"] = self.args.workspace
+        self.agents["manus"] = await Manus.create(**kwargs)
+        use_data = self.args.data_analysis
+        if use_data is None:
+            use_data = config.run_flow_config.use_data_analysis_agent
+        if use_data:
+            from app.agent.data_analysis import DataAnalysis
+            from app.tool.chart.render import matplotlib_available
+
+            if not matplotlib_available():
+                logger.warning("The data-analysis agent cannot draw charts without matplotlib "
+                               "(pip install -e '.[data]')")
+            self.agents["data_analysis"] = DataAnalysis(**kwargs)
+        listeners = [] if self.args.quiet else [ProgressPrinter()]
+        flow = FlowFactory.create_flow(
+            FlowType.PLANNING, self.agents, timeout=self.args.timeout, listeners=listeners
+        )
+        self.flow = flow  # type: ignore[assignment]
+        logger.info(f"Planning flow ready with agents: "
+                    f"{', '.join(a.name for a in self.agents.values())}")
+
+    def start_task(self, prompt: str) -> Awaitable[Any]:
+        assert self.flow is not None
+        return self.flow.execute(prompt)
+
+    def report(self, result: FlowResult) -> int:
+        if result.summary:
+            print(result.summary, flush=True)
+        if result.error is not None:
+            say(f"error: {result.error}")
+            return EXIT_FAILED
+        if result.timed_out:
+            say(f"error: the flow did not finish within {self.args.timeout:g} s")
+            return EXIT_FAILED
+        if not result.ok:
+            blocked = [i for i, s in enumerate(result.plan.get("step_statuses", []))
+                       if s != "completed"]
+            say(f"Not every step was completed (blocked: {', '.join(map(str, blocked))})")
+            return EXIT_FAILED
+        return EXIT_OK
+
+    async def cleanup(self) -> None:
+        for agent in self.agents.values():
+            await agent.cleanup()

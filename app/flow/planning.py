@@ -1,0 +1,456 @@
+"""``PlanningFlow``: one LLM call makes a plan, agents carry out its steps, the LLM sums up.
+
+Differences from upstream, on purpose:
+
+* A step whose agent fails (LLM error, an exception, ``terminate`` with status failure),
+  stops at its step budget or runs out of ``step_timeout`` is marked ``blocked`` with a note,
+  and the flow moves on. After a blocked step the model may revise the remaining steps (one
+  planning call, at most ``max_replans`` times). Every iteration settles one step, so the flow
+  always ends.
+* Every step is a fresh ``run()`` of its agent: full ``max_steps`` budget, state reset. The
+  agent keeps its own conversation (it remembers what it did in earlier steps), and the step
+  prompt carries the plan with each finished step's result in its notes, so an agent also
+  learns what the others produced.
+* ``timeout`` bounds the whole flow: when it runs out, the running step is stopped (its tools
+  cleaned up), marked blocked, and the flow returns with a summary built without the LLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import time
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from app.agent.base import BaseAgent
+from app.exceptions import LLMError, ToolError
+from app.flow.base import BaseFlow
+from app.flow.events import FlowEvent, FlowEventKind, FlowListener, FlowResult, StepOutcome, notify
+from app.llm import LLM
+from app.logger import logger
+from app.prompt.planning import (
+    AGENTS_PROMPT,
+    CREATE_PLAN_PROMPT,
+    DEFAULT_PLAN_STEPS,
+    PLANNING_SYSTEM_PROMPT,
+    REPLAN_PROMPT,
+    STEP_PROMPT,
+    SUMMARY_PROMPT,
+    SUMMARY_SYSTEM_PROMPT,
+)
+from app.schema import AgentState, Message, ToolChoice
+from app.tool.arguments import parse_arguments
+from app.tool.planning import PlanningTool, PlanStepStatus, format_plan
+
+__all__ = ["PlanningFlow"]
+
+_TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9_\- ]*)\]")
+_COMPLETED = PlanStepStatus.COMPLETED.value
+_BLOCKED = PlanStepStatus.BLOCKED.value
+_IN_PROGRESS = PlanStepStatus.IN_PROGRESS.value
+
+
+class PlanningFlow(BaseFlow):
+    """Plans the task, runs each step on the agent it is tagged for, then summarizes.
+
+    Upstream keyword aliases work: ``executors=[...]`` for ``executor_keys`` and
+    ``plan_id=...`` for ``active_plan_id``.
+    """
+
+    llm: LLM | None = Field(default=None, description="Plans and summarizes; default LLM()")
+    planning_tool: PlanningTool = Field(default_factory=PlanningTool)
+    executor_keys: list[str] = Field(default_factory=list)
+    active_plan_id: str = Field(default_factory=lambda: f"plan_{int(time.time())}")
+    current_step_index: int | None = None
+
+    timeout: float | None = Field(default=None, gt=0, description="Seconds for the whole flow")
+    step_timeout: float | None = Field(default=None, gt=0, description="Seconds per step")
+    max_replans: int = Field(default=2, ge=0, description="Plan revisions after blocked steps")
+    note_chars: int = Field(default=400, ge=40, description="Length of a step's result note")
+    listeners: list[FlowListener] = Field(default_factory=list)
+
+    def __init__(
+        self, agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent], **data: Any
+    ) -> None:
+        if "executors" in data:
+            data["executor_keys"] = data.pop("executors")
+        if "plan_id" in data:
+            data["active_plan_id"] = data.pop("plan_id")
+        super().__init__(agents, **data)
+
+    @model_validator(mode="after")
+    def _setup(self) -> PlanningFlow:
+        if not self.executor_keys:
+            self.executor_keys = list(self.agents)
+        unknown = [key for key in self.executor_keys if key not in self.agents]
+        if unknown:
+            raise ValueError(f"executor_keys name unknown agents: {', '.join(unknown)}")
+        if self.llm is None:
+            self.llm = LLM()
+        return self
+
+    def add_listener(self, listener: FlowListener) -> None:
+        """Call ``listener(event)`` for every ``FlowEvent`` (plan made, step started...)."""
+        self.listeners.append(listener)
+
+    # ---- executor choice -----------------------------------------------------------------------
+
+    def get_executor(self, step_type: str | None) -> BaseAgent:
+        """The agent for a step tagged ``[step_type]`` (by key or agent name, any case);
+        untagged or unknown tags go to the first executor."""
+        if step_type:
+            wanted = _norm(step_type)
+            for key in self.executor_keys:
+                if _norm(key) == wanted or _norm(self.agents[key].name) == wanted:
+                    return self.agents[key]
+            logger.warning(f"No agent for step tag [{step_type}]; using the first executor")
+        return self.agents[self.executor_keys[0]]
+
+    @staticmethod
+    def step_tag(step: str) -> str | None:
+        match = _TAG.search(step)
+        return match.group(1).strip() if match else None
+
+    # ---- the flow ------------------------------------------------------------------------------
+
+    async def execute(self, input_text: str) -> FlowResult:
+        """Plan ``input_text`` and work through it. With empty text, an existing plan under
+        ``active_plan_id`` is carried on. LLM failures while planning end the flow with
+        ``result.error``; Ctrl-C (cancellation) marks the running step blocked and propagates."""
+        if not (input_text and input_text.strip()):
+            if self.active_plan_id not in self.planning_tool.plans:
+                raise ValueError("execute() needs a request, or an existing plan to carry on")
+        elif self.active_plan_id in self.planning_tool.plans:
+            self.active_plan_id = self._fresh_plan_id()
+
+        outcomes: list[StepOutcome] = []
+        summary = ""
+        error: BaseException | None = None
+        timed_out = False
+        budget = asyncio.timeout(self.timeout)
+        try:
+            async with budget:
+                if input_text and input_text.strip():
+                    await self._create_initial_plan(input_text.strip())
+                await self._work_through_plan(outcomes)
+                summary = await self._finalize_plan(input_text)
+        except TimeoutError:
+            if not budget.expired():
+                raise
+            timed_out = True
+            logger.warning(f"The flow ran out of its time limit ({self.timeout:g} s)")
+            await self._block_running_steps(f"stopped: the flow's time limit "
+                                            f"({self.timeout:g} s) ran out", outcomes)
+            summary = self._local_summary(f"The flow stopped after {self.timeout:g} s.")
+        except LLMError as e:
+            error = e
+            logger.error(f"The planning flow failed: {e}")
+            summary = self._local_summary(f"The flow stopped: {e}")
+        except asyncio.CancelledError:
+            self._mark_running_steps_blocked("stopped: the flow was interrupted")
+            raise
+        if summary:
+            await self._emit("summary", note=summary)
+        parts = [o.output for o in outcomes if o.output] + [summary]
+        return FlowResult(
+            "\n".join(part for part in parts if part),
+            summary=summary,
+            plan_id=self.active_plan_id,
+            plan=_copy_plan(self.planning_tool.plans.get(self.active_plan_id)),
+            steps=outcomes,
+            timed_out=timed_out,
+            error=error,
+        )
+
+    # ---- planning ------------------------------------------------------------------------------
+
+    async def _create_initial_plan(self, request: str) -> None:
+        """One LLM call offering only the planning tool; the default plan if it makes none."""
+        prompt = CREATE_PLAN_PROMPT.format(request=request) + self._agents_prompt()
+        assert self.llm is not None
+        response = await self.llm.ask_tool(
+            messages=[Message.user_message(prompt)],
+            system_msgs=[Message.system_message(PLANNING_SYSTEM_PROMPT)],
+            tools=[self.planning_tool.to_param()],
+            tool_choice=ToolChoice.AUTO,
+        )
+        for call in response.tool_calls or []:
+            if call.function.name != self.planning_tool.name:
+                continue
+            args = self._planning_args(call.function.arguments)
+            if args is None or args.get("command") != "create":
+                continue
+            args["plan_id"] = self.active_plan_id
+            args.setdefault("title", _default_title(request))
+            try:
+                await self.planning_tool.execute(**args)
+            except (ToolError, TypeError) as e:
+                logger.warning(f"The model's plan was not usable: {e}")
+                continue
+            break
+        if self.active_plan_id not in self.planning_tool.plans:
+            logger.warning("The model made no plan; using the default plan")
+            await self.planning_tool.execute(
+                command="create",
+                plan_id=self.active_plan_id,
+                title=_default_title(request),
+                steps=list(DEFAULT_PLAN_STEPS),
+            )
+        steps = len(self.planning_tool.plans[self.active_plan_id]["steps"])
+        logger.info(f"Plan '{self.active_plan_id}' ready with {steps} step(s)")
+        logger.debug(f"Plan:\n{self._plan_text()}")
+        await self._emit("plan_created")
+
+    async def _replan(self, index: int, note: str) -> None:
+        """Let the model revise the remaining steps after step ``index`` was blocked."""
+        prompt = REPLAN_PROMPT.format(index=index, note=note, plan=self._plan_text())
+        assert self.llm is not None
+        try:
+            response = await self.llm.ask_tool(
+                messages=[Message.user_message(prompt + self._agents_prompt())],
+                system_msgs=[Message.system_message(PLANNING_SYSTEM_PROMPT)],
+                tools=[self.planning_tool.to_param()],
+                tool_choice=ToolChoice.AUTO,
+            )
+        except LLMError as e:
+            logger.warning(f"Could not revise the plan ({e}); going on with it as it is")
+            return
+        for call in response.tool_calls or []:
+            args = self._planning_args(call.function.arguments)
+            if call.function.name != self.planning_tool.name or args is None:
+                continue
+            if args.get("command") != "update":
+                logger.warning(f"Ignoring planning command {args.get('command')!r} in a revision")
+                continue
+            args["plan_id"] = self.active_plan_id
+            try:
+                await self.planning_tool.execute(**args)
+            except (ToolError, TypeError) as e:
+                logger.warning(f"The revised plan was not usable: {e}")
+                continue
+            logger.info("Plan revised after a blocked step")
+            logger.debug(f"Plan:\n{self._plan_text()}")
+            await self._emit("plan_updated")
+            return
+
+    def _planning_args(self, raw: Any) -> dict[str, Any] | None:
+        try:
+            return dict(parse_arguments(raw))
+        except ValueError as e:
+            logger.warning(f"Unreadable planning arguments ({e}): {raw!r}")
+            return None
+
+    def _agents_prompt(self) -> str:
+        if len(self.executor_keys) < 2:
+            return ""
+        lines = []
+        for key in self.executor_keys:
+            agent = self.agents[key]
+            lines.append(f"- [{key.upper()}] ({agent.name}): {agent.description or ''}".rstrip())
+        return AGENTS_PROMPT.format(agents="\n".join(lines), example=self.executor_keys[0].upper())
+
+    # ---- steps ---------------------------------------------------------------------------------
+
+    async def _work_through_plan(self, outcomes: list[StepOutcome]) -> None:
+        replans_left = self.max_replans
+        while (found := self._next_step()) is not None:
+            index, step = found
+            self.current_step_index = index
+            executor = self.get_executor(self.step_tag(step))
+            self._mark(index, _IN_PROGRESS)
+            await self._emit("step_started", index=index, step=step, agent=executor.name,
+                             status=_IN_PROGRESS)
+            outcome = await self._execute_step(executor, index, step)
+            outcomes.append(outcome)
+            self._mark(index, outcome.status, outcome.note)
+            await self._emit("step_finished", index=index, step=step, agent=executor.name,
+                             status=outcome.status, note=outcome.note)
+            if not outcome.ok and replans_left > 0:
+                replans_left -= 1
+                await self._replan(index, outcome.note)
+        self.current_step_index = None
+
+    def _next_step(self) -> tuple[int, str] | None:
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        if plan is None:
+            return None
+        active = PlanStepStatus.get_active_statuses()
+        for index, status in enumerate(plan["step_statuses"]):
+            if status in active:
+                return index, plan["steps"][index]
+        return None
+
+    async def _execute_step(self, executor: BaseAgent, index: int, step: str) -> StepOutcome:
+        """Run one step on a fresh run of ``executor``; classify how it ended."""
+        prompt = STEP_PROMPT.format(plan=self._plan_text(), index=index, step=step)
+        outcome = StepOutcome(index=index, step=step, agent=executor.name, status=_BLOCKED)
+        logger.debug(f"Step {index} → {executor.name}: {step}")
+        limit = asyncio.timeout(self.step_timeout)
+        try:
+            async with limit:
+                result: Any = await executor.run(prompt)
+        except TimeoutError:
+            if not limit.expired():
+                raise
+            outcome.note = f"did not finish within the step time limit ({self.step_timeout:g} s)"
+            return outcome
+        except Exception as e:  # a broken agent or tool must not end the flow
+            logger.opt(exception=e).warning(f"Step {index} raised {type(e).__name__}")
+            outcome.note = f"failed: {type(e).__name__}: {e}"
+            return outcome
+
+        answer = getattr(result, "final_answer", None) or ""
+        state = getattr(result, "state", AgentState.FINISHED)
+        error = getattr(result, "error", None)
+        outcome.steps_used = int(getattr(result, "steps", 0) or 0)
+        outcome.output = answer or str(result)
+        if error is not None:
+            outcome.note = f"failed: {error}"
+        elif state != AgentState.FINISHED:
+            outcome.note = (f"stopped after {outcome.steps_used} steps without finishing"
+                            + (f"; last words: {self._clip(answer)}" if answer else ""))
+        elif _reported_failure(executor):
+            outcome.note = "the agent gave up" + (f": {self._clip(answer)}" if answer else "")
+        else:
+            outcome.status = _COMPLETED
+            outcome.note = self._clip(answer) if answer else "done"
+        return outcome
+
+    def _mark(self, index: int, status: str, note: str | None = None) -> None:
+        plan = self.planning_tool.plans[self.active_plan_id]
+        plan["step_statuses"][index] = status
+        if note is not None:
+            plan["step_notes"][index] = note
+
+    async def _block_running_steps(self, note: str, outcomes: list[StepOutcome]) -> None:
+        for index, step in self._mark_running_steps_blocked(note):
+            agent = self.get_executor(self.step_tag(step)).name
+            outcomes.append(StepOutcome(index=index, step=step, agent=agent, status=_BLOCKED,
+                                        note=note))
+            await self._emit("step_finished", index=index, step=step, agent=agent,
+                             status=_BLOCKED, note=note)
+
+    def _mark_running_steps_blocked(self, note: str) -> list[tuple[int, str]]:
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        if plan is None:
+            return []
+        marked = []
+        for index, status in enumerate(plan["step_statuses"]):
+            if status == _IN_PROGRESS:
+                self._mark(index, _BLOCKED, note)
+                marked.append((index, plan["steps"][index]))
+        self.current_step_index = None
+        return marked
+
+    # ---- summary -------------------------------------------------------------------------------
+
+    async def _finalize_plan(self, request: str) -> str:
+        """The model's summary of the outcome; a plain account if the model cannot be reached."""
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        if plan is None:
+            return ""
+        title = request.strip() or plan["title"]
+        prompt = SUMMARY_PROMPT.format(request=title, plan=self._plan_text())
+        assert self.llm is not None
+        try:
+            return await self.llm.ask(
+                [Message.user_message(prompt)],
+                system_msgs=[Message.system_message(SUMMARY_SYSTEM_PROMPT)],
+                stream=False,
+            )
+        except LLMError as e:
+            logger.warning(f"Could not get a summary from the model ({e})")
+            return self._local_summary()
+
+    def _local_summary(self, lead: str = "") -> str:
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        if plan is None:
+            return lead or "No plan was made."
+        statuses = plan["step_statuses"]
+        lines = [lead] if lead else []
+        lines.append(f"Plan '{plan['title']}': {statuses.count(_COMPLETED)} of {len(statuses)} "
+                     "steps completed.")
+        for index, (step, status, note) in enumerate(
+            zip(plan["steps"], statuses, plan["step_notes"], strict=True)
+        ):
+            if status != _COMPLETED:
+                lines.append(f"- step {index} ({status}): {step}" + (f" — {note}" if note else ""))
+        return "\n".join(lines)
+
+    # ---- helpers -------------------------------------------------------------------------------
+
+    def _plan_text(self) -> str:
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        return format_plan(plan) if plan is not None else "(no plan)"
+
+    def _clip(self, text: str) -> str:
+        text = " ".join(text.split())
+        limit = self.note_chars
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def _fresh_plan_id(self) -> str:
+        base = f"plan_{int(time.time())}"
+        for n in itertools.count(1):
+            candidate = base if n == 1 else f"{base}_{n}"
+            if candidate not in self.planning_tool.plans:
+                return candidate
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _emit(
+        self,
+        kind: FlowEventKind,
+        *,
+        index: int | None = None,
+        step: str | None = None,
+        agent: str | None = None,
+        status: str | None = None,
+        note: str | None = None,
+    ) -> None:
+        if not self.listeners:
+            return
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        event = FlowEvent(
+            kind=kind,
+            plan_id=self.active_plan_id,
+            plan_text=self._plan_text(),
+            step_index=index,
+            step=step,
+            agent=agent,
+            status=status,
+            note=note,
+            total_steps=len(plan["steps"]) if plan else 0,
+        )
+        await notify(self.listeners, event)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s\-]+", "_", name.strip()).lower()
+
+
+def _default_title(request: str) -> str:
+    short = " ".join(request.split())
+    return f"Plan for: {short[:50]}" + ("..." if len(short) > 50 else "")
+
+
+def _copy_plan(plan: dict[str, Any] | None) -> dict[str, Any]:
+    if plan is None:
+        return {}
+    return {key: list(value) if isinstance(value, list) else value for key, value in plan.items()}
+
+
+def _reported_failure(agent: BaseAgent) -> bool:
+    """True when the agent's last act was ``terminate`` with status ``failure``."""
+    for message in reversed(agent.memory.messages):
+        if message.role != "assistant":
+            continue
+        for call in message.tool_calls or []:
+            if call.function.name == "terminate":
+                try:
+                    return parse_arguments(call.function.arguments).get("status") == "failure"
+                except ValueError:
+                    return False
+        return False
+    return False

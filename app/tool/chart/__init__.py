@@ -1,0 +1,23 @@
+"""Charts for the data-analysis agent: tables from CSV or records, drawn with matplotlib.
+
+``spec`` (what a chart is and how it is checked), ``render`` (drawing, off the event loop) and
+``tools`` (the ``data_visualization`` and ``visualization_preparation`` tools). matplotlib is
+imported only when a chart is drawn; it comes with the ``data`` extra.
+"""
+
+from __future__ import annotations
+
+from app._lazy import lazy_getattr
+
+__all__ = ["ChartSpec", "DataVisualization", "Table", "VisualizationPrepare", "render_chart"]
+
+_LOCATIONS = {
+    "ChartSpec": "app.tool.chart.spec",
+    "Table": "app.tool.chart.spec",
+    "render_chart": "app.tool.chart.render",
+    "DataVisualization": "app.tool.chart.tools",
+    "VisualizationPrepare": "app.tool.chart.tools",
+}
+
+
+__getattr__ = lazy_getattr(__name__, _LOCATIONS)

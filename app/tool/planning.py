@@ -1,0 +1,324 @@
+"""``planning``: plans as numbered step lists with a status per step.
+
+Upstream's command set, parameter names, statuses and text layout, so models and code written
+for upstream keep working. Plans are stored as plain dicts with upstream's keys (``plan_id``,
+``title``, ``steps``, ``step_statuses``, ``step_notes``) because flows and user code read them.
+Every bad input raises ``ToolError``: the model reads the message and can correct itself.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import Field, PrivateAttr
+
+from app.exceptions import ToolError
+from app.tool.base import BaseTool, ToolResult
+
+__all__ = ["PLANNING_COMMANDS", "PlanStepStatus", "PlanningTool", "format_plan"]
+
+PLANNING_COMMANDS = ("create", "update", "list", "get", "set_active", "mark_step", "delete")
+
+
+class PlanStepStatus(str, Enum):
+    """Where a step stands, with the marker shown in the plan text."""
+
+    NOT_STARTED = "not_started"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    BLOCKED = "blocked"
+
+    @classmethod
+    def get_all_statuses(cls) -> list[str]:
+        return [status.value for status in cls]
+
+    @classmethod
+    def get_active_statuses(cls) -> list[str]:
+        """Statuses of steps that still have to be worked on."""
+        return [cls.NOT_STARTED.value, cls.IN_PROGRESS.value]
+
+    @classmethod
+    def get_status_marks(cls) -> dict[str, str]:
+        return {
+            cls.NOT_STARTED.value: "[ ]",
+            cls.IN_PROGRESS.value: "[→]",
+            cls.COMPLETED.value: "[✓]",
+            cls.BLOCKED.value: "[!]",
+        }
+
+
+_DESCRIPTION = (
+    "Keep a plan for a multi-step task and track its progress. Commands: `create` a plan "
+    "(plan_id, title, steps), `update` its title or steps (unchanged steps keep their status), "
+    "`list` all plans, `get` one plan (the active one by default), `set_active` a plan, "
+    "`mark_step` a step's status and notes (step_index counts from 0), `delete` a plan."
+)
+
+
+def format_plan(plan: dict[str, Any]) -> str:
+    """The plan as text: header, progress, status counts, then one marked line per step."""
+    steps: list[str] = plan["steps"]
+    statuses: list[str] = plan["step_statuses"]
+    notes: list[str] = plan["step_notes"]
+    header = f"Plan: {plan['title']} (ID: {plan['plan_id']})"
+    counts = {status: statuses.count(status) for status in PlanStepStatus.get_all_statuses()}
+    total = len(steps)
+    done = counts[PlanStepStatus.COMPLETED.value]
+    percent = done / total * 100 if total else 0.0
+    marks = PlanStepStatus.get_status_marks()
+    lines = [
+        header,
+        "=" * len(header),
+        "",
+        f"Progress: {done}/{total} steps completed ({percent:.1f}%)",
+        f"Status: {done} completed, {counts['in_progress']} in progress, "
+        f"{counts['blocked']} blocked, {counts['not_started']} not started",
+        "",
+        "Steps:",
+    ]
+    for index, (step, status, note) in enumerate(zip(steps, statuses, notes, strict=True)):
+        lines.append(f"{index}. {marks.get(status, '[ ]')} {step}")
+        if note:
+            lines.append(f"   Notes: {note}")
+    return "\n".join(lines)
+
+
+class PlanningTool(BaseTool):
+    """Creates and tracks plans; ``plans`` and ``_current_plan_id`` as upstream names them."""
+
+    name: str = "planning"
+    description: str = _DESCRIPTION
+    parameters: dict[str, Any] | None = Field(
+        default_factory=lambda: {
+            "type": "object",
+            "properties": {
+                "command": {
+                    "type": "string",
+                    "enum": list(PLANNING_COMMANDS),
+                    "description": "What to do.",
+                },
+                "plan_id": {
+                    "type": "string",
+                    "description": "The plan's identifier. Needed by create, update, "
+                    "set_active and delete; get and mark_step use the active plan without it.",
+                },
+                "title": {
+                    "type": "string",
+                    "description": "The plan's title (create; optional for update).",
+                },
+                "steps": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "The steps in order (create; optional for update).",
+                },
+                "step_index": {
+                    "type": "integer",
+                    "description": "Which step to mark, counting from 0 (mark_step).",
+                },
+                "step_status": {
+                    "type": "string",
+                    "enum": PlanStepStatus.get_all_statuses(),
+                    "description": "The step's new status (mark_step).",
+                },
+                "step_notes": {
+                    "type": "string",
+                    "description": "Notes to keep with the step (mark_step).",
+                },
+            },
+            "required": ["command"],
+            "additionalProperties": False,
+        }
+    )
+
+    plans: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    _current_plan_id: str | None = PrivateAttr(default=None)
+
+    @property
+    def current_plan_id(self) -> str | None:
+        return self._current_plan_id
+
+    async def execute(  # type: ignore[override]
+        self,
+        *,
+        command: Literal[
+            "create", "update", "list", "get", "set_active", "mark_step", "delete"
+        ],
+        plan_id: str | None = None,
+        title: str | None = None,
+        steps: list[str] | None = None,
+        step_index: int | None = None,
+        step_status: str | None = None,
+        step_notes: str | None = None,
+        **kwargs: Any,
+    ) -> ToolResult:
+        if kwargs:
+            raise ToolError(
+                f"Unknown parameter(s) for planning: {', '.join(sorted(kwargs))}. "
+                "Allowed: command, plan_id, title, steps, step_index, step_status, step_notes."
+            )
+        if command == "create":
+            return self._create(plan_id, title, steps)
+        if command == "update":
+            return self._update(plan_id, title, steps)
+        if command == "list":
+            return self._list()
+        if command == "get":
+            return self._get(plan_id)
+        if command == "set_active":
+            return self._set_active(plan_id)
+        if command == "mark_step":
+            return self._mark_step(plan_id, step_index, step_status, step_notes)
+        if command == "delete":
+            return self._delete(plan_id)
+        raise ToolError(
+            f"Unknown command {command!r}. Use one of: {', '.join(PLANNING_COMMANDS)}."
+        )
+
+    # ---- commands --------------------------------------------------------------------------
+
+    def _create(self, plan_id: str | None, title: str | None, steps: Any) -> ToolResult:
+        plan_id = _require_id(plan_id, "create")
+        if plan_id in self.plans:
+            raise ToolError(
+                f"A plan with ID '{plan_id}' already exists. Use `update` to change it, "
+                "or choose another plan_id."
+            )
+        if not isinstance(title, str) or not title.strip():
+            raise ToolError("`title` is required for command `create`.")
+        clean = _check_steps(steps, "create")
+        self.plans[plan_id] = {
+            "plan_id": plan_id,
+            "title": title.strip(),
+            "steps": clean,
+            "step_statuses": [PlanStepStatus.NOT_STARTED.value] * len(clean),
+            "step_notes": [""] * len(clean),
+        }
+        self._current_plan_id = plan_id
+        return ToolResult(
+            output=f"Plan created successfully with ID: {plan_id}\n\n"
+            + format_plan(self.plans[plan_id])
+        )
+
+    def _update(self, plan_id: str | None, title: str | None, steps: Any) -> ToolResult:
+        plan = self._plan(_require_id(plan_id, "update"))
+        if title is not None:
+            if not isinstance(title, str) or not title.strip():
+                raise ToolError("`title` must be a non-empty string.")
+            plan["title"] = title.strip()
+        if steps is not None:
+            clean = _check_steps(steps, "update")
+            old_steps, old_statuses, old_notes = (
+                plan["steps"], plan["step_statuses"], plan["step_notes"])
+            statuses: list[str] = []
+            notes: list[str] = []
+            for index, step in enumerate(clean):
+                # A step that is unchanged at its position keeps its progress.
+                if index < len(old_steps) and old_steps[index] == step:
+                    statuses.append(old_statuses[index])
+                    notes.append(old_notes[index])
+                else:
+                    statuses.append(PlanStepStatus.NOT_STARTED.value)
+                    notes.append("")
+            plan.update(steps=clean, step_statuses=statuses, step_notes=notes)
+        return ToolResult(
+            output=f"Plan updated successfully: {plan['plan_id']}\n\n" + format_plan(plan)
+        )
+
+    def _list(self) -> ToolResult:
+        if not self.plans:
+            return ToolResult(output="No plans available. Create a plan with the 'create' command.")
+        lines = ["Available plans:"]
+        for plan_id, plan in self.plans.items():
+            active = " (active)" if plan_id == self._current_plan_id else ""
+            done = plan["step_statuses"].count(PlanStepStatus.COMPLETED.value)
+            total = len(plan["steps"])
+            lines.append(f"• {plan_id}{active}: {plan['title']} - {done}/{total} steps completed")
+        return ToolResult(output="\n".join(lines))
+
+    def _get(self, plan_id: str | None) -> ToolResult:
+        return ToolResult(output=format_plan(self._plan(self._id_or_active(plan_id))))
+
+    def _set_active(self, plan_id: str | None) -> ToolResult:
+        plan = self._plan(_require_id(plan_id, "set_active"))
+        self._current_plan_id = plan["plan_id"]
+        return ToolResult(
+            output=f"Plan '{plan['plan_id']}' is now the active plan.\n\n" + format_plan(plan)
+        )
+
+    def _mark_step(
+        self,
+        plan_id: str | None,
+        step_index: Any,
+        step_status: str | None,
+        step_notes: str | None,
+    ) -> ToolResult:
+        plan = self._plan(self._id_or_active(plan_id))
+        if step_index is None:
+            raise ToolError("`step_index` is required for command `mark_step`.")
+        if isinstance(step_index, bool) or not isinstance(step_index, int):
+            if isinstance(step_index, str) and step_index.strip().lstrip("-").isdigit():
+                step_index = int(step_index)
+            else:
+                raise ToolError(f"`step_index` must be an integer, got {step_index!r}.")
+        count = len(plan["steps"])
+        if not 0 <= step_index < count:
+            raise ToolError(
+                f"step_index {step_index} is out of range: plan '{plan['plan_id']}' has "
+                f"{count} step(s), numbered 0 to {count - 1}."
+            )
+        if step_status is not None:
+            if step_status not in PlanStepStatus.get_all_statuses():
+                raise ToolError(
+                    f"Unknown step_status {step_status!r}. Use one of: "
+                    f"{', '.join(PlanStepStatus.get_all_statuses())}."
+                )
+            plan["step_statuses"][step_index] = step_status
+        if step_notes is not None:
+            if not isinstance(step_notes, str):
+                raise ToolError("`step_notes` must be a string.")
+            plan["step_notes"][step_index] = step_notes
+        return ToolResult(
+            output=f"Step {step_index} updated in plan '{plan['plan_id']}'.\n\n"
+            + format_plan(plan)
+        )
+
+    def _delete(self, plan_id: str | None) -> ToolResult:
+        plan = self._plan(_require_id(plan_id, "delete"))
+        del self.plans[plan["plan_id"]]
+        if self._current_plan_id == plan["plan_id"]:
+            self._current_plan_id = None
+        return ToolResult(output=f"Plan '{plan['plan_id']}' has been deleted.")
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _plan(self, plan_id: str) -> dict[str, Any]:
+        plan = self.plans.get(plan_id)
+        if plan is None:
+            known = ", ".join(self.plans) or "none"
+            raise ToolError(f"No plan with ID '{plan_id}'. Known plans: {known}.")
+        return plan
+
+    def _id_or_active(self, plan_id: str | None) -> str:
+        if plan_id is not None:
+            return _require_id(plan_id, "this command")
+        if self._current_plan_id is None:
+            raise ToolError("No active plan. Give a plan_id or create a plan first.")
+        return self._current_plan_id
+
+
+def _require_id(plan_id: Any, command: str) -> str:
+    if not isinstance(plan_id, str) or not plan_id.strip():
+        raise ToolError(f"`plan_id` is required for command `{command}`.")
+    return plan_id.strip()
+
+
+def _check_steps(steps: Any, command: str) -> list[str]:
+    if steps is None:
+        raise ToolError(f"`steps` is required for command `{command}`: a list of step texts.")
+    if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
+        raise ToolError("`steps` must be a list of strings, one per step.")
+    clean = [step.strip() for step in steps]
+    if not clean or not all(clean):
+        raise ToolError("`steps` must contain at least one step, and no step may be empty.")
+    return clean

@@ -1,0 +1,8 @@
+"""Run a task as a planning flow: `python run_flow.py -p "task"` (or interactive input)."""
+
+import sys
+
+from app.cli_flow import main
+
+if __name__ == "__main__":
+    sys.exit(main())
