@@ -217,14 +217,14 @@ async def test_timeout_stops_a_flow_whose_agent_never_finishes(llm_server, make_
         slow(60, text("too late")),
     )
     recorder = Recorder()
-    flow = make_flow(make_llm, workspace, timeout=1.0, listeners=[recorder])
+    flow = make_flow(make_llm, workspace, timeout=2.0, listeners=[recorder])
     started = time.monotonic()
     result = await flow.execute("Hang")
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 15
     assert result.timed_out and not result.ok
     assert result.plan["step_statuses"] == ["blocked", "not_started"]
-    assert result.plan["step_notes"][0] == "stopped: the flow's time limit (1 s) ran out"
-    assert result.summary.startswith("The flow stopped after 1 s.")
+    assert result.plan["step_notes"][0] == "stopped: the flow's time limit (2 s) ran out"
+    assert result.summary.startswith("The flow stopped after 2 s.")
     assert "step 1 (not_started): [MANUS] Never reached" in result.summary
     assert ("step_finished", 0, "blocked") in recorder.trail()
     assert len(llm_server.requests) == 2  # no summary call after the deadline
