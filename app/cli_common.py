@@ -154,7 +154,9 @@ class TerminalSession(ABC):
         from app.tool.ask_human import StdinInputProvider, set_input_provider
 
         level = "DEBUG" if self.args.verbose else "WARNING" if self.args.quiet else "INFO"
-        define_log_level(print_level=level, name=self.log_name, compact=True)
+        log_dir = os.environ.get("OPENMANUS_LOG_DIR") or None
+        define_log_level(print_level=level, name=self.log_name, compact=True,
+                         log_dir=Path(log_dir) if log_dir else None)
         config.load(self.args.config)
         config.llm  # noqa: B018 - validate the LLM section now, with one clear message
         self.reader = StdinInputProvider()

@@ -40,6 +40,7 @@ def child_env(tmp_path: Path) -> dict[str, str]:
         OPENMANUS_BLOCK_NETWORK="1",
         PYTHONUNBUFFERED="1",
         HOME=str(tmp_path),  # nothing may be written to the real home directory
+        OPENMANUS_LOG_DIR=str(tmp_path / "logs"),  # nor log files into the project
     )
     return env
 
