@@ -5,8 +5,10 @@ appear in nothing the model, the logs or the caller gets."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -65,9 +67,23 @@ def _hostile_script(outside: Path, config_file: Path) -> list[dict]:
     return [tool_calls(step) for step in steps]
 
 
+@pytest.fixture
+def kill_escaped(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """setsid is the documented way out of a local run's process group: whatever escaped
+    during the test is killed afterwards, pass or fail."""
+    yield
+    for pid in processes_under(tmp_path):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 async def test_hostile_model_cannot_escape_or_leak(
-    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_logging: None
+    backend: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    restore_logging: None,
+    kill_escaped: None,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("SOME_SERVICE_TOKEN", ENV_SECRET)
@@ -122,11 +138,12 @@ async def test_hostile_model_cannot_escape_or_leak(
     assert os.listdir(outside) == []
     assert config_file.read_text().count(SECRET) == 1
     assert (workspace / "a; touch ../outside/$(id -u)").read_text() == "x"
-    assert processes_under(tmp_path) == [] or backend == "local"
+    left = processes_under(tmp_path)
     if backend == "local":
-        # setsid is the documented way out of a local run's process group; clean up after it.
-        for pid in processes_under(tmp_path, "sleep"):
-            os.kill(pid, 9)
+        # Only what left the process group with setsid survives (killed by kill_escaped).
+        assert len(left) <= 2 and len(processes_under(tmp_path, "sleep")) == len(left)
+    else:
+        assert left == []
 
     by_step = dict(enumerate(tool_texts))
     if backend == "local":
