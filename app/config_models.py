@@ -142,15 +142,37 @@ class SearchSettings(_Settings):
 
 
 class SandboxSettings(_Settings):
-    """Docker sandbox limits."""
+    """Where model-written code runs and within which limits (see ``app.sandbox``)."""
 
     use_sandbox: bool = False
+    #: "local", "bubblewrap" or "docker"; unset: "docker" if use_sandbox else "local".
+    backend: Literal["local", "bubblewrap", "docker"] | None = None
     image: str = "python:3.12-slim"
     work_dir: str = "/workspace"
     memory_limit: str = "512m"
     cpu_limit: PositiveFloat = 1.0
     timeout: PositiveInt = 300
     network_enabled: bool = False
+    max_processes: PositiveInt = 256
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _normalise_backend(cls, value: Any) -> Any:
+        value = _blank_to_none(value)
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _check_memory(cls, value: str) -> str:
+        from app.sandbox.sizes import parse_size
+
+        parse_size(value)
+        return value
+
+    @property
+    def effective_backend(self) -> str:
+        """The backend in force: ``backend`` if set, else upstream's meaning of use_sandbox."""
+        return self.backend or ("docker" if self.use_sandbox else "local")
 
 
 _HTTP_TYPE_ALIASES = {"http", "streamable-http", "streamable_http", "streamablehttp"}

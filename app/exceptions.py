@@ -28,6 +28,8 @@ __all__ = [
     "LLMTimeoutError",
     "LLMTransientError",
     "OpenManusError",
+    "SandboxError",
+    "SandboxUnavailableError",
     "TokenLimitExceeded",
     "ToolError",
     "ToolsNotSupportedError",
@@ -58,6 +60,14 @@ class AgentError(OpenManusError):
 
 class AgentStateError(AgentError):
     """An agent was asked to run while it is already running (or in another illegal state)."""
+
+
+class SandboxError(OpenManusError):
+    """The sandbox could not do what was asked (start, confine, clean up)."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The configured sandbox backend cannot run here (no ``bwrap``, no Docker engine)."""
 
 
 # --- errors the model can fix --------------------------------------------------------------

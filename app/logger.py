@@ -20,7 +20,14 @@ from loguru import logger as _loguru_logger
 if TYPE_CHECKING:
     from loguru import Logger, Record
 
-__all__ = ["define_log_level", "logger", "redact", "register_secret"]
+__all__ = [
+    "define_log_level",
+    "logger",
+    "redact",
+    "redact_registered",
+    "register_secret",
+    "registered_secrets",
+]
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,6 +96,21 @@ def redact(text: str) -> str:
     for regex, replacement in _KEY_PATTERNS:
         text = regex.sub(replacement, text)
     return text
+
+
+def redact_registered(text: str) -> str:
+    """Replace only the registered secret values: for text the model reads, where a pattern
+    such as ``password=...`` is often legitimate code and must stay visible."""
+    pattern = _secrets_pattern
+    if not text or pattern is None:
+        return text
+    return pattern.sub(REDACTED, text)
+
+
+def registered_secrets() -> frozenset[str]:
+    """The registered secret values (to keep them out of child processes' environments)."""
+    with _secrets_lock:
+        return frozenset(_secrets)
 
 
 def _redact_record(record: Record) -> None:

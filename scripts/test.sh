@@ -5,7 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data
+source scripts/setup-venv.sh dev,data,docker
+
+# The bubblewrap sandbox tests need bwrap (Debian package); waits if apt is busy.
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap >/dev/null ||
+    { apt-get update -qq -o DPkg::Lock::Timeout=600 &&
+      apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap >/dev/null; }
+fi
 
 "$VENV/bin/python" -m ruff check app tests ./*.py
 exec "$VENV/bin/python" -m pytest "$@"

@@ -12,6 +12,7 @@ from app.agent.toolcall import ToolCallAgent
 from app.agent.workspace import attach_workspace
 from app.logger import logger
 from app.prompt.manus import NEXT_STEP_PROMPT, SYSTEM_PROMPT
+from app.sandbox.factory import create_sandbox
 from app.tool.ask_human import AskHuman
 from app.tool.base import BaseTool
 from app.tool.bash import Bash
@@ -64,10 +65,11 @@ class Manus(ToolCallAgent):
 
     @staticmethod
     def default_tools(workspace: Path) -> ToolCollection:
+        sandbox = create_sandbox(workspace=workspace)  # [sandbox] backend; started lazily
         tools: list[BaseTool] = [
-            PythonExecute(workspace=workspace),
-            Bash(workspace=workspace),
-            StrReplaceEditor(workspace=workspace),
+            PythonExecute(workspace=workspace, sandbox=sandbox),
+            Bash(workspace=workspace, sandbox=sandbox),
+            StrReplaceEditor(workspace=workspace, sandbox=sandbox),
             AskHuman(),
         ]
         browser = browser_tool_or_notice()

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from app.agent.toolcall import ToolCallAgent
 from app.agent.workspace import attach_workspace
 from app.prompt.swe import NEXT_STEP_PROMPT, SYSTEM_PROMPT
+from app.sandbox.factory import create_sandbox
 from app.tool.bash import Bash
 from app.tool.str_replace_editor import StrReplaceEditor
 from app.tool.terminate import Terminate
@@ -36,6 +37,9 @@ class SWEAgent(ToolCallAgent):
 
     @staticmethod
     def default_tools(workspace: Path) -> ToolCollection:
+        sandbox = create_sandbox(workspace=workspace)  # [sandbox] backend; started lazily
         return ToolCollection(
-            Bash(workspace=workspace), StrReplaceEditor(workspace=workspace), Terminate()
+            Bash(workspace=workspace, sandbox=sandbox),
+            StrReplaceEditor(workspace=workspace, sandbox=sandbox),
+            Terminate(),
         )

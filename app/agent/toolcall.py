@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr
 
 from app.agent.react import ReActAgent
-from app.logger import logger
+from app.logger import logger, redact_registered
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
@@ -160,7 +160,7 @@ class ToolCallAgent(ReActAgent):
         image = getattr(result, "base64_image", None)
         if image:
             self._current_base64_image = image
-        text = format_output(result)
+        text = redact_registered(format_output(result))  # no configured secret reaches the model
         if not text:
             return f"Cmd `{name}` completed with no output"
         return f"Observed output of cmd `{name}` executed:\n{text}"

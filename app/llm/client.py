@@ -27,7 +27,7 @@ from app.llm.capabilities import default_reasoning_model, default_supports_image
 from app.llm.errors import translate_error
 from app.llm.messages import format_messages, image_part, message_from_response
 from app.llm.usage import Usage
-from app.logger import logger
+from app.logger import logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
 if TYPE_CHECKING:
@@ -99,6 +99,7 @@ class LLM:
         self.temperature: float = settings.temperature
         self.api_type: str = settings.api_type
         self.api_key: str | None = settings.api_key
+        register_secret(self.api_key)  # also for settings built in code, not loaded from a file
         self.api_version: str = settings.api_version
         self.base_url: str = settings.base_url
         self.max_input_tokens: int | None = settings.max_input_tokens

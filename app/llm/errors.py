@@ -19,6 +19,7 @@ from app.exceptions import (
     LLMTimeoutError,
     ToolsNotSupportedError,
 )
+from app.logger import redact
 
 __all__ = ["parse_retry_after", "translate_error"]
 
@@ -36,7 +37,20 @@ _TOOLS_PATTERNS = re.compile(
 
 
 def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLMError:
-    """Map an openai SDK exception to our type; the caller raises it ``from error``."""
+    """Map an openai SDK exception to our type; the caller raises it ``from error``.
+
+    Providers echo rejected keys back ("Incorrect API key provided: sk-..."), so the message
+    is cleaned of anything credential-shaped: it ends up in run results and on screens.
+    """
+    translated = _translate(error, model=model, base_url=base_url)
+    clean = redact(translated.message)
+    if clean != translated.message:
+        translated.message = clean
+        translated.args = (clean,)
+    return translated
+
+
+def _translate(error: Exception, *, model: str, base_url: str) -> LLMError:
     import openai
 
     where = f" ({base_url})" if base_url else ""

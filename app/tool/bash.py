@@ -34,14 +34,15 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr
 
+from app.exceptions import SandboxError
+from app.sandbox.environment import scrub_environment
+from app.sandbox.processes import ProcessScope
 from app.tool._process import (
     OutputBuffer,
     PipeProtocol,
     compose_streams,
     describe_returncode,
     format_seconds,
-    kill_group,
-    signal_group,
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
 from app.tool.file_access import resolve_workspace
@@ -170,6 +171,7 @@ class _Session:
         protocol: PipeProtocol,
         stdout: _StreamWatcher,
         stderr: _StreamWatcher,
+        scope: ProcessScope | None = None,
     ) -> None:
         self.loop = loop
         self.transport = transport
@@ -177,6 +179,7 @@ class _Session:
         self.stdout = stdout
         self.stderr = stderr
         self.pgid: int = transport.get_pid()
+        self.scope = scope if scope is not None else ProcessScope(self.pgid)
         self.closed = False
         # Last resort if the tool is dropped without cleanup(): no shell outlives the program.
         self._finalizer = weakref.finalize(self, _kill_quietly, self.pgid)
@@ -220,7 +223,7 @@ class _Session:
             return
         self.closed = True
         self._finalizer.detach()
-        await kill_group(self.pgid)
+        await self.scope.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.protocol.exited.wait(), 5.0)
         # A process that escaped the group may still hold the pipes: do not wait for it.
@@ -281,6 +284,14 @@ class Bash(BaseTool):
     startup_timeout: float = Field(default=10.0, gt=0)
     max_output_chars: int = Field(default=10_000, ge=200)
     shell: str | None = Field(default=None, description="Path to bash; None = found on PATH.")
+    max_processes: int | None = Field(
+        default=256, gt=0, description="Live processes allowed in the session; None = no check."
+    )
+    sandbox: Any = Field(
+        default=None,
+        description="An app.sandbox.Sandbox the shell runs in (its limits apply); None = a "
+        "local shell.",
+    )
 
     _session: _Session | None = PrivateAttr(default=None)
     _lock: asyncio.Lock | None = PrivateAttr(default=None)
@@ -318,11 +329,25 @@ class Bash(BaseTool):
                 session = await self._ensure_session()
             except _StartError as exc:
                 return ToolFailure(error=str(exc))
-            return await self._run(session, command, timeout or self.timeout)
+            return await self._run(session, command, self._command_timeout(timeout))
+
+    def _command_timeout(self, requested: float | None) -> float:
+        seconds = requested or self.timeout
+        if self.sandbox is not None:
+            seconds = min(seconds, self.sandbox.limits.timeout)
+        return seconds
+
+    def _process_limit(self) -> int | None:
+        if self.sandbox is not None:
+            return self.sandbox.limits.max_processes
+        return self.max_processes
 
     async def cleanup(self) -> None:
-        """Kill the shell and its children; the next call starts a new shell."""
+        """Kill the shell and its children (and release the sandbox); the next call starts
+        afresh."""
         await self._stop_session()
+        if self.sandbox is not None:
+            await self.sandbox.cleanup()
 
     @property
     def session_pid(self) -> int | None:
@@ -362,7 +387,7 @@ class Bash(BaseTool):
     def _environment(self) -> dict[str, str]:
         env = {
             k: v
-            for k, v in os.environ.items()
+            for k, v in scrub_environment().items()
             if k not in ("PROMPT_COMMAND", "BASH_ENV", "ENV", "MAILCHECK")
         }
         # No terminal here: no prompts, no pagers, no colours.
@@ -371,17 +396,34 @@ class Bash(BaseTool):
         return env
 
     async def _start_session(self) -> _Session:
+        sandbox = self.sandbox
         try:
-            workspace = self._resolve_workspace()
+            if sandbox is not None:
+                await sandbox.start()
+                workspace = sandbox.workspace
+            else:
+                workspace = self._resolve_workspace()
         except OSError as exc:
             raise _StartError(f"The workspace directory is not usable: {exc}") from exc
-        shell = self.shell or shutil.which("bash") or "/bin/bash"
+        except SandboxError as exc:
+            raise _StartError(f"The sandbox is not available: {exc}") from exc
         stdout = _StreamWatcher(self.max_output_chars)
         stderr = _StreamWatcher(self.max_output_chars)
         loop = asyncio.get_running_loop()
-        argv = [shell, "--noediting", "--noprofile", "--norc", "-i"]
-        if sys.executable:
-            argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
+        env, cwd = self._environment(), str(workspace)
+        if sandbox is not None:
+            shell = self.shell or sandbox.shell
+            spec = sandbox.command(
+                [shell, "--noediting", "--noprofile", "--norc", "-i"],
+                rlimits=sandbox.limits.rlimits(sandbox.limits.timeout),
+                env=env,
+            )
+            argv, env, cwd = spec.argv, spec.env, spec.cwd
+        else:
+            shell = self.shell or shutil.which("bash") or "/bin/bash"
+            argv = [shell, "--noediting", "--noprofile", "--norc", "-i"]
+            if sys.executable:
+                argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
@@ -389,13 +431,14 @@ class Bash(BaseTool):
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=str(workspace),
-                env=self._environment(),
+                cwd=cwd,
+                env=env,
                 start_new_session=True,
             )
         except OSError as exc:
             raise _StartError(f"Could not start bash ({shell}): {exc}") from exc
-        session = _Session(loop, transport, protocol, stdout, stderr)
+        scope = sandbox.scope(transport.get_pid()) if sandbox is not None else None
+        session = _Session(loop, transport, protocol, stdout, stderr, scope)
         token = secrets.token_hex(8)
         ready = _marker(token, "C")
         stdout.expect(ready)
@@ -433,12 +476,27 @@ class Bash(BaseTool):
             + _print_marker(token, "C", '"$__om_rc"')
             + '; __om_status "$__om_rc"\n'
         )
+        limit = self._process_limit()
+        watchdog = (
+            asyncio.ensure_future(session.scope.watch_size(limit, 0.05))
+            if limit is not None
+            else None
+        )
         try:
             try:
                 session.send(line)
-                state = await session.wait_for_markers(timeout)
+                state = await self._wait(session, timeout, watchdog)
             except ConnectionResetError:
                 state = "exited"
+            if state == "processes":
+                await self._drop(session)
+                text = self._render(session, token, None)
+                note = (
+                    f"The command was stopped: it ran more than {limit} processes at once (the "
+                    f"limit). The shell and everything it started were killed; the next "
+                    f"command starts a new shell, {_RESTART_NOTE}."
+                )
+                return ToolFailure(error=f"{note}\nOutput until then:\n{text}" if text else note)
             if state == "done":
                 return CLIResult(output=self._render(session, token, session.stdout.status))
             if state == "exited":
@@ -448,6 +506,26 @@ class Bash(BaseTool):
             # The command may still be running: start from a clean shell next time.
             await asyncio.shield(self._drop(session))
             raise
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    @staticmethod
+    async def _wait(
+        session: _Session, timeout: float, watchdog: asyncio.Future[int] | None
+    ) -> str:
+        """Like ``wait_for_markers``, but "processes" when the watchdog fires first."""
+        if watchdog is None:
+            return await session.wait_for_markers(timeout)
+        markers = asyncio.ensure_future(session.wait_for_markers(timeout))
+        try:
+            await asyncio.wait({markers, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not markers.done():
+                markers.cancel()
+        if markers.done() and not markers.cancelled():
+            return markers.result()
+        return "processes"
 
     async def _drop(self, session: _Session) -> None:
         if self._session is session:
@@ -472,7 +550,7 @@ class Bash(BaseTool):
         recovered = _marker(token, "R")
         session.stdout.expect(recovered)
         session.stderr.expect(recovered)
-        signal_group(session.pgid, signal.SIGINT)
+        session.scope.signal(signal.SIGINT)
         try:
             session.send(_print_marker(token, "R", "$?") + "\n")
             state = await session.wait_for_markers(self.interrupt_grace)

@@ -16,8 +16,10 @@ Containment, and what actually enforces it:
 * leftovers: after every run (success, failure, timeout or cancellation) the process group is
   killed, so background children never outlive the call.
 
-This bounds accidents, it is not a security sandbox: code that calls ``setsid`` leaves the
-group. Use the Docker sandbox for untrusted code.
+Without a ``sandbox`` this bounds accidents, it is not a security sandbox: code that calls
+``setsid`` leaves the group. With one (``app.sandbox``: local, bubblewrap, docker) the command
+is wrapped by that backend and the limits come from ``[sandbox]``. Either way the child never
+inherits credentials from the environment.
 """
 
 from __future__ import annotations
@@ -30,23 +32,26 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
+from app.exceptions import SandboxError
+from app.sandbox.environment import scrub_environment
+from app.sandbox.processes import ProcessScope
+from app.sandbox.sizes import format_size
 from app.tool._process import (
     OutputBuffer,
     PipeProtocol,
     compose_streams,
     describe_returncode,
     format_seconds,
-    kill_group,
-    signal_group,
-    terminate_group,
-    watch_group_size,
 )
 from app.tool.base import BaseTool
 from app.tool.file_access import resolve_workspace
+
+if TYPE_CHECKING:
+    from app.sandbox.base import Sandbox
 
 __all__ = ["PythonExecute"]
 
@@ -185,6 +190,11 @@ class PythonExecute(BaseTool):
     )
     process_check_interval: float = Field(default=0.05, gt=0)
     kill_grace: float = Field(default=1.0, ge=0, description="SIGTERM-to-SIGKILL delay.")
+    sandbox: Any = Field(
+        default=None,
+        description="An app.sandbox.Sandbox to run in; its [sandbox] limits replace the "
+        "memory/CPU/process fields above. None: a local process bounded by those fields.",
+    )
 
     _ENV_DROP: ClassVar[tuple[str, ...]] = ("PYTHONINSPECT", "PYTHONSTARTUP")
 
@@ -197,18 +207,30 @@ class PythonExecute(BaseTool):
         seconds = self._timeout_for(timeout)
         if isinstance(seconds, str):
             return _result(seconds, False)
+        sandbox: Sandbox | None = self.sandbox
+        if sandbox is not None:
+            try:
+                await sandbox.start()
+            except SandboxError as exc:
+                return _result(f"Error: the sandbox is not available: {exc}", False)
+            return await self._run(code, seconds, sandbox.workspace)
         try:
             workspace = self._resolve_workspace()
         except OSError as exc:
             return _result(f"Error: the workspace directory is not usable: {exc}", False)
         return await self._run(code, seconds, workspace)
 
+    async def cleanup(self) -> None:
+        """Every run is already over when execute returns; release the sandbox, if any."""
+        if self.sandbox is not None:
+            await self.sandbox.cleanup()
+
     # --- helpers ---------------------------------------------------------------------------
 
     def _timeout_for(self, requested: float | str | None) -> float | str:
         """The timeout to use, or an error message for a nonsensical request."""
         if requested is None:
-            return min(self.default_timeout, self.max_timeout)
+            return min(self.default_timeout, self._max_timeout())
         if isinstance(requested, bool):
             return "Error: `timeout` must be a number of seconds."
         try:
@@ -217,12 +239,27 @@ class PythonExecute(BaseTool):
             return "Error: `timeout` must be a number of seconds."
         if not math.isfinite(value) or value <= 0:
             return "Error: `timeout` must be a positive number of seconds."
-        return min(value, self.max_timeout)
+        return min(value, self._max_timeout())
+
+    def _max_timeout(self) -> float:
+        if self.sandbox is not None:
+            return min(self.max_timeout, self.sandbox.limits.timeout)
+        return self.max_timeout
+
+    def _memory_limit(self) -> int | None:
+        return self.sandbox.limits.memory_bytes if self.sandbox is not None else self.memory_limit
+
+    def _process_limit(self) -> int | None:
+        if self.sandbox is not None:
+            return self.sandbox.limits.max_processes
+        return self.max_processes
 
     def _resolve_workspace(self) -> Path:
         return resolve_workspace(self.workspace)
 
     def _limits(self, seconds: float) -> dict[str, int]:
+        if self.sandbox is not None:
+            return self.sandbox.limits.rlimits(seconds)
         limits = {"RLIMIT_CORE": 0}
         if self.memory_limit is not None:
             limits["RLIMIT_AS"] = self.memory_limit
@@ -236,7 +273,7 @@ class PythonExecute(BaseTool):
         return limits
 
     def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in self._ENV_DROP}
+        env = {k: v for k, v in scrub_environment().items() if k not in self._ENV_DROP}
         env.setdefault("MPLBACKEND", "Agg")  # plots go to files; there is no display
         return env
 
@@ -244,26 +281,34 @@ class PythonExecute(BaseTool):
         limit = self.max_output_chars
         stdout = OutputBuffer(limit, limit // 4)
         stderr = OutputBuffer(limit, limit // 4)
-        settings = json.dumps({"limits": self._limits(seconds), "filename": _FILENAME})
+        sandbox: Sandbox | None = self.sandbox
+        # In a sandbox the backend applies the limits (or the container does).
+        limits = {} if sandbox is not None else self._limits(seconds)
+        settings = json.dumps({"limits": limits, "filename": _FILENAME})
+        python = sandbox.python if sandbox is not None else sys.executable or "python3"
+        argv = [python, "-c", _BOOTSTRAP, settings]
+        env, cwd = self._environment(), str(workspace)
+        if sandbox is not None:
+            spec = sandbox.command(argv, rlimits=self._limits(seconds), env=env)
+            argv, env, cwd = spec.argv, spec.env, spec.cwd
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
-                sys.executable or "python3",
-                "-c",
-                _BOOTSTRAP,
-                settings,
+                *argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=str(workspace),
-                env=self._environment(),
+                cwd=cwd,
+                env=env,
                 start_new_session=True,
             )
         except OSError as exc:
             return _result(f"Error: could not start the Python interpreter: {exc}", False)
 
-        pgid = transport.get_pid()
+        pid = transport.get_pid()
+        scope = sandbox.scope(pid) if sandbox is not None else ProcessScope(pid)
+        max_processes = self._process_limit()
         stdin = transport.get_pipe_transport(0)
         if stdin is not None:
             stdin.write(code.encode("utf-8", "surrogatepass"))
@@ -271,10 +316,8 @@ class PythonExecute(BaseTool):
 
         exited = asyncio.ensure_future(protocol.exited.wait())
         watchdog = (
-            asyncio.ensure_future(
-                watch_group_size(pgid, self.max_processes, self.process_check_interval)
-            )
-            if self.max_processes is not None
+            asyncio.ensure_future(scope.watch_size(max_processes, self.process_check_interval))
+            if max_processes is not None
             else None
         )
         stop_reason: str | None = None
@@ -286,15 +329,15 @@ class PythonExecute(BaseTool):
             if exited not in done:
                 if watchdog is not None and watchdog in done:
                     stop_reason = "processes"
-                    signal_group(pgid, signal.SIGKILL)
+                    scope.signal(signal.SIGKILL)
                 else:
                     stop_reason = "timeout"
-                    await terminate_group(pgid, protocol.exited, grace=self.kill_grace)
-            await _finish(pgid, protocol, transport)
+                    await scope.terminate(protocol.exited, grace=self.kill_grace)
+            await _finish(scope, protocol, transport)
         except BaseException:
             # Cancelled (or something broke): nothing of the child may survive us.
-            signal_group(pgid, signal.SIGKILL)
-            await asyncio.shield(_finish(pgid, protocol, transport))
+            scope.signal(signal.SIGKILL)
+            await asyncio.shield(_finish(scope, protocol, transport))
             raise
         finally:
             for task in (exited, watchdog):
@@ -305,6 +348,8 @@ class PythonExecute(BaseTool):
         stdout.close()
         stderr.close()
         returncode = transport.get_returncode()
+        if sandbox is not None:
+            returncode = sandbox.exit_status(returncode)
         success = stop_reason is None and returncode == 0
         return _result(self._observation(stdout, stderr, returncode, stop_reason, seconds), success)
 
@@ -325,7 +370,7 @@ class PythonExecute(BaseTool):
             )
         elif stop_reason == "processes":
             parts.append(
-                f"Execution stopped: the code ran more than {self.max_processes} processes at "
+                f"Execution stopped: the code ran more than {self._process_limit()} processes at "
                 "once (the limit); all of them were killed."
             )
         if out_text:
@@ -335,10 +380,10 @@ class PythonExecute(BaseTool):
             parts.append("[stderr]\n" + err_text.rstrip("\n"))
         if stop_reason is None and returncode != 0:
             parts.append(f"[{self._explain(returncode, seconds)}]")
-        if "MemoryError" in err_text and self.memory_limit is not None:
-            parts.append(
-                f"[memory limit: {_human_bytes(self.memory_limit)} of address space per process]"
-            )
+        memory = self._memory_limit()
+        if "MemoryError" in err_text and memory is not None:
+            kind = "of data" if self.sandbox is not None else "of address space"
+            parts.append(f"[memory limit: {format_size(memory)} {kind} per process]")
         if "File too large" in err_text and self.file_size_limit is not None:
             parts.append(f"[file size limit: {_human_bytes(self.file_size_limit)}]")
         return "\n".join(parts)
@@ -346,7 +391,7 @@ class PythonExecute(BaseTool):
     def _explain(self, returncode: int | None, seconds: float) -> str:
         text = describe_returncode(returncode)
         if returncode == -signal.SIGXCPU:
-            cpu = self._limits(seconds)["RLIMIT_CPU"]
+            cpu = self._limits(seconds).get("RLIMIT_CPU")
             text += f": the CPU time limit of {cpu} seconds was reached"
         elif returncode == -signal.SIGXFSZ and self.file_size_limit is not None:
             text += f": the file size limit of {_human_bytes(self.file_size_limit)} was reached"
@@ -354,10 +399,10 @@ class PythonExecute(BaseTool):
 
 
 async def _finish(
-    pgid: int, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
+    scope: ProcessScope, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
 ) -> None:
-    """Kill what is left of the group, reap the leader and collect the last output."""
-    await kill_group(pgid)
+    """Kill what is left of the run, reap the leader and collect the last output."""
+    await scope.kill()
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(protocol.exited.wait(), 5.0)
     # A process that left the group may still hold the pipes: do not wait for it forever.

@@ -22,6 +22,7 @@ from pydantic import Field, PrivateAttr
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, CLIResult
 from app.tool.file_access import FileAccessPolicy
+from app.tool.file_scan import displayable, list_dir, scan_file
 
 __all__ = [
     "DEFAULT_MAX_EDIT_BYTES",
@@ -39,7 +40,6 @@ SNIPPET_LINES = 4
 DEFAULT_MAX_EDIT_BYTES = 10 * 1024 * 1024
 
 _SNIFF_BYTES = 8192
-_READ_CHUNK = 1 << 20
 _MAX_DIR_ENTRIES = 1000
 _MAX_LISTED_LINES = 20
 
@@ -112,14 +112,6 @@ def clip_output(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str
     return text[:limit] + marker
 
 
-def _displayable(text: str) -> str:
-    """Text safe to send to the model: undecodable bytes (kept as surrogates) shown as U+FFFD."""
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8", "replace")
-
-
 def _looks_binary(sample: bytes) -> bool:
     """NUL bytes, or mostly undecodable bytes, mean a binary file."""
     if not sample:
@@ -145,7 +137,7 @@ def _split_lines(text: str) -> list[str]:
 def _number(lines: list[str], first_no: int) -> str:
     """``cat -n`` style numbering, tabs kept as they are."""
     return "".join(
-        f"{no:6}\t{_displayable(line.rstrip(chr(10)).removesuffix(chr(13)))}\n"
+        f"{no:6}\t{displayable(line.rstrip(chr(10)).removesuffix(chr(13)))}\n"
         for no, line in enumerate(lines, start=first_no)
     )
 
@@ -188,128 +180,6 @@ def _parse_view_range(value: Any) -> tuple[int, int | None] | None:
             "give an end >= start, or -1 for the end of the file."
         )
     return start, end
-
-
-@dataclass
-class _Scan:
-    """What a streaming pass over a file saw."""
-
-    text: str = ""
-    total: int = 0  # number of lines in the file
-    first_shown: int = 0
-    last_shown: int = 0
-    clipped_at: int | None = None  # first wanted line left out for lack of room
-
-
-def _scan_file(path: Path, first: int, last: int | None, budget: int) -> _Scan:
-    """Number lines ``first..last`` of a file of any size within ``budget`` characters.
-
-    Reads in chunks and never holds more than one (clipped) line, so a huge file, or one huge
-    line, costs bounded memory; the remaining lines are only counted.
-    """
-    scan = _Scan()
-    out: list[str] = []
-    used = 0
-    line_cap = budget * 4 + 4  # bytes worth keeping of one line
-    partial = bytearray()
-    partial_overflow = False
-    total = 0
-    at_line_start = True
-
-    def wanted(no: int) -> bool:
-        return scan.clipped_at is None and no >= first and (last is None or no <= last)
-
-    def emit(no: int) -> None:
-        nonlocal used
-        text = bytes(partial).decode("utf-8", "replace").removesuffix("\r")
-        row = f"{no:6}\t{text}"
-        if partial_overflow:
-            row += " <line clipped>"
-        row += "\n"
-        if used + len(row) > budget:
-            if out:
-                scan.clipped_at = no
-                return
-            row = row[:budget] + " <line clipped>\n"
-            scan.clipped_at = no + 1
-        out.append(row)
-        used += len(row)
-        scan.first_shown = scan.first_shown or no
-        scan.last_shown = no
-
-    with path.open("rb") as fh:
-        while chunk := fh.read(_READ_CHUNK):
-            pos, size = 0, len(chunk)
-            while pos < size:
-                no = total + 1
-                if not wanted(no):
-                    if scan.clipped_at is not None or (last is not None and no > last):
-                        total += chunk.count(b"\n", pos)
-                        at_line_start = chunk.endswith(b"\n")
-                        break
-                    nl = chunk.find(b"\n", pos)
-                    if nl < 0:
-                        at_line_start = False
-                        break
-                    total += 1
-                    at_line_start = True
-                    pos = nl + 1
-                    continue
-                nl = chunk.find(b"\n", pos)
-                end = size if nl < 0 else nl
-                room = line_cap - len(partial)
-                if room > 0:
-                    partial += chunk[pos : min(end, pos + room)]
-                if end - pos > room:
-                    partial_overflow = True
-                if nl < 0:
-                    at_line_start = False
-                    break
-                emit(no)
-                partial.clear()
-                partial_overflow = False
-                total += 1
-                at_line_start = True
-                pos = nl + 1
-    if not at_line_start:  # a last line without a final newline
-        total += 1
-        if wanted(total):
-            emit(total)
-    scan.total = total
-    scan.text = "".join(out)
-    return scan
-
-
-def _list_dir(root: Path, depth: int, limit: int) -> tuple[list[str], bool]:
-    """Entries under ``root`` up to ``depth`` levels, hidden ones skipped, symlinks not followed."""
-    rows: list[str] = []
-    truncated = False
-
-    def walk(directory: Path, level: int) -> None:
-        nonlocal truncated
-        try:
-            with os.scandir(directory) as it:
-                visible = [e for e in it if not e.name.startswith(".")]
-            entries = sorted(visible, key=lambda e: e.name)
-        except OSError as exc:
-            rows.append(f"{directory}/  <unreadable: {exc.strerror or exc}>")
-            return
-        for entry in entries:
-            if len(rows) >= limit:
-                truncated = True
-                return
-            try:
-                is_link = entry.is_symlink()
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                is_link = is_dir = False
-            suffix = "@" if is_link else "/" if is_dir else ""
-            rows.append(_displayable(f"{entry.path}{suffix}"))
-            if is_dir and level < depth:
-                walk(Path(entry.path), level + 1)
-
-    walk(root, 1)
-    return rows, truncated
 
 
 def _kind(path: Path) -> str:
@@ -370,6 +240,11 @@ class StrReplaceEditor(BaseTool):
     max_output_chars: int = MAX_OUTPUT_CHARS
     max_edit_bytes: int = DEFAULT_MAX_EDIT_BYTES
     max_undo_depth: int = 20
+    sandbox: Any = Field(
+        default=None,
+        description="An app.sandbox.Sandbox: its workspace is used and paths are taken as the "
+        "sandbox sees them (e.g. /workspace/... in Docker).",
+    )
 
     _history: dict[Path, list[_Snapshot]] = PrivateAttr(default_factory=dict)
     _lock: asyncio.Lock | None = PrivateAttr(default=None)
@@ -377,6 +252,8 @@ class StrReplaceEditor(BaseTool):
 
     def policy(self) -> FileAccessPolicy:
         """The confinement policy in force (resolved at call time, so config changes apply)."""
+        if self.sandbox is not None:
+            return self.sandbox.policy(self.allowed_paths)
         return FileAccessPolicy.create(self.workspace, self.allowed_paths)
 
     def _get_lock(self) -> asyncio.Lock:
@@ -406,6 +283,8 @@ class StrReplaceEditor(BaseTool):
             raise ToolError(f"Unknown command {command!r}. Use one of: {', '.join(self.COMMANDS)}.")
         if path is None:
             raise ToolError(f"`path` is required for {command}.")
+        if self.sandbox is not None and isinstance(path, str):
+            path = self.sandbox.to_host_path(path)
         real = self.policy().resolve(path)
         async with self._get_lock():
             try:
@@ -424,6 +303,8 @@ class StrReplaceEditor(BaseTool):
             except OSError as exc:
                 reason = exc.strerror or str(exc)
                 raise ToolError(f"{command} failed on {real}: {reason}.") from exc
+        if self.sandbox is not None:
+            output = self.sandbox.to_sandbox_path(output)
         return CLIResult(output=clip_output(output, self.max_output_chars))
 
     # --- view -------------------------------------------------------------------------------
@@ -441,7 +322,7 @@ class StrReplaceEditor(BaseTool):
                     f"{real} is a directory; `view_range` only applies to files. "
                     "Call view without it to list the directory."
                 )
-            rows, truncated = await asyncio.to_thread(_list_dir, real, 2, _MAX_DIR_ENTRIES)
+            rows, truncated = await asyncio.to_thread(list_dir, real, 2, _MAX_DIR_ENTRIES)
             header = f"Entries of {real} up to 2 levels deep (hidden ones excluded):\n"
             if not rows:
                 return header + "(no visible entries)\n"
@@ -456,7 +337,7 @@ class StrReplaceEditor(BaseTool):
         self._require_text_file(real, await asyncio.to_thread(self._sniff, real))
         first, last = rng if rng else (1, None)
         budget = max(self.max_output_chars - 400, 200)
-        scan = await asyncio.to_thread(_scan_file, real, first, last, budget)
+        scan = await asyncio.to_thread(scan_file, real, first, last, budget)
         total = scan.total
         if total == 0:
             if rng:

@@ -1,0 +1,273 @@
+"""The sandbox contract: where model-written code runs, with which limits and environment.
+
+A backend turns "run this program in the workspace" into a host command (``command``), says
+which processes belong to a run (``scope``), maps paths between the host and the sandbox,
+and releases what it holds (``cleanup``). The tools (``python_execute``, ``bash``,
+``str_replace_editor``) keep their own I/O handling and ask the backend for these pieces, so
+every backend gets the same bounded output, timeouts and process cleanup.
+
+A backend starts lazily (first command) and ``cleanup()`` leaves nothing behind: no process,
+container or temporary directory. It can be started again after cleanup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from app.config_models import SandboxSettings
+from app.sandbox.environment import scrub_environment
+from app.sandbox.processes import ProcessScope
+from app.sandbox.sizes import parse_size
+from app.tool.file_access import FileAccessPolicy, resolve_workspace
+
+__all__ = ["ExecResult", "LaunchSpec", "Sandbox", "SandboxLimits", "signal_exit_status"]
+
+_FILE_SIZE_LIMIT = 1024**3
+
+
+def signal_exit_status(returncode: int | None) -> int | None:
+    """``128 + N`` (a shell-style report of death by signal N) as ``-N``."""
+    if returncode is not None and 128 < returncode < 128 + 65:
+        with contextlib.suppress(ValueError):
+            return -signal.Signals(returncode - 128).value
+    return returncode
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What one run may use. Memory and CPU are per process (rlimits) on local/bubblewrap."""
+
+    memory_bytes: int | None
+    cpu_limit: float
+    timeout: float
+    max_processes: int | None
+    file_size_bytes: int | None = _FILE_SIZE_LIMIT
+
+    @classmethod
+    def from_settings(cls, settings: SandboxSettings) -> SandboxLimits:
+        return cls(
+            memory_bytes=parse_size(settings.memory_limit),
+            cpu_limit=settings.cpu_limit,
+            timeout=float(settings.timeout),
+            max_processes=settings.max_processes,
+        )
+
+    def cpu_seconds(self, wall_seconds: float) -> int:
+        """CPU time a process may burn in a run of ``wall_seconds``: cpu_limit CPUs' worth."""
+        return max(1, math.ceil(self.cpu_limit * wall_seconds)) + 1
+
+    def rlimits(self, wall_seconds: float) -> dict[str, int]:
+        """``RLIMIT_*`` values for one run. RLIMIT_DATA rather than RLIMIT_AS: runtimes that
+        reserve large address ranges (JVM, Node, OpenBLAS threads) still start."""
+        limits = {"RLIMIT_CORE": 0, "RLIMIT_CPU": self.cpu_seconds(wall_seconds)}
+        if self.memory_bytes is not None:
+            limits["RLIMIT_DATA"] = self.memory_bytes
+        if self.file_size_bytes is not None:
+            limits["RLIMIT_FSIZE"] = self.file_size_bytes
+        return limits
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A host command ready for ``subprocess_exec``: argv, environment, working directory."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+@dataclass
+class ExecResult:
+    """Outcome of :meth:`Sandbox.run`. ``exit_code`` is negative for a signal, None if stopped."""
+
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Sandbox(ABC):
+    """One backend instance per agent; tools share it. Safe to clean up more than once."""
+
+    backend: ClassVar[str] = "abstract"
+
+    def __init__(
+        self,
+        settings: SandboxSettings | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else SandboxSettings()
+        self.limits = SandboxLimits.from_settings(self.settings)
+        self._workspace_arg = workspace
+        self._workspace: Path | None = None
+        self._started = False
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} workspace={self._workspace_arg!s} started={self._started}>"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def _get_lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
+    async def start(self) -> None:
+        """Get ready to run commands (idempotent); raises SandboxUnavailableError if it can't."""
+        if self._started:
+            return
+        async with self._get_lock():
+            if not self._started:
+                await self._start()
+                self._started = True
+
+    async def cleanup(self) -> None:
+        """Release everything the backend holds; it starts again on the next command."""
+        if not self._started:
+            return
+        async with self._get_lock():
+            if self._started:
+                self._started = False
+                await self._cleanup()
+
+    async def _start(self) -> None:
+        """Backend-specific start."""
+        return None
+
+    async def _cleanup(self) -> None:
+        """Backend-specific cleanup."""
+        return None
+
+    # --- where things are -------------------------------------------------------------------
+
+    @property
+    def workspace(self) -> Path:
+        """The workspace on the host (created if missing)."""
+        if self._workspace is None:
+            self._workspace = resolve_workspace(self._workspace_arg)
+        return self._workspace
+
+    @property
+    def workdir(self) -> str:
+        """The workspace as code inside the sandbox sees it."""
+        return str(self.workspace)
+
+    @property
+    def python(self) -> str:
+        """The interpreter that runs ``python_execute`` code inside the sandbox."""
+        return sys.executable or "python3"
+
+    @property
+    def shell(self) -> str:
+        """bash inside the sandbox."""
+        return shutil.which("bash") or "/bin/bash"
+
+    def to_host_path(self, path: str) -> str:
+        """A path the model wrote (as the sandbox sees it) as a host path."""
+        return path
+
+    def to_sandbox_path(self, text: str) -> str:
+        """Host workspace paths in ``text`` rewritten the way the sandbox sees them."""
+        return text
+
+    def policy(self, allowed_paths: tuple[Path, ...] | list[Path] = ()) -> FileAccessPolicy:
+        """File access for the editor: the workspace (plus explicit extra roots)."""
+        return FileAccessPolicy.create(self.workspace, allowed_paths)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def environment(self) -> dict[str, str]:
+        """The environment of model-run code: the agent's own without credentials."""
+        env = scrub_environment()
+        env.setdefault("MPLBACKEND", "Agg")
+        return env
+
+    def command(
+        self,
+        argv: list[str],
+        *,
+        rlimits: dict[str, int] | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> LaunchSpec:
+        """The host command that runs ``argv`` in the sandbox (``cwd`` as seen inside).
+
+        ``env`` is the environment the program should see (default :meth:`environment`); it
+        is scrubbed of credentials again here, whatever the caller passed.
+        """
+        clean = scrub_environment(env if env is not None else self.environment())
+        return self._wrap(list(argv), rlimits or {}, clean, cwd or self.workdir)
+
+    @abstractmethod
+    def _wrap(
+        self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
+    ) -> LaunchSpec:
+        """Backend-specific wrapping."""
+
+    def scope(self, leader: int) -> ProcessScope:
+        """The processes of a run started from :meth:`command` (leader = its host pid)."""
+        return ProcessScope(leader)
+
+    def exit_status(self, returncode: int | None) -> int | None:
+        """The program's exit status in asyncio's convention (negative = killed by signal).
+
+        Backends that sit between us and the program (bwrap's init, docker exec) report a
+        signal death as ``128 + signal``; they override this to say what really happened.
+        """
+        return returncode
+
+    async def run(self, command: str, *, timeout: float | None = None) -> ExecResult:
+        """Run a shell command once (``bash -c``) with the sandbox's limits; output bounded."""
+        from app.sandbox.oneshot import run_oneshot
+
+        await self.start()
+        return await run_oneshot(self, command, timeout or self.limits.timeout)
+
+    async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
+        """Run Python code once, exactly as ``python_execute`` does in this sandbox."""
+        from app.tool.python_execute import PythonExecute
+
+        tool = PythonExecute(sandbox=self, max_timeout=self.limits.timeout)
+        result = await tool.execute(code=code, timeout=timeout or self.limits.timeout)
+        return ExecResult(
+            exit_code=0 if result["success"] else 1,
+            stdout=result["observation"],
+            timed_out="timed out" in result["observation"].split("\n", 1)[0],
+        )
+
+    async def read_file(self, path: str) -> bytes:
+        """Bytes of a workspace file (paths as the sandbox sees them; confined)."""
+        real = self.policy().resolve(self.to_host_path(path))
+        return await asyncio.to_thread(real.read_bytes)
+
+    async def write_file(self, path: str, data: bytes) -> None:
+        """Write a workspace file, creating parent directories (confined; no shell involved)."""
+        real = self.policy().resolve(self.to_host_path(path))
+
+        def work() -> None:
+            real.parent.mkdir(parents=True, exist_ok=True)
+            real.write_bytes(data)
+
+        await asyncio.to_thread(work)

@@ -1,0 +1,146 @@
+"""``bubblewrap``: Linux namespaces through Debian's ``bwrap``.
+
+What the sandboxed program sees: the system directories (``/usr``, ``/etc``, the Python
+installation) read-only, the workspace read-write at the same path as on the host, a private
+``/tmp``, its own ``/proc`` and ``/dev``, and nothing else: home directories, the project's
+config and other users' files do not exist in there. It has its own PID namespace (so
+everything it starts dies with it, ``setsid`` or not), no capabilities, and no network unless
+``network_enabled`` (a private loopback only). Limits are rlimits, as with ``local``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from app.exceptions import SandboxUnavailableError
+from app.sandbox.base import LaunchSpec, Sandbox, signal_exit_status
+from app.sandbox.launcher import launcher_argv
+from app.sandbox.processes import NamespaceScope, ProcessScope
+
+__all__ = ["BubblewrapSandbox"]
+
+#: Read-only system locations, bound when they exist.
+_SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Inside /etc, but not for model-run code: password hashes, host keys, TLS private keys.
+_MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
+_MASKED_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/openmanus")
+
+
+class BubblewrapSandbox(Sandbox):
+    """Each command runs in a fresh set of namespaces; nothing is kept between commands."""
+
+    backend = "bubblewrap"
+
+    def __init__(self, *args: object, bwrap: str | None = None, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._bwrap_arg = bwrap
+        self._bwrap: str | None = None
+
+    @property
+    def bwrap(self) -> str:
+        """Absolute, symlink-free path of ``bwrap`` (to tell it apart in ``/proc``)."""
+        if self._bwrap is None:
+            found = self._bwrap_arg or shutil.which("bwrap")
+            if not found:
+                raise SandboxUnavailableError(
+                    "sandbox backend 'bubblewrap' needs the bwrap program, which is not "
+                    "installed (Debian/Ubuntu: apt-get install bubblewrap), or choose "
+                    'backend = "local" in [sandbox]'
+                )
+            self._bwrap = os.path.realpath(found)
+        return self._bwrap
+
+    async def _start(self) -> None:
+        # One real launch proves that namespaces are allowed here (containers and hardened
+        # kernels may forbid them), so the failure is a clear message rather than a tool error.
+        spec = self.command(["true"])
+        proc = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            env=spec.env,
+            cwd=spec.cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            reason = err.decode(errors="replace").strip() or f"exit status {proc.returncode}"
+            raise SandboxUnavailableError(
+                f"bubblewrap cannot create a sandbox on this machine: {reason}. User "
+                "namespaces may be disabled (sysctl kernel.unprivileged_userns_clone) or "
+                'forbidden by the container; use backend = "local" or "docker".'
+            )
+
+    def scope(self, leader: int) -> ProcessScope:
+        return NamespaceScope(leader, self.bwrap)
+
+    def _bind_sources(self) -> list[Path]:
+        """Read-only locations besides the system: the Python running us (and its venv)."""
+        paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
+        if sys.executable:
+            paths.add(Path(os.path.realpath(sys.executable)).parent.parent)
+        inside_system = tuple(Path(d) for d in _SYSTEM_DIRS)
+        return sorted(
+            p for p in paths if p.is_dir() and not any(p.is_relative_to(d) for d in inside_system)
+        )
+
+    def _masks(self) -> list[str]:
+        """Arguments hiding secrets that would otherwise be visible through a bound path."""
+        args: list[str] = []
+        for name in _MASKED_FILES:
+            if os.path.lexists(name):
+                args += ["--ro-bind", "/dev/null", name]
+        for name in _MASKED_DIRS:
+            if os.path.isdir(name):
+                args += ["--tmpfs", name]
+        try:
+            from app.config import config
+
+            config_path = config.config_path if config.is_loaded else None
+        except Exception:  # no usable config: nothing more to hide
+            config_path = None
+        if config_path is not None:
+            directory = Path(config_path).resolve().parent
+            bound = [Path(d) for d in _SYSTEM_DIRS] + self._bind_sources()
+            if any(directory.is_relative_to(b) for b in bound):
+                args += ["--tmpfs", str(directory)]
+        return args
+
+    def exit_status(self, returncode: int | None) -> int | None:
+        return signal_exit_status(returncode)
+
+    def _wrap(
+        self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
+    ) -> LaunchSpec:
+        args = [self.bwrap]
+        for name in _SYSTEM_DIRS:
+            if os.path.islink(name):
+                args += ["--symlink", os.readlink(name), name]
+            elif os.path.isdir(name):
+                args += ["--ro-bind", name, name]
+        for source in self._bind_sources():
+            args += ["--ro-bind", str(source), str(source)]
+        args += self._masks()
+        workspace = str(self.workspace)
+        args += [
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--tmpfs", "/tmp",
+            "--bind", workspace, workspace,
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox",
+            "--die-with-parent",
+            "--cap-drop", "ALL",
+            "--chdir", cwd,
+            "--setenv", "HOME", "/tmp",
+            "--setenv", "TMPDIR", "/tmp",
+        ]  # fmt: skip
+        if not self.settings.network_enabled:
+            args.append("--unshare-net")
+        args += ["--", *argv]
+        # rlimits are set outside and inherited: bwrap itself needs little.
+        return LaunchSpec(argv=launcher_argv(args, rlimits), env=env, cwd=workspace)

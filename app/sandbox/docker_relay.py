@@ -1,0 +1,89 @@
+"""Relay process for the docker backend: one command inside the container, over pipes.
+
+The tools talk to processes through stdin/stdout/stderr pipes and signals. This relay (run
+as ``python -m app.sandbox.docker_relay``) makes a ``docker exec`` look like that: it
+streams stdin in and demultiplexed output out, forwards SIGINT/SIGTERM to the command's
+process group *inside* the container, and exits with the command's exit status.
+It is a separate process, so blocking I/O here never touches the agent's event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+__all__ = ["main"]
+
+# The command becomes the leader of its own session inside the container and records its
+# pid, so a signal can reach everything it started.
+_PREFIX = ["setsid", "-w", "sh", "-c", 'echo "$$" > "$0"; exec "$@"']
+
+
+def _raw_socket(stream: Any) -> socket.socket:
+    return stream._sock if hasattr(stream, "_sock") else stream
+
+
+def main(argv: list[str]) -> int:
+    """``<container id> <options json> -- <command...>``; returns the exit status."""
+    import docker
+    from docker.utils.socket import frames_iter
+
+    container_id, options = argv[0], json.loads(argv[1])
+    command = argv[3:] if len(argv) > 3 and argv[2] == "--" else argv[2:]
+    pidfile = f"/tmp/.openmanus-{secrets.token_hex(8)}.pid"
+    api = docker.from_env().api
+
+    def forward(sig: int) -> None:
+        script = f'[ -f "{pidfile}" ] && kill -{int(sig)} -- "-$(cat "{pidfile}")"'
+        with contextlib.suppress(Exception):
+            exec_id = api.exec_create(container_id, ["sh", "-c", script], user=options["user"])
+            api.exec_start(exec_id["Id"])
+        if sig == signal.SIGTERM:
+            # The tool will SIGKILL us after its grace; do not leave the command behind.
+            timer = threading.Timer(0.9, forward, args=(signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda s, _f: forward(s))
+
+    exec_id = api.exec_create(
+        container_id,
+        [*_PREFIX, pidfile, *command],
+        stdin=True,
+        stdout=True,
+        stderr=True,
+        workdir=options["cwd"],
+        environment=options["env"],
+        user=options["user"],
+    )["Id"]
+    stream = api.exec_start(exec_id, socket=True)
+    sock = _raw_socket(stream)
+
+    def pump_stdin() -> None:
+        try:
+            while chunk := os.read(0, 65536):
+                sock.sendall(chunk)
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+
+    threading.Thread(target=pump_stdin, daemon=True).start()
+    for stream_id, data in frames_iter(stream, tty=False):
+        os.write(2 if stream_id == 2 else 1, data)
+    code = api.exec_inspect(exec_id).get("ExitCode")
+    with contextlib.suppress(Exception):
+        api.exec_start(api.exec_create(container_id, ["rm", "-f", pidfile])["Id"])
+    return int(code) if isinstance(code, int) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

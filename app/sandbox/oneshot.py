@@ -1,0 +1,88 @@
+"""One command in a sandbox, start to finish: what :meth:`Sandbox.run` does.
+
+For library callers that want "run this and tell me what happened" without a tool around
+it; the same process handling as the tools: bounded output, a timeout that kills the whole
+run, a process-count watchdog, and nothing left running afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from app.tool._process import OutputBuffer, PipeProtocol, format_seconds
+
+if TYPE_CHECKING:
+    from app.sandbox.base import ExecResult, Sandbox
+    from app.sandbox.processes import ProcessScope
+
+__all__ = ["MAX_OUTPUT_CHARS", "run_oneshot"]
+
+MAX_OUTPUT_CHARS = 100_000
+
+
+async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
+    """``bash -c command`` in ``sandbox``, stdin empty, killed after ``timeout`` seconds."""
+    from app.sandbox.base import ExecResult
+
+    stdout = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
+    stderr = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
+    spec = sandbox.command(
+        [sandbox.shell, "--noprofile", "--norc", "-c", command],
+        rlimits=sandbox.limits.rlimits(timeout),
+    )
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.subprocess_exec(
+        lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
+        *spec.argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=spec.cwd,
+        env=spec.env,
+        start_new_session=True,
+    )
+    scope = sandbox.scope(transport.get_pid())
+    exited = asyncio.ensure_future(protocol.exited.wait())
+    limit = sandbox.limits.max_processes
+    watchdog = asyncio.ensure_future(scope.watch_size(limit, 0.05)) if limit else None
+    notes: list[str] = []
+    timed_out = False
+    try:
+        waiting = {exited} if watchdog is None else {exited, watchdog}
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if exited not in done:
+            if watchdog is not None and watchdog in done:
+                notes.append(f"stopped: more than {limit} processes at once")
+                await scope.kill()
+            else:
+                timed_out = True
+                notes.append(f"timed out after {format_seconds(timeout)} seconds")
+                await scope.terminate(protocol.exited, grace=1.0)
+    finally:
+        await asyncio.shield(_finish(scope, protocol, transport))
+        for task in (exited, watchdog):
+            if task is not None:
+                task.cancel()
+    stdout.close()
+    stderr.close()
+    code = sandbox.exit_status(transport.get_returncode())
+    return ExecResult(
+        exit_code=None if (timed_out or notes) else code,
+        stdout=stdout.render(MAX_OUTPUT_CHARS),
+        stderr=stderr.render(MAX_OUTPUT_CHARS),
+        timed_out=timed_out,
+        notes=notes,
+    )
+
+
+async def _finish(
+    scope: ProcessScope, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
+) -> None:
+    await scope.kill()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(protocol.exited.wait(), 5.0)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(protocol.pipes_closed.wait(), 1.0)
+    transport.close()

@@ -1,0 +1,281 @@
+"""The local and bubblewrap backends through the real tools: confinement, limits, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.exceptions import ToolError
+from app.sandbox.base import Sandbox
+from app.tool.bash import Bash
+from app.tool.python_execute import PythonExecute
+from app.tool.str_replace_editor import StrReplaceEditor
+from tests.sandbox_utils import BACKENDS, make_sandbox, processes_under, requires_bwrap
+
+PY = sys.executable
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture(params=BACKENDS)
+async def sandbox(request: pytest.FixtureRequest, workspace: Path):  # type: ignore[no-untyped-def]
+    box = make_sandbox(request.param, workspace)
+    yield box
+    await box.cleanup()
+
+
+# --- files ----------------------------------------------------------------------------------
+
+
+async def test_editor_and_file_api_refuse_paths_out_of_the_workspace(
+    sandbox: Sandbox, workspace: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("original\n")
+    (workspace / "link.txt").symlink_to(outside)
+    editor = StrReplaceEditor(sandbox=sandbox)
+    for path in ("../outside.txt", str(outside), "link.txt", "sub/../../outside.txt"):
+        with pytest.raises(ToolError, match="outside the allowed locations"):
+            await editor.execute(command="create", path=path, file_text="pwned\n")
+        with pytest.raises(ToolError, match="outside the allowed locations"):
+            await sandbox.write_file(path, b"pwned\n")
+    assert outside.read_text() == "original\n"
+    # Shell metacharacters are just characters in a file name.
+    name = "$(touch pwned); `id`|x.txt"
+    await editor.execute(command="create", path=name, file_text="ok\n")
+    assert (workspace / name).read_text() == "ok\n"
+    assert not (workspace / "pwned").exists()
+    assert await sandbox.read_file(name) == b"ok\n"
+
+
+@requires_bwrap
+async def test_bubblewrap_code_cannot_write_outside_the_workspace(
+    workspace: Path, tmp_path: Path
+) -> None:
+    box = make_sandbox("bubblewrap", workspace)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("original\n")
+    (workspace / "link.txt").symlink_to(outside)
+    bash = Bash(sandbox=box)
+    py = PythonExecute(sandbox=box)
+    try:
+        out = str(await bash.execute(command=f"echo pwned > {outside}; echo pwned > link.txt; "
+                                             "touch /usr/pwned; echo inside > in.txt"))
+        assert "Read-only file system" in out
+        result = await py.execute(code=f"open({str(outside)!r}, 'a').write('pwned')\n"
+                                       "open('/etc/pwned', 'w')")
+        assert not result["success"]
+        assert outside.read_text() == "original\n"
+        assert "pwned" not in {*os.listdir("/usr"), *os.listdir("/etc")}
+        assert (workspace / "in.txt").read_text() == "inside\n"
+        # Outside the workspace and the system directories there is only a private tmpfs:
+        # what code writes there is its own, and the host's files are not visible.
+        listing = str(await bash.execute(command=f"cat {outside}"))
+        assert "original" not in listing and "pwned" in listing
+        assert not (tmp_path / "pwned").exists()
+    finally:
+        await bash.cleanup()
+        await py.cleanup()
+
+
+# --- network ----------------------------------------------------------------------------------
+
+
+@requires_bwrap
+@pytest.mark.parametrize("enabled", [False, True])
+async def test_bubblewrap_network_only_when_enabled(workspace: Path, enabled: bool) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    box = make_sandbox("bubblewrap", workspace, network_enabled=enabled)
+    code = (
+        "import socket\n"
+        "try:\n"
+        f"    socket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n"
+        "    print('CONNECTED')\n"
+        "except OSError as e:\n"
+        "    print('FAILED', e)\n"
+    )
+    try:
+        result = await PythonExecute(sandbox=box).execute(code=code, timeout=10)
+    finally:
+        server.close()
+        await box.cleanup()
+    if enabled:
+        assert "CONNECTED" in result["observation"]
+    else:
+        assert "FAILED" in result["observation"] and "CONNECTED" not in result["observation"]
+
+
+# --- limits -------------------------------------------------------------------------------------
+
+
+async def test_memory_limit_stops_a_memory_hog(sandbox: Sandbox) -> None:
+    hog = "x = bytearray(1024 ** 3)\nprint('allocated')"
+    result = await PythonExecute(sandbox=sandbox).execute(code=hog)
+    assert not result["success"]
+    assert "MemoryError" in result["observation"] and "allocated" not in result["observation"]
+    assert "[memory limit: 256 MiB of data per process]" in result["observation"]
+    bash = Bash(sandbox=sandbox)
+    try:
+        out = str(await bash.execute(command=f"{PY} -c 'bytearray(1024 ** 3)'; echo status=$?"))
+    finally:
+        await bash.cleanup()
+    assert "MemoryError" in out and "status=1" in out
+
+
+async def test_cpu_limit_stops_a_busy_loop(workspace: Path, request: pytest.FixtureRequest,
+                                           sandbox: Sandbox) -> None:
+    box = make_sandbox(sandbox.backend, workspace, cpu_limit=0.05)
+    try:
+        result = await PythonExecute(sandbox=box).execute(code="while True: pass", timeout=20)
+    finally:
+        await box.cleanup()
+    assert not result["success"]
+    assert "killed by SIGXCPU: the CPU time limit of 2 seconds was reached" in (
+        result["observation"]
+    )
+
+
+async def test_timeout_kills_runaway_code_and_its_children(
+    sandbox: Sandbox, workspace: Path
+) -> None:
+    code = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '600'])\n"
+        "subprocess.Popen(['setsid', 'sleep', '600'])\n"
+        "print('started', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    result = await PythonExecute(sandbox=sandbox).execute(code=code, timeout=1)
+    assert "timed out after 1 seconds" in result["observation"]
+    assert "started" in result["observation"]
+    left = processes_under(workspace)
+    for pid in left:
+        os.kill(pid, 9)
+    # Documented limit of the local backend: setsid leaves the process group.
+    assert len(left) == (1 if sandbox.backend == "local" else 0)
+
+
+async def test_processes_left_by_bash_die_with_the_session(
+    sandbox: Sandbox, workspace: Path
+) -> None:
+    bash = Bash(sandbox=sandbox)
+    out = str(await bash.execute(command="sleep 600 & sleep 601 & echo bg"))
+    assert "bg" in out and len(processes_under(workspace)) >= 3
+    await bash.cleanup()
+    assert processes_under(workspace) == []
+
+
+async def test_too_many_processes_stop_the_command(sandbox: Sandbox, workspace: Path) -> None:
+    box = make_sandbox(sandbox.backend, workspace, max_processes=24)
+    bash = Bash(sandbox=box)
+    try:
+        result = await bash.execute(command="for i in $(seq 200); do sleep 60 & done; wait")
+        assert result.error and "more than 24 processes" in result.error
+        assert processes_under(workspace, "sleep") == []
+        assert "again" in str(await bash.execute(command="echo again"))
+        spawn = "import subprocess\nfor _ in range(100): subprocess.Popen(['sleep', '60'])\n"
+        out = await PythonExecute(sandbox=box).execute(code=spawn, timeout=20)
+        assert "more than 24 processes" in out["observation"]
+        assert processes_under(workspace, "sleep") == []
+    finally:
+        await bash.cleanup()
+        await box.cleanup()
+    assert processes_under(workspace) == []
+
+
+# --- behaviour kept inside the sandbox ----------------------------------------------------------
+
+
+async def test_exit_codes_and_state_are_reported(sandbox: Sandbox) -> None:
+    result = await sandbox.run("echo out; echo err >&2; exit 3")
+    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (3, "out\n", "err\n",
+                                                                            False)
+    bash = Bash(sandbox=sandbox, timeout=1)
+    try:
+        await bash.execute(command="mkdir -p sub && cd sub && export X=kept")
+        interrupted = await bash.execute(command="sleep 30")
+        assert interrupted.error and "interrupted (SIGINT)" in interrupted.error
+        assert "shell is still running" in interrupted.error
+        out = str(await bash.execute(command="echo $X; pwd; false"))
+        assert "kept" in out and out.split("\n")[1].endswith("/ws/sub")
+        assert "[exit code: 1]" in out
+    finally:
+        await bash.cleanup()
+
+
+async def test_children_inherit_no_credentials(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.logger import register_secret
+
+    register_secret("registered-value-0123456789")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-abcdefghijklmnop")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-12345678")
+    monkeypatch.setenv("INNOCENT_NAME", "prefix registered-value-0123456789")
+    monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    bash = Bash(sandbox=sandbox)
+    try:
+        env_text = str(await bash.execute(command="env"))
+    finally:
+        await bash.cleanup()
+    py = await PythonExecute(sandbox=sandbox).execute(code="import os; print(dict(os.environ))")
+    for text in (env_text, py["observation"]):
+        assert "HARMLESS_SETTING" in text
+        for needle in ("sk-env-key", "OPENAI_API_KEY", "tok-12345678", "registered-value",
+                       "INNOCENT_NAME"):
+            assert needle not in text
+
+
+@requires_bwrap
+async def test_bubblewrap_hides_the_agent_and_its_files(workspace: Path, tmp_path: Path) -> None:
+    secret_file = tmp_path / "config.toml"
+    secret_file.write_text('api_key = "sk-hidden"\n')
+    box = make_sandbox("bubblewrap", workspace)
+    try:
+        result = await box.run(f"cat {secret_file}; cat /proc/{os.getpid()}/environ; "
+                               "ls /proc | grep -c '^[0-9]'; cat /etc/shadow | wc -c")
+    finally:
+        await box.cleanup()
+    assert "sk-hidden" not in result.stdout
+    assert "No such file" in result.stderr
+    lines = result.stdout.split()
+    assert int(lines[0]) < 10  # only the sandbox's own processes
+    assert lines[1] == "0"  # /etc/shadow is masked
+
+
+@requires_bwrap
+async def test_missing_bwrap_is_a_clear_error(workspace: Path) -> None:
+    from app.sandbox.bubblewrap import BubblewrapSandbox
+
+    box = BubblewrapSandbox(None, workspace, bwrap=str(workspace / "no-bwrap"))
+    box._bwrap = None
+    result = await PythonExecute(sandbox=box).execute(code="print(1)")
+    assert not result["success"]
+    assert "sandbox is not available" in result["observation"]
+    out = await Bash(sandbox=box).execute(command="echo hi")
+    assert out.error and "sandbox is not available" in out.error
+
+
+async def test_cleanup_is_idempotent_and_restartable(sandbox: Sandbox) -> None:
+    assert (await sandbox.run("echo one")).stdout == "one\n"
+    await sandbox.cleanup()
+    await sandbox.cleanup()
+    assert not sandbox.started
+    assert (await sandbox.run("echo two")).stdout == "two\n"
+    assert sandbox.started
+
+
+async def test_concurrent_runs_share_one_sandbox(sandbox: Sandbox) -> None:
+    results = await asyncio.gather(*(sandbox.run(f"echo {i}") for i in range(4)))
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
