@@ -118,7 +118,7 @@ class BrowserUseTool(BaseTool):
             from app.tool.web_search import WebSearch
 
             self.web_search_tool = WebSearch()
-        return await self.web_search_tool.execute(query=query, num_results=3)
+        return await self.web_search_tool.search(query, num_results=3, rounds=1)
 
     # ---- the tool ----------------------------------------------------------------------------
 

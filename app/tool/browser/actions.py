@@ -145,7 +145,8 @@ class BrowserActions:
 
     async def _scroll(self, down: bool, amount: Any) -> str:
         if amount is None:
-            info = (await self.session.get_browser_state_summary(include_screenshot=False)).page_info
+            summary = await self.session.get_browser_state_summary(include_screenshot=False)
+            info = summary.page_info
             amount = info.viewport_height if info else 800
         try:
             pixels = int(amount)

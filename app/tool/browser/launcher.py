@@ -148,7 +148,8 @@ class ChromiumProcess:
             "XDG_CACHE_HOME": str(home / ".cache"),
         }
         log_path = directory / "chromium.log"
-        with open(log_path, "wb") as log:
+        log = await asyncio.to_thread(open, log_path, "wb")
+        with log:
             process = await asyncio.create_subprocess_exec(
                 *cmd,
                 stdin=asyncio.subprocess.DEVNULL,
