@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from app._lazy import lazy_getattr
 
-__all__ = ["BaseAgent", "Manus", "ReActAgent", "RunResult", "SWEAgent", "ToolCallAgent"]
+__all__ = ["BaseAgent", "BrowserAgent", "Manus", "ReActAgent", "RunResult", "SWEAgent", "ToolCallAgent"]
 
 _LOCATIONS = {
     "BaseAgent": "app.agent.base",
+    "BrowserAgent": "app.agent.browser",
     "Manus": "app.agent.manus",
     "ReActAgent": "app.agent.react",
     "RunResult": "app.agent.result",

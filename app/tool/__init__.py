@@ -9,6 +9,7 @@ __all__ = [
     "AskHuman",
     "BaseTool",
     "Bash",
+    "BrowserUseTool",
     "CLIResult",
     "CreateChatCompletion",
     "PythonExecute",
@@ -17,12 +18,14 @@ __all__ = [
     "ToolCollection",
     "ToolFailure",
     "ToolResult",
+    "WebSearch",
 ]
 
 _LOCATIONS = {
     "AskHuman": "app.tool.ask_human",
     "BaseTool": "app.tool.base",
     "Bash": "app.tool.bash",
+    "BrowserUseTool": "app.tool.browser_use_tool",
     "CLIResult": "app.tool.base",
     "CreateChatCompletion": "app.tool.create_chat_completion",
     "PythonExecute": "app.tool.python_execute",
@@ -31,6 +34,7 @@ _LOCATIONS = {
     "ToolCollection": "app.tool.tool_collection",
     "ToolFailure": "app.tool.base",
     "ToolResult": "app.tool.base",
+    "WebSearch": "app.tool.web_search",
 }
 
 

@@ -123,9 +123,11 @@ class ChromiumProcess:
         timeout: float,
     ) -> ChromiumProcess:
         """Start Chromium and wait until its DevTools endpoint is up (or fail clearly)."""
+        # Short names: Chromium's singleton socket lives under TMPDIR and a Unix socket path
+        # must stay under 108 bytes.
         profile = directory / "profile"
-        home = directory / "home"
-        tmp = directory / "tmp"
+        home = directory / "h"
+        tmp = directory / "t"
         for path in (profile, home, tmp):
             path.mkdir(parents=True, exist_ok=True)
         cmd = [
