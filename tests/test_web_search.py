@@ -21,21 +21,27 @@ from tests.web_fixtures import WebServer
 
 GOOGLE = """<html><body>
 <div class="ezO2md"><a href="/url?q=https://python.org/&amp;sa=U&amp;ved=x">
-  <span class="CVA68e">Welcome to Python</span></a><span class="FrIlee">The official home</span></div>
+  <span class="CVA68e">Welcome to Python</span></a>
+  <span class="FrIlee">The official home</span></div>
 <div class="ezO2md"><a href="/url?q=https://docs.python.org/3/&amp;sa=U">
   <span class="CVA68e">Python docs</span></a><span class="FrIlee">Documentation</span></div>
 <a href="/search?q=next">Next page</a></body></html>"""
 
 BING = """<html><body><ol id="b_results">
-<li class="b_algo"><h2><a href="https://www.bing.com/ck/a?!&amp;p=1&amp;u=a1aHR0cHM6Ly9weXRob24ub3JnLw&amp;ntb=1">Python.org</a></h2>
+<li class="b_algo"><h2><a
+  href="https://www.bing.com/ck/a?!&amp;p=1&amp;u=a1aHR0cHM6Ly9weXRob24ub3JnLw&amp;ntb=1"
+  >Python.org</a></h2>
   <div class="b_caption"><p>Python home page</p></div></li>
-<li class="b_algo"><h2><a href="https://wiki.python.org/">Python wiki</a></h2><p>Community wiki</p></li>
+<li class="b_algo"><h2><a href="https://wiki.python.org/">Python wiki</a></h2>
+  <p>Community wiki</p></li>
 </ol></body></html>"""
 
 BAIDU = """<html><body>
-<div class="result c-container" id="1"><h3 class="t"><a href="http://www.baidu.com/link?url=abc">Python 官网</a></h3>
+<div class="result c-container" id="1"><h3 class="t">
+  <a href="http://www.baidu.com/link?url=abc">Python 官网</a></h3>
   <div class="c-abstract">Python 编程语言</div></div>
-<div class="result c-container" id="2"><h3 class="t"><a href="http://www.baidu.com/link?url=def">教程</a></h3>
+<div class="result c-container" id="2"><h3 class="t">
+  <a href="http://www.baidu.com/link?url=def">教程</a></h3>
   <span class="content-right_8Zs40">入门教程</span></div></body></html>"""
 
 DDG = """<html><body>

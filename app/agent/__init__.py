@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from app._lazy import lazy_getattr
 
-__all__ = ["BaseAgent", "BrowserAgent", "Manus", "ReActAgent", "RunResult", "SWEAgent", "ToolCallAgent"]
+__all__ = [
+    "BaseAgent",
+    "BrowserAgent",
+    "Manus",
+    "ReActAgent",
+    "RunResult",
+    "SWEAgent",
+    "ToolCallAgent",
+]
 
 _LOCATIONS = {
     "BaseAgent": "app.agent.base",

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -41,6 +42,18 @@ _USER_CONFIG_DIR = "BROWSER_USE_CONFIG_DIR" in os.environ
 def _import_browser_use() -> SimpleNamespace:
     for key, value in _QUIET_ENV.items():
         os.environ.setdefault(key, value)
+    # Importing browser-use creates its config directory (~/.config/browseruse by default);
+    # point it at a scratch directory for the import and delete that afterwards.
+    scratch = Path(tempfile.mkdtemp(prefix="openmanus-browser-use-"))
+    if not _USER_CONFIG_DIR:
+        os.environ["BROWSER_USE_CONFIG_DIR"] = str(scratch / "config")
+    try:
+        return _do_import()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _do_import() -> SimpleNamespace:
     try:
         from browser_use.browser import events
         from browser_use.browser import session as session_module
