@@ -123,6 +123,7 @@ class BrowserSettings(_Settings):
     cdp_url: str | None = None
     proxy: ProxySettings | None = None
     max_content_length: PositiveInt = 2000
+    action_timeout: PositiveFloat = 30.0
 
     @field_validator("chrome_instance_path", "wss_url", "cdp_url", mode="before")
     @classmethod
@@ -139,6 +140,13 @@ class SearchSettings(_Settings):
     max_retries: NonNegativeInt = 3
     lang: str = "en"
     country: str = "us"
+    searxng_url: str | None = None
+    timeout: PositiveFloat = 10.0
+
+    @field_validator("searxng_url", mode="before")
+    @classmethod
+    def _blank(cls, value: Any) -> Any:
+        return _blank_to_none(value)
 
 
 class SandboxSettings(_Settings):

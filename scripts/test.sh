@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data,docker
+source scripts/setup-venv.sh dev,data,docker,browser,search
+# shellcheck source=scripts/setup-chromium.sh
+source scripts/setup-chromium.sh
 
 # The bubblewrap sandbox tests need bwrap (Debian package); waits if apt is busy.
 if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then

@@ -7,6 +7,7 @@ from app._lazy import lazy_getattr
 
 __all__ = [
     "BaseAgent",
+    "BrowserAgent",
     "DataAnalysis",
     "Manus",
     "ReActAgent",
@@ -18,6 +19,7 @@ __all__ = [
 _LOCATIONS = {
     "BaseAgent": "app.agent.base",
     "DataAnalysis": "app.agent.data_analysis",
+    "BrowserAgent": "app.agent.browser",
     "Manus": "app.agent.manus",
     "ReActAgent": "app.agent.react",
     "RunResult": "app.agent.result",

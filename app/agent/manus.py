@@ -6,13 +6,16 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
+from app.agent.browser import BrowserContextHelper
 from app.agent.toolcall import ToolCallAgent
 from app.agent.workspace import attach_workspace
 from app.logger import logger
+from app.prompt.browser import NEXT_STEP_PROMPT as BROWSER_NEXT_STEP_PROMPT
 from app.prompt.manus import NEXT_STEP_PROMPT, SYSTEM_PROMPT
 from app.sandbox.factory import create_sandbox
+from app.schema import Message
 from app.tool.ask_human import AskHuman
 from app.tool.base import BaseTool
 from app.tool.bash import Bash
@@ -58,10 +61,42 @@ class Manus(ToolCallAgent):
     available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
+    _browser_helper: BrowserContextHelper | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _setup_workspace_and_tools(self) -> Manus:
         attach_workspace(self, self.default_tools)
+        self._browser_helper = BrowserContextHelper(self)
         return self
+
+    @property
+    def browser_context_helper(self) -> BrowserContextHelper:
+        assert self._browser_helper is not None
+        return self._browser_helper
+
+    def _browser_in_use(self) -> bool:
+        """Whether one of the last three messages called the browser (upstream's rule)."""
+        return any(
+            call.function.name == "browser_use"
+            for message in self.memory.messages[-3:]
+            for call in (message.tool_calls or [])
+        )
+
+    async def think(self) -> bool:
+        """While the browser is in use, the step prompt carries its state (and screenshot)."""
+        if not self._browser_in_use():
+            return await super().think()
+        original = self.next_step_prompt
+        self.next_step_prompt = await self.browser_context_helper.format_next_step_prompt(
+            BROWSER_NEXT_STEP_PROMPT
+        )
+        try:
+            return await super().think()
+        finally:
+            self.next_step_prompt = original
+
+    def _request_messages(self) -> list[Message]:
+        return self.browser_context_helper.attach_screenshot(super()._request_messages())
 
     @staticmethod
     def default_tools(workspace: Path) -> ToolCollection:

@@ -9,6 +9,7 @@ __all__ = [
     "AskHuman",
     "BaseTool",
     "Bash",
+    "BrowserUseTool",
     "CLIResult",
     "CreateChatCompletion",
     "DataVisualization",
@@ -20,12 +21,14 @@ __all__ = [
     "ToolFailure",
     "ToolResult",
     "VisualizationPrepare",
+    "WebSearch",
 ]
 
 _LOCATIONS = {
     "AskHuman": "app.tool.ask_human",
     "BaseTool": "app.tool.base",
     "Bash": "app.tool.bash",
+    "BrowserUseTool": "app.tool.browser_use_tool",
     "CLIResult": "app.tool.base",
     "CreateChatCompletion": "app.tool.create_chat_completion",
     "DataVisualization": "app.tool.chart.tools",
@@ -37,6 +40,7 @@ _LOCATIONS = {
     "ToolFailure": "app.tool.base",
     "ToolResult": "app.tool.base",
     "VisualizationPrepare": "app.tool.chart.tools",
+    "WebSearch": "app.tool.web_search",
 }
 
 

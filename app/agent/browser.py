@@ -1,0 +1,162 @@
+"""``BrowserAgent`` and ``BrowserContextHelper``: an agent that works in a real browser, and
+the helper (shared with Manus) that puts the live browser state into each step's prompt.
+
+The state goes into the next-step prompt, which is sent with the request but not stored in
+memory, so screenshots never pile up in the history. The screenshot travels in that user
+message only when the model accepts images, and never inside a ``tool`` message.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from app.agent.toolcall import ToolCallAgent
+from app.logger import logger
+from app.prompt.browser import NEXT_STEP_PROMPT, SYSTEM_PROMPT
+from app.schema import Message
+from app.tool.base import ToolFailure
+from app.tool.terminate import Terminate
+from app.tool.tool_collection import ToolCollection
+
+__all__ = ["BrowserAgent", "BrowserContextHelper"]
+
+_BROWSER_TOOL = "browser_use"
+
+
+class BrowserContextHelper:
+    """Reads the browser tool's state and formats the browser next-step prompt from it."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.current_base64_image: str | None = None
+
+    def browser_tool(self) -> Any:
+        tool = self.agent.available_tools.get_tool(_BROWSER_TOOL)
+        if tool is not None and getattr(tool, "llm", "absent") is None:
+            tool.llm = self.agent.llm  # extract_content uses the agent's model
+        return tool
+
+    async def get_browser_state(self) -> dict[str, Any] | None:
+        """The tool's state as a dict (screenshot kept aside), or None if there is none."""
+        tool = self.browser_tool()
+        if tool is None or not hasattr(tool, "get_current_state"):
+            return None
+        result = await tool.get_current_state()
+        if isinstance(result, ToolFailure) or result.error:
+            logger.debug(f"No browser state: {result.error}")
+            return None
+        self.current_base64_image = result.base64_image
+        try:
+            return json.loads(result.output)
+        except (TypeError, ValueError):
+            logger.warning("The browser state was not valid JSON")
+            return None
+
+    async def format_next_step_prompt(self, template: str = NEXT_STEP_PROMPT) -> str:
+        """``template`` with the browser placeholders filled from the current state."""
+        self.current_base64_image = None
+        state = await self.get_browser_state()
+        url = tabs = above = below = ""
+        if state:
+            url = f"\n   URL: {state.get('url', '')}\n   Title: {state.get('title', '')}"
+            tab_list = state.get("tabs") or []
+            if tab_list:
+                listed = "; ".join(
+                    f"{t.get('tab_id')}: {t.get('title') or t.get('url')}"
+                    + (" (current)" if t.get("active") else "")
+                    for t in tab_list
+                )
+                tabs = f"\n   {len(tab_list)} tab(s) open: {listed}"
+            scroll = state.get("scroll_info") or {}
+            above_px = int(scroll.get("pixels_above") or 0)
+            below_px = int(scroll.get("pixels_below") or 0)
+            if above_px > 0:
+                above = f"\n   {above_px} pixels of content above the visible part"
+            if below_px > 0:
+                below = f"\n   {below_px} pixels of content below the visible part"
+            elements = state.get("interactive_elements")
+            if elements:
+                below += f"\n   Interactive elements:\n{elements}"
+            if state.get("note"):
+                below += f"\n   {state['note']}"
+        else:
+            url = "\n   (no page is open yet)"
+        return template.format(
+            url_placeholder=url,
+            tabs_placeholder=tabs,
+            content_above_placeholder=above,
+            content_below_placeholder=below,
+            results_placeholder="",
+        )
+
+    def attach_screenshot(self, messages: list[Message]) -> list[Message]:
+        """Put the screenshot on the final (next-step) user message, if the model takes images."""
+        image, self.current_base64_image = self.current_base64_image, None
+        llm = self.agent.llm
+        if not image or not messages or messages[-1].role != "user":
+            return messages
+        if not getattr(llm, "supports_images", False):
+            return messages
+        last = messages[-1]
+        return [*messages[:-1], Message.user_message(last.content or "", base64_image=image)]
+
+    async def cleanup_browser(self) -> None:
+        tool = self.browser_tool()
+        if tool is not None:
+            await tool.cleanup()
+
+
+def _browser_tools() -> ToolCollection:
+    from app.tool.browser_use_tool import BrowserUseTool
+
+    return ToolCollection(BrowserUseTool(), Terminate())
+
+
+class BrowserAgent(ToolCallAgent):
+    """Completes tasks in a browser; every step's prompt carries the live page state."""
+
+    name: str = "browser"
+    description: str = "A browser agent that can control a browser to accomplish tasks"
+
+    system_prompt: str = SYSTEM_PROMPT
+    next_step_prompt: str = NEXT_STEP_PROMPT
+
+    max_observe: int = 10000
+    max_steps: int = 20
+
+    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
+
+    _helper: BrowserContextHelper | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _setup_tools(self) -> BrowserAgent:
+        if self.available_tools is None:
+            self.available_tools = _browser_tools()
+        self._helper = BrowserContextHelper(self)
+        return self
+
+    @property
+    def browser_context_helper(self) -> BrowserContextHelper:
+        assert self._helper is not None
+        return self._helper
+
+    async def think(self) -> bool:
+        template = self.next_step_prompt
+        self.next_step_prompt = await self.browser_context_helper.format_next_step_prompt(
+            template or NEXT_STEP_PROMPT
+        )
+        try:
+            return await super().think()
+        finally:
+            self.next_step_prompt = template
+
+    def _request_messages(self) -> list[Message]:
+        return self.browser_context_helper.attach_screenshot(super()._request_messages())
+
+    async def cleanup(self) -> None:
+        await self.browser_context_helper.cleanup_browser()
+        await super().cleanup()

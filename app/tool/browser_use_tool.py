@@ -1,0 +1,203 @@
+"""``browser_use``: the model drives a real Chromium (upstream's tool name, actions and schema).
+
+Built on browser-use 0.13 (``BrowserSession`` over CDP). The browser starts on the first call,
+one call runs at a time, every action has a timeout, and a browser that died is replaced on the
+next call (the result says so). See ``app/tool/browser/`` for the parts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from pydantic import Field, PrivateAttr
+
+from app.config_models import BrowserSettings
+from app.exceptions import ToolError
+from app.tool.base import BaseTool, ToolFailure, ToolResult
+from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions
+from app.tool.browser.runtime import BrowserRuntime, load_browser_use
+from app.tool.browser.state import read_state
+
+__all__ = ["BrowserUseTool"]
+
+_DESCRIPTION = """\
+Control a web browser: open pages, read them, click, type, scroll, use tabs and search the web.
+The browser keeps its state between calls. Elements are addressed by the [index] shown in the
+current browser state; indices change when the page changes, so read the state again after
+navigating. Actions:
+- go_to_url(url): open a URL in the current tab; open_tab(url): open it in a new tab
+- click_element(index); input_text(index, text): type into a field (replaces its content)
+- scroll_down / scroll_up(scroll_amount: pixels, default one screen); scroll_to_text(text)
+- send_keys(keys): keys or shortcuts such as "Enter", "Escape", "Control+a"
+- get_dropdown_options(index); select_dropdown_option(index, text): pick an option by its text
+- go_back; refresh; wait(seconds)
+- switch_tab(tab_id); close_tab: close the current tab
+- web_search(query): search the web and open the first result
+- extract_content(goal): read the whole current page and return what the goal asks for
+"""
+
+_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": list(ACTIONS), "description": "The action to run."},
+        "url": {"type": "string", "description": "URL for 'go_to_url' or 'open_tab'."},
+        "index": {
+            "type": "integer",
+            "description": "Element index for 'click_element', 'input_text', "
+            "'get_dropdown_options' and 'select_dropdown_option'.",
+        },
+        "text": {
+            "type": "string",
+            "description": "Text for 'input_text', 'scroll_to_text' or 'select_dropdown_option'.",
+        },
+        "scroll_amount": {
+            "type": "integer",
+            "description": "Pixels to scroll for 'scroll_down' or 'scroll_up' "
+            "(default: one screen).",
+        },
+        "tab_id": {"type": "integer", "description": "Tab number for 'switch_tab'."},
+        "query": {"type": "string", "description": "Search query for 'web_search'."},
+        "goal": {"type": "string", "description": "What to extract, for 'extract_content'."},
+        "keys": {"type": "string", "description": "Keys to send for 'send_keys'."},
+        "seconds": {"type": "integer", "description": "Seconds to wait for 'wait'."},
+    },
+    "required": ["action"],
+    "dependencies": {name: list(needed) for name, needed in REQUIRED.items()},
+}
+
+_NAVIGATING = {"go_to_url", "open_tab", "web_search", "refresh", "go_back"}
+
+
+class BrowserUseTool(BaseTool):
+    """One browser per tool instance; ``cleanup()`` closes it and the next call starts anew."""
+
+    name: str = "browser_use"
+    description: str = _DESCRIPTION
+    parameters: dict[str, Any] | None = _PARAMETERS
+
+    settings: BrowserSettings | None = Field(
+        default=None, description="Browser settings; None means the config's [browser]."
+    )
+    llm: Any = Field(default=None, description="LLM for extract_content; None: the default LLM.")
+    web_search_tool: Any = Field(default=None, description="WebSearch used by 'web_search'.")
+    start_timeout: float = Field(default=30.0, gt=0)
+
+    _runtime: BrowserRuntime | None = PrivateAttr(default=None)
+
+    # ---- plumbing ----------------------------------------------------------------------------
+
+    def _settings(self) -> BrowserSettings:
+        if self.settings is None:
+            from app.config import config
+
+            self.settings = config.browser_config
+        return self.settings
+
+    @property
+    def runtime(self) -> BrowserRuntime:
+        if self._runtime is None:
+            self._runtime = BrowserRuntime(self._settings(), start_timeout=self.start_timeout)
+        return self._runtime
+
+    @property
+    def is_started(self) -> bool:
+        """Whether a browser is (or was, until it died) open."""
+        return self._runtime is not None and self._runtime.started
+
+    def _get_llm(self) -> Any:
+        if self.llm is None:
+            from app.llm import LLM
+
+            self.llm = LLM()
+        return self.llm
+
+    async def _search(self, query: str) -> Any:
+        if self.web_search_tool is None:
+            from app.tool.web_search import WebSearch
+
+            self.web_search_tool = WebSearch()
+        return await self.web_search_tool.search(query, num_results=3, rounds=1)
+
+    # ---- the tool ----------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        action: str,
+        url: str | None = None,
+        index: int | None = None,
+        text: str | None = None,
+        scroll_amount: int | None = None,
+        tab_id: int | None = None,
+        query: str | None = None,
+        goal: str | None = None,
+        keys: str | None = None,
+        seconds: int | None = None,
+    ) -> ToolResult:
+        if action not in REQUIRED:
+            raise ToolError(f"Unknown action {action!r}. Known actions: {', '.join(ACTIONS)}.")
+        args: dict[str, Any] = {
+            "url": url, "index": index, "text": text, "scroll_amount": scroll_amount,
+            "tab_id": tab_id, "query": query, "goal": goal, "keys": keys, "seconds": seconds,
+        }
+        missing = [key for key in REQUIRED[action] if args.get(key) in (None, "")]
+        if missing:
+            raise ToolError(f"Action '{action}' needs: {', '.join(missing)}.")
+        timeout = self._settings().action_timeout
+        args["_timeout"] = timeout
+        runtime = self.runtime
+        async with runtime.lock:
+            note = await runtime.ensure()
+            bu = await load_browser_use()
+            actions = BrowserActions(
+                bu, runtime.session, runtime.tools,
+                max_content_length=self._settings().max_content_length,
+                llm=self._get_llm, search=self._search,
+            )
+            try:
+                output = await asyncio.wait_for(actions.run(action, args), timeout)
+            except TimeoutError as e:
+                what = f"The page {url or ''} did not load" if action in _NAVIGATING else (
+                    f"The browser action '{action}' did not finish"
+                )
+                raise ToolError(_join(note, f"{what} within {timeout:g} s.")) from e
+            except ToolError as e:
+                raise ToolError(_join(note, e.message)) from e
+            except Exception as e:
+                if not await runtime.is_healthy():
+                    raise ToolError(_join(note, (
+                        f"The browser stopped during '{action}' ({type(e).__name__}: {e}). "
+                        "The next browser action starts a new browser."
+                    ))) from e
+                raise ToolError(_join(note, f"Browser action '{action}' failed: {e}")) from e
+        return ToolResult(output=_join(note, output))
+
+    async def get_current_state(self, context: Any = None) -> ToolResult:
+        """url, title, tabs, interactive elements, scroll position (JSON) and a screenshot."""
+        if not self.is_started:
+            return ToolFailure(error="The browser has not been opened yet")
+        runtime = self.runtime
+        async with runtime.lock:
+            try:
+                note = await runtime.ensure()
+                state, screenshot = await asyncio.wait_for(
+                    read_state(runtime.session), self._settings().action_timeout
+                )
+            except Exception as e:
+                return ToolFailure(error=f"Could not read the browser state: {e}")
+        if note:
+            state["note"] = note
+        return ToolResult(output=json.dumps(state, ensure_ascii=False), base64_image=screenshot)
+
+    async def cleanup(self) -> None:
+        """Close the browser (the Chromium we started is killed, its files deleted)."""
+        if self._runtime is not None:
+            async with self._runtime.lock:
+                await self._runtime.close()
+        if self.web_search_tool is not None:
+            await self.web_search_tool.cleanup()
+
+
+def _join(note: str | None, text: str) -> str:
+    return f"{note}\n{text}" if note else text
