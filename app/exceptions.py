@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "AgentError",
     "AgentStateError",
+    "BatchBackendError",
     "ConfigError",
     "ContextWindowExceededError",
     "ImagesNotSupportedError",
@@ -58,6 +59,10 @@ class AgentError(OpenManusError):
 
 class AgentStateError(AgentError):
     """An agent was asked to run while it is already running (or in another illegal state)."""
+
+
+class BatchBackendError(OpenManusError):
+    """A batch backend could not start or reach its workers (e.g. Ray failed to start)."""
 
 
 # --- errors the model can fix --------------------------------------------------------------

@@ -1,7 +1,8 @@
 """``python -m app.batch``: run a JSONL file of tasks, write a JSONL file of results.
 
 Progress goes to stderr, the summary to stdout. Exit codes: 0 every task finished, 1 some
-failed (their results are written), 2 bad input or configuration, 130 interrupted (finished
+failed (their results are written), 2 bad input or configuration (or the backend could
+not start), 130 interrupted (finished
 results are kept; run the same command again to resume).
 """
 
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(options: object) -> int:
     from app.batch.runner import BatchOptions, run_batch
-    from app.exceptions import ConfigError
+    from app.exceptions import BatchBackendError, ConfigError
 
     assert isinstance(options, BatchOptions)
     main_task = asyncio.current_task()
@@ -119,7 +120,7 @@ async def _run(options: object) -> int:
             loop.add_signal_handler(sig, stop)
     try:
         report = await run_batch(options)
-    except ConfigError as e:
+    except (ConfigError, BatchBackendError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_CONFIG
     except asyncio.CancelledError:

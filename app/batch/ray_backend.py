@@ -7,11 +7,11 @@ each task to the least busy worker and writes results as they come back.
 
 Isolation: inside a worker, tasks are isolated as on the local backend (exceptions, LLM
 failures, hangs and timeouts stay with their task). If a worker *process* dies (a crash,
-``os._exit``, the OOM killer), Ray restarts it; the tasks that were running in it are not
-blamed blindly: each is run again alone in a quarantine worker, and only a task that kills that
-worker too is recorded as ``CRASHED``. A worker that stops answering (its event loop blocked)
-for ``timeout + grace`` seconds is restarted the same way, and its task is recorded as
-``TIMEOUT``.
+``os._exit``, the OOM killer), a fresh worker takes its place; the tasks that were running in
+it are not blamed blindly: each is run again alone in a quarantine worker, and only a task
+that kills that worker too is recorded as ``CRASHED``. A worker that stops answering (its
+event loop blocked) for ``timeout + grace`` seconds is replaced the same way, and its task is
+recorded as ``TIMEOUT``.
 
 Rate limit: one small actor owns the schedule; workers ask it for a slot before every LLM
 request and wait on their own side, so the limit holds for the whole cluster.
@@ -35,7 +35,7 @@ from app.batch.backend import ResultCallback, StartCallback
 from app.batch.execute import ExecutionSettings, execute_task, workspace_for
 from app.batch.models import FAILED, BatchTask, TaskResult
 from app.batch.ratelimit import RateSchedule
-from app.exceptions import ConfigError
+from app.exceptions import BatchBackendError, ConfigError
 
 __all__ = ["BatchWorker", "RateLimiterActor", "RayBackend"]
 
@@ -129,11 +129,15 @@ class RayBackend:
         if ray.is_initialized():
             return False
         common: dict[str, Any] = {"log_to_driver": False, "runtime_env": self.runtime_env}
-        if self.address:
-            ray.init(address=self.address, **common)
-        else:
-            ray.init(address="local", include_dashboard=False, num_cpus=self.num_cpus,
-                     _temp_dir=self.temp_dir, **common)
+        try:
+            if self.address:
+                ray.init(address=self.address, **common)
+            else:
+                ray.init(address="local", include_dashboard=False, num_cpus=self.num_cpus,
+                         _temp_dir=self.temp_dir, **common)
+        except Exception as e:
+            where = f"join the Ray cluster at {self.address}" if self.address else "start Ray"
+            raise BatchBackendError(f"could not {where}: {e}") from e
         return True
 
     # ---- running -------------------------------------------------------------------------------
@@ -185,30 +189,42 @@ class RayBackend:
 
         def spawn(max_concurrency: int) -> Any:
             actor = worker_cls.options(
-                num_cpus=0, max_concurrency=max_concurrency, max_restarts=-1,
-                max_task_retries=0, scheduling_strategy="SPREAD",
+                num_cpus=0, max_concurrency=max_concurrency, max_restarts=0,
+                scheduling_strategy="SPREAD",
             ).remote(*args)
             actors.append(actor)
             return actor
 
+        # A dead worker is replaced by a fresh actor at once (rather than restarted by Ray),
+        # so a task is never sent to a worker that is still coming back.
         workers = [spawn(per_worker) for _ in range(count)]
-        quarantine = spawn(1)
+        quarantine = [spawn(1)]
         self.worker_pids = await asyncio.gather(*(a.pid.remote() for a in actors[-count - 1:]))
         load = [0] * count
         solo = asyncio.Lock()
         queue = iter(tasks)
 
+        def replace(pool: list[Any], index: int, dead: Any, max_concurrency: int) -> None:
+            if pool[index] is dead:
+                pool[index] = spawn(max_concurrency)
+
         async def one(task: BatchTask) -> TaskResult:
             index = min(range(count), key=load.__getitem__)
+            actor = workers[index]
             load[index] += 1
             try:
-                outcome = await self._call(ray, workers[index], task, settings)
+                outcome, gone = await self._call(ray, actor, task, settings)
             finally:
                 load[index] -= 1
+            if gone:
+                replace(workers, index, actor, per_worker)
             if isinstance(outcome, TaskResult):
                 return outcome
             async with solo:  # its worker died: run it again alone to find the culprit
-                retry = await self._call(ray, quarantine, task, settings)
+                alone = quarantine[0]
+                retry, gone = await self._call(ray, alone, task, settings)
+                if gone:
+                    replace(quarantine, 0, alone, 1)
             if isinstance(retry, TaskResult):
                 return retry
             return _failure(task, settings, "CRASHED",
@@ -226,23 +242,25 @@ class RayBackend:
 
     async def _call(
         self, ray: Any, actor: Any, task: BatchTask, settings: ExecutionSettings
-    ) -> TaskResult | str:
-        """The task's result, or a description of how its worker died."""
+    ) -> tuple[TaskResult | str, bool]:
+        """The task's result (or a description of how its worker died), and whether the
+        worker is gone and must be replaced."""
         started = time.time()
         limit = (task.timeout or settings.timeout) + self.grace
         ref = actor.run.remote(task.model_dump())
         try:
             data = await asyncio.wait_for(_await(ref), limit)
         except TimeoutError:
-            ray.kill(actor, no_restart=False)  # its loop is stuck; the others there retry
+            ray.kill(actor)  # its loop is stuck; the tasks there are run again elsewhere
             return _failure(task, settings, "TIMEOUT",
-                            f"the worker did not answer within {limit:g} s; it was restarted",
-                            started)
+                            f"the worker did not answer within {limit:g} s; it was replaced",
+                            started), True
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-            return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            text = str(e).strip()
+            return (text.splitlines()[0] if text else type(e).__name__), True
         except ray.exceptions.RayError as e:
-            return _failure(task, settings, "CRASHED", f"{type(e).__name__}: {e}", started)
-        return TaskResult.model_validate(data)
+            return _failure(task, settings, "CRASHED", f"{type(e).__name__}: {e}", started), False
+        return TaskResult.model_validate(data), False
 
 
 async def _await(ref: Any) -> Any:
