@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev
+source scripts/setup-venv.sh dev,ray
 
 "$VENV/bin/python" -m ruff check app tests main.py
 exec "$VENV/bin/python" -m pytest "$@"
