@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,9 +87,6 @@ class BatchWorker:
         result = await execute_task(BatchTask.model_validate(task), self.settings, gate)
         return result.model_dump()
 
-    def pid(self) -> int:
-        return os.getpid()
-
 
 class RayBackend:
     """Runs a batch on Ray: joins ``address`` or starts a local Ray (stopped afterwards)."""
@@ -119,8 +115,6 @@ class RayBackend:
         self.log_level = log_level
         self.grace = grace
         self.app_config = app_config
-        #: pids of the worker processes of the last run (the quarantine worker included).
-        self.worker_pids: list[int] = []
 
     # ---- cluster -------------------------------------------------------------------------------
 
@@ -199,7 +193,6 @@ class RayBackend:
         # so a task is never sent to a worker that is still coming back.
         workers = [spawn(per_worker) for _ in range(count)]
         quarantine = [spawn(1)]
-        self.worker_pids = await asyncio.gather(*(a.pid.remote() for a in actors[-count - 1:]))
         load = [0] * count
         solo = asyncio.Lock()
         queue = iter(tasks)
