@@ -13,6 +13,7 @@ from __future__ import annotations
 __all__ = [
     "AgentError",
     "AgentStateError",
+    "BatchBackendError",
     "ConfigError",
     "ContextWindowExceededError",
     "ImagesNotSupportedError",
@@ -68,6 +69,10 @@ class SandboxError(OpenManusError):
 
 class SandboxUnavailableError(SandboxError):
     """The configured sandbox backend cannot run here (no ``bwrap``, no Docker engine)."""
+
+
+class BatchBackendError(OpenManusError):
+    """A batch backend could not start or reach its workers (e.g. Ray failed to start)."""
 
 
 # --- errors the model can fix --------------------------------------------------------------

@@ -24,6 +24,7 @@ from app.exceptions import (
     LLMTransientError,
 )
 from app.llm.capabilities import default_reasoning_model, default_supports_images
+from app.llm.context import request_gate, usage_sink
 from app.llm.errors import translate_error
 from app.llm.messages import format_messages, image_part, message_from_response
 from app.llm.usage import Usage
@@ -151,6 +152,9 @@ class LLM:
     def _record_usage(self, usage: Usage) -> None:
         self.last_usage = usage
         self.usage.add(usage)
+        sink = usage_sink.get()
+        if sink is not None:
+            sink.add(usage)
         logger.debug(f"LLM usage: {usage} | cumulative: {self.usage}")
 
     # ---- token counting ----------------------------------------------------------------------
@@ -274,6 +278,10 @@ class LLM:
     async def _post(self, body: dict[str, Any], *, timeout: float | None, stream: bool) -> Any:
         """One HTTP attempt; SDK errors come out as our types."""
         import openai
+
+        gate = request_gate.get()
+        if gate is not None:  # e.g. the batch runner's shared rate limit
+            await gate()
 
         client = self._get_client()
         options = {"security": {"bearer_auth": True}, "timeout": timeout or self.timeout}

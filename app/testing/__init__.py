@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from app.testing.keyed import KeyedScripts, keyed_server
     from app.testing.replies import (
         DropReply,
         ErrorReply,
@@ -36,6 +37,7 @@ __all__ = [
     "CapturedRequest",
     "DropReply",
     "ErrorReply",
+    "KeyedScripts",
     "RawReply",
     "Reply",
     "ScriptedLLMServer",
@@ -47,6 +49,7 @@ __all__ = [
     "call",
     "drop",
     "error",
+    "keyed_server",
     "load_script",
     "raw",
     "slow",
@@ -55,12 +58,18 @@ __all__ = [
 ]
 
 _SERVER_NAMES = {"CapturedRequest", "ScriptedLLMServer"}
+_KEYED_NAMES = {"KeyedScripts", "keyed_server"}
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = "app.testing.server" if name in _SERVER_NAMES else "app.testing.replies"
+    if name in _KEYED_NAMES:
+        module = "app.testing.keyed"
+    elif name in _SERVER_NAMES:
+        module = "app.testing.server"
+    else:
+        module = "app.testing.replies"
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

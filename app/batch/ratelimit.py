@@ -1,0 +1,65 @@
+"""A requests-per-minute limit toward the LLM endpoint, shared by every task of a batch.
+
+The core is a reservation scheduler (GCRA): each request asks for the next free slot and is
+told how long to wait. Because it hands out delays instead of sleeping itself, the same object
+serves tasks on one event loop (``LocalRateLimiter``) and, wrapped in one Ray actor, every
+worker of a cluster: waiting happens in the caller, the actor only does arithmetic.
+Requests are spread evenly; up to ``burst`` may go back to back after a quiet spell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["LocalRateLimiter", "RateSchedule", "default_burst"]
+
+
+def default_burst(per_minute: float) -> int:
+    """One second's worth of requests, at least one."""
+    return max(1, math.floor(per_minute / 60))
+
+
+class RateSchedule:
+    """Hands out request slots at ``per_minute`` on average, ``burst`` at most at once."""
+
+    def __init__(
+        self,
+        per_minute: float,
+        burst: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if per_minute <= 0:
+            raise ValueError(f"the rate limit must be positive, not {per_minute}")
+        self.per_minute = per_minute
+        self.burst = burst if burst is not None else default_burst(per_minute)
+        if self.burst < 1:
+            raise ValueError(f"burst must be at least 1, not {self.burst}")
+        self.interval = 60.0 / per_minute
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._next = clock()  # theoretical arrival time of the next request
+
+    def reserve(self) -> float:
+        """Claim the next slot; returns the seconds to wait before sending (0 = now)."""
+        with self._lock:
+            now = self._clock()
+            arrival = max(self._next, now)
+            allowed_at = arrival - (self.burst - 1) * self.interval
+            self._next = arrival + self.interval
+            return max(0.0, allowed_at - now)
+
+
+class LocalRateLimiter:
+    """The schedule for tasks sharing one event loop; ``await limiter()`` before a request."""
+
+    def __init__(self, per_minute: float, burst: int | None = None) -> None:
+        self.schedule = RateSchedule(per_minute, burst)
+
+    async def __call__(self) -> None:
+        delay = self.schedule.reserve()
+        if delay > 0:
+            await asyncio.sleep(delay)
