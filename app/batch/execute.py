@@ -147,8 +147,7 @@ async def _run(task: BatchTask, workspace: Path, settings: ExecutionSettings) ->
     _no_human(agent)
     try:
         if task.flow:
-            answer = await run_flow(task.flow, agent, task.prompt)
-            return {"state": "FINISHED", "final_answer": answer}
+            return await run_flow(task.flow, agent, task.prompt)
         result = await agent.run(task.prompt)
     finally:
         with contextlib.suppress(Exception):

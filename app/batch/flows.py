@@ -18,7 +18,7 @@ __all__ = ["check_flow_name", "run_flow"]
 
 def _flow_type(name: str) -> Any:
     try:
-        from app.flow.factory import FlowType  # type: ignore[import-not-found]
+        from app.flow.base import FlowType
     except ImportError as e:
         raise ConfigError(f"flow {name!r} is not available: {e}") from e
     for candidate in FlowType:
@@ -33,9 +33,26 @@ def check_flow_name(name: str) -> None:
     _flow_type(name)
 
 
-async def run_flow(name: str, agent: BaseAgent, prompt: str) -> str:
-    """Run flow ``name`` with the task's agent as its executor; returns the flow's answer."""
-    from app.flow.factory import FlowFactory  # type: ignore[import-not-found]
+async def run_flow(name: str, agent: BaseAgent, prompt: str) -> dict[str, Any]:
+    """Run flow ``name`` with the task's agent as its executor.
+
+    Returns the result fields: the flow's summary as the answer, FINISHED only when every plan
+    step completed, else ERROR with what went wrong (blocked steps, timeout, LLM error)."""
+    from app.flow.factory import FlowFactory
 
     flow = FlowFactory.create_flow(_flow_type(name), agents={agent.name.lower(): agent})
-    return str(await flow.execute(prompt))
+    result = await flow.execute(prompt)
+    fields: dict[str, Any] = {
+        "state": "FINISHED" if result.ok else "ERROR",
+        "final_answer": result.summary or str(result),
+        "steps": len(result.steps),
+    }
+    if result.error is not None:
+        fields["error"] = f"{type(result.error).__name__}: {result.error}"
+    elif result.timed_out:
+        fields["error"] = "the flow ran out of time"
+    elif not result.ok:
+        statuses = result.plan.get("step_statuses", []) if result.plan else []
+        blocked = [str(i) for i, status in enumerate(statuses) if status != "completed"]
+        fields["error"] = f"plan steps not completed: {', '.join(blocked) or 'none planned'}"
+    return fields
