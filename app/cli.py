@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
 class _Session:
     """One process: builds the agent, reads tasks, runs them, handles Ctrl-C."""
 
+    exit_words: frozenset[str] = EXIT_WORDS
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.agent: BaseAgent | None = None
@@ -100,7 +102,7 @@ class _Session:
     # ---- the program ---------------------------------------------------------------------------
 
     async def run(self) -> int:
-        from app.exceptions import ConfigError
+        from app.exceptions import ConfigError, MCPServerError
 
         self.main_task = asyncio.current_task()
         loop = asyncio.get_running_loop()
@@ -114,6 +116,9 @@ class _Session:
             except ConfigError as e:
                 _say(f"error: {e}")
                 return EXIT_CONFIG
+            except MCPServerError as e:  # run_mcp.py: the server cannot be reached
+                _say(f"error: {e}")
+                return EXIT_FAILED
             if self.args.prompt is not None:
                 return await self._one_shot(self.args.prompt)
             return await self._interactive()
@@ -200,7 +205,7 @@ class _Session:
             text = line.strip()
             if not text:
                 continue
-            if text.lower() in EXIT_WORDS:
+            if text.lower() in self.exit_words:
                 break
             await self._run_task(text)
         if interactive:

@@ -27,6 +27,7 @@ __all__ = [
     "LLMServerError",
     "LLMTimeoutError",
     "LLMTransientError",
+    "MCPServerError",
     "OpenManusError",
     "TokenLimitExceeded",
     "ToolError",
@@ -65,6 +66,10 @@ class AgentStateError(AgentError):
 
 class ToolError(OpenManusError):
     """Raised by a tool; its message goes back to the model as a failed tool result."""
+
+
+class MCPServerError(OpenManusError):
+    """An MCP server could not be started, reached or talked to; the message names it."""
 
 
 # --- LLM failures --------------------------------------------------------------------------

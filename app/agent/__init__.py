@@ -5,10 +5,19 @@ from __future__ import annotations
 
 from app._lazy import lazy_getattr
 
-__all__ = ["BaseAgent", "Manus", "ReActAgent", "RunResult", "SWEAgent", "ToolCallAgent"]
+__all__ = [
+    "BaseAgent",
+    "MCPAgent",
+    "Manus",
+    "ReActAgent",
+    "RunResult",
+    "SWEAgent",
+    "ToolCallAgent",
+]
 
 _LOCATIONS = {
     "BaseAgent": "app.agent.base",
+    "MCPAgent": "app.agent.mcp",
     "Manus": "app.agent.manus",
     "ReActAgent": "app.agent.react",
     "RunResult": "app.agent.result",
