@@ -106,7 +106,8 @@ async def test_server_killed_mid_session_reports_then_restarts(clients):
     await clients.connect("demo", demo_config())
     first_pid = int((await clients.execute(name="mcp_demo_pid", tool_input={})).output)
 
-    pending = asyncio.ensure_future(clients.execute(name="mcp_demo_slow", tool_input={"seconds": 60}))
+    pending = asyncio.ensure_future(
+        clients.execute(name="mcp_demo_slow", tool_input={"seconds": 60}))
     os.kill(first_pid, signal.SIGKILL)
     lost = await asyncio.wait_for(pending, 30)
     assert isinstance(lost, ToolFailure)

@@ -261,11 +261,15 @@ class MCPConnection:
         ``MCPCallTimeout``, or ``ToolError`` for a protocol-level error from the server."""
         await self.connect()
         limit = timeout or self.call_timeout
-        return await self._request(
+        result = await self._request(
             self.session.call_tool(name, arguments or {}, read_timeout_seconds=limit),
             f"'{name}'",
             limit,
         )
+        # Notifications sent before the result (e.g. tools/list_changed) are handled in tasks
+        # the SDK already scheduled; let them run so callers see their effect at once.
+        await asyncio.sleep(0)
+        return result
 
     async def _request(self, request: Any, what: str, limit: float) -> Any:
         from mcp.shared.exceptions import MCPError

@@ -17,6 +17,7 @@ import contextlib
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,9 @@ class MCPServer:
         sock.listen(128)
         bound_port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        server = _quiet_exit_server(uvicorn)(
+            uvicorn.Config(app, log_level="warning", lifespan="on")
+        )
         if on_ready is not None:
             on_ready(f"http://{shown}:{bound_port}{path}")
         try:
@@ -216,6 +219,27 @@ class MCPServer:
     def run(self, transport: str = "stdio", **kwargs: Any) -> None:
         """Blocking ``serve`` (upstream's entry point)."""
         asyncio.run(self.serve(transport, **kwargs))
+
+
+def _quiet_exit_server(uvicorn: Any) -> Any:
+    """uvicorn's server, minus re-raising SIGTERM/SIGINT after shutdown: that would kill the
+    process before our cleanup (bash sessions, browser) runs."""
+
+    class Server(uvicorn.Server):  # type: ignore[name-defined,misc]
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            handled = (signal.SIGINT, signal.SIGTERM)
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server
 
 
 def _local_security(host: str) -> Any:
