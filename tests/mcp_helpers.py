@@ -38,7 +38,7 @@ def guarded_env() -> dict[str, str]:
 
 def child_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "OPENMANUS"))}
-    env.update(guarded_env(), HOME=str(tmp_path))
+    env.update(guarded_env(), HOME=str(tmp_path), OPENMANUS_LOG_DIR=str(tmp_path / "logs"))
     return env
 
 

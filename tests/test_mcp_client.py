@@ -232,3 +232,21 @@ async def test_list_changed_notification_and_refresh(shared):
     extra = await clients.execute(name="mcp_demo_extra", tool_input={})
     assert extra.output == "extra!"
     assert not clients.tools_changed
+
+
+def test_mcp_json_errors_name_the_server_and_key(tmp_path):
+    from app.config import load_config
+    from app.exceptions import ConfigError
+
+    (tmp_path / "config.toml").write_text('[llm]\nmodel = "m"\n', encoding="utf-8")
+    (tmp_path / "mcp.json").write_text(
+        '{"mcpServers": {"slowpoke": {"command": "x", "timeout": -1},'
+        ' "web": {"type": "http"}, "ok": {"url": "http://127.0.0.1:1/sse", "timeout": 5}}}',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "config.toml")
+    message = str(info.value)
+    assert "mcpServers.slowpoke.timeout" in message and "greater than 0" in message
+    assert "mcpServers.web" in message and '"http" server needs "url"' in message
+    assert "mcpServers.ok" not in message
