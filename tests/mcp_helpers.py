@@ -15,6 +15,7 @@ from app.testing.netguard import SITE_DIR
 
 __all__ = [
     "DEMO",
+    "PNG_B64",
     "ROOT",
     "child_env",
     "demo_config",
@@ -25,6 +26,10 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = Path(__file__).resolve().parent / "mcp_servers" / "demo_server.py"
+#: The 1x1 PNG the demo server's ``picture`` tool returns (kept in step with demo_server.py).
+PNG_B64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
 
 
 def guarded_env() -> dict[str, str]:

@@ -14,8 +14,7 @@ from app.config import AppConfig, MCPServerConfig, MCPSettings, config
 from app.schema import AgentState
 from app.testing import call, text, tool_calls
 from tests.conftest import llm_settings
-from tests.mcp_helpers import DEMO, demo_config, guarded_env
-from tests.mcp_servers.demo_server import PNG_B64
+from tests.mcp_helpers import DEMO, PNG_B64, demo_config, guarded_env
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ from app.exceptions import MCPServerError
 from app.mcp.results import MCPToolFailure, MCPToolResult, tool_name
 from app.tool.base import ToolFailure
 from app.tool.mcp import MCPClients, MCPClientTool
-from tests.mcp_helpers import DEMO, demo_config, http_server
-from tests.mcp_servers.demo_server import PNG_B64
+from tests.mcp_helpers import DEMO, PNG_B64, demo_config, http_server
 
 DEMO_TOOLS = {"echo", "add", "fail", "picture", "pid", "slow", "grow"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -146,3 +147,38 @@ async def test_run_task_delegates_to_a_manus_agent(clients, tmp_path):
 
         empty = await clients.execute(name="mcp_openmanus_run_task", tool_input={"task": " "})
         assert isinstance(empty, ToolFailure) and "non-empty" in empty.error
+
+
+def test_sigterm_with_stdin_still_open_cleans_up_and_exits(tmp_path):
+    """A client that signals instead of closing stdin (or Ctrl-C in a terminal) still gets a
+    prompt exit, and the shell's background jobs are stopped."""
+    import json
+
+    proc = subprocess.Popen(
+        [sys.executable, *SERVER, "--workspace", str(tmp_path)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(tmp_path), text=True,
+    )
+    try:
+        def send(message: dict) -> None:
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            proc.stdin.flush()
+
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}})
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call", "params": {
+            "name": "bash", "arguments": {"command": "tail -f /dev/null & echo $!"}}})
+        reply = json.loads(proc.stdout.readline())
+        child = int(reply["result"]["content"][0]["text"].split()[0])
+        assert alive(child)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        assert not alive(child)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -359,12 +360,19 @@ async def _main(args: argparse.Namespace, transport: str) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    main_task = asyncio.current_task()
     loop = asyncio.get_running_loop()
-    if transport == "stdio" and main_task is not None:
+    if transport == "stdio":
+        # The SDK reads stdin in a thread that cancellation cannot interrupt, so a signal
+        # while the client keeps stdin open would never finish the loop: clean up and leave.
+        exiting: list[asyncio.Task[None]] = []
+
+        def on_signal() -> None:
+            if not exiting:
+                exiting.append(asyncio.ensure_future(_cleanup_and_exit(server)))
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, main_task.cancel)
+                loop.add_signal_handler(sig, on_signal)
 
     def ready(where: str) -> None:
         if where != "stdio":
@@ -378,6 +386,15 @@ async def _main(args: argparse.Namespace, transport: str) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+async def _cleanup_and_exit(server: MCPServer) -> None:
+    try:
+        await asyncio.wait_for(server.cleanup(), 10)
+    except Exception as e:  # exiting anyway; say why the cleanup was incomplete
+        print(f"warning: cleanup failed: {e}", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
