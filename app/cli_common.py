@@ -75,6 +75,7 @@ class TerminalSession(ABC):
     """
 
     log_name = "openmanus"
+    exit_words: frozenset[str] = EXIT_WORDS
     banner = "OpenManus ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -122,7 +123,7 @@ class TerminalSession(ABC):
     # ---- the program ---------------------------------------------------------------------------
 
     async def run(self) -> int:
-        from app.exceptions import ConfigError
+        from app.exceptions import ConfigError, MCPServerError
 
         self.main_task = asyncio.current_task()
         loop = asyncio.get_running_loop()
@@ -136,6 +137,9 @@ class TerminalSession(ABC):
             except ConfigError as e:
                 say(f"error: {e}")
                 return EXIT_CONFIG
+            except MCPServerError as e:  # run_mcp.py: the server cannot be reached
+                say(f"error: {e}")
+                return EXIT_FAILED
             if self.args.prompt is not None:
                 return await self._one_shot(self.args.prompt)
             return await self._interactive()
@@ -195,7 +199,7 @@ class TerminalSession(ABC):
             text = line.strip()
             if not text:
                 continue
-            if text.lower() in EXIT_WORDS:
+            if text.lower() in self.exit_words:
                 break
             await self._run_task(text)
         if interactive:

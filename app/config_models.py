@@ -195,6 +195,7 @@ class MCPServerConfig(_Settings):
     env: dict[str, str] | None = Field(default=None, repr=False)
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    timeout: PositiveFloat | None = None  # seconds per tool call; None: the client's default
 
     @model_validator(mode="before")
     @classmethod

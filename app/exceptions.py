@@ -28,6 +28,7 @@ __all__ = [
     "LLMServerError",
     "LLMTimeoutError",
     "LLMTransientError",
+    "MCPServerError",
     "OpenManusError",
     "SandboxError",
     "SandboxUnavailableError",
@@ -80,6 +81,10 @@ class BatchBackendError(OpenManusError):
 
 class ToolError(OpenManusError):
     """Raised by a tool; its message goes back to the model as a failed tool result."""
+
+
+class MCPServerError(OpenManusError):
+    """An MCP server could not be started, reached or talked to; the message names it."""
 
 
 # --- LLM failures --------------------------------------------------------------------------

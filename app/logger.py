@@ -8,6 +8,7 @@ included. Importing this module touches no handler; entry points call ``define_l
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -183,7 +184,8 @@ def define_log_level(
     """Replace all handlers with a redacting console sink and a lazily created log file.
 
     Either level may be ``"OFF"``/``None`` to drop that sink. The file is
-    ``<log_dir>/<name>_<YYYYmmddHHMMSS>.log`` (default directory ``<project>/logs``).
+    ``<log_dir>/<name>_<YYYYmmddHHMMSS>.log`` (default directory ``$OPENMANUS_LOG_DIR``, else
+    ``<project>/logs``).
     ``compact`` gives a short console line (time, level, message) for terminal programs.
     """
     _loguru_logger.remove()
@@ -200,7 +202,8 @@ def define_log_level(
     if not _is_off(logfile_level):
         stamp = datetime.now().strftime("%Y%m%d%H%M%S")
         file_name = f"{name}_{stamp}.log" if name else f"{stamp}.log"
-        directory = Path(log_dir) if log_dir is not None else _PROJECT_ROOT / "logs"
+        default_dir = os.environ.get("OPENMANUS_LOG_DIR") or _PROJECT_ROOT / "logs"
+        directory = Path(log_dir) if log_dir is not None else Path(default_dir)
         _loguru_logger.add(
             _LazyFileSink(directory / file_name),
             level=_normalise(logfile_level),  # type: ignore[arg-type]

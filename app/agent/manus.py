@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from app.agent.browser import BrowserContextHelper
-from app.agent.toolcall import ToolCallAgent
+from app.agent.mcp_host import MCPHostAgent
 from app.agent.workspace import attach_workspace
 from app.logger import logger
 from app.prompt.browser import NEXT_STEP_PROMPT as BROWSER_NEXT_STEP_PROMPT
@@ -45,8 +45,9 @@ def browser_tool_or_notice() -> BaseTool | None:
     return None
 
 
-class Manus(ToolCallAgent):
-    """Python, shell, file editing, asking the human, and the browser when installed."""
+class Manus(MCPHostAgent):
+    """Python, shell, file editing, asking the human, the browser when installed, and the
+    tools of every MCP server in ``mcp.json`` (see ``create``)."""
 
     name: str = "Manus"
     description: str = "A versatile agent that can solve various tasks using multiple tools"
@@ -114,6 +115,20 @@ class Manus(ToolCallAgent):
         return ToolCollection(*tools)
 
     @classmethod
-    async def create(cls, **kwargs: Any) -> Manus:
-        """Build a Manus ready to run (upstream's factory; MCP servers join here later)."""
-        return cls(**kwargs)
+    async def create(cls, *, connect_mcp: bool = True, **kwargs: Any) -> Manus:
+        """Build a Manus ready to run, connected to every MCP server configured in
+        ``mcp.json`` (upstream's factory). Servers that fail are logged and listed in
+        ``mcp_failures``; the agent runs with the rest."""
+        agent = cls(**kwargs)
+        if connect_mcp:
+            await agent.initialize_mcp_servers()
+        return agent
+
+    async def initialize_mcp_servers(self) -> dict[str, str]:
+        """Connect the servers of ``config.mcp_config.servers``; returns the failures."""
+        from app.config import config, find_config_path
+
+        if not config.is_loaded and not find_config_path().is_file():
+            return {}  # no config file at all (the LLM was given in code): no servers
+        servers = config.mcp_config.servers
+        return await self.connect_mcp_servers(servers) if servers else {}

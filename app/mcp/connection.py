@@ -1,0 +1,380 @@
+"""One connection to one MCP server (stdio, SSE or streamable HTTP), owned by its own task.
+
+The SDK's transports are anyio context managers that must be entered and left in the same
+task. Upstream entered them in whichever task called ``connect`` and left them in whichever
+called ``disconnect`` (often another one, which breaks), and kept them on the class, shared by
+every instance. Here each connection runs a small task that opens the transport and session,
+waits until it is told to stop, and closes them again; callers talk to the session from any
+task. A server that dies is noticed on the next call (``connection lost``), and the call after
+that starts or reconnects it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any
+
+from app.config_models import MCPServerConfig
+from app.exceptions import MCPServerError, ToolError
+from app.logger import logger
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "MCPCallTimeout",
+    "MCPConnection",
+    "MCPConnectionLost",
+]
+
+DEFAULT_CONNECT_TIMEOUT = 30.0
+DEFAULT_CALL_TIMEOUT = 300.0
+_STOP_TIMEOUT = 10.0
+_STDERR_TAIL = 1500
+_TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+class MCPConnectionLost(MCPServerError):
+    """The connection broke during a request; the next call reconnects."""
+
+
+class MCPCallTimeout(MCPServerError):
+    """A tool call did not answer within its timeout; the connection is kept."""
+
+
+class MCPConnection:
+    """A live session with one MCP server, reconnected on demand.
+
+    ``config`` says how to reach it (``MCPServerConfig``: type stdio/sse/http, command, args,
+    env, url, headers, timeout). ``inherit_env`` passes this process's whole environment to
+    a stdio server (for our own server); otherwise it gets the SDK's safe minimum plus
+    ``config.env``, as other MCP clients do.
+    """
+
+    def __init__(
+        self,
+        server_id: str,
+        config: MCPServerConfig,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        inherit_env: bool = False,
+        on_tools_changed: Callable[[MCPConnection], None] | None = None,
+    ) -> None:
+        self.server_id = server_id
+        self.config = config
+        self.connect_timeout = connect_timeout
+        self.call_timeout = config.timeout or call_timeout
+        self.inherit_env = inherit_env
+        self.on_tools_changed = on_tools_changed
+        self.session: Any = None
+        self.server_name: str | None = None
+        self.tools_changed = False
+        self.last_error: str | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None
+
+    # ---- state ---------------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self.session is not None and self._runner is not None and not self._runner.done()
+
+    @property
+    def target(self) -> str:
+        """What the connection reaches, for messages: the command line or the URL."""
+        if self.config.type == "stdio":
+            return " ".join([self.config.command or "", *self.config.args]).strip()
+        return self.config.url or ""
+
+    def __repr__(self) -> str:
+        state = "connected" if self.connected else "disconnected"
+        return f"MCPConnection({self.server_id!r}, {self.config.type}, {state})"
+
+    # ---- connect / close -----------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the session if it is not open; raises ``MCPServerError`` saying why not."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.connected:
+                return
+            await self._stop_runner()
+            loop = asyncio.get_running_loop()
+            ready: asyncio.Future[Any] = loop.create_future()
+            self._stop = asyncio.Event()
+            self._runner = asyncio.create_task(self._run(ready), name=f"mcp:{self.server_id}")
+            try:
+                async with asyncio.timeout(self.connect_timeout):
+                    self.session = await asyncio.shield(ready)
+            except TimeoutError:
+                await self._stop_runner(graceful=False)
+                self.last_error = (
+                    f"MCP server '{self.server_id}' ({self.target}) did not complete the "
+                    f"handshake within {self.connect_timeout:g} s"
+                )
+                raise MCPServerError(self.last_error) from None
+            except BaseException:
+                await self._stop_runner(graceful=False)
+                raise
+            self.last_error = None
+            self.tools_changed = False
+            logger.debug(f"MCP server '{self.server_id}' connected ({self.target})")
+
+    async def close(self) -> None:
+        """End the session and, for stdio, the server process. Safe to call repeatedly."""
+        await self._stop_runner()
+
+    async def _stop_runner(self, *, graceful: bool = True) -> None:
+        """Stop the connection task: politely (it leaves its contexts), or by cancelling it
+        when it is stuck before the session was established."""
+        runner, self._runner = self._runner, None
+        self.session = None
+        if runner is None or runner.done():
+            if runner is not None and not runner.cancelled():
+                runner.exception()  # consumed: failures were reported through ``ready``
+            return
+        if not graceful:
+            runner.cancel()
+        elif self._stop is not None:
+            self._stop.set()
+        try:
+            done, _ = await asyncio.wait({runner}, timeout=_STOP_TIMEOUT)
+            if not done:
+                runner.cancel()
+                await asyncio.wait({runner}, timeout=_STOP_TIMEOUT)
+        except asyncio.CancelledError:
+            # We are being cancelled ourselves: still make sure the server goes away.
+            runner.cancel()
+            raise
+        if runner.done() and not runner.cancelled() and runner.exception() is not None:
+            error = runner.exception()
+            logger.debug(f"MCP server '{self.server_id}' closed with {type(error).__name__}")
+
+    async def _run(self, ready: asyncio.Future[Any]) -> None:
+        """The task that owns the transport and the session for their whole life."""
+        errlog: IO[str] | None = None
+        if self.config.type == "stdio":
+            errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(self._transport(errlog))
+                from mcp import ClientSession, Implementation
+
+                session = await stack.enter_async_context(
+                    ClientSession(
+                        read,
+                        write,
+                        message_handler=self._on_message,
+                        client_info=Implementation(name="openmanus", version="0.1.0"),
+                    )
+                )
+                init = await session.initialize()
+                info = getattr(init, "server_info", None)
+                self.server_name = getattr(info, "name", None)
+                if not ready.done():
+                    ready.set_result(session)
+                assert self._stop is not None
+                await self._stop.wait()
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:
+            cancelled = isinstance(e, asyncio.CancelledError)
+            if not ready.done():
+                if cancelled:
+                    ready.cancel()
+                else:
+                    message = self._describe_failure(e, errlog)
+                    self.last_error = message
+                    ready.set_exception(MCPServerError(message))
+            elif not cancelled:
+                self.last_error = self._describe_failure(e, errlog)
+                logger.warning(self.last_error)
+            if cancelled:
+                raise
+        finally:
+            self.session = None
+            if errlog is not None:
+                errlog.close()
+
+    def _transport(self, errlog: IO[str] | None) -> contextlib.AbstractAsyncContextManager[Any]:
+        cfg = self.config
+        if cfg.type == "stdio":
+            from mcp import StdioServerParameters
+            from mcp.client.stdio import get_default_environment, stdio_client
+
+            base = dict(os.environ) if self.inherit_env else get_default_environment()
+            params = StdioServerParameters(
+                command=cfg.command or "", args=list(cfg.args), env={**base, **(cfg.env or {})}
+            )
+            return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
+        if cfg.type == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(cfg.url or "", headers=dict(cfg.headers) or None)
+        return _http_transport(cfg.url or "", dict(cfg.headers))
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            logger.debug(f"MCP server '{self.server_id}': {type(message).__name__}: {message}")
+            return
+        method = getattr(message, "method", None) or getattr(
+            getattr(message, "root", None), "method", None
+        )
+        if method == _TOOLS_CHANGED:
+            self.tools_changed = True
+            if self.on_tools_changed is not None:
+                self.on_tools_changed(self)
+
+    # ---- requests ------------------------------------------------------------------------------
+
+    async def list_tools(self) -> list[Any]:
+        """Every tool the server offers (all pages); connects first if needed."""
+        await self.connect()
+        tools: list[Any] = []
+        cursor: str | None = None
+        while True:
+            result = await self._request(self._list_page(cursor), "tools/list", self.call_timeout)
+            tools.extend(result.tools)
+            cursor = getattr(result, "next_cursor", None)
+            if not cursor:
+                break
+        self.tools_changed = False
+        return tools
+
+    def _list_page(self, cursor: str | None) -> Any:
+        if cursor is None:
+            return self.session.list_tools()
+        from mcp import types
+
+        return self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, timeout: float | None = None
+    ) -> Any:
+        """``tools/call`` on the server. Raises ``MCPServerError`` (unreachable or lost),
+        ``MCPCallTimeout``, or ``ToolError`` for a protocol-level error from the server."""
+        await self.connect()
+        limit = timeout or self.call_timeout
+        result = await self._request(
+            self.session.call_tool(name, arguments or {}, read_timeout_seconds=limit),
+            f"'{name}'",
+            limit,
+        )
+        # Notifications sent before the result (e.g. tools/list_changed) are handled in tasks
+        # the SDK already scheduled; let them run so callers see their effect at once.
+        await asyncio.sleep(0)
+        return result
+
+    async def _request(self, request: Any, what: str, limit: float) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        try:
+            # The SDK enforces ``limit``; the outer bound only guards against a stuck transport.
+            async with asyncio.timeout(limit + 5):
+                return await request
+        except MCPError as e:
+            if e.code == REQUEST_TIMEOUT:
+                raise MCPCallTimeout(
+                    f"MCP server '{self.server_id}' did not answer {what} within {limit:g} s"
+                ) from e
+            if e.code == CONNECTION_CLOSED:
+                raise await self._lost(what, e) from e
+            raise ToolError(f"MCP server '{self.server_id}' rejected {what}: {e.message}") from e
+        except TimeoutError as e:
+            raise await self._lost(what, e) from e
+        except (OSError, EOFError, _anyio_closed_errors()) as e:
+            raise await self._lost(what, e) from e
+
+    async def _lost(self, what: str, cause: BaseException) -> MCPConnectionLost:
+        detail = self.last_error or f"{type(cause).__name__}: {cause}"
+        await self._stop_runner()
+        restart = "restarted" if self.config.type == "stdio" else "reconnected"
+        self.last_error = (
+            f"MCP server '{self.server_id}' ({self.target}): the connection was lost during "
+            f"{what} ({detail}); it will be {restart} on the next call"
+        )
+        logger.warning(self.last_error)
+        return MCPConnectionLost(self.last_error)
+
+    # ---- messages ------------------------------------------------------------------------------
+
+    def _describe_failure(self, error: BaseException, errlog: IO[str] | None) -> str:
+        cause = _root_cause(error)
+        kind = self.config.type
+        if isinstance(cause, FileNotFoundError) and kind == "stdio":
+            reason = f"command not found: {self.config.command!r}"
+        elif isinstance(cause, PermissionError) and kind == "stdio":
+            reason = f"command not executable: {self.config.command!r}"
+        elif _is_closed(cause):
+            reason = (
+                "the server process exited or closed its output before answering"
+                if kind == "stdio"
+                else "the server closed the connection"
+            )
+        else:
+            text = str(cause) or type(cause).__name__
+            reason = f"{type(cause).__name__}: {text}" if str(cause) else text
+        message = f"MCP server '{self.server_id}' ({self.target}) could not be used: {reason}"
+        tail = _tail(errlog)
+        if tail:
+            message += f"\n--- its stderr ends with ---\n{tail}"
+        return message
+
+
+def _http_transport(
+    url: str, headers: dict[str, str]
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """Streamable HTTP, with our headers on an HTTP client the transport closes for us."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    @contextlib.asynccontextmanager
+    async def transport() -> Any:
+        async with create_mcp_http_client(headers=headers or None) as client:
+            async with streamable_http_client(url, http_client=client) as streams:
+                yield streams[0], streams[1]
+
+    return transport()
+
+
+def _anyio_closed_errors() -> tuple[type[BaseException], ...]:
+    import anyio
+
+    return (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+
+
+def _root_cause(error: BaseException) -> BaseException:
+    """The first real error inside (possibly nested) exception groups."""
+    while isinstance(error, BaseExceptionGroup):
+        inner = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
+        error = (inner or list(error.exceptions))[0]
+    return error
+
+
+def _is_closed(error: BaseException) -> bool:
+    code = getattr(error, "code", None)
+    if type(error).__name__ == "MCPError" and code == -32000:  # CONNECTION_CLOSED
+        return True
+    return isinstance(error, EOFError | BrokenPipeError | ConnectionResetError) or (
+        type(error).__name__ in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
+    )
+
+
+def _tail(errlog: IO[str] | None) -> str:
+    if errlog is None:
+        return ""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        text = errlog.read()
+    except (OSError, ValueError):
+        return ""
+    text = text.strip()
+    return text[-_STDERR_TAIL:] if text else ""

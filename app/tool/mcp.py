@@ -1,0 +1,326 @@
+"""MCP servers' tools as our tools: ``MCPClientTool`` (one remote tool) and ``MCPClients`` (a
+``ToolCollection`` of every tool of every connected server).
+
+Each server's tools are named ``mcp_{server_id}_{tool}``, made safe for function calling
+(``[A-Za-z0-9_-]``, at most 64 characters) and unique. Connections belong to the collection
+instance (upstream kept them on the class, shared by every agent). A call on a server that
+died reports it; the next call restarts or reconnects it; if it cannot be reached its tools
+leave the collection until a later ``refresh()`` finds it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import Field
+
+from app.config_models import MCPServerConfig
+from app.exceptions import MCPServerError
+from app.logger import logger
+from app.mcp.connection import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    MCPCallTimeout,
+    MCPConnection,
+    MCPConnectionLost,
+)
+from app.mcp.results import convert_result, tool_name
+from app.tool.base import BaseTool, ToolFailure, ToolResult
+from app.tool.tool_collection import ToolCollection
+
+__all__ = ["MCPClientTool", "MCPClients", "ToolChanges"]
+
+
+class MCPClientTool(BaseTool):
+    """A tool that lives on an MCP server; calling it sends ``tools/call`` there."""
+
+    server_id: str = ""
+    original_name: str = ""
+    connection: Any = Field(default=None, exclude=True, repr=False)
+    owner: Any = Field(default=None, exclude=True, repr=False)
+
+    @property
+    def session(self) -> Any:
+        """The SDK session in use (upstream's attribute), or None while disconnected."""
+        return self.connection.session if self.connection is not None else None
+
+    async def execute(self, **kwargs: Any) -> ToolResult:
+        if self.connection is None:
+            return ToolFailure(error="Not connected to MCP server")
+        try:
+            result = await self.connection.call_tool(self.original_name, kwargs)
+        except (MCPCallTimeout, MCPConnectionLost) as e:
+            return ToolFailure(error=str(e))
+        except MCPServerError as e:  # could not (re)connect
+            if self.owner is not None:
+                self.owner.mark_unreachable(self.server_id)
+            return ToolFailure(
+                error=f"{e}\nIts tools are unavailable until the server can be reached again."
+            )
+        return convert_result(result)
+
+
+class ToolChanges:
+    """What a refresh changed, by tool name."""
+
+    def __init__(self, added: list[str], removed: list[str], changed: list[str]) -> None:
+        self.added = added
+        self.removed = removed
+        self.changed = changed
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    def __repr__(self) -> str:
+        return f"ToolChanges(added={self.added}, removed={self.removed}, changed={self.changed})"
+
+
+class MCPClients(ToolCollection):
+    """Connections to MCP servers and all their tools, ready for an agent to offer.
+
+    ``cleanup()`` (run after every agent run) keeps the connections open; ``disconnect()``
+    closes them. Tools of a disconnected server stay usable: their next call reconnects.
+    """
+
+    description: str = "MCP client tools for server interaction"
+
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+    ) -> None:
+        super().__init__()
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.connections: dict[str, MCPConnection] = {}
+        self._schemas: dict[str, tuple[str, str]] = {}
+        self._changed: asyncio.Event | None = None
+
+    @property
+    def sessions(self) -> dict[str, Any]:
+        """Live SDK sessions by server id (upstream's attribute)."""
+        return {sid: c.session for sid, c in self.connections.items() if c.connected}
+
+    @property
+    def tools_changed(self) -> bool:
+        """True when a server announced that its tool list changed since the last listing."""
+        return any(c.tools_changed for c in self.connections.values())
+
+    async def wait_for_tools_change(self) -> None:
+        """Wait until a server announces that its tool list changed (then ``refresh()``)."""
+        if self.tools_changed:
+            return
+        await self._change_event().wait()
+
+    def _change_event(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def _on_tools_changed(self, connection: MCPConnection) -> None:
+        logger.debug(f"MCP server '{connection.server_id}' changed its tool list")
+        self._change_event().set()
+
+    # ---- connecting ----------------------------------------------------------------------------
+
+    async def connect(
+        self,
+        server_id: str,
+        server: MCPServerConfig | Mapping[str, Any],
+        *,
+        inherit_env: bool = False,
+    ) -> list[str]:
+        """Connect one server and add its tools; returns their names. Raises ``MCPServerError``.
+
+        An empty ``server_id`` becomes the name the server reports (else its command or URL).
+        """
+        config = server if isinstance(server, MCPServerConfig) else MCPServerConfig(**server)
+        label = server_id or _unique_id(_default_id(config), self.connections)
+        if label in self.connections:
+            await self.disconnect(label)
+        connection = MCPConnection(
+            label,
+            config,
+            connect_timeout=self.connect_timeout,
+            call_timeout=self.call_timeout,
+            inherit_env=inherit_env,
+            on_tools_changed=self._on_tools_changed,
+        )
+        try:
+            await connection.connect()
+            if not server_id and connection.server_name:
+                label = _unique_id(_safe_id(connection.server_name), self.connections)
+                connection.server_id = label
+            tools = await connection.list_tools()
+        except BaseException:
+            await connection.close()
+            raise
+        self.connections[label] = connection
+        names = self._install(connection, tools)
+        logger.info(f"🔌 MCP server '{label}' connected with {len(names)} tool(s)")
+        return names
+
+    async def connect_stdio(
+        self,
+        command: str,
+        args: list[str] | None = None,
+        server_id: str = "",
+        env: dict[str, str] | None = None,
+        *,
+        inherit_env: bool = False,
+    ) -> list[str]:
+        """Start ``command args`` and talk MCP over its stdin/stdout."""
+        if not command:
+            raise ValueError("Server command is required.")
+        config = MCPServerConfig(type="stdio", command=command, args=list(args or []), env=env)
+        return await self.connect(server_id, config, inherit_env=inherit_env)
+
+    async def connect_sse(
+        self, server_url: str, server_id: str = "", headers: dict[str, str] | None = None
+    ) -> list[str]:
+        """Connect to an MCP server's SSE endpoint (e.g. ``http://127.0.0.1:8000/sse``)."""
+        if not server_url:
+            raise ValueError("Server URL is required.")
+        config = MCPServerConfig(type="sse", url=server_url, headers=headers or {})
+        return await self.connect(server_id, config)
+
+    async def connect_http(
+        self, server_url: str, server_id: str = "", headers: dict[str, str] | None = None
+    ) -> list[str]:
+        """Connect to a streamable-HTTP MCP endpoint (e.g. ``http://127.0.0.1:8000/mcp``)."""
+        if not server_url:
+            raise ValueError("Server URL is required.")
+        config = MCPServerConfig(type="http", url=server_url, headers=headers or {})
+        return await self.connect(server_id, config)
+
+    async def connect_all(self, servers: Mapping[str, MCPServerConfig]) -> dict[str, str]:
+        """Connect every server at once; returns ``{server_id: reason}`` for those that failed."""
+
+        async def one(server_id: str, config: MCPServerConfig) -> str | None:
+            try:
+                await self.connect(server_id, config)
+            except MCPServerError as e:
+                return str(e)
+            return None
+
+        ids = list(servers)
+        outcomes = await asyncio.gather(*(one(sid, servers[sid]) for sid in ids))
+        return {sid: reason for sid, reason in zip(ids, outcomes, strict=True) if reason}
+
+    # ---- the tool list -------------------------------------------------------------------------
+
+    def _install(self, connection: MCPConnection, tools: list[Any]) -> list[str]:
+        """Replace ``connection``'s tools in the collection with ``tools``."""
+        self._drop_server(connection.server_id)
+        names = []
+        for tool in tools:
+            name = tool_name(connection.server_id, tool.name, self.tool_map)
+            schema = tool.input_schema or {"type": "object", "properties": {}}
+            description = tool.description or f"Tool '{tool.name}' of MCP server."
+            self.add_tool(
+                MCPClientTool(
+                    name=name,
+                    description=description,
+                    parameters=schema,
+                    server_id=connection.server_id,
+                    original_name=tool.name,
+                    connection=connection,
+                    owner=self,
+                )
+            )
+            self._schemas[name] = (description, repr(schema))
+            names.append(name)
+        return names
+
+    def _drop_server(self, server_id: str) -> list[str]:
+        gone = [
+            t.name for t in self.tools
+            if isinstance(t, MCPClientTool) and t.server_id == server_id
+        ]
+        for name in gone:
+            self.remove_tool(name)
+            self._schemas.pop(name, None)
+        return gone
+
+    def mark_unreachable(self, server_id: str) -> None:
+        """Take an unreachable server's tools out of the collection (``refresh`` retries it)."""
+        gone = self._drop_server(server_id)
+        if gone:
+            logger.warning(f"MCP server '{server_id}' is unreachable; removed {len(gone)} tool(s)")
+
+    async def refresh(self) -> ToolChanges:
+        """List every server's tools again (reconnecting servers that are down) and update
+        the collection; returns what was added, removed or changed."""
+        before = dict(self._schemas)
+        if self._changed is not None:
+            self._changed.clear()
+        for server_id, connection in list(self.connections.items()):
+            try:
+                tools = await connection.list_tools()
+            except MCPServerError as e:
+                logger.debug(f"Refresh of MCP server '{server_id}' failed: {e}")
+                self._drop_server(server_id)
+                continue
+            self._install(connection, tools)
+        after = self._schemas
+        return ToolChanges(
+            added=sorted(set(after) - set(before)),
+            removed=sorted(set(before) - set(after)),
+            changed=sorted(n for n in set(after) & set(before) if after[n] != before[n]),
+        )
+
+    async def list_tools(self) -> Any:
+        """Every tool of every connected server, as one SDK ``ListToolsResult``."""
+        from mcp.types import ListToolsResult
+
+        tools: list[Any] = []
+        for connection in self.connections.values():
+            if connection.connected:
+                tools.extend(await connection.list_tools())
+        return ListToolsResult(tools=tools)
+
+    # ---- disconnecting -------------------------------------------------------------------------
+
+    async def disconnect(self, server_id: str = "") -> None:
+        """Close one server's connection and drop its tools; an empty id means all servers."""
+        ids = [server_id] if server_id else list(self.connections)
+        for sid in ids:
+            connection = self.connections.pop(sid, None)
+            self._drop_server(sid)
+            if connection is not None:
+                try:
+                    await connection.close()
+                except Exception as e:
+                    logger.warning(f"Closing MCP server '{sid}' failed: {e}")
+                logger.info(f"Disconnected from MCP server '{sid}'")
+
+    async def close(self) -> None:
+        """Close every connection, keeping the tools: their next call reconnects."""
+        for connection in self.connections.values():
+            await connection.close()
+
+
+def _default_id(config: MCPServerConfig) -> str:
+    if config.type == "stdio":
+        return _safe_id(Path(config.command or "server").name)
+    parsed = urlparse(config.url or "")
+    return _safe_id(parsed.hostname or "server")
+
+
+def _safe_id(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text).strip("_") or "server"
+
+
+def _unique_id(base: str, taken: Mapping[str, Any]) -> str:
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}_{n}" in taken:
+        n += 1
+    return f"{base}_{n}"

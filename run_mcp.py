@@ -1,0 +1,8 @@
+"""Run the MCP agent: `python run_mcp.py -p "task"`, `-i` for a session, `-c http --server-url`."""
+
+import sys
+
+from app.cli_mcp import main
+
+if __name__ == "__main__":
+    sys.exit(main())
