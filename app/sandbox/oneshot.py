@@ -60,6 +60,9 @@ async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecRes
                 timed_out = True
                 notes.append(f"timed out after {format_seconds(timeout)} seconds")
                 await scope.terminate(protocol.exited, grace=1.0)
+        elif limit and len(await asyncio.to_thread(scope.members) or ()) > limit:
+            # The program spawned its crowd and exited between two watchdog polls.
+            notes.append(f"stopped: more than {limit} processes at once")
     finally:
         await asyncio.shield(_finish(scope, protocol, transport))
         for task in (exited, watchdog):
