@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
 source scripts/setup-venv.sh dev
 
-"$VENV/bin/python" -m ruff check app tests main.py
+"$VENV/bin/python" -m ruff check app bench tests main.py
 exec "$VENV/bin/python" -m pytest "$@"
