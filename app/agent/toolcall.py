@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr
 
 from app.agent.react import ReActAgent
-from app.logger import logger
+from app.logger import log_enabled, logger
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
@@ -86,9 +86,9 @@ class ToolCallAgent(ReActAgent):
         content = response.content or ""
         if content.strip():
             self._last_text = content
-        if content:
+        if content and log_enabled("INFO"):
             logger.info(f"✨ {self.name}'s thoughts: {content}")
-        if tool_calls:
+        if tool_calls and log_enabled("INFO"):
             names = ", ".join(call.function.name for call in tool_calls)
             logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
             for call in tool_calls:
@@ -143,7 +143,9 @@ class ToolCallAgent(ReActAgent):
             for command, (result, image) in zip(batch, outcomes, strict=True):
                 if self.max_observe and isinstance(self.max_observe, int):
                     result = _truncate(result, self.max_observe)
-                logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
+                if log_enabled("INFO"):
+                    logger.info(f"🎯 Tool '{command.function.name}' completed: "
+                                f"{_preview(result)}")
                 self.memory.add_message(
                     Message.tool_message(
                         content=result,
