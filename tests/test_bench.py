@@ -90,3 +90,16 @@ def test_worker_measurements(bench_server: str, args: list[str]):
         assert result["steps"] == 3 and result["peak_rss_kb"] > 0
     else:
         assert result["finished"] == 5 and result["peak_rss_kb"] >= result["rss_before_kb"]
+
+
+async def test_scripted_server_can_keep_only_recent_requests(make_llm):
+    from app.testing import ScriptedLLMServer, text
+
+    with ScriptedLLMServer([text(str(i)) for i in range(5)], keep_requests=2) as server:
+        llm = make_llm(base_url=server.base_url)
+        for i in range(5):
+            assert await llm.ask([{"role": "user", "content": f"q{i}"}], stream=False) == str(i)
+        assert server.wait_for_requests(5, timeout=1.0)
+        assert [r.index for r in server.requests] == [3, 4]
+        assert server.requests[-1].messages[-1]["content"] == "q4"
+        await llm.aclose()

@@ -1,9 +1,10 @@
 """``LLM``: the one place requests to the model are built, sent, retried and accounted for.
 
-Requests go through the openai client's low-level ``post`` rather than
-``chat.completions.create``: we keep the SDK's auth, Azure routing, error types and connection
-pool, and skip its per-call parameter processing, which costs tens of milliseconds per step
-on long histories. The openai package is imported on the first request, not before.
+Requests skip ``chat.completions.create``, whose per-call parameter processing costs tens of
+milliseconds per step on long histories. The body is built from JSON encoded once per message
+(``app.llm.formatting``, ``app.llm.wire``) and sent on the SDK client's own connection pool,
+with its auth and its error types (``app.llm.transport``; Azure and streams use the SDK's
+``post``). The openai package is imported on the first request, not before.
 """
 
 from __future__ import annotations
