@@ -69,6 +69,9 @@ class LLMSettings(_Settings):
     retry_max_wait: NonNegativeFloat = 60.0
     supports_images: bool | None = None
     reasoning_model: bool | None = None
+    #: Requests one LLM instance has in flight at once; more wait their turn (many agents
+    #: sharing one LLM then share a bounded connection pool instead of opening one each).
+    max_concurrent_requests: PositiveInt = 100
 
     @field_validator("model", mode="before")
     @classmethod

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "define_log_level",
+    "log_enabled",
     "logger",
     "redact",
     "redact_registered",
@@ -124,6 +125,17 @@ def _redact_record(record: Record) -> None:
 
 
 logger: Logger = _loguru_logger.patch(_redact_record)
+
+
+def log_enabled(level: str) -> bool:
+    """Whether any sink takes records at ``level``. loguru drops a record below every sink's
+    level cheaply, but the message's f-string is built first; hot paths check this before
+    building costly messages, so logging that is off costs nothing."""
+    try:
+        core = _loguru_logger._core  # type: ignore[attr-defined]
+        return core.levels[level].no >= core.min_level
+    except (AttributeError, KeyError):  # another loguru layout: assume it is on
+        return True
 
 
 class _ConsoleSink:

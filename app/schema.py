@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 __all__ = [
     "ROLE_TYPE",
@@ -24,6 +24,7 @@ __all__ = [
     "Role",
     "ToolCall",
     "ToolChoice",
+    "nested_edit_count",
 ]
 
 
@@ -61,11 +62,31 @@ class AgentState(str, Enum):
     ERROR = "ERROR"
 
 
+class _Edits:
+    """Counts in-place edits of messages and tool calls (field assignments after creation).
+
+    Request formatting caches work per message and per conversation (``app.llm.formatting``);
+    stamping those caches with this count lets one integer compare tell that nothing was
+    edited since. Edits are rare, so the caches stay valid in practice.
+    """
+
+    count = 0
+
+
+def nested_edit_count() -> int:
+    """How many times a field of a ``Message``, ``ToolCall`` or ``Function`` was assigned."""
+    return _Edits.count
+
+
 class Function(BaseModel):
     """The function part of a tool call; ``arguments`` is the model's JSON text."""
 
     name: str
     arguments: str = ""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _Edits.count += 1
+        super().__setattr__(name, value)
 
 
 class ToolCall(BaseModel):
@@ -74,6 +95,10 @@ class ToolCall(BaseModel):
     id: str
     type: str = "function"
     function: Function
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _Edits.count += 1
+        super().__setattr__(name, value)
 
 
 class Message(BaseModel):
@@ -85,6 +110,25 @@ class Message(BaseModel):
     name: str | None = Field(default=None)
     tool_call_id: str | None = Field(default=None)
     base64_image: str | None = Field(default=None)
+
+    # The wire form, encoded once (see app.llm.wire); checked against the fields on every use.
+    _wire: Any = PrivateAttr(default=None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _Edits.count += 1
+        super().__setattr__(name, value)
+
+    def __eq__(self, other: object) -> bool:
+        # Fields only: whether a message's wire form is cached does not change what it says.
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (
+            type(self) is type(other)
+            and self.__dict__ == other.__dict__
+            and self.__pydantic_extra__ == other.__pydantic_extra__
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
 
     def __add__(self, other: Message | list[Message]) -> list[Message]:
         if isinstance(other, list):

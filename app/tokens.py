@@ -12,7 +12,9 @@ thread with a deadline, because tiktoken's download has no timeout of its own.
 
 Counting is incremental by design: each counter keeps a small LRU of text counts keyed on the
 text's ``(hash, length)``, so re-counting a growing history only tokenizes the new messages and
-the cache never keeps old message strings alive.
+the cache never keeps old message strings alive. On the request path a message's whole count is
+also kept with its cached wire form (``app.llm.wire``), so a step does not even walk the fields
+of old messages again.
 """
 
 from __future__ import annotations
@@ -395,6 +397,12 @@ class TokenCounter:
         if not self._settled:
             self.load()
         return self._encoding is None
+
+    @property
+    def signature(self) -> tuple[str, bool]:
+        """What a count depends on: two counters with equal signatures count alike, so counts
+        cached on a message (``app.llm.wire``) are reused across counters and agents."""
+        return (self.encoding_name, self.estimated)
 
     # -- text --
 

@@ -65,6 +65,8 @@ async def test_stdio_list_and_call(shared):
     assert echo.parameters["properties"]["text"]["type"] == "string"
     assert echo.parameters["required"] == ["text"]
     assert clients.sessions["demo"] is echo.session is not None
+    # the server's read-only hint lets calls run concurrently; others stay in order
+    assert echo.concurrency_safe and not clients.get_tool("mcp_demo_add").concurrency_safe
 
     result = await clients.execute(name="mcp_demo_echo", tool_input={"text": "héllo"})
     assert isinstance(result, MCPToolResult) and result.output == "héllo"

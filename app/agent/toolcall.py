@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from contextvars import ContextVar
+from functools import lru_cache
 from typing import Any
 
 from pydantic import Field, PrivateAttr
 
 from app.agent.react import ReActAgent
-from app.logger import logger, redact_registered
+from app.logger import log_enabled, logger, redact_registered
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
 from app.tool.base import ToolFailure, format_output
+from app.tool.concurrency import plan_batches
 from app.tool.create_chat_completion import CreateChatCompletion
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
@@ -20,10 +24,14 @@ from app.tool.tool_collection import ToolCollection
 __all__ = ["ToolCallAgent"]
 
 _LOG_PREVIEW = 300
+_CURRENT_IMAGE: ContextVar[str | None] = ContextVar("tool_call_image", default=None)
 
 
 class ToolCallAgent(ReActAgent):
-    """Each step asks the model for tool calls, runs them in order and records the results.
+    """Each step asks the model for tool calls, runs them and records the results in order.
+
+    Consecutive calls of read-only tools run at the same time (``concurrent_tool_calls``);
+    everything else runs one at a time, in the model's order.
 
     A plain text answer (no tool call) ends the run with that text as the final answer,
     unless ``text_answer_ends_run`` is False (then the loop goes on, as upstream did).
@@ -42,13 +50,15 @@ class ToolCallAgent(ReActAgent):
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    _current_base64_image: str | None = PrivateAttr(default=None)
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
 
     max_steps: int = 30
     max_observe: int | bool | None = None
     text_answer_ends_run: bool = True
+    #: Run consecutive read-only calls of one message at the same time (see
+    #: ``app.tool.concurrency``); False runs every call in order, one at a time.
+    concurrent_tool_calls: bool = True
 
     # ---- think ---------------------------------------------------------------------------------
 
@@ -58,13 +68,13 @@ class ToolCallAgent(ReActAgent):
         prompts = [p for p in (self.take_stuck_hint(), self.next_step_prompt) if p]
         if not prompts:
             return list(self.messages)
-        return [*self.messages, Message.user_message("\n\n".join(prompts))]
+        return [*self.messages, _prompt_message("user", "\n\n".join(prompts))]
 
     async def think(self) -> bool:
         choice = _choice_value(self.tool_choices)
         response = await self.llm.ask_tool(
             messages=self._request_messages(),
-            system_msgs=[Message.system_message(self.system_prompt)]
+            system_msgs=[_prompt_message("system", self.system_prompt)]
             if self.system_prompt
             else None,
             tools=self.available_tools.to_params(),
@@ -76,9 +86,9 @@ class ToolCallAgent(ReActAgent):
         content = response.content or ""
         if content.strip():
             self._last_text = content
-        if content:
+        if content and log_enabled("INFO"):
             logger.info(f"✨ {self.name}'s thoughts: {content}")
-        if tool_calls:
+        if tool_calls and log_enabled("INFO"):
             names = ", ".join(call.function.name for call in tool_calls)
             logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
             for call in tool_calls:
@@ -119,22 +129,49 @@ class ToolCallAgent(ReActAgent):
             return answer or "No content or commands to execute"
 
         results = []
-        for command in self.tool_calls:
-            self._current_base64_image = None
-            result = await self.execute_tool(command)
-            if self.max_observe and isinstance(self.max_observe, int):
-                result = _truncate(result, self.max_observe)
-            logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
-            self.memory.add_message(
-                Message.tool_message(
-                    content=result,
-                    tool_call_id=command.id,
-                    name=command.function.name,
-                    base64_image=self._current_base64_image,
+        if self.concurrent_tool_calls and len(self.tool_calls) > 1:
+            batches = plan_batches(self.tool_calls, self.available_tools, self.special_tool_names)
+        else:
+            batches = [[command] for command in self.tool_calls]
+        for batch in batches:
+            if len(batch) == 1:
+                outcomes = [await self._run_tool_call(batch[0])]
+            else:
+                logger.info(f"⚡ Running {len(batch)} read-only tool calls at once")
+                outcomes = await asyncio.gather(*(self._run_tool_call(c) for c in batch))
+            # Results go into memory in the model's order, whatever order they finished in.
+            for command, (result, image) in zip(batch, outcomes, strict=True):
+                if self.max_observe and isinstance(self.max_observe, int):
+                    result = _truncate(result, self.max_observe)
+                if log_enabled("INFO"):
+                    logger.info(f"🎯 Tool '{command.function.name}' completed: "
+                                f"{_preview(result)}")
+                self.memory.add_message(
+                    Message.tool_message(
+                        content=result,
+                        tool_call_id=command.id,
+                        name=command.function.name,
+                        base64_image=image,
+                    )
                 )
-            )
-            results.append(result)
+                results.append(result)
         return "\n\n".join(results)
+
+    async def _run_tool_call(self, command: ToolCall) -> tuple[str, str | None]:
+        """One call and the image it produced. Concurrent calls run as separate tasks, each
+        with its own context, so each sees only its own ``_current_base64_image``."""
+        self._current_base64_image = None
+        result = await self.execute_tool(command)
+        return result, self._current_base64_image
+
+    @property
+    def _current_base64_image(self) -> str | None:
+        """The image of the tool call running in this task (upstream's name; context-local)."""
+        return _CURRENT_IMAGE.get()
+
+    @_current_base64_image.setter
+    def _current_base64_image(self, image: str | None) -> None:
+        _CURRENT_IMAGE.set(image)
 
     async def execute_tool(self, command: ToolCall) -> str:
         """Run one tool call; every problem becomes an ``Error: ...`` text for the model."""
@@ -202,6 +239,13 @@ class ToolCallAgent(ReActAgent):
             return await super().run(request)
         finally:
             await self.cleanup()
+
+
+@lru_cache(maxsize=256)
+def _prompt_message(role: str, text: str) -> Message:
+    """One shared message per prompt text: built and wire-encoded once, not at every step.
+    Prompt messages only go into requests, never into memory, so sharing them is safe."""
+    return Message(role=role, content=text)
 
 
 def _choice_value(choice: Any) -> str:

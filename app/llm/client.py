@@ -1,18 +1,21 @@
 """``LLM``: the one place requests to the model are built, sent, retried and accounted for.
 
-Requests go through the openai client's low-level ``post`` rather than
-``chat.completions.create``: we keep the SDK's auth, Azure routing, error types and connection
-pool, and skip its per-call parameter processing, which costs tens of milliseconds per step
-on long histories. The openai package is imported on the first request, not before.
+Requests skip ``chat.completions.create``, whose per-call parameter processing costs tens of
+milliseconds per step on long histories. The body is built from JSON encoded once per message
+(``app.llm.formatting``, ``app.llm.wire``) and sent on the SDK client's own connection pool,
+with its auth and its error types (``app.llm.transport``; Azure and streams use the SDK's
+``post``). The openai package is imported on the first request, not before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import quote
 
 from app.exceptions import (
     ContextWindowExceededError,
@@ -26,8 +29,16 @@ from app.exceptions import (
 from app.llm.capabilities import default_reasoning_model, default_supports_images
 from app.llm.context import request_gate, usage_sink
 from app.llm.errors import translate_error
-from app.llm.messages import format_messages, image_part, message_from_response
+from app.llm.messages import (
+    Formatted,
+    format_messages,
+    image_part,
+    message_from_response,
+    prepare_messages,
+)
+from app.llm.transport import ChatTransport, fast_transport
 from app.llm.usage import Usage
+from app.llm.wire import count_tokens, dumps, encode_body
 from app.logger import logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
@@ -120,6 +131,9 @@ class LLM:
         self.last_usage: Usage | None = None
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._transport: ChatTransport | None = None
+        self._tools_cache: tuple[Any, bytes] | None = None
+        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self._counter: TokenCounter | None = None
         self._warned_images = False
 
@@ -192,12 +206,13 @@ class LLM:
         )
 
     async def _check_window(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, formatted: Formatted, tools: list[dict[str, Any]] | None
     ) -> None:
         if self.max_input_tokens is None:
             return
         counter = await self._loaded_counter()
-        needed = counter.count_messages(messages) + counter.count_tools(tools)
+        needed = count_tokens(counter, formatted.messages, formatted.entries)
+        needed += counter.count_tools(tools)
         if not self.check_token_limit(needed):
             raise ContextWindowExceededError(
                 self.get_limit_error_message(needed),
@@ -211,9 +226,16 @@ class LLM:
     def format_messages(
         self, messages: list[Message | dict[str, Any]], supports_images: bool | None = None
     ) -> list[dict[str, Any]]:
-        """Wire-format messages (upstream's name); images follow this model's abilities."""
+        """Wire-format messages (upstream's name); images follow this model's abilities.
+
+        Returns fresh dicts the caller may change.
+        """
         allowed = self.supports_images if supports_images is None else supports_images
         formatted, omitted = format_messages(messages, supports_images=allowed, model=self.model)
+        self._warn_omitted(omitted)
+        return formatted
+
+    def _warn_omitted(self, omitted: int) -> None:
         if omitted and not self._warned_images:
             self._warned_images = True
             logger.warning(
@@ -221,25 +243,28 @@ class LLM:
                 "replaced by a note. Set supports_images = true in its [llm] section if it "
                 "accepts them."
             )
-        return formatted
 
     def _prepare(
         self,
         messages: list[Message | dict[str, Any]],
         system_msgs: list[Message | dict[str, Any]] | None,
-    ) -> list[dict[str, Any]]:
-        combined = [*(system_msgs or []), *messages]
-        return self.format_messages(combined)
+    ) -> Formatted:
+        formatted = prepare_messages(
+            messages, system=system_msgs, supports_images=self.supports_images, model=self.model
+        )
+        self._warn_omitted(formatted.omitted)
+        return formatted
 
     def _body(
         self,
-        messages: list[dict[str, Any]],
+        formatted: Formatted,
         *,
         temperature: float | None,
         stream: bool,
         extra: dict[str, Any],
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
+    ) -> bytes:
+        """The request body as JSON bytes: cached message fragments joined, not re-encoded."""
+        body: dict[str, Any] = {"model": self.model}
         if self.is_reasoning_model:
             body["max_completion_tokens"] = self.max_tokens
         else:
@@ -249,7 +274,21 @@ class LLM:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         body.update(extra)
-        return body
+        body.pop("messages", None)
+        tools = body.pop("tools", None)
+        return encode_body(formatted.fragments, body, self._tools_json(tools))
+
+    def _tools_json(self, tools: Any) -> bytes | None:
+        """The tool definitions' JSON, re-encoded only when they change (an agent offers the
+        same tools at every step; comparing them is far cheaper than encoding them)."""
+        if tools is None:
+            return None
+        cached = self._tools_cache
+        if cached is not None and cached[0] == tools:
+            return cached[1]
+        encoded = dumps(tools)
+        self._tools_cache = (copy.deepcopy(tools), encoded)
+        return encoded
 
     # ---- transport -----------------------------------------------------------------------------
 
@@ -273,10 +312,22 @@ class LLM:
                     api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
                 )
             self._client_loop = loop
+            self._transport = fast_transport(self._client, self._chat_path(self._client))
+            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
         return self._client
 
-    async def _post(self, body: dict[str, Any], *, timeout: float | None, stream: bool) -> Any:
-        """One HTTP attempt; SDK errors come out as our types."""
+    def _chat_path(self, client: Any) -> str:
+        """The endpoint path. Azure wants the deployment in it; its client would read the
+        model from a dict body, but ours is ready-made JSON, so the path is built here."""
+        if self.api_type == "azure" and "/deployments" not in str(client.base_url.path):
+            return f"/deployments/{quote(self.model, safe='')}/chat/completions"
+        return "/chat/completions"
+
+    async def _post(self, body: bytes, *, timeout: float | None, stream: bool) -> Any:
+        """One HTTP attempt; SDK errors come out as our types.
+
+        At most ``max_concurrent_requests`` attempts of this LLM are on the wire at once.
+        """
         import openai
 
         gate = request_gate.get()
@@ -284,25 +335,32 @@ class LLM:
             await gate()
 
         client = self._get_client()
+        transport = self._transport
+        path = self._chat_path(client)
         options = {"security": {"bearer_auth": True}, "timeout": timeout or self.timeout}
         try:
-            if stream:
-                from openai import AsyncStream
-                from openai.types.chat import ChatCompletionChunk
+            async with self._slots:
+                if stream:
+                    from openai import AsyncStream
+                    from openai.types.chat import ChatCompletionChunk
 
-                return await client.post(
-                    "/chat/completions",
-                    body=body,
-                    cast_to=ChatCompletionChunk,
-                    options=options,
-                    stream=True,
-                    stream_cls=AsyncStream[ChatCompletionChunk],
-                )
-            raw = await client.post(
-                "/chat/completions", body=body, cast_to=bytes, options=options
-            )
+                    return await client.post(
+                        path,
+                        content=body,
+                        cast_to=ChatCompletionChunk,
+                        options=options,
+                        stream=True,
+                        stream_cls=AsyncStream[ChatCompletionChunk],
+                    )
+                if transport is not None:
+                    raw = await transport.post(body, timeout or self.timeout)
+                else:
+                    raw = await client.post(path, content=body, cast_to=bytes, options=options)
         except openai.OpenAIError as e:
             raise translate_error(e, model=self.model, base_url=self.base_url) from e
+        return self._decode(raw)
+
+    def _decode(self, raw: bytes) -> Any:
         try:
             return json.loads(raw)
         except ValueError as e:
@@ -315,69 +373,43 @@ class LLM:
     async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
         """Run ``attempt`` again on transient failures only, with exponential backoff + jitter.
 
-        Rate limits wait at least as long as the server's Retry-After asks.
+        Rate limits wait at least as long as the server's Retry-After asks. A plain loop: the
+        first attempt, which nearly always succeeds, costs nothing extra.
         """
-        from tenacity import (
-            AsyncRetrying,
-            RetryError,
-            retry_if_exception,
-            stop_after_attempt,
-        )
-
-        settings = self.settings
         attempts = max(self.max_retries, 0) + 1
+        number = 0
+        while True:
+            number += 1
+            try:
+                return await attempt()
+            except LLMTransientError as e:
+                retry_after = getattr(e, "retry_after", None)
+                retryable = retry_after is None or retry_after <= MAX_RETRY_AFTER
+                if number >= attempts or not retryable:
+                    if number > 1:
+                        e.message = f"{e.message} (gave up after {number} attempts)"
+                        e.args = (e.message,)
+                    e.attempts = number  # type: ignore[attr-defined]
+                    raise
+                delay = self._retry_delay(number, e)
+                logger.warning(
+                    f"LLM request failed ({e}); retry {number}/{attempts - 1} in {delay:.2f}s"
+                )
+                await asyncio.sleep(delay)
 
-        def should_retry(error: BaseException) -> bool:
-            if not isinstance(error, LLMTransientError):
-                return False
-            retry_after = getattr(error, "retry_after", None)
-            return retry_after is None or retry_after <= MAX_RETRY_AFTER
+    def _retry_delay(self, number: int, error: LLMError) -> float:
+        settings = self.settings
+        backoff = min(settings.retry_max_wait, settings.retry_min_wait * 2 ** (number - 1))
+        backoff += random.uniform(0, settings.retry_min_wait)
+        if isinstance(error, LLMRateLimitError) and error.retry_after is not None:
+            return max(error.retry_after, backoff)
+        return backoff
 
-        def wait(state: Any) -> float:
-            n = state.attempt_number
-            backoff = min(settings.retry_max_wait, settings.retry_min_wait * 2 ** (n - 1))
-            backoff += random.uniform(0, settings.retry_min_wait)
-            error = state.outcome.exception() if state.outcome else None
-            if isinstance(error, LLMRateLimitError) and error.retry_after is not None:
-                return max(error.retry_after, backoff)
-            return backoff
-
-        def before_sleep(state: Any) -> None:
-            error = state.outcome.exception()
-            logger.warning(
-                f"LLM request failed ({error}); retry {state.attempt_number}/{attempts - 1} "
-                f"in {state.upcoming_sleep:.2f}s"
-            )
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(attempts),
-            wait=wait,
-            retry=retry_if_exception(should_retry),
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        try:
-            async for trial in retrying:
-                with trial:
-                    return await attempt()
-        except LLMTransientError as e:
-            n = trial.retry_state.attempt_number
-            if n > 1:
-                e.message = f"{e.message} (gave up after {n} attempts)"
-                e.args = (e.message,)
-            e.attempts = n  # type: ignore[attr-defined]
-            raise
-        except RetryError as e:  # pragma: no cover - reraise=True makes this unreachable
-            raise LLMError(str(e)) from e
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    async def _usage_from(
-        self, data: dict[str, Any], messages: list[dict[str, Any]], text: str
-    ) -> None:
+    async def _usage_from(self, data: dict[str, Any], formatted: Formatted, text: str) -> None:
         usage = Usage.from_api(data.get("usage"))
         if usage is None:  # the endpoint reported none: estimate, and say so
             counter = await self._loaded_counter()
-            prompt = counter.count_messages(messages)
+            prompt = count_tokens(counter, formatted.messages, formatted.entries)
             completion = counter.count_text(text) if text else 0
             usage = Usage(
                 prompt_tokens=prompt,
@@ -433,14 +465,12 @@ class LLM:
             yield delta
 
     async def _stream_text(
-        self, body: dict[str, Any], formatted: list[dict[str, Any]], timeout: float | None
+        self, body: bytes, formatted: Formatted, timeout: float | None
     ) -> str:
         stream = await self._post(body, timeout=timeout, stream=True)
         return "".join([delta async for delta in self._deltas(stream, formatted)])
 
-    async def _deltas(
-        self, stream: Any, formatted: list[dict[str, Any]]
-    ) -> AsyncIterator[str]:
+    async def _deltas(self, stream: Any, formatted: Formatted) -> AsyncIterator[str]:
         """The text deltas of an SSE stream; usage is recorded once the stream ends."""
         parts: list[str] = []
         usage_data: dict[str, Any] | None = None
@@ -548,6 +578,7 @@ class LLM:
     async def aclose(self) -> None:
         """Close the HTTP connection pool (optional: it is also released at exit)."""
         client, self._client = self._client, None
+        self._transport = None
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.close()
 

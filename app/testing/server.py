@@ -143,7 +143,8 @@ class ScriptedLLMServer:
 
     Each chat request takes the next reply from the script; when the script is empty the
     ``responder`` (if any) builds one from the request, else the request gets HTTP 400 (not
-    5xx, so clients do not retry). Every request on every route is recorded in ``requests``.
+    5xx, so clients do not retry). Every request on every route is recorded in ``requests``
+    (only the last ``keep_requests`` of them when that is set, for long benchmark runs).
     """
 
     def __init__(
@@ -155,6 +156,7 @@ class ScriptedLLMServer:
         port: int = 0,
         model: str = "scripted-model",
         on_request: Callable[[CapturedRequest], None] | None = None,
+        keep_requests: int | None = None,
     ) -> None:
         self._script: deque[Reply] = deque(coerce_reply(item) for item in script)
         self.responder = responder
@@ -164,7 +166,9 @@ class ScriptedLLMServer:
         self._on_request = on_request
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
-        self._requests: list[CapturedRequest] = []
+        # ``keep_requests`` bounds what is kept (long benchmarks); the count stays exact.
+        self._requests: deque[CapturedRequest] = deque(maxlen=keep_requests)
+        self._received = 0
         self._async_waiters: list[
             tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]
         ] = []
@@ -322,8 +326,8 @@ class ScriptedLLMServer:
         Blocks the calling thread: from async code use :meth:`wait_for_requests_async`.
         """
         with self._changed:
-            self._changed.wait_for(lambda: len(self._requests) >= n or self._closing, timeout)
-            return len(self._requests) >= n
+            self._changed.wait_for(lambda: self._received >= n or self._closing, timeout)
+            return self._received >= n
 
     async def wait_for_requests_async(
         self, n: int, timeout: float = 5.0
@@ -332,8 +336,8 @@ class ScriptedLLMServer:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
         with self._lock:
-            if len(self._requests) >= n or self._closing:
-                return len(self._requests) >= n
+            if self._received >= n or self._closing:
+                return self._received >= n
             waiter = (loop, future, n)
             self._async_waiters.append(waiter)
         try:
@@ -347,7 +351,7 @@ class ScriptedLLMServer:
 
     def _wake_async_waiters(self, closing: bool = False) -> None:
         """Resolve satisfied async waiters on their own loops (call with ``_lock`` held)."""
-        count = len(self._requests)
+        count = self._received
         keep = []
         for loop, future, n in self._async_waiters:
             if count >= n or closing:
@@ -407,7 +411,7 @@ class ScriptedLLMServer:
         reply: Reply | None = None
         with self._changed:
             captured = CapturedRequest(
-                index=len(self._requests),
+                index=self._received,
                 method=request.method,
                 path=path,
                 query=query,
@@ -417,6 +421,7 @@ class ScriptedLLMServer:
                 route=route,
             )
             self._requests.append(captured)
+            self._received += 1
             takes_reply = route == "chat" and request.method == allowed and json_problem is None
             if takes_reply and self._script:
                 reply = self._script.popleft()

@@ -87,6 +87,14 @@ class BaseTool(ABC, BaseModel):
     name: str
     description: str
     parameters: dict[str, Any] | None = None
+    #: True when calls never change anything another call could observe (reads, lookups):
+    #: such calls of one assistant message may then run at the same time.
+    concurrency_safe: bool = False
+
+    def is_concurrency_safe(self, arguments: dict[str, Any]) -> bool:
+        """Whether this particular call may run alongside other safe calls; tools whose
+        commands differ (read vs. write) decide per call."""
+        return self.concurrency_safe
 
     async def __call__(self, **kwargs: Any) -> Any:
         return await self.execute(**kwargs)

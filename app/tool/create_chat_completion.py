@@ -22,6 +22,7 @@ class CreateChatCompletion(BaseTool):
     description: str = _DESCRIPTION
     response_type: Any = str
     required: list[str] = ["response"]
+    concurrency_safe: bool = True  # it only shapes an answer: no side effects
 
     def __init__(self, response_type: Any = str, **data: Any) -> None:
         super().__init__(response_type=response_type, **data)

@@ -232,6 +232,8 @@ class MCPClients(ToolCollection):
                     original_name=tool.name,
                     connection=connection,
                     owner=self,
+                    # the server's own word that the tool only reads (MCP tool annotations)
+                    concurrency_safe=bool(getattr(tool.annotations, "read_only_hint", False)),
                 )
             )
             self._schemas[name] = (description, repr(schema))

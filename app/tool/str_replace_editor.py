@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import stat
+from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -250,6 +251,10 @@ class StrReplaceEditor(BaseTool):
     _lock: asyncio.Lock | None = PrivateAttr(default=None)
     _lock_loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
 
+    def is_concurrency_safe(self, arguments: dict[str, Any]) -> bool:
+        """``view`` only reads; every other command edits."""
+        return arguments.get("command") == "view"
+
     def policy(self) -> FileAccessPolicy:
         """The confinement policy in force (resolved at call time, so config changes apply)."""
         if self.sandbox is not None:
@@ -286,7 +291,9 @@ class StrReplaceEditor(BaseTool):
         if self.sandbox is not None and isinstance(path, str):
             path = self.sandbox.to_host_path(path)
         real = self.policy().resolve(path)
-        async with self._get_lock():
+        # A view only reads, so it does not wait for (or hold up) the edit lock: several views
+        # of one message run at the same time (see is_concurrency_safe).
+        async with nullcontext() if command == "view" else self._get_lock():
             try:
                 if command == "view":
                     output = await self._view(real, view_range)

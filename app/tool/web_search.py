@@ -62,6 +62,7 @@ class SearchResponse(ToolResult):
 
 class WebSearch(BaseTool):
     name: str = "web_search"
+    concurrency_safe: bool = True  # read-only: several searches of one message run at once
     description: str = _DESCRIPTION
     parameters: dict[str, Any] | None = {
         "type": "object",

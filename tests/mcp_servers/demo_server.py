@@ -14,6 +14,7 @@ import sys
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 __all__ = ["PNG_B64", "server"]
 
@@ -24,7 +25,7 @@ PNG_B64 = (
 server = MCPServer("demo")
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text

@@ -1,0 +1,174 @@
+"""Messages in wire format, built and JSON-encoded once and reused on every later request.
+
+An agent re-sends its whole history at every step. Rebuilding each message's dict, dumping its
+tool calls and JSON-encoding it again made a step's cost grow with the history; here each
+``Message`` keeps its wire dict, its JSON text and its token count, and a request body is the
+cached pieces joined together.
+
+A cached entry stays valid while the message's fields are the very objects it was built from
+(assigning a field, ``model_copy(update=...)`` and deep copies are all noticed) and no message
+or tool call anywhere was edited in place since (``app.schema.nested_edit_count``). Wire dicts
+handed out from here are shared with the cache: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from typing import Any
+
+from app.schema import ROLE_VALUES, Message, _Edits
+
+__all__ = ["WireEntry", "count_tokens", "dumps", "encode_body", "wire_entry"]
+
+
+class WireEntry:
+    """One message's wire form: the dict sent (without its image), the image, the JSON text
+    and the token count (per counter signature), each computed at most once."""
+
+    __slots__ = (
+        "_json",
+        "base64_image",
+        "calls",
+        "content",
+        "name",
+        "role",
+        "snapshot",
+        "stamp",
+        "tokens",
+        "tool_call_id",
+        "tool_calls_len",
+        "wire",
+    )
+
+    def __init__(self, message: Message) -> None:
+        role = message.role
+        if role not in ROLE_VALUES:
+            raise ValueError(f"Invalid message role: {role!r}")
+        self.role = role
+        self.content = message.content
+        self.calls = message.tool_calls
+        self.tool_calls_len = len(self.calls) if self.calls is not None else -1
+        self.name = message.name
+        self.tool_call_id = message.tool_call_id
+        self.base64_image = message.base64_image
+        self.stamp = _Edits.count
+        wire: dict[str, Any] = {"role": role}
+        if self.content is not None:
+            wire["content"] = self.content
+        if self.calls:  # an empty list is rejected by the API: leave the key out
+            wire["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": call.type,
+                    "function": {"name": call.function.name, "arguments": call.function.arguments},
+                }
+                for call in self.calls
+            ]
+        if self.name is not None:
+            wire["name"] = self.name
+        if self.tool_call_id is not None:
+            wire["tool_call_id"] = self.tool_call_id
+        self.wire = wire
+        self.tokens: tuple[Any, int] | None = None
+        self._json: bytes | None = None
+        # When this message starts a conversation: where the next request over it can resume
+        # formatting (see app.llm.formatting).
+        self.snapshot: Any = None
+
+    def matches(self, message: Message) -> bool:
+        calls = message.tool_calls
+        return (
+            self.content is message.content
+            and self.calls is calls
+            and self.role is message.role
+            and self.tool_call_id is message.tool_call_id
+            and self.base64_image is message.base64_image
+            and self.name is message.name
+            and self.stamp == _Edits.count
+            and self.tool_calls_len == (len(calls) if calls is not None else -1)
+        )
+
+    @property
+    def json(self) -> bytes:
+        if self._json is None:
+            self._json = dumps(self.wire)
+        return self._json
+
+
+def wire_entry(message: Message) -> WireEntry:
+    """The message's cached wire entry, rebuilt when the message changed."""
+    private = message.__pydantic_private__
+    entry = private.get("_wire") if private is not None else None
+    if entry is not None and entry.matches(message):
+        return entry
+    entry = WireEntry(message)
+    if private is not None:
+        private["_wire"] = entry
+    return entry
+
+
+def _default(value: Any) -> Any:
+    """What the openai SDK's encoder also accepts: pydantic models and dates."""
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump):
+        return model_dump(mode="json", exclude_unset=True, by_alias=True)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_UTF8 = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+)
+_ASCII = json.JSONEncoder(
+    ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
+)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON as UTF-8 bytes (the SDK's format).
+
+    Text with lone surrogates (undecodable bytes that slipped through) cannot be UTF-8: such
+    a value is sent with ``\\u`` escapes instead of failing the request.
+    """
+    text = _UTF8.encode(value)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _ASCII.encode(value).encode("ascii")
+
+
+def encode_body(fragments: list[bytes], fields: dict[str, Any],
+                tools_json: bytes | None = None) -> bytes:
+    """A chat-completions body: ``messages`` from ready JSON fragments, ``tools`` from ready
+    JSON, plus ``fields``; one copy of the (possibly large) message text."""
+    parts = [b'{"messages":[', b",".join(fragments), b"]"]
+    if tools_json is not None:
+        parts += [b',"tools":', tools_json]
+    if fields:
+        parts += [b",", dumps(fields)[1:]]
+    else:
+        parts.append(b"}")
+    return b"".join(parts)
+
+
+def count_tokens(counter: Any, messages: list[dict[str, Any]],
+                 entries: list[WireEntry | None]) -> int:
+    """Tokens of a request's messages; each cached message is tokenized once per encoding."""
+    from app.tokens import REPLY_PRIMING
+
+    signature = counter.signature
+    total = REPLY_PRIMING
+    for wire, entry in zip(messages, entries, strict=True):
+        if entry is None:
+            total += counter.count_message(wire)
+            continue
+        cached = entry.tokens
+        if cached is not None and cached[0] == signature:
+            total += cached[1]
+            continue
+        count = counter.count_message(wire)
+        entry.tokens = (signature, count)
+        total += count
+    return total

@@ -1,0 +1,75 @@
+"""Per-step cost of each loop at several history lengths, all measured in one process.
+
+Every loop gets a warm-up run (connection pool open, code paths imported), then the loops
+take turns, repetition by repetition, so drift in the machine's load hits all of them alike.
+Wall and CPU time are per step; the model server runs in another process, so the CPU figure
+is the loop's own work.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bench.loops import API_KEY, bench_llm, bench_tools, run_ours, run_raw_http, run_raw_sdk
+
+__all__ = ["LOOPS", "StepFigures", "measure_steps"]
+
+LOOPS = ("ours", "raw_sdk", "raw_http")
+
+
+@dataclass
+class StepFigures:
+    """Median wall/CPU milliseconds per step, by loop and step count."""
+
+    wall: dict[tuple[str, int], float] = field(default_factory=dict)
+    cpu: dict[tuple[str, int], float] = field(default_factory=dict)
+    samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+
+
+async def measure_steps(
+    base_url: str, step_counts: list[int], reps: int, loops: tuple[str, ...] = LOOPS
+) -> StepFigures:
+    import httpx2
+    import openai
+
+    llm = bench_llm(base_url)
+    client = openai.AsyncOpenAI(api_key=API_KEY, base_url=base_url, max_retries=0)
+    http = httpx2.AsyncClient(timeout=120.0)
+    tools = [tool.to_param() for tool in bench_tools()]
+    url = f"{base_url}/chat/completions"
+
+    runners: dict[str, Callable[[int], Awaitable[int]]] = {
+        "ours": lambda n: run_ours(llm, n),
+        "raw_sdk": lambda n: run_raw_sdk(client, "echo", tools, n),
+        "raw_http": lambda n: run_raw_http(http, url, "echo", tools, n),
+    }
+    figures = StepFigures()
+    wall_samples: dict[tuple[str, int], list[float]] = {}
+    cpu_samples: dict[tuple[str, int], list[float]] = {}
+    try:
+        for name in loops:  # warm-up
+            await runners[name](5)
+        for _ in range(reps):
+            for steps in step_counts:
+                for name in loops:
+                    gc.collect()
+                    wall0, cpu0 = time.perf_counter(), time.process_time()
+                    done = await runners[name](steps)
+                    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+                    if done != steps:
+                        raise RuntimeError(f"{name} ran {done} of {steps} steps")
+                    wall_samples.setdefault((name, steps), []).append(1000 * wall / steps)
+                    cpu_samples.setdefault((name, steps), []).append(1000 * cpu / steps)
+    finally:
+        await http.aclose()
+        await client.close()
+        await llm.aclose()
+    for key, values in wall_samples.items():
+        figures.wall[key] = statistics.median(values)
+        figures.cpu[key] = statistics.median(cpu_samples[key])
+        figures.samples[key] = values
+    return figures
