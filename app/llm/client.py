@@ -373,29 +373,53 @@ class LLM:
     async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
         """Run ``attempt`` again on transient failures only, with exponential backoff + jitter.
 
-        Rate limits wait at least as long as the server's Retry-After asks. A plain loop: the
-        first attempt, which nearly always succeeds, costs nothing extra.
+        Rate limits wait at least as long as the server's Retry-After asks; a Retry-After
+        longer than ``MAX_RETRY_AFTER`` is not waited for. The first attempt, which nearly
+        always succeeds, runs bare; tenacity takes over only once it has failed.
         """
-        attempts = max(self.max_retries, 0) + 1
-        number = 0
-        while True:
-            number += 1
-            try:
-                return await attempt()
-            except LLMTransientError as e:
-                retry_after = getattr(e, "retry_after", None)
-                retryable = retry_after is None or retry_after <= MAX_RETRY_AFTER
-                if number >= attempts or not retryable:
-                    if number > 1:
-                        e.message = f"{e.message} (gave up after {number} attempts)"
-                        e.args = (e.message,)
-                    e.attempts = number  # type: ignore[attr-defined]
-                    raise
-                delay = self._retry_delay(number, e)
-                logger.warning(
-                    f"LLM request failed ({e}); retry {number}/{attempts - 1} in {delay:.2f}s"
-                )
-                await asyncio.sleep(delay)
+        try:
+            return await attempt()
+        except LLMTransientError as first:
+            if self.max_retries <= 0 or not _retryable(first):
+                _gave_up(first, 1)
+                raise
+            return await self._retry(attempt, first)
+
+    async def _retry(self, attempt: Callable[[], Any], first: LLMTransientError) -> Any:
+        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+        failures: list[LLMTransientError] = [first]
+
+        def wait(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome is not None else None
+            if isinstance(error, LLMTransientError):
+                failures.append(error)
+            number = len(failures)
+            delay = self._retry_delay(number, failures[-1])
+            logger.warning(
+                f"LLM request failed ({failures[-1]}); "
+                f"retry {number}/{self.max_retries} in {delay:.2f}s"
+            )
+            return delay
+
+        await asyncio.sleep(wait(_NO_STATE))
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(
+                lambda e: isinstance(e, LLMTransientError) and _retryable(e)
+            ),
+            stop=stop_after_attempt(self.max_retries),
+            wait=wait,
+            sleep=asyncio.sleep,
+            reraise=True,
+        )
+        async def again() -> Any:  # ``attempt`` may be a lambda: tenacity needs a coroutine fn
+            return await attempt()
+
+        try:
+            return await retrying(again)
+        except LLMTransientError as e:
+            _gave_up(e, retrying.statistics.get("attempt_number", 0) + 1)
+            raise
 
     def _retry_delay(self, number: int, error: LLMError) -> float:
         settings = self.settings
@@ -617,3 +641,25 @@ def _resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
     if settings is None:
         raise ValueError(f"No LLM profile named {config_name!r} and no 'default' profile")
     return settings if isinstance(settings, LLMSettings) else LLMSettings(**settings)
+
+
+class _NoState:
+    """Stands for tenacity's call state before its first attempt (the failure is known)."""
+
+    outcome = None
+
+
+_NO_STATE: Any = _NoState()
+
+
+def _retryable(error: LLMTransientError) -> bool:
+    retry_after = getattr(error, "retry_after", None)
+    return retry_after is None or retry_after <= MAX_RETRY_AFTER
+
+
+def _gave_up(error: LLMTransientError, attempts: int) -> None:
+    """Say in the error how many attempts were made (once several were)."""
+    if attempts > 1:
+        error.message = f"{error.message} (gave up after {attempts} attempts)"
+        error.args = (error.message,)
+    error.attempts = attempts  # type: ignore[attr-defined]

@@ -32,7 +32,6 @@ __all__ = [
     "kill_group",
     "signal_group",
     "terminate_group",
-    "watch_group_size",
 ]
 
 _PROC = Path("/proc")
@@ -228,24 +227,6 @@ async def terminate_group(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(leader_exited.wait(), grace)
     return await kill_group(pgid, deadline=deadline)
-
-
-async def watch_group_size(pgid: int, limit: int, interval: float) -> int:
-    """Return as soon as the process group has more than ``limit`` live members.
-
-    Root is exempt from RLIMIT_NPROC and cgroups are rarely writable, so polling ``/proc`` is
-    the portable way to notice a fork bomb. Never returns without ``/proc``; cancel it.
-    """
-    while True:
-        try:
-            members = await asyncio.to_thread(group_members, pgid)
-        except RuntimeError:  # no executor any more (interpreter shutting down)
-            members = None
-        if members is None:
-            await asyncio.Event().wait()  # nothing to watch: wait to be cancelled
-        elif len(members) > limit:
-            return len(members)
-        await asyncio.sleep(interval)
 
 
 def describe_returncode(returncode: int | None) -> str:
