@@ -463,10 +463,16 @@ class Config:
             self._workspace_cache = None
         return app
 
-    def use(self, app_config: AppConfig) -> None:
-        """Make a config built in code active (libraries, tests); no file is read."""
+    def use(self, app_config: AppConfig | LLMSettings) -> None:
+        """Make a config built in code active (libraries, tests); no file is read.
+
+        An ``LLMSettings`` alone stands for an ``AppConfig`` with defaults for the rest."""
+        if isinstance(app_config, LLMSettings):
+            app_config = AppConfig(llm=app_config)
         if not isinstance(app_config, AppConfig):
-            raise TypeError(f"expected an AppConfig, got {type(app_config).__name__}")
+            raise TypeError(
+                f"expected an AppConfig or LLMSettings, got {type(app_config).__name__}"
+            )
         _register_secrets(app_config)
         with self._lock:
             self._app = app_config

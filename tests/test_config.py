@@ -671,6 +671,8 @@ def test_facade_use_installs_code_built_config(
     assert redact("code-built-key-321") == "***"
     with pytest.raises(TypeError):
         facade.use({"llm": {}})  # type: ignore[arg-type]
+    facade.use(LLMSettings(model="just-llm"))  # the README's short form
+    assert facade.llm["default"].model == "just-llm" and facade.config_path is None
 
 
 def test_app_config_requires_default_profile() -> None:
