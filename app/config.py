@@ -504,6 +504,16 @@ class Config:
     def llm(self) -> dict[str, LLMSettings]:
         return self.app_config.llm
 
+    def section_or_default(self, name: str) -> Any:
+        """Section ``name`` (e.g. ``"browser_config"``) of the active config, or its defaults
+        when there is no config file at all: tools must work without one (only the LLM
+        needs settings). A config file with errors is still reported."""
+        if self._app is None and not find_config_path().is_file():
+            factory = AppConfig.model_fields[name].default_factory
+            assert factory is not None, f"{name} has no defaults"
+            return factory()  # type: ignore[call-arg]
+        return getattr(self.app_config, name)
+
     @property
     def sandbox(self) -> SandboxSettings:
         return self.app_config.sandbox

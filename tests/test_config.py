@@ -688,3 +688,20 @@ def test_mcp_json_is_only_read_next_to_the_config(tmp_path: Path) -> None:
     assert load_config(path).mcp_config.servers == {}
     (path.parent / "mcp.json").write_text(json.dumps(servers), encoding="utf-8")
     assert list(load_config(path).mcp_config.servers) == ["a"]
+
+
+def test_tool_sections_default_without_a_config_file_but_report_a_broken_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(tmp_path / "absent.toml"))
+    facade = Config()
+    browser = facade.section_or_default("browser_config")
+    assert browser.max_content_length == 2000 and not facade.is_loaded
+    assert facade.section_or_default("sandbox").backend in (None, "local")
+    with pytest.raises(ConfigError, match="No configuration file"):
+        _ = facade.llm  # the LLM still needs real settings
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[browser]\nheadless = 'maybe'\n", encoding="utf-8")
+    monkeypatch.setenv("OPENMANUS_CONFIG", str(broken))
+    with pytest.raises(ConfigError):
+        Config().section_or_default("browser_config")

@@ -16,6 +16,7 @@ from app.tool.mcp import MCPClients
 from tests.conftest import TEST_API_KEY
 from tests.mcp_helpers import child_env, guarded_env, http_server, stop
 from tests.proc_utils import alive
+from tests.web_fixtures import WebServer, isolated_tempdir, processes_mentioning
 
 SERVER = ["-m", "app.mcp.server"]
 
@@ -182,3 +183,17 @@ def test_sigterm_with_stdin_still_open_cleans_up_and_exits(tmp_path):
             proc.wait()
         proc.stdin.close()
         proc.stdout.close()
+
+
+async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
+    with WebServer() as web, isolated_tempdir() as temp:  # checks: no files, no processes left
+        web.html("/page", "<html><head><title>Served over MCP</title></head><body>hi</body></html>")
+        env = {**guarded_env(), "TMPDIR": str(temp)}
+        args = [*SERVER, "--workspace", str(tmp_path / "ws")]
+        names = await clients.connect_stdio(sys.executable, args, env=env)
+        assert "mcp_openmanus_browser_use" in names
+        result = await clients.execute(name="mcp_openmanus_browser_use",
+                                       tool_input={"action": "go_to_url", "url": web.url + "/page"})
+        assert not isinstance(result, ToolFailure), result
+        assert processes_mentioning(str(temp)), "Chromium should be running for the server"
+        await clients.disconnect()  # closes stdin: the server stops its browser and exits

@@ -19,11 +19,9 @@ BACKENDS = ("local", "bubblewrap", "docker")
 def current_settings() -> SandboxSettings:
     """``[sandbox]`` of the active config; defaults when there is no config file at all
     (tools must work without one), but a broken config file is still reported."""
-    from app.config import config, find_config_path
+    from app.config import config
 
-    if not config.is_loaded and not find_config_path().is_file():
-        return SandboxSettings()
-    return config.sandbox
+    return config.section_or_default("sandbox")
 
 
 def create_sandbox(

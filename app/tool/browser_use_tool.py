@@ -92,7 +92,7 @@ class BrowserUseTool(BaseTool):
         if self.settings is None:
             from app.config import config
 
-            self.settings = config.browser_config
+            self.settings = config.section_or_default("browser_config")
         return self.settings
 
     @property

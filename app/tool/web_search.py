@@ -104,7 +104,7 @@ class WebSearch(BaseTool):
         if self.settings is None:
             from app.config import config
 
-            self.settings = config.search_config
+            self.settings = config.section_or_default("search_config")
         return self.settings
 
     def _engines(self) -> dict[str, WebSearchEngine]:
