@@ -150,11 +150,11 @@ async def test_timeout_kills_runaway_code_and_its_children(
     sandbox: Sandbox, workspace: Path
 ) -> None:
     code = (
-        "import subprocess, time\n"
+        "import signal, subprocess\n"
         "subprocess.Popen(['sleep', '600'])\n"
         "subprocess.Popen(['setsid', 'sleep', '600'])\n"
         "print('started', flush=True)\n"
-        "time.sleep(600)\n"
+        "signal.pause()\n"
     )
     result = await PythonExecute(sandbox=sandbox).execute(code=code, timeout=1)
     assert "timed out after 1 seconds" in result["observation"]

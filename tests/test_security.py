@@ -60,7 +60,7 @@ def _hostile_script(outside: Path, config_file: Path) -> list[dict]:
         call("bash", {"command": "setsid sleep 600 & nohup sleep 601 > /dev/null 2>&1 & echo ok"}),
         call("python_execute", {"code": "import os\nfor _ in range(400):\n"
                                         "    if os.fork() == 0:\n"
-                                        "        import time; time.sleep(60); os._exit(0)\n",
+                                        "        import signal; signal.pause(); os._exit(0)\n",
                                 "timeout": 10}),
         call("python_execute", {"code": "blocks = []\nwhile True: blocks.append(b'x' * 10**7)"}),
     ]
