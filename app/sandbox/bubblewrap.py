@@ -122,14 +122,14 @@ class BubblewrapSandbox(Sandbox):
                 args += ["--symlink", os.readlink(name), name]
             elif os.path.isdir(name):
                 args += ["--ro-bind", name, name]
+        # The private /tmp comes before the binds: Python (a venv in a checkout under /tmp,
+        # say) and the workspace may live below /tmp, and a later tmpfs would hide them.
+        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for source in self._bind_sources():
             args += ["--ro-bind", str(source), str(source)]
         args += self._masks()
         workspace = str(self.workspace)
         args += [
-            "--proc", "/proc",
-            "--dev", "/dev",
-            "--tmpfs", "/tmp",
             "--bind", workspace, workspace,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox",
