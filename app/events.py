@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,6 +25,7 @@ __all__ = [
     "ErrorEvent",
     "Event",
     "EventBus",
+    "EventStream",
     "Listener",
     "PlanChanged",
     "RunFinished",
@@ -248,23 +249,69 @@ class EventBus:
                 logger.warning(f"Event listener {listener!r} failed on {event.kind}: {e}")
 
 
-async def stream_events(bus: EventBus, work: Awaitable[Any]) -> AsyncIterator[Event]:
-    """Run ``work`` and yield every event ``bus`` delivers meanwhile.
+class EventStream:
+    """The events of a piece of work as an async iterator (see :func:`stream_events`).
 
-    Leaving the loop early cancels the work; an exception the work raises (misuse, such as
-    running an agent that is already running) is raised here after the last event.
+    ``async for event in stream`` reads them; ``async with stream: ...`` (or ``aclose()``)
+    makes leaving the loop early stop the work at once rather than when it is collected.
     """
-    queue: asyncio.Queue[Event | None] = asyncio.Queue()
-    unsubscribe = bus.subscribe(queue.put_nowait)
-    task = asyncio.ensure_future(work)
-    task.add_done_callback(lambda _: queue.put_nowait(None))
-    try:
-        while (event := await queue.get()) is not None:
-            yield event
-        await task
-    finally:
-        unsubscribe()
-        if not task.done():
+
+    def __init__(self, bus: EventBus, work: Awaitable[Any]) -> None:
+        self._bus = bus
+        self._work: Awaitable[Any] | None = work
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._task: asyncio.Future[Any] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._done = False
+
+    def _start(self) -> None:
+        if self._task is None and self._work is not None:
+            self._unsubscribe = self._bus.subscribe(self._queue.put_nowait)
+            self._task = asyncio.ensure_future(self._work)
+            self._task.add_done_callback(lambda _: self._queue.put_nowait(None))
+            self._work = None
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._done:
+            raise StopAsyncIteration
+        self._start()
+        event = await self._queue.get()
+        if event is None:
+            self._done = True
+            self._detach()
+            assert self._task is not None
+            await self._task  # raises what the work raised (misuse, for example)
+            raise StopAsyncIteration
+        return event
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the work if it is still going (its cleanup runs) and stop listening."""
+        self._done = True
+        self._detach()
+        if self._work is not None and inspect.iscoroutine(self._work):
+            self._work.close()  # never started
+            self._work = None
+        task = self._task
+        if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+    def _detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+
+def stream_events(bus: EventBus, work: Awaitable[Any]) -> EventStream:
+    """Run ``work`` once iteration starts and yield every event ``bus`` delivers meanwhile."""
+    return EventStream(bus, work)

@@ -16,6 +16,7 @@ from app.events import (
     ErrorEvent,
     Event,
     EventBus,
+    EventStream,
     Listener,
     RunFinished,
     RunStarted,
@@ -123,7 +124,7 @@ class BaseAgent(BaseModel, ABC):
         """Deliver ``event`` to the listeners (build events only when ``events.active``)."""
         await self._events.emit(event)
 
-    def run_stream(self, request: str | None = None) -> AsyncIterator[Event]:
+    def run_stream(self, request: str | None = None) -> EventStream:
         """``run(request)``, yielding its events as they happen. The last one is
         ``RunFinished``, whose ``result`` is what ``run()`` returns."""
         return stream_events(self._events, self.run(request))

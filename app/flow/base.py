@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
 from enum import Enum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from app.agent.base import BaseAgent
-from app.events import Event, EventBus, stream_events
+from app.events import EventBus, EventStream, stream_events
 
 __all__ = ["BaseFlow", "FlowType"]
 
@@ -70,7 +69,7 @@ class BaseFlow(BaseModel, ABC):
         """The flow's events: its own (plan changes) and, while it runs, its agents'."""
         return self._events
 
-    def run_stream(self, input_text: str) -> AsyncIterator[Event]:
+    def run_stream(self, input_text: str) -> EventStream:
         """``execute(input_text)``, yielding the events of the flow and its agents."""
         return stream_events(self._events, self.execute(input_text))
 
