@@ -10,7 +10,9 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr
 
+from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
+from app.config_models import CompactionSettings
 from app.events import TextDelta, Thought, ToolCallEvent, ToolResultEvent
 from app.logger import log_enabled, logger, redact_registered
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
@@ -51,6 +53,9 @@ class ToolCallAgent(ReActAgent):
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``.
+    compaction: CompactionSettings | None = None
+    _compactor: Compactor | None = PrivateAttr(default=None)
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
 
@@ -71,8 +76,30 @@ class ToolCallAgent(ReActAgent):
             return list(self.messages)
         return [*self.messages, _prompt_message("user", "\n\n".join(prompts))]
 
+    def _compaction_request(
+        self, memory: list[Message]
+    ) -> tuple[list[Message], list[Message] | None, list[dict[str, Any]]]:
+        """What a request over ``memory`` would hold: messages, system prompt and tools."""
+        prompts = [p for p in (self._stuck_hint, self.next_step_prompt) if p]
+        messages = [*memory, _prompt_message("user", "\n\n".join(prompts))] if prompts \
+            else list(memory)
+        system = [_prompt_message("system", self.system_prompt)] if self.system_prompt else None
+        return messages, system, self.available_tools.to_params()
+
+    async def _compact_if_needed(self) -> None:
+        compactor = self._compactor
+        if compactor is None:
+            settings = self.compaction
+            if settings is None:
+                from app.config import config
+
+                settings = config.app_config.compaction if config.is_loaded else None
+            compactor = self._compactor = Compactor(settings)
+        await compactor.maybe_compact(self)
+
     async def think(self) -> bool:
         choice = _choice_value(self.tool_choices)
+        await self._compact_if_needed()
         bus = self._events
         extra: dict[str, Any] = {}
         if bus.active:  # someone watches: stream the text to them as it is written
