@@ -163,9 +163,10 @@ class BaseAgent(BaseModel, ABC):
             async with self.state_context(AgentState.RUNNING):
                 while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
                     self.current_step += 1
-                    if not bus.active:  # otherwise the listeners show progress
-                        logger.info(f"Executing step {self.current_step}/{self.max_steps}")
-                    else:
+                    # When someone listens, they show the progress; the log keeps it at DEBUG.
+                    logger.log("DEBUG" if bus.active else "INFO",
+                               f"Executing step {self.current_step}/{self.max_steps}")
+                    if bus.active:
                         await bus.emit(StepStarted(self.name, step=self.current_step,
                                                    max_steps=self.max_steps))
                     try:
