@@ -283,8 +283,12 @@ class TerminalSession(ABC):
             self.attach_session(self.recorder, already_written=True)
             say(f"Resumed session {data.id} ({data.state}; {self.recorder.path})")
             return data
-        self.recorder = store.start(self.session_kind, program=self.log_name,
-                                    workspace=str(self.workspace()), **self.session_header())
+        try:
+            self.recorder = store.start(self.session_kind, program=self.log_name,
+                                        workspace=str(self.workspace()), **self.session_header())
+        except OSError as e:  # an unwritable workspace must not stop the program
+            say(f"warning: no session file ({e})")
+            return None
         self.attach_session(self.recorder, already_written=False)
         if not self.args.quiet:
             say(f"Session {self.recorder.session_id} ({self.recorder.path})")
