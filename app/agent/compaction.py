@@ -102,16 +102,22 @@ class Compactor:
         return await self._compact(agent, before, window)
 
     def _clearly_below(self, agent: ToolCallAgent, trigger: int) -> bool:
-        last = agent.llm.last_usage
+        """A cheap upper bound: the last request's prompt tokens plus the text added since
+        (or, before any request, the text itself with room left for the tool schemas)."""
         messages = agent.memory.messages
-        if last is None or last.estimated or self._seen > len(messages):
+        if self._seen > len(messages):  # memory was rewritten
             self._seen = 0
-            return False
+        last = agent.llm.last_usage
+        if last is None or self._seen == 0:
+            base, start, limit = len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND, 0, \
+                trigger // 2
+        else:
+            base, start, limit = last.prompt_tokens, self._seen, trigger
         added = sum(len(m.content or "") + sum(len(c.function.arguments)
                                                for c in m.tool_calls or ())
-                    for m in messages[self._seen:])
+                    for m in messages[start:])
         self._seen = len(messages)
-        return last.prompt_tokens + added // _CHARS_PER_TOKEN_BOUND < trigger
+        return base + added // _CHARS_PER_TOKEN_BOUND < limit
 
     async def _count(self, agent: ToolCallAgent, memory: list[Message]) -> int:
         messages, system, tools = agent._compaction_request(memory)
