@@ -27,6 +27,8 @@ from app.cli_common import (
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.agent.result import RunResult
+    from app.events import EventBus
+    from app.session import SessionData, SessionRecorder
 
 __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main"]
 
@@ -78,6 +80,26 @@ class _Session(TerminalSession):
     def start_task(self, prompt: str) -> Awaitable[Any]:
         assert self.agent is not None
         return self.agent.run(prompt)
+
+    def event_bus(self) -> EventBus | None:
+        return self.agent.events if self.agent is not None else None
+
+    def session_header(self) -> dict[str, Any]:
+        assert self.agent is not None
+        return {"agents": {self.agent.name: self.agent.name}, "model": self.agent.llm.model}
+
+    def attach_session(self, recorder: SessionRecorder, *, already_written: bool) -> None:
+        assert self.agent is not None
+        recorder.attach_agent(self.agent, already_written=already_written)
+
+    def restore_session(self, data: SessionData) -> None:
+        assert self.agent is not None
+        data.restore_agent(self.agent, self.agent.name if self.agent.name in data.agents
+                           else None)
+
+    def continue_task(self) -> Awaitable[Any]:
+        assert self.agent is not None
+        return self.agent.resume()
 
     def report(self, result: RunResult) -> int:
         from app.logger import logger

@@ -14,9 +14,14 @@ import os
 import signal
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.events import EventBus
+    from app.llm.usage import Usage
+    from app.session import SessionData, SessionRecorder
 
 __all__ = [
     "EXIT_CONFIG",
@@ -26,6 +31,7 @@ __all__ = [
     "EXIT_WORDS",
     "TerminalSession",
     "add_common_options",
+    "add_session_options",
     "check_common_args",
     "say",
     "stdin_is_tty",
@@ -51,12 +57,38 @@ def add_common_options(parser: argparse.ArgumentParser, *, max_steps_help: str) 
     level.add_argument("-q", "--quiet", action="store_true",
                        help="show only warnings, errors and the answer")
     parser.add_argument("--version", action="version", version=_version())
+    add_session_options(parser)
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """``--resume``, ``--list-sessions``, ``--no-session``, ``--record``, ``--replay``."""
+    group = parser.add_argument_group("sessions, recording and replay")
+    group.add_argument("--resume", metavar="ID",
+                       help="restore session ID (memory, steps, plan, usage) and carry on")
+    group.add_argument("--list-sessions", action="store_true",
+                       help="list recent sessions of the workspace and exit")
+    group.add_argument("--no-session", action="store_true",
+                       help="do not write a session file (<workspace>/.sessions/<id>.jsonl)")
+    group.add_argument("--record", metavar="FILE", type=Path,
+                       help="save every LLM request and response of this run to FILE")
+    group.add_argument("--replay", metavar="FILE", type=Path,
+                       help="answer from FILE (made with --record) instead of the model; "
+                       "tools really run")
+    group.add_argument("--strict-replay", action="store_true",
+                       help="with --replay: stop at the first request that departs from the "
+                       "recording (default: warn and go on)")
 
 
 def check_common_args(args: argparse.Namespace) -> str | None:
     """An error message for option values argparse cannot check, else None."""
     if args.max_steps is not None and args.max_steps < 1:
         return "--max-steps must be at least 1"
+    if getattr(args, "record", None) and getattr(args, "replay", None):
+        return "--record and --replay cannot be used together"
+    if getattr(args, "strict_replay", False) and not getattr(args, "replay", None):
+        return "--strict-replay needs --replay FILE"
+    if getattr(args, "resume", None) and getattr(args, "no_session", False):
+        return "--resume continues a session file; it cannot be used with --no-session"
     return None
 
 
@@ -75,6 +107,7 @@ class TerminalSession(ABC):
     """
 
     log_name = "openmanus"
+    session_kind = "agent"
     exit_words: frozenset[str] = EXIT_WORDS
     banner = "OpenManus ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
 
@@ -84,6 +117,8 @@ class TerminalSession(ABC):
         self.main_task: asyncio.Task[Any] | None = None
         self.quitting = False
         self.reader: Any = None
+        self.recorder: SessionRecorder | None = None
+        self.task_usage: Usage | None = None
 
     @abstractmethod
     async def build(self) -> None:
@@ -100,6 +135,27 @@ class TerminalSession(ABC):
     @abstractmethod
     async def cleanup(self) -> None:
         """Release agents and tools at exit."""
+
+    # ---- sessions (overridden by the programs) ---------------------------------------------------
+
+    def event_bus(self) -> EventBus | None:
+        """What the terminal view renders (the agent's or the flow's events)."""
+        return None
+
+    def attach_session(self, recorder: SessionRecorder, *, already_written: bool) -> None:
+        """Let ``recorder`` record what runs the tasks."""
+        return None
+
+    def restore_session(self, data: SessionData) -> None:
+        """Put the agents (and plan) back as the session file has them."""
+        return None
+
+    def continue_task(self) -> Awaitable[Any]:
+        """The awaitable that carries on a task cut short in a resumed session."""
+        raise NotImplementedError
+
+    def session_header(self) -> dict[str, Any]:
+        return {}
 
     # ---- signals -------------------------------------------------------------------------------
 
@@ -123,23 +179,33 @@ class TerminalSession(ABC):
     # ---- the program ---------------------------------------------------------------------------
 
     async def run(self) -> int:
-        from app.exceptions import ConfigError, MCPServerError
+        from app.exceptions import ConfigError, MCPServerError, ReplayError, SessionError
 
+        if getattr(self.args, "list_sessions", False):
+            return self._list_sessions()
         self.main_task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGINT, self._on_sigint)
             loop.add_signal_handler(signal.SIGTERM, self._quit)
+        tape: contextlib.ExitStack = contextlib.ExitStack()
         try:
             try:
                 self._setup()
+                self._start_tape(tape)
                 await self.build()
-            except ConfigError as e:
+                resumed = self._open_session()
+                self._watch()
+            except (ConfigError, SessionError, ReplayError) as e:
                 say(f"error: {e}")
                 return EXIT_CONFIG
             except MCPServerError as e:  # run_mcp.py: the server cannot be reached
                 say(f"error: {e}")
                 return EXIT_FAILED
+            if resumed is not None:
+                code = await self._carry_on(resumed)
+                if self.args.prompt is None and resumed.incomplete:
+                    return code
             if self.args.prompt is not None:
                 return await self._one_shot(self.args.prompt)
             return await self._interactive()
@@ -148,9 +214,101 @@ class TerminalSession(ABC):
         finally:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self.cleanup(), timeout=10)
+            if self.recorder is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await self.recorder.close()
+            tape.close()
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
                 loop.remove_signal_handler(signal.SIGTERM)
+
+    # ---- sessions, recording, the terminal view --------------------------------------------------
+
+    def workspace(self) -> Path:
+        """The directory the agents work in (sessions live in its ``.sessions``)."""
+        if self.args.workspace is not None:
+            return Path(self.args.workspace).expanduser().absolute()
+        from app.config import config
+
+        return config.workspace_root
+
+    def _list_sessions(self) -> int:
+        import time
+
+        from app.config import config
+        from app.exceptions import ConfigError
+        from app.session import SessionStore
+
+        if self.args.config is not None:
+            with contextlib.suppress(ConfigError):
+                config.load(self.args.config)
+        store = SessionStore.for_workspace(self.workspace())
+        infos = store.list(limit=20)
+        if not infos:
+            say(f"No sessions in {store.directory}")
+            return EXIT_OK
+        for info in infos:
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
+            prompt = " ".join((info.first_prompt or "").split())
+            prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
+            damaged = f"  ({'; '.join(info.problems)})" if info.problems else ""
+            print(f"{info.id}  {when}  {info.kind:<5}  {info.state:<10}  {prompt}{damaged}",
+                  flush=True)
+        return EXIT_OK
+
+    def _start_tape(self, stack: contextlib.ExitStack) -> None:
+        """``--record``/``--replay``: every task (started from here) inherits the tape."""
+        from app.llm.recording import recording, replaying
+
+        if getattr(self.args, "record", None):
+            stack.enter_context(recording(self.args.record))
+        elif getattr(self.args, "replay", None):
+            stack.enter_context(replaying(self.args.replay,
+                                          strict=bool(self.args.strict_replay)))
+
+    def _open_session(self) -> SessionData | None:
+        """Start (or, with ``--resume``, reopen and restore) the session file."""
+        if getattr(self.args, "no_session", False):
+            return None
+        from app.session import SessionStore
+
+        store = SessionStore.for_workspace(self.workspace())
+        resume = getattr(self.args, "resume", None)
+        if resume:
+            data = store.load(resume)
+            for problem in data.problems:
+                say(f"warning: session {data.id}: {problem}")
+            self.restore_session(data)
+            self.recorder = store.reopen(data)
+            self.attach_session(self.recorder, already_written=True)
+            say(f"Resumed session {data.id} ({data.state}; {self.recorder.path})")
+            return data
+        try:
+            self.recorder = store.start(self.session_kind, program=self.log_name,
+                                        workspace=str(self.workspace()), **self.session_header())
+        except OSError as e:  # an unwritable workspace must not stop the program
+            say(f"warning: no session file ({e})")
+            return None
+        self.attach_session(self.recorder, already_written=False)
+        if not self.args.quiet:
+            say(f"Session {self.recorder.session_id} ({self.recorder.path})")
+        return None
+
+    def _watch(self) -> None:
+        """Render progress from the events, unless ``--quiet``."""
+        bus = self.event_bus()
+        if bus is None or self.args.quiet:
+            return
+        from app.cli_render import EventRenderer
+
+        bus.subscribe(EventRenderer(show_source=self.session_kind == "flow",
+                                    show_usage=bool(self.args.verbose)))
+
+    async def _carry_on(self, data: SessionData) -> int:
+        if not data.incomplete:
+            return EXIT_OK
+        say("Carrying on the task that was cut short...")
+        return await self._run_task(None, self.continue_task)
 
     def _setup(self) -> None:
         from app.config import config
@@ -166,9 +324,20 @@ class TerminalSession(ABC):
         self.reader = StdinInputProvider()
         set_input_provider(self.reader)
 
-    async def _run_task(self, prompt: str) -> int:
+    async def _run_task(
+        self, prompt: str | None, start: Callable[[], Awaitable[Any]] | None = None
+    ) -> int:
         """Run one task; returns its exit code. Ctrl-C cancels only this task."""
-        self.task = asyncio.ensure_future(self.start_task(prompt))
+        from app.llm.context import llm_scope
+        from app.llm.usage import Usage
+
+        if self.recorder is not None and prompt is not None:
+            self.recorder.note("task", prompt=prompt)
+            await self.recorder.flush()
+        self.task_usage = Usage()  # every LLM call of the task, whichever agent made it
+        with llm_scope(usage=self.task_usage):
+            work = start() if start is not None else self.start_task(prompt or "")
+            self.task = asyncio.ensure_future(work)
         try:
             result = await self.task
         except asyncio.CancelledError:

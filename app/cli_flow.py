@@ -24,8 +24,10 @@ from app.cli_common import (
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
+    from app.events import EventBus
     from app.flow.events import FlowEvent, FlowResult
     from app.flow.planning import PlanningFlow
+    from app.session import SessionData, SessionRecorder
 
 __all__ = ["DEFAULT_TIMEOUT", "ProgressPrinter", "build_parser", "main"]
 
@@ -87,6 +89,7 @@ class _FlowSession(TerminalSession):
     """One planning flow per task; the agents (and their conversations) persist across tasks."""
 
     log_name = "openmanus_flow"
+    session_kind = "flow"
     banner = "OpenManus flow ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
 
     def __init__(self, args: argparse.Namespace) -> None:
@@ -118,10 +121,8 @@ class _FlowSession(TerminalSession):
                 logger.warning("The data-analysis agent cannot draw charts without matplotlib "
                                "(pip install -e '.[data]')")
             self.agents["data_analysis"] = DataAnalysis(**kwargs)
-        listeners = [] if self.args.quiet else [ProgressPrinter()]
-        flow = FlowFactory.create_flow(
-            FlowType.PLANNING, self.agents, timeout=self.args.timeout, listeners=listeners
-        )
+        # Progress is rendered from the flow's events (see TerminalSession._watch).
+        flow = FlowFactory.create_flow(FlowType.PLANNING, self.agents, timeout=self.args.timeout)
         self.flow = flow  # type: ignore[assignment]
         logger.info(f"Planning flow ready with agents: "
                     f"{', '.join(a.name for a in self.agents.values())}")
@@ -130,9 +131,29 @@ class _FlowSession(TerminalSession):
         assert self.flow is not None
         return self.flow.execute(prompt)
 
+    def event_bus(self) -> EventBus | None:
+        return self.flow.events if self.flow is not None else None
+
+    def session_header(self) -> dict[str, Any]:
+        return {"agents": {key: agent.name for key, agent in self.agents.items()}}
+
+    def attach_session(self, recorder: SessionRecorder, *, already_written: bool) -> None:
+        assert self.flow is not None
+        recorder.attach_flow(self.flow, already_written=already_written)
+
+    def restore_session(self, data: SessionData) -> None:
+        assert self.flow is not None
+        data.restore_flow(self.flow)
+
+    def continue_task(self) -> Awaitable[Any]:
+        assert self.flow is not None
+        return self.flow.execute("")
+
     def report(self, result: FlowResult) -> int:
         if result.summary:
             print(result.summary, flush=True)
+        if self.task_usage is not None and self.task_usage.requests:
+            say(f"Tokens: {self.task_usage}")
         if result.error is not None:
             say(f"error: {result.error}")
             return EXIT_FAILED

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from app.cli import _Session
-from app.cli_common import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORDS, _version
+from app.cli_common import (
+    EXIT_CONFIG,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_WORDS,
+    _version,
+    add_session_options,
+    check_common_args,
+)
 
 __all__ = ["DEFAULT_URLS", "build_parser", "main"]
 
@@ -50,14 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     level.add_argument("-q", "--quiet", action="store_true",
                        help="show only warnings, errors and the answer")
     parser.add_argument("--version", action="version", version=_version())
+    add_session_options(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.connection = _CONNECTIONS[args.connection]
-    if args.max_steps is not None and args.max_steps < 1:
-        print("error: --max-steps must be at least 1", file=sys.stderr)
+    problem = check_common_args(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_CONFIG
     if args.connection == "stdio" and args.server_url:
         print("error: --server-url needs --connection sse or http", file=sys.stderr)

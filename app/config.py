@@ -27,9 +27,11 @@ from app.config_models import (
     PROJECT_ROOT,
     AppConfig,
     BrowserSettings,
+    CompactionSettings,
     LLMSettings,
     MCPServerConfig,
     MCPSettings,
+    ModelPrice,
     ProxySettings,
     RunflowSettings,
     SandboxSettings,
@@ -196,7 +198,10 @@ class _Problems:
             logger.warning("Ignoring unknown keys in {}: {}", self.path, "; ".join(self.unknown))
 
 
-_TOP_LEVEL_KEYS = ("llm", "browser", "search", "sandbox", "mcp", "runflow", "workspace_root")
+_TOP_LEVEL_KEYS = (
+    "llm", "browser", "search", "sandbox", "mcp", "runflow", "pricing", "compaction",
+    "workspace_root",
+)
 
 
 def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings]:
@@ -298,6 +303,28 @@ def _load_section(
         return model()
 
 
+def _load_pricing(raw: dict[str, Any], problems: _Problems) -> dict[str, ModelPrice]:
+    """``[pricing."<model>"]`` tables: prices per million tokens, by model name."""
+    section = raw.get("pricing", {})
+    if not isinstance(section, dict):
+        problems.error(f"pricing: must be a table ([pricing]), got {short_repr(section)}")
+        return {}
+    prices: dict[str, ModelPrice] = {}
+    for model, table in section.items():
+        if not isinstance(table, dict):
+            problems.error(f'pricing.{model}: must be a table like [pricing."{model}"] with '
+                           f"input and output prices, got {short_repr(table)}")
+            continue
+        for key_path, hint in unknown_keys(ModelPrice, table, ("pricing", model)):
+            problems.unknown.append(toml_key(raw, key_path) + hint)
+        try:
+            prices[model] = ModelPrice.model_validate(table)
+        except ValidationError as exc:
+            for line in describe_errors(exc, ("pricing", model), lambda p: toml_key(raw, p)):
+                problems.error(line)
+    return prices
+
+
 def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     """Servers from ``mcp.json``; a missing file means none."""
     if not path.is_file():
@@ -395,6 +422,8 @@ def load_config(path: str | Path | None = None) -> AppConfig:
     if isinstance(raw.get("mcp"), dict) and "servers" in raw["mcp"]:
         problems.unknown.append("[mcp] servers (MCP servers belong in mcp.json)")
     runflow = _load_section(raw, "runflow", RunflowSettings, problems)
+    compaction = _load_section(raw, "compaction", CompactionSettings, problems)
+    pricing = _load_pricing(raw, problems)
 
     workspace_value = raw.get("workspace_root")
     if workspace_value is not None and not isinstance(workspace_value, str):
@@ -413,6 +442,8 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         sandbox=sandbox,
         mcp_config=mcp,
         run_flow_config=runflow,
+        pricing=pricing,
+        compaction=compaction,
         workspace_root=_resolve_workspace(workspace_value, config_path),
         config_path=config_path,
     )
@@ -533,6 +564,14 @@ class Config:
     @property
     def run_flow_config(self) -> RunflowSettings:
         return self.app_config.run_flow_config
+
+    @property
+    def pricing(self) -> dict[str, ModelPrice]:
+        return self.app_config.pricing
+
+    @property
+    def compaction(self) -> CompactionSettings:
+        return self.app_config.compaction
 
     @property
     def config_path(self) -> Path | None:

@@ -26,9 +26,11 @@ __all__ = [
     "PROJECT_ROOT",
     "AppConfig",
     "BrowserSettings",
+    "CompactionSettings",
     "LLMSettings",
     "MCPServerConfig",
     "MCPSettings",
+    "ModelPrice",
     "ProxySettings",
     "RunflowSettings",
     "SandboxSettings",
@@ -69,6 +71,9 @@ class LLMSettings(_Settings):
     retry_max_wait: NonNegativeFloat = 60.0
     supports_images: bool | None = None
     reasoning_model: bool | None = None
+    #: Stream answers when someone watches the text (terminal, ``run_stream``); endpoints
+    #: that refuse streaming are detected and asked without it.
+    stream: bool = True
     #: Requests one LLM instance has in flight at once; more wait their turn (many agents
     #: sharing one LLM then share a bounded connection pool instead of opening one each).
     max_concurrent_requests: PositiveInt = 100
@@ -256,6 +261,37 @@ class RunflowSettings(_Settings):
     use_data_analysis_agent: bool = False
 
 
+class ModelPrice(_Settings):
+    """What a model costs, in USD (or any currency) per million tokens."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+    #: Prompt tokens served from the provider's cache; unset means the ``input`` price.
+    cached_input: NonNegativeFloat | None = None
+
+
+class CompactionSettings(_Settings):
+    """When and how an agent shrinks its conversation to fit the model's context window."""
+
+    enabled: bool = True
+    #: Compact when a request would use more than this share of the window...
+    trigger: float = Field(default=0.85, gt=0.0, le=1.0)
+    #: ...down to this share.
+    target: float = Field(default=0.6, gt=0.0, le=1.0)
+    #: Newest turns (a model answer with its tool results) always kept word for word.
+    keep_recent_turns: PositiveInt = 3
+    #: Older tool outputs longer than this many characters are shortened to a stub first.
+    stub_chars: PositiveInt = 800
+    #: Longest summary the model may write, in tokens.
+    summary_max_tokens: PositiveInt = 1024
+
+    @model_validator(mode="after")
+    def _check_order(self) -> CompactionSettings:
+        if self.target > self.trigger:
+            raise ValueError(f"target ({self.target}) must not exceed trigger ({self.trigger})")
+        return self
+
+
 class AppConfig(BaseModel):
     """Everything loaded from the config files, already validated."""
 
@@ -267,6 +303,8 @@ class AppConfig(BaseModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     mcp_config: MCPSettings = Field(default_factory=MCPSettings)
     run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
+    pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
     config_path: Path | None = None
 

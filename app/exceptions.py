@@ -30,8 +30,10 @@ __all__ = [
     "LLMTransientError",
     "MCPServerError",
     "OpenManusError",
+    "ReplayError",
     "SandboxError",
     "SandboxUnavailableError",
+    "SessionError",
     "TokenLimitExceeded",
     "ToolError",
     "ToolsNotSupportedError",
@@ -62,6 +64,10 @@ class AgentError(OpenManusError):
 
 class AgentStateError(AgentError):
     """An agent was asked to run while it is already running (or in another illegal state)."""
+
+
+class SessionError(OpenManusError):
+    """A session file cannot be found or read (unknown id, not a session, unreadable)."""
 
 
 class SandboxError(OpenManusError):
@@ -166,3 +172,8 @@ class ImagesNotSupportedError(LLMBadRequestError):
 
 class LLMResponseError(LLMError):
     """The endpoint answered with something that is not a usable chat completion."""
+
+
+class ReplayError(LLMError):
+    """A replayed run asked something the recording cannot answer: it ran out of recorded
+    responses, or (when replaying strictly) a request departed from the recorded one."""

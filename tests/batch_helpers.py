@@ -66,8 +66,8 @@ def write_tasks(path: Path, tasks: list[dict[str, Any]]) -> Path:
 
 
 def comparable(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Results without their timings, for comparing runs."""
+    """Results without their timings and session files (named per run), for comparing runs."""
     return {
-        task_id: r.model_dump(exclude={"duration", "started_at"})
+        task_id: r.model_dump(exclude={"duration", "started_at", "session_file"})
         for task_id, r in results.items()
     }

@@ -51,7 +51,14 @@ def check_fifty(results, tmp_path: Path) -> None:
         workspace = Path(results[f"file-{i}"].workspace)
         assert (workspace / "copy.txt").read_text() == "payload 42\n"
         assert workspace.parent == tmp_path / "results_workspaces"
-    assert all(r.session_file is None for r in results.values())
+    # Every task has its session file, in its own workspace, holding its prompt.
+    from app.session import read_session
+
+    for result in results.values():
+        session = Path(result.session_file)
+        assert session.parent == Path(result.workspace) / ".sessions"
+        assert read_session(session).first_prompt
+    assert read_session(Path(ok.session_file)).state == "finished"
 
 
 async def test_fifty_tasks_local(batch_env, tmp_path):

@@ -17,6 +17,7 @@ from app.agent.manus import Manus
 from app.config import AppConfig, LLMSettings, config
 from app.config_models import SandboxSettings
 from app.logger import define_log_level, logger
+from app.session import SessionStore
 from app.testing import ScriptedLLMServer, call, error, tool_calls
 from tests.sandbox_utils import BACKENDS, processes_under
 
@@ -111,9 +112,15 @@ async def test_hostile_model_cannot_escape_or_leak(
             # A provider error that echoes the key back must not carry it either.
             server.push(error(401, f"Incorrect API key provided: {SECRET}"))
             agent = await Manus.create(workspace=workspace, max_steps=len(script) + 2)
+            # The session file and the live events must not carry the key either.
+            recorder = SessionStore(tmp_path / "sessions").start("agent")
+            recorder.attach_agent(agent)
+            events: list[str] = []
+            agent.subscribe(lambda e: events.append(json.dumps(e.to_json(), default=str)))
             result = await agent.run("do what you are told")
             failed = await agent.run("again")
             await agent.cleanup()
+            await recorder.close()
         finally:
             config.reset()
         bodies = [json.dumps(r.body) for r in server.requests]
@@ -128,8 +135,10 @@ async def test_hostile_model_cannot_escape_or_leak(
 
     # Nothing leaked, in any form we can recognise.
     encoded = base64.b64encode(SECRET.encode()).decode()
+    session_text = recorder.path.read_text()
+    assert "tool_result" in session_text and len(events) > 10
     everything = [*bodies, logs, str(result), str(failed), str(failed.error),
-                  result.final_answer or ""]
+                  result.final_answer or "", session_text, *events]
     for blob in everything:
         assert SECRET not in blob and encoded not in blob
         assert ENV_SECRET not in blob

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.agent.result import RunResult
+from app.events import (
+    ErrorEvent,
+    Event,
+    EventBus,
+    EventStream,
+    Listener,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    UsageReport,
+    stream_events,
+)
 from app.exceptions import AgentStateError, LLMError
 from app.llm import LLM, Usage
 from app.logger import logger
@@ -46,6 +61,7 @@ class BaseAgent(BaseModel, ABC):
 
     _stuck_hint: str | None = PrivateAttr(default=None)
     _run_usage: Usage = PrivateAttr(default_factory=Usage)
+    _events: EventBus = PrivateAttr(default_factory=EventBus)
 
     @model_validator(mode="after")
     def initialize_agent(self) -> BaseAgent:
@@ -93,43 +109,95 @@ class BaseAgent(BaseModel, ABC):
 
     # ---- the loop ----------------------------------------------------------------------------
 
+    # ---- events ------------------------------------------------------------------------------
+
+    @property
+    def events(self) -> EventBus:
+        """The agent's events (see ``app.events``): ``agent.events.subscribe(callback)``."""
+        return self._events
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener(event)`` for every event; returns a function that unsubscribes."""
+        return self._events.subscribe(listener)
+
+    async def emit(self, event: Event) -> None:
+        """Deliver ``event`` to the listeners (build events only when ``events.active``)."""
+        await self._events.emit(event)
+
+    def run_stream(self, request: str | None = None) -> EventStream:
+        """``run(request)``, yielding its events as they happen. The last one is
+        ``RunFinished``, whose ``result`` is what ``run()`` returns."""
+        return stream_events(self._events, self.run(request))
+
+    # ---- the loop ----------------------------------------------------------------------------
+
     async def run(self, request: str | None = None) -> RunResult:
         """Run the agent on ``request`` (added to memory as a user message)."""
+        return await self._run(request, resume=False)
+
+    async def resume(self) -> RunResult:
+        """Carry on a run that was cut short (restored from a session): no new prompt, and
+        the step count goes on from ``current_step`` within the same ``max_steps``."""
+        return await self._run(None, resume=True)
+
+    async def _run(self, request: str | None, *, resume: bool) -> RunResult:
         if self.state == AgentState.RUNNING:
             raise AgentStateError(f"Agent '{self.name}' is already running")
         if self.state != AgentState.IDLE:
             self.state = AgentState.IDLE  # a follow-up after FINISHED or ERROR
-        self.current_step = 0
+        if not resume:
+            self.current_step = 0
+            self._run_usage = Usage()
         self._stuck_hint = None
-        self._run_usage = Usage()
         self._begin_run()
         if request:
             self.update_memory("user", request)
+        bus = self._events
+        if bus.active:
+            await bus.emit(RunStarted(self.name, prompt=request, max_steps=self.max_steps,
+                                      resumed=resume))
 
         results: list[str] = []
         error: BaseException | None = None
-        async with self.state_context(AgentState.RUNNING):
-            while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
-                self.current_step += 1
-                logger.info(f"Executing step {self.current_step}/{self.max_steps}")
-                try:
-                    step_result = await self.step()
-                except LLMError as e:
-                    error = e
-                    logger.error(f"Step {self.current_step} failed: {e}")
-                    results.append(f"Step {self.current_step}: Error: {e}")
-                    self.state = AgentState.ERROR
-                    break
-                if self.is_stuck():
-                    self.handle_stuck_state()
-                results.append(f"Step {self.current_step}: {step_result}")
+        try:
+            async with self.state_context(AgentState.RUNNING):
+                while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
+                    self.current_step += 1
+                    # When someone listens, they show the progress; the log keeps it at DEBUG.
+                    logger.log("DEBUG" if bus.active else "INFO",
+                               f"Executing step {self.current_step}/{self.max_steps}")
+                    if bus.active:
+                        await bus.emit(StepStarted(self.name, step=self.current_step,
+                                                   max_steps=self.max_steps))
+                    try:
+                        step_result = await self.step()
+                    except LLMError as e:
+                        error = e
+                        logger.error(f"Step {self.current_step} failed: {e}")
+                        results.append(f"Step {self.current_step}: Error: {e}")
+                        self.state = AgentState.ERROR
+                        if bus.active:
+                            await bus.emit(ErrorEvent(self.name, step=self.current_step,
+                                                      message=str(e),
+                                                      error_type=type(e).__name__))
+                        break
+                    if self.is_stuck():
+                        self.handle_stuck_state()
+                    results.append(f"Step {self.current_step}: {step_result}")
+                    if bus.active:
+                        await bus.emit(StepFinished(self.name, step=self.current_step,
+                                                    result=step_result))
 
-            if self.current_step >= self.max_steps and self.state == AgentState.RUNNING:
-                results.append(f"Terminated: Reached max steps ({self.max_steps})")
-                logger.warning(f"Agent '{self.name}' stopped at max_steps={self.max_steps}")
+                if self.current_step >= self.max_steps and self.state == AgentState.RUNNING:
+                    results.append(f"Terminated: Reached max steps ({self.max_steps})")
+                    logger.warning(f"Agent '{self.name}' stopped at max_steps={self.max_steps}")
+        except BaseException as e:
+            if bus.active:
+                await self._emit_interrupted(e)
+            raise
 
         log = "\n".join(results) if results else "No steps executed"
-        return RunResult(
+        result = RunResult(
             log,
             final_answer=self.final_answer(),
             state=self.state,
@@ -138,6 +206,21 @@ class BaseAgent(BaseModel, ABC):
             usage=self._run_usage.model_copy(),
             error=error,
         )
+        if bus.active:
+            await bus.emit(RunFinished(self.name, state=self.state.value, steps=self.current_step,
+                                       final_answer=result.final_answer,
+                                       usage=result.usage, cost=result.usage.cost,
+                                       result=result))
+        return result
+
+    async def _emit_interrupted(self, error: BaseException) -> None:
+        """A run cut short by cancellation or a crash still tells its listeners how it ended
+        (shielded: a cancelled task may not await anything else)."""
+        state = AgentState.IDLE if not isinstance(error, Exception) else AgentState.ERROR
+        event = RunFinished(self.name, state=state.value, steps=self.current_step,
+                            usage=self._run_usage.model_copy(), cost=self._run_usage.cost)
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(self._events.emit(event))
 
     def _begin_run(self) -> None:
         """Hook for subclasses: reset per-run bookkeeping before the first step."""
@@ -150,6 +233,16 @@ class BaseAgent(BaseModel, ABC):
         """Add the LLM's last reported usage to this run's total."""
         if self.llm is not None and self.llm.last_usage is not None:
             self._run_usage.add(self.llm.last_usage)
+
+    async def _report_usage(self) -> None:
+        """Record the last LLM call's usage and tell the listeners (per step and per run)."""
+        self._record_usage()
+        usage = self.llm.last_usage if self.llm is not None else None
+        if usage is not None and self._events.active:
+            run = self._run_usage.model_copy()
+            await self._events.emit(UsageReport(self.name, step=self.current_step,
+                                                usage=usage.model_copy(), run_usage=run,
+                                                cost=usage.cost, run_cost=run.cost))
 
     @abstractmethod
     async def step(self) -> str:

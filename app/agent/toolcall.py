@@ -10,7 +10,10 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr
 
+from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
+from app.config_models import CompactionSettings
+from app.events import TextDelta, Thought, ToolCallEvent, ToolResultEvent
 from app.logger import log_enabled, logger, redact_registered
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
@@ -50,6 +53,9 @@ class ToolCallAgent(ReActAgent):
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``.
+    compaction: CompactionSettings | None = None
+    _compactor: Compactor | None = PrivateAttr(default=None)
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
 
@@ -70,8 +76,39 @@ class ToolCallAgent(ReActAgent):
             return list(self.messages)
         return [*self.messages, _prompt_message("user", "\n\n".join(prompts))]
 
+    def _compaction_request(
+        self, memory: list[Message]
+    ) -> tuple[list[Message], list[Message] | None, list[dict[str, Any]]]:
+        """What a request over ``memory`` would hold: messages, system prompt and tools."""
+        prompts = [p for p in (self._stuck_hint, self.next_step_prompt) if p]
+        messages = [*memory, _prompt_message("user", "\n\n".join(prompts))] if prompts \
+            else list(memory)
+        system = [_prompt_message("system", self.system_prompt)] if self.system_prompt else None
+        return messages, system, self.available_tools.to_params()
+
+    async def _compact_if_needed(self) -> None:
+        compactor = self._compactor
+        if compactor is None:
+            settings = self.compaction
+            if settings is None:
+                from app.config import config
+
+                settings = config.app_config.compaction if config.is_loaded else None
+            compactor = self._compactor = Compactor(settings)
+        await compactor.maybe_compact(self)
+
     async def think(self) -> bool:
         choice = _choice_value(self.tool_choices)
+        await self._compact_if_needed()
+        bus = self._events
+        extra: dict[str, Any] = {}
+        if bus.active:  # someone watches: stream the text to them as it is written
+            name, step = self.name, self.current_step
+
+            async def on_delta(text: str) -> None:
+                await bus.emit(TextDelta(name, step=step, text=text))
+
+            extra["on_delta"] = on_delta
         response = await self.llm.ask_tool(
             messages=self._request_messages(),
             system_msgs=[_prompt_message("system", self.system_prompt)]
@@ -79,16 +116,18 @@ class ToolCallAgent(ReActAgent):
             else None,
             tools=self.available_tools.to_params(),
             tool_choice=choice,
+            **extra,
         )
-        self._record_usage()
+        await self._report_usage()
 
         tool_calls = list(response.tool_calls or [])
         content = response.content or ""
         if content.strip():
             self._last_text = content
-        if content and log_enabled("INFO"):
+        watched = bus.active  # listeners show progress; the log then stays quiet
+        if content and not watched and log_enabled("INFO"):
             logger.info(f"✨ {self.name}'s thoughts: {content}")
-        if tool_calls and log_enabled("INFO"):
+        if tool_calls and not watched and log_enabled("INFO"):
             names = ", ".join(call.function.name for call in tool_calls)
             logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
             for call in tool_calls:
@@ -101,6 +140,8 @@ class ToolCallAgent(ReActAgent):
             self.tool_calls = []
             if content:
                 self.memory.add_message(Message.assistant_message(content))
+                if bus.active:
+                    await bus.emit(Thought(self.name, step=self.current_step, text=content))
             return bool(content)
 
         self.tool_calls = tool_calls
@@ -108,6 +149,13 @@ class ToolCallAgent(ReActAgent):
             self.memory.add_message(Message.from_tool_calls(tool_calls, content=content))
         elif content:
             self.memory.add_message(Message.assistant_message(content))
+        if bus.active:
+            if content:
+                await bus.emit(Thought(self.name, step=self.current_step, text=content))
+            for call in tool_calls:
+                await bus.emit(ToolCallEvent(self.name, step=self.current_step, call_id=call.id,
+                                             name=call.function.name,
+                                             arguments=call.function.arguments))
 
         if choice == ToolChoice.REQUIRED.value:
             return True  # act() handles a missing call
@@ -143,7 +191,7 @@ class ToolCallAgent(ReActAgent):
             for command, (result, image) in zip(batch, outcomes, strict=True):
                 if self.max_observe and isinstance(self.max_observe, int):
                     result = _truncate(result, self.max_observe)
-                if log_enabled("INFO"):
+                if not self._events.active and log_enabled("INFO"):
                     logger.info(f"🎯 Tool '{command.function.name}' completed: "
                                 f"{_preview(result)}")
                 self.memory.add_message(
@@ -155,6 +203,11 @@ class ToolCallAgent(ReActAgent):
                     )
                 )
                 results.append(result)
+                if self._events.active:
+                    await self._events.emit(ToolResultEvent(
+                        self.name, step=self.current_step, call_id=command.id,
+                        name=command.function.name, output=result,
+                        error=result.startswith("Error")))
         return "\n\n".join(results)
 
     async def _run_tool_call(self, command: ToolCall) -> tuple[str, str | None]:
@@ -190,7 +243,7 @@ class ToolCallAgent(ReActAgent):
                 "Send the arguments as one JSON object matching the tool's schema."
             )
 
-        logger.info(f"🔧 Activating tool: '{name}'...")
+        logger.debug(f"🔧 Activating tool: '{name}'...")
         result = await self.available_tools.execute(name=name, tool_input=args)
         await self._handle_special_tool(name=name, result=result)
 

@@ -27,6 +27,7 @@ from app.logger import logger
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
+    from app.session import SessionRecorder
 
 __all__ = ["DEFAULT_TIMEOUT", "ExecutionSettings", "execute_task", "workspace_for"]
 
@@ -98,11 +99,12 @@ async def execute_task(
     except (OSError, ValueError) as e:
         fields = {"state": "ERROR", "error": f"could not prepare the workspace: {e}"}
     else:
+        recorder = _start_session(task, workspace)
         scope = asyncio.timeout(timeout)
         try:
             async with scope:
                 with llm_scope(gate=gate, usage=usage):
-                    fields = await _run(task, workspace, settings)
+                    fields = await _run(task, workspace, settings, recorder)
         except TimeoutError:
             if not scope.expired():
                 raise
@@ -112,6 +114,12 @@ async def execute_task(
         except BaseException as e:  # the agent itself broke: this task only
             logger.opt(exception=e).debug(f"task {task.id} crashed")
             fields = {"state": "CRASHED", "error": f"{type(e).__name__}: {e}"}
+        finally:
+            if recorder is not None:
+                with contextlib.suppress(Exception):
+                    await recorder.close()
+        if recorder is not None:
+            fields["session_file"] = str(recorder.path)
     return _result(task, settings, workspace, usage, started_at, clock, fields)
 
 
@@ -130,7 +138,7 @@ def _result(
         correct=correct,
         usage=usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens",
                                         "requests"}),
-        cost=settings.cost(usage),
+        cost=settings.cost(usage) if settings.cost(usage) is not None else usage.cost,
         duration=round(time.monotonic() - clock, 4),
         started_at=started_at,
         agent=task.agent,
@@ -140,14 +148,31 @@ def _result(
     )
 
 
-async def _run(task: BatchTask, workspace: Path, settings: ExecutionSettings) -> dict[str, Any]:
+def _start_session(task: BatchTask, workspace: Path) -> SessionRecorder | None:
+    """The task's session file, in its workspace (None if it cannot be created)."""
+    from app.session import SessionStore
+
+    try:
+        recorder = SessionStore.for_workspace(workspace).start(
+            "flow" if task.flow else "agent", program="batch", task_id=task.id)
+    except OSError as e:
+        logger.warning(f"task {task.id}: no session file ({e})")
+        return None
+    recorder.note("task", prompt=task.prompt)
+    return recorder
+
+
+async def _run(task: BatchTask, workspace: Path, settings: ExecutionSettings,
+               recorder: SessionRecorder | None = None) -> dict[str, Any]:
     agent = await build_agent(
         task.agent, workspace=workspace, max_steps=task.max_steps or settings.max_steps
     )
     _no_human(agent)
     try:
         if task.flow:
-            return await run_flow(task.flow, agent, task.prompt)
+            return await run_flow(task.flow, agent, task.prompt, recorder=recorder)
+        if recorder is not None:
+            recorder.attach_agent(agent)
         result = await agent.run(task.prompt)
     finally:
         with contextlib.suppress(Exception):

@@ -33,7 +33,8 @@ def check_flow_name(name: str) -> None:
     _flow_type(name)
 
 
-async def run_flow(name: str, agent: BaseAgent, prompt: str) -> dict[str, Any]:
+async def run_flow(name: str, agent: BaseAgent, prompt: str,
+                   recorder: Any = None) -> dict[str, Any]:
     """Run flow ``name`` with the task's agent as its executor.
 
     Returns the result fields: the flow's summary as the answer, FINISHED only when every plan
@@ -41,6 +42,8 @@ async def run_flow(name: str, agent: BaseAgent, prompt: str) -> dict[str, Any]:
     from app.flow.factory import FlowFactory
 
     flow = FlowFactory.create_flow(_flow_type(name), agents={agent.name.lower(): agent})
+    if recorder is not None:  # the task's session file (a SessionRecorder)
+        recorder.attach_flow(flow)
     result = await flow.execute(prompt)
     fields: dict[str, Any] = {
         "state": "FINISHED" if result.ok else "ERROR",

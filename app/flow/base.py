@@ -6,9 +6,10 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from app.agent.base import BaseAgent
+from app.events import EventBus, EventStream, stream_events
 
 __all__ = ["BaseFlow", "FlowType"]
 
@@ -27,6 +28,8 @@ class BaseFlow(BaseModel, ABC):
     agents: dict[str, BaseAgent]
     tools: list[Any] | None = None
     primary_agent_key: str | None = None
+
+    _events: EventBus = PrivateAttr(default_factory=EventBus)
 
     def __init__(
         self, agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent], **data: Any
@@ -60,6 +63,15 @@ class BaseFlow(BaseModel, ABC):
     @abstractmethod
     async def execute(self, input_text: str) -> str:
         """Work through ``input_text`` with the agents; returns the flow's report."""
+
+    @property
+    def events(self) -> EventBus:
+        """The flow's events: its own (plan changes) and, while it runs, its agents'."""
+        return self._events
+
+    def run_stream(self, input_text: str) -> EventStream:
+        """``execute(input_text)``, yielding the events of the flow and its agents."""
+        return stream_events(self._events, self.execute(input_text))
 
 
 def _as_dict(

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from app.agent.base import BaseAgent
+from app.events import PlanChanged
 from app.exceptions import LLMError, ToolError
 from app.flow.base import BaseFlow
 from app.flow.events import FlowEvent, FlowEventKind, FlowListener, FlowResult, StepOutcome, notify
@@ -131,6 +132,10 @@ class PlanningFlow(BaseFlow):
         error: BaseException | None = None
         timed_out = False
         budget = asyncio.timeout(self.timeout)
+        bus = self._events
+        # Whoever watches the flow also sees its agents' work, for as long as the flow runs.
+        forwards = [a.events.subscribe(bus.emit) for a in self.agents.values()] \
+            if bus.active else []
         try:
             async with budget:
                 if input_text and input_text.strip():
@@ -152,6 +157,9 @@ class PlanningFlow(BaseFlow):
         except asyncio.CancelledError:
             self._mark_running_steps_blocked("stopped: the flow was interrupted")
             raise
+        finally:
+            for unsubscribe in forwards:
+                unsubscribe()
         if summary:
             await self._emit("summary", note=summary)
         parts = [o.output for o in outcomes if o.output] + [summary]
@@ -409,7 +417,8 @@ class PlanningFlow(BaseFlow):
         status: str | None = None,
         note: str | None = None,
     ) -> None:
-        if not self.listeners:
+        bus = self._events
+        if not self.listeners and not bus.active:
             return
         plan = self.planning_tool.plans.get(self.active_plan_id)
         event = FlowEvent(
@@ -424,6 +433,11 @@ class PlanningFlow(BaseFlow):
             total_steps=len(plan["steps"]) if plan else 0,
         )
         await notify(self.listeners, event)
+        if bus.active:
+            await bus.emit(PlanChanged(
+                "flow", change=kind, plan_id=event.plan_id, plan_text=event.plan_text,
+                step_index=index, step=step, agent=agent, status=status, note=note,
+                total_steps=event.total_steps))
 
 
 def _norm(name: str) -> str:

@@ -36,6 +36,8 @@ from app.llm.messages import (
     message_from_response,
     prepare_messages,
 )
+from app.llm.pricing import cost_of, price_for
+from app.llm.recording import active_tape
 from app.llm.transport import ChatTransport, fast_transport
 from app.llm.usage import Usage
 from app.llm.wire import count_tokens, dumps, encode_body
@@ -44,6 +46,7 @@ from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
 if TYPE_CHECKING:
     from app.config import LLMSettings
+    from app.llm.streaming import DeltaCallback
     from app.tokens import TokenCounter
 
 __all__ = ["LLM"]
@@ -136,6 +139,8 @@ class LLM:
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self._counter: TokenCounter | None = None
         self._warned_images = False
+        #: Set once the endpoint refused a streamed request; later turns are not streamed.
+        self.streams_refused = False
 
     def __repr__(self) -> str:
         return (
@@ -164,6 +169,10 @@ class LLM:
         )
 
     def _record_usage(self, usage: Usage) -> None:
+        if usage.cost is None:
+            price = price_for(self.model)
+            if price is not None:
+                usage.cost = cost_of(usage, price)
         self.last_usage = usage
         self.usage.add(usage)
         sink = usage_sink.get()
@@ -327,7 +336,14 @@ class LLM:
         """One HTTP attempt; SDK errors come out as our types.
 
         At most ``max_concurrent_requests`` attempts of this LLM are on the wire at once.
+        A recording or replay (``app.llm.recording``) sees every non-streamed exchange.
         """
+        tape = active_tape.get()
+        if tape is not None and not stream:
+            return await tape.exchange(self, body, lambda: self._post_http(body, timeout, False))
+        return await self._post_http(body, timeout, stream)
+
+    async def _post_http(self, body: bytes, timeout: float | None, stream: bool) -> Any:
         import openai
 
         gate = request_gate.get()
@@ -458,6 +474,7 @@ class LLM:
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, None)
         timeout = kwargs.pop("timeout", None)
+        stream = stream and active_tape.get() is None  # a tape records whole answers
         body = self._body(formatted, temperature=temperature, stream=stream, extra=kwargs)
         if stream:
             text = await self._with_retries(lambda: self._stream_text(body, formatted, timeout))
@@ -480,6 +497,10 @@ class LLM:
         **kwargs: Any,
     ) -> AsyncIterator[str]:
         """Yield the answer's text as it arrives (no retry once text has been yielded)."""
+        if active_tape.get() is not None:  # recorded or replayed: the whole answer at once
+            yield await self.ask(messages, system_msgs, stream=False, temperature=temperature,
+                                 **kwargs)
+            return
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, None)
         timeout = kwargs.pop("timeout", None)
@@ -556,12 +577,15 @@ class LLM:
         tools: list[dict[str, Any]] | None = None,
         tool_choice: ToolChoice | str = ToolChoice.AUTO,
         temperature: float | None = None,
+        on_delta: DeltaCallback | None = None,
         **kwargs: Any,
     ) -> Message:
         """One model turn that may call tools; returns the assistant ``Message``.
 
         ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
         lenient servers are decoded); malformed text is kept verbatim for the agent to report.
+        With ``on_delta`` the answer is streamed (when the profile's ``stream`` allows and the
+        endpoint supports it) and each piece of text is handed to it as it arrives.
         """
         choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
         if choice not in TOOL_CHOICE_VALUES:
@@ -576,10 +600,18 @@ class LLM:
         if tools:
             extra["tools"] = tools
             extra["tool_choice"] = choice
-        body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
-        data = await self._with_retries(lambda: self._post(body, timeout=timeout, stream=False))
+        if on_delta is not None and self.settings.stream:
+            from app.llm.streaming import streamed_turn
+
+            data = await streamed_turn(self, formatted, temperature=temperature, extra=extra,
+                                       timeout=timeout, on_delta=on_delta)
+        else:
+            body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
+            data = await self._with_retries(
+                lambda: self._post(body, timeout=timeout, stream=False)
+            )
         message = self._first_message(data)
-        await self._usage_from(data, formatted, message.content or "")
+        await self._usage_from(data, formatted, _produced_text(message))
         return message
 
     def _first_message(self, data: Any) -> Message:
@@ -605,6 +637,14 @@ class LLM:
         self._transport = None
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.close()
+
+
+def _produced_text(message: Message) -> str:
+    """What the model wrote, tool calls included (for estimating unreported usage)."""
+    text = message.content or ""
+    for call in message.tool_calls or ():
+        text += call.function.name + call.function.arguments
+    return text
 
 
 def _stream_error(error: Exception, llm: LLM) -> LLMError:

@@ -10,7 +10,11 @@ __all__ = ["Usage"]
 
 
 class Usage(BaseModel):
-    """Tokens spent. ``estimated`` is set when any part was counted locally, not reported."""
+    """Tokens spent. ``estimated`` is set when any part was counted locally, not reported.
+
+    ``cost`` is set when the model's prices are configured (``[pricing]``); a sum is priced
+    when any of its parts was.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -18,6 +22,7 @@ class Usage(BaseModel):
     cached_tokens: int = 0
     requests: int = 0
     estimated: bool = False
+    cost: float | None = None
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
@@ -26,6 +31,8 @@ class Usage(BaseModel):
         self.cached_tokens += other.cached_tokens
         self.requests += other.requests
         self.estimated = self.estimated or other.estimated
+        if other.cost is not None:
+            self.cost = (self.cost or 0.0) + other.cost
 
     def __add__(self, other: Usage) -> Usage:
         result = self.model_copy()
@@ -40,6 +47,7 @@ class Usage(BaseModel):
             cached_tokens=self.cached_tokens - other.cached_tokens,
             requests=self.requests - other.requests,
             estimated=self.estimated,
+            cost=None if self.cost is None else self.cost - (other.cost or 0.0),
         )
 
     @classmethod
@@ -60,7 +68,9 @@ class Usage(BaseModel):
 
     def __str__(self) -> str:
         mark = " (estimated)" if self.estimated else ""
+        cached = f", {self.cached_tokens} cached" if self.cached_tokens else ""
+        cost = f", cost ${self.cost:.4f}" if self.cost is not None else ""
         return (
             f"{self.prompt_tokens} prompt + {self.completion_tokens} completion = "
-            f"{self.total_tokens} tokens in {self.requests} request(s){mark}"
+            f"{self.total_tokens} tokens in {self.requests} request(s){cached}{mark}{cost}"
         )

@@ -1,0 +1,234 @@
+"""Context compaction: keep a long run inside the model's context window instead of failing.
+
+Before each request the agent checks whether the request would pass ``trigger`` (a share of
+the window: ``max_input_tokens``, else a known window for the model). If so it shrinks the
+conversation down to ``target``, in order of how much is lost:
+
+1. old, long tool outputs become a short stub (what the tool was and the output's start);
+2. the older turns are summarized by one LLM call into a single message;
+3. if the newest turns alone are still too big, fewer of them are kept word for word.
+
+The system prompt, the task (first user message), the summary and the newest turns stay; a
+turn (a model answer and its tool results) is kept or condensed whole, so no tool result is
+ever separated from its call. Each compaction is reported as a ``Compacted`` event.
+
+Counting is skipped while a cheap bound (the last request's prompt tokens plus the text added
+since) is clearly below the trigger, so a run far from its window pays nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from app.config_models import CompactionSettings
+from app.events import Compacted
+from app.exceptions import LLMError
+from app.llm.wire import count_tokens
+from app.logger import logger
+from app.prompt.compaction import SUMMARY_INTRO, SUMMARY_REQUEST, SUMMARY_SYSTEM, TRUNCATED_NOTE
+from app.schema import Message
+
+if TYPE_CHECKING:
+    from app.agent.toolcall import ToolCallAgent
+
+__all__ = ["KNOWN_WINDOWS", "Compactor", "known_window"]
+
+#: Context windows (input tokens) of common models, by name prefix; longest prefix wins.
+KNOWN_WINDOWS: dict[str, int] = {
+    "gpt-4o": 128_000,
+    "gpt-4.1": 1_000_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4": 8_192,
+    "gpt-3.5-turbo": 16_385,
+    "gpt-5": 272_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4-mini": 200_000,
+    "claude": 200_000,
+    "gemini-1.5": 1_000_000,
+    "gemini-2": 1_000_000,
+    "deepseek": 64_000,
+    "qwen": 32_768,
+    "llama3": 8_192,
+    "llama-3.1": 128_000,
+    "llama3.1": 128_000,
+}
+
+_STUB_HEAD = 200
+_CHARS_PER_TOKEN_BOUND = 2  # text has at least this many characters per token (a safe bound)
+
+
+def known_window(model: str) -> int | None:
+    """The context window of ``model`` from :data:`KNOWN_WINDOWS`, if it is listed."""
+    name = model.lower().rsplit("/", 1)[-1]
+    best = None
+    for prefix, window in KNOWN_WINDOWS.items():
+        if name.startswith(prefix) and (best is None or len(prefix) > best[0]):
+            best = (len(prefix), window)
+    return best[1] if best else None
+
+
+class Compactor:
+    """Watches one agent's requests and compacts its memory when they grow too large."""
+
+    def __init__(self, settings: CompactionSettings | None = None) -> None:
+        self.settings = settings or CompactionSettings()
+        self._window_key: tuple[Any, ...] | None = None
+        self._window: int | None = None
+        self._seen = 0  # memory length at the last check
+
+    def window(self, agent: ToolCallAgent) -> int | None:
+        llm = agent.llm
+        key = (id(llm), llm.model, llm.max_input_tokens)
+        if key != self._window_key:
+            self._window_key = key
+            self._window = llm.max_input_tokens or known_window(llm.model)
+        return self._window
+
+    async def maybe_compact(self, agent: ToolCallAgent) -> Compacted | None:
+        """Compact ``agent``'s memory if its next request would pass the trigger."""
+        if not self.settings.enabled:
+            return None
+        window = self.window(agent)
+        if window is None:
+            return None
+        trigger = int(window * self.settings.trigger)
+        if agent.llm.max_input_tokens is None and self._clearly_below(agent, trigger):
+            return None
+        before = await self._count(agent, agent.memory.messages)
+        self._seen = len(agent.memory.messages)
+        if before <= trigger:
+            return None
+        return await self._compact(agent, before, window)
+
+    def _clearly_below(self, agent: ToolCallAgent, trigger: int) -> bool:
+        """A cheap upper bound: the last request's prompt tokens plus the text added since
+        (or, before any request, the text itself with room left for the tool schemas)."""
+        messages = agent.memory.messages
+        if self._seen > len(messages):  # memory was rewritten
+            self._seen = 0
+        last = agent.llm.last_usage
+        if last is None or self._seen == 0:
+            base, start, limit = len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND, 0, \
+                trigger // 2
+        else:
+            base, start, limit = last.prompt_tokens, self._seen, trigger
+        added = sum(len(m.content or "") + sum(len(c.function.arguments)
+                                               for c in m.tool_calls or ())
+                    for m in messages[start:])
+        self._seen = len(messages)
+        return base + added // _CHARS_PER_TOKEN_BOUND < limit
+
+    async def _count(self, agent: ToolCallAgent, memory: list[Message]) -> int:
+        messages, system, tools = agent._compaction_request(memory)
+        llm = agent.llm
+        formatted = llm._prepare(messages, system)
+        counter = await llm._loaded_counter()
+        return count_tokens(counter, formatted.messages, formatted.entries) \
+            + counter.count_tools(tools)
+
+    async def _compact(self, agent: ToolCallAgent, before: int, window: int) -> Compacted:
+        target = int(window * self.settings.target)
+        original = list(agent.memory.messages)
+        messages = original
+        tokens = before
+        stubbed = summarized = 0
+        for keep in range(self.settings.keep_recent_turns, 0, -1):
+            start = _recent_start(messages, keep)
+            messages, count = _stub_outputs(messages, start, self.settings.stub_chars)
+            stubbed += count
+            tokens = await self._count(agent, messages)
+            if tokens <= target:
+                break
+            messages, count = await self._summarize(agent, messages, start, window)
+            summarized += count
+            tokens = await self._count(agent, messages)
+            if tokens <= target:
+                break
+        if tokens > window:  # the newest turn alone is too big: shorten all but its last output
+            messages, count = _stub_outputs(messages, len(messages) - 1, self.settings.stub_chars)
+            stubbed += count
+            tokens = await self._count(agent, messages)
+        agent.memory.messages = messages
+        self._seen = len(messages)
+        logger.info(f"Compacted the context of '{agent.name}': {before} → {tokens} tokens "
+                    f"(window {window}; {stubbed} outputs shortened, {summarized} messages "
+                    "summarized)")
+        event = Compacted(agent.name, step=agent.current_step, before_tokens=before,
+                          after_tokens=tokens, window=window, stubbed=stubbed,
+                          summarized=summarized)
+        if agent.events.active:
+            await agent.events.emit(event)
+        return event
+
+    async def _summarize(
+        self, agent: ToolCallAgent, messages: list[Message], start: int, window: int
+    ) -> tuple[list[Message], int]:
+        """Replace the turns between the task and ``start`` by one summary message."""
+        head = [m for m in messages[:start] if m.role == "system"]
+        task_index = next((i for i, m in enumerate(messages[:start]) if m.role == "user"), None)
+        if task_index is None:
+            return messages, 0
+        task = messages[task_index]
+        middle = [m for m in messages[task_index + 1:start] if m.role != "system"]
+        if not middle:
+            return messages, 0
+        budget_chars = max(window - self.settings.summary_max_tokens - 400, 200) \
+            * _CHARS_PER_TOKEN_BOUND - len(task.content or "")
+        history = _render(middle, max(budget_chars, 400))
+        prompt = SUMMARY_REQUEST.format(task=task.content or "", history=history)
+        limit_key = "max_completion_tokens" if agent.llm.is_reasoning_model else "max_tokens"
+        try:
+            summary = await agent.llm.ask(
+                [Message.user_message(prompt)],
+                system_msgs=[Message.system_message(SUMMARY_SYSTEM)],
+                stream=False, **{limit_key: self.settings.summary_max_tokens},
+            )
+            note = SUMMARY_INTRO + summary.strip()
+        except LLMError as e:
+            logger.warning(f"Could not summarize the older context ({e}); dropping it instead")
+            note = TRUNCATED_NOTE.format(count=len(middle))
+        await agent._report_usage()
+        return [*head, task, Message.user_message(note), *messages[start:]], len(middle)
+
+
+def _recent_start(messages: list[Message], keep: int) -> int:
+    """Index where the newest ``keep`` turns begin (a turn starts at a non-tool message)."""
+    starts = [i for i, m in enumerate(messages) if m.role == "assistant"]
+    if not starts:
+        return len(messages)
+    return starts[-keep] if len(starts) >= keep else starts[0]
+
+
+def _stub_outputs(messages: list[Message], end: int, limit: int) -> tuple[list[Message], int]:
+    """Long tool outputs before ``end`` shortened to a stub (new message objects)."""
+    result = list(messages)
+    count = 0
+    for index in range(min(end, len(result))):
+        message = result[index]
+        content = message.content or ""
+        if message.role != "tool" or len(content) <= limit:
+            continue
+        stub = (f"{content[:_STUB_HEAD]}\n… [output shortened to fit the context window: "
+                f"{len(content) - _STUB_HEAD} more characters]")
+        result[index] = Message.tool_message(stub, name=message.name or "",
+                                             tool_call_id=message.tool_call_id or "")
+        count += 1
+    return result, count
+
+
+def _render(messages: list[Message], budget: int) -> str:
+    """The messages as plain text for the summary request, the newest kept when too long."""
+    lines = []
+    for message in messages:
+        text = message.content or ""
+        if message.tool_calls:
+            calls = "; ".join(f"{c.function.name}({c.function.arguments})"
+                              for c in message.tool_calls)
+            text = f"{text}\n[calls: {calls}]" if text else f"[calls: {calls}]"
+        who = f"tool {message.name}" if message.role == "tool" else message.role
+        lines.append(f"## {who}\n{text}")
+    rendered = "\n\n".join(lines)
+    if len(rendered) > budget:
+        rendered = "[…older part left out…]\n" + rendered[-budget:]
+    return rendered

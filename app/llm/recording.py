@@ -1,0 +1,217 @@
+"""Record every LLM exchange of a run to a file, and replay a run from such a file offline.
+
+A recording is JSON lines: a header, then one line per exchange with the request (model,
+messages, tools, tool choice) and the response as a chat-completion body (streamed answers
+are stored reassembled). Replaying serves the recorded responses in order while the tools
+really run, so a run can be reproduced without the model, to debug a prompt or to pin a
+regression test. Each request is compared with the recorded one; the first difference is
+reported (a warning, or a ``ReplayError`` when replaying strictly).
+
+The tape is carried by a context variable, so it covers every ``LLM`` the run touches (the
+agent's, a flow's planner, a tool's) and nothing outside the block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.exceptions import ReplayError
+from app.logger import logger, redact_registered
+
+if TYPE_CHECKING:
+    from app.llm.client import LLM
+
+__all__ = [
+    "Recorder",
+    "Replayer",
+    "Tape",
+    "active_tape",
+    "describe_difference",
+    "recording",
+    "replaying",
+]
+
+FORMAT = "openmanus-llm-recording"
+_REQUEST_KEYS = ("messages", "tools", "tool_choice")
+
+Send = Callable[[], Awaitable[dict[str, Any]]]
+DeltaSink = Callable[[str], Awaitable[None] | None]
+
+
+class Tape:
+    """Sits between an ``LLM`` and the endpoint for every exchange."""
+
+    async def exchange(
+        self, llm: LLM, body: bytes, send: Send, on_delta: DeltaSink | None = None
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+active_tape: ContextVar[Tape | None] = ContextVar("openmanus_llm_tape", default=None)
+
+
+def _request_view(body: bytes) -> dict[str, Any]:
+    data = json.loads(body)
+    return {key: data[key] for key in _REQUEST_KEYS if key in data}
+
+
+class Recorder(Tape):
+    """Appends each exchange to ``path`` as it happens (flushed, so a crash keeps them)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.count = 0
+        self._lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        header = {"type": "header", "format": FORMAT, "version": 1, "created": time.time()}
+        self.path.write_text(json.dumps(header) + "\n", encoding="utf-8")
+
+    async def exchange(
+        self, llm: LLM, body: bytes, send: Send, on_delta: DeltaSink | None = None
+    ) -> dict[str, Any]:
+        response = await send()
+        self.count += 1
+        entry = {"type": "exchange", "index": self.count - 1, "model": llm.model,
+                 "request": _request_view(body), "response": response}
+        line = redact_registered(json.dumps(entry, ensure_ascii=False)) + "\n"
+        await asyncio.to_thread(self._append, line)
+        return response
+
+    def _append(self, line: str) -> None:
+        with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+
+
+class Replayer(Tape):
+    """Answers each request with the next recorded response; no request leaves the process."""
+
+    def __init__(self, path: str | Path, *, strict: bool = False) -> None:
+        self.path = Path(path)
+        self.strict = strict
+        self.entries = _read_recording(self.path)
+        self.served = 0
+        self.mismatches: list[str] = []
+
+    async def exchange(
+        self, llm: LLM, body: bytes, send: Send, on_delta: DeltaSink | None = None
+    ) -> dict[str, Any]:
+        index = self.served
+        if index >= len(self.entries):
+            raise ReplayError(
+                f"Replay of {self.path}: the run made request {index + 1}, but the recording "
+                f"holds only {len(self.entries)}. The run has departed from the recording.",
+                model=llm.model,
+            )
+        entry = self.entries[index]
+        self.served += 1
+        difference = describe_difference(entry.get("request") or {}, _request_view(body))
+        if difference is not None:
+            problem = (f"Replay of {self.path}: request {index + 1} departs from the "
+                       f"recording: {difference}")
+            self.mismatches.append(problem)
+            if self.strict:
+                raise ReplayError(problem, model=llm.model)
+            logger.warning(problem)
+        response = entry.get("response") or {}
+        if on_delta is not None:
+            text = _content(response)
+            if text:
+                outcome = on_delta(text)
+                if inspect.isawaitable(outcome):
+                    await outcome
+        return json.loads(json.dumps(response))  # a fresh copy each time
+
+    @property
+    def remaining(self) -> int:
+        return len(self.entries) - self.served
+
+
+def _content(response: dict[str, Any]) -> str | None:
+    try:
+        return response["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _read_recording(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ReplayError(f"Cannot read the recording {path}: {e}") from e
+    entries: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            if number == len(lines):  # a run killed while writing its last exchange
+                logger.warning(f"{path}: ignoring the truncated last line {number}")
+                break
+            raise ReplayError(f"{path} line {number} is not valid JSON: {e}") from e
+        if isinstance(item, dict) and item.get("type") == "header":
+            if item.get("format") != FORMAT:
+                raise ReplayError(f"{path} is not an OpenManus LLM recording")
+        elif isinstance(item, dict) and item.get("type") == "exchange":
+            entries.append(item)
+    if not entries:
+        raise ReplayError(f"{path} holds no recorded exchanges")
+    return entries
+
+
+def describe_difference(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:
+    """Where ``current`` first differs from ``recorded``, in words; None when they match."""
+    old_messages = recorded.get("messages") or []
+    new_messages = current.get("messages") or []
+    for index, (old, new) in enumerate(zip(old_messages, new_messages, strict=False)):
+        if old == new:
+            continue
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                return (f"messages[{index}] ({new.get('role', '?')}) field '{key}': recorded "
+                        f"{_clip(old.get(key))}, now {_clip(new.get(key))}")
+    if len(old_messages) != len(new_messages):
+        return (f"the recorded request had {len(old_messages)} messages, this one has "
+                f"{len(new_messages)}")
+    for key in ("tools", "tool_choice"):
+        if recorded.get(key) != current.get(key):
+            return f"'{key}' differ"
+    return None
+
+
+def _clip(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = text.replace("\n", "\\n")
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+@contextmanager
+def recording(path: str | Path) -> Iterator[Recorder]:
+    """Record every LLM exchange made inside the block (and tasks started in it) to ``path``."""
+    recorder = Recorder(path)
+    token = active_tape.set(recorder)
+    try:
+        yield recorder
+    finally:
+        active_tape.reset(token)
+
+
+@contextmanager
+def replaying(path: str | Path, *, strict: bool = False) -> Iterator[Replayer]:
+    """Serve the LLM exchanges inside the block from the recording at ``path``."""
+    replayer = Replayer(path, strict=strict)
+    token = active_tape.set(replayer)
+    try:
+        yield replayer
+    finally:
+        active_tape.reset(token)
