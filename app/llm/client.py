@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import random
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
@@ -22,9 +21,7 @@ from app.exceptions import (
     ImagesNotSupportedError,
     LLMConnectionError,
     LLMError,
-    LLMRateLimitError,
     LLMResponseError,
-    LLMTransientError,
 )
 from app.llm.capabilities import default_reasoning_model, default_supports_images
 from app.llm.context import request_gate, usage_sink
@@ -38,6 +35,7 @@ from app.llm.messages import (
 )
 from app.llm.pricing import cost_of, price_for
 from app.llm.recording import active_tape
+from app.llm.retry import with_retries
 from app.llm.transport import ChatTransport, fast_transport
 from app.llm.usage import Usage
 from app.llm.wire import count_tokens, dumps, encode_body
@@ -50,10 +48,6 @@ if TYPE_CHECKING:
     from app.tokens import TokenCounter
 
 __all__ = ["LLM"]
-
-#: A Retry-After longer than this is not waited for: the error is raised at once instead.
-MAX_RETRY_AFTER = 300.0
-
 
 class LLM:
     """A chat model behind an OpenAI-compatible endpoint (OpenAI, Azure, Ollama, vLLM, ...).
@@ -387,63 +381,8 @@ class LLM:
             ) from e
 
     async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
-        """Run ``attempt`` again on transient failures only, with exponential backoff + jitter.
-
-        Rate limits wait at least as long as the server's Retry-After asks; a Retry-After
-        longer than ``MAX_RETRY_AFTER`` is not waited for. The first attempt, which nearly
-        always succeeds, runs bare; tenacity takes over only once it has failed.
-        """
-        try:
-            return await attempt()
-        except LLMTransientError as first:
-            if self.max_retries <= 0 or not _retryable(first):
-                _gave_up(first, 1)
-                raise
-            return await self._retry(attempt, first)
-
-    async def _retry(self, attempt: Callable[[], Any], first: LLMTransientError) -> Any:
-        from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-
-        failures: list[LLMTransientError] = [first]
-
-        def wait(state: RetryCallState) -> float:
-            error = state.outcome.exception() if state.outcome is not None else None
-            if isinstance(error, LLMTransientError):
-                failures.append(error)
-            number = len(failures)
-            delay = self._retry_delay(number, failures[-1])
-            logger.warning(
-                f"LLM request failed ({failures[-1]}); "
-                f"retry {number}/{self.max_retries} in {delay:.2f}s"
-            )
-            return delay
-
-        await asyncio.sleep(wait(_NO_STATE))
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(
-                lambda e: isinstance(e, LLMTransientError) and _retryable(e)
-            ),
-            stop=stop_after_attempt(self.max_retries),
-            wait=wait,
-            sleep=asyncio.sleep,
-            reraise=True,
-        )
-        async def again() -> Any:  # ``attempt`` may be a lambda: tenacity needs a coroutine fn
-            return await attempt()
-
-        try:
-            return await retrying(again)
-        except LLMTransientError as e:
-            _gave_up(e, retrying.statistics.get("attempt_number", 0) + 1)
-            raise
-
-    def _retry_delay(self, number: int, error: LLMError) -> float:
-        settings = self.settings
-        backoff = min(settings.retry_max_wait, settings.retry_min_wait * 2 ** (number - 1))
-        backoff += random.uniform(0, settings.retry_min_wait)
-        if isinstance(error, LLMRateLimitError) and error.retry_after is not None:
-            return max(error.retry_after, backoff)
-        return backoff
+        """``attempt`` again on transient failures only (see ``app.llm.retry``)."""
+        return await with_retries(attempt, max_retries=self.max_retries, settings=self.settings)
 
     async def _usage_from(self, data: dict[str, Any], formatted: Formatted, text: str) -> None:
         usage = Usage.from_api(data.get("usage"))
@@ -681,25 +620,3 @@ def _resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
     if settings is None:
         raise ValueError(f"No LLM profile named {config_name!r} and no 'default' profile")
     return settings if isinstance(settings, LLMSettings) else LLMSettings(**settings)
-
-
-class _NoState:
-    """Stands for tenacity's call state before its first attempt (the failure is known)."""
-
-    outcome = None
-
-
-_NO_STATE: Any = _NoState()
-
-
-def _retryable(error: LLMTransientError) -> bool:
-    retry_after = getattr(error, "retry_after", None)
-    return retry_after is None or retry_after <= MAX_RETRY_AFTER
-
-
-def _gave_up(error: LLMTransientError, attempts: int) -> None:
-    """Say in the error how many attempts were made (once several were)."""
-    if attempts > 1:
-        error.message = f"{error.message} (gave up after {attempts} attempts)"
-        error.args = (error.message,)
-    error.attempts = attempts  # type: ignore[attr-defined]
