@@ -25,11 +25,11 @@ from app.cli_common import (
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.events import EventBus
-    from app.flow.events import FlowEvent, FlowResult
+    from app.flow.events import FlowResult
     from app.flow.planning import PlanningFlow
     from app.session import SessionData, SessionRecorder
 
-__all__ = ["DEFAULT_TIMEOUT", "ProgressPrinter", "build_parser", "main"]
+__all__ = ["DEFAULT_TIMEOUT", "build_parser", "main"]
 
 DEFAULT_TIMEOUT = 3600.0
 
@@ -66,23 +66,6 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_FlowSession(args).run())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-class ProgressPrinter:
-    """Renders flow events as lines on stderr: the plan, then each step as it starts and ends."""
-
-    def __call__(self, event: FlowEvent) -> None:
-        if event.kind == "plan_created":
-            say(f"\n{event.plan_text}\n")
-        elif event.kind == "plan_updated":
-            say(f"\nPlan revised:\n{event.plan_text}\n")
-        elif event.kind == "step_started":
-            say(f"▶ Step {event.step_index} of {event.total_steps} → {event.agent}: "
-                f"{event.step}")
-        elif event.kind == "step_finished":
-            mark = "✓" if event.status == "completed" else "✗"
-            note = f" — {event.note}" if event.note else ""
-            say(f"{mark} Step {event.step_index} {event.status}{note}")
 
 
 class _FlowSession(TerminalSession):
