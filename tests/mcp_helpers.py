@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.config_models import MCPServerConfig
 from app.testing.netguard import SITE_DIR
+from tests.conftest import TEST_API_KEY
 
 __all__ = [
     "DEMO",
@@ -22,6 +23,7 @@ __all__ = [
     "guarded_env",
     "http_server",
     "stop",
+    "write_config",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,3 +90,18 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
     if proc.stderr is not None:
         proc.stderr.close()
     return proc.returncode
+
+
+def write_config(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1") -> Path:
+    """A config whose LLM is the given (scripted) server; no retries."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'workspace_root = "{tmp_path / "ws"}"\n'
+        "[llm]\n"
+        'model = "gpt-4o-mini"\n'
+        f'base_url = "{base_url}"\n'
+        f'api_key = "{TEST_API_KEY}"\n'
+        "max_retries = 0\n",
+        encoding="utf-8",
+    )
+    return path

@@ -13,26 +13,11 @@ from app.mcp.server import MCPServer
 from app.testing import ScriptedLLMServer, text
 from app.tool.base import ToolFailure
 from app.tool.mcp import MCPClients
-from tests.conftest import TEST_API_KEY
-from tests.mcp_helpers import child_env, guarded_env, http_server, stop
+from tests.mcp_helpers import child_env, guarded_env, http_server, stop, write_config
 from tests.proc_utils import alive
 from tests.web_fixtures import WebServer, isolated_tempdir, processes_mentioning
 
 SERVER = ["-m", "app.mcp.server"]
-
-
-def write_config(tmp_path: Path, base_url: str = "http://127.0.0.1:9/v1") -> Path:
-    path = tmp_path / "config.toml"
-    path.write_text(
-        f'workspace_root = "{tmp_path / "ws"}"\n'
-        "[llm]\n"
-        'model = "gpt-4o-mini"\n'
-        f'base_url = "{base_url}"\n'
-        f'api_key = "{TEST_API_KEY}"\n'
-        "max_retries = 0\n",
-        encoding="utf-8",
-    )
-    return path
 
 
 @pytest.fixture

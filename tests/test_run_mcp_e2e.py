@@ -8,24 +8,9 @@ import sys
 from pathlib import Path
 
 from app.testing import call, text, tool_calls
-from tests.conftest import TEST_API_KEY
-from tests.mcp_helpers import ROOT, child_env, http_server
+from tests.mcp_helpers import ROOT, child_env, http_server, write_config
 
 RUN_MCP = ROOT / "run_mcp.py"
-
-
-def write_config(tmp_path: Path, base_url: str) -> Path:
-    path = tmp_path / "config.toml"
-    path.write_text(
-        f'workspace_root = "{tmp_path / "ws"}"\n'
-        "[llm]\n"
-        'model = "gpt-4o-mini"\n'
-        f'base_url = "{base_url}"\n'
-        f'api_key = "{TEST_API_KEY}"\n'
-        "max_retries = 0\n",
-        encoding="utf-8",
-    )
-    return path
 
 
 def run_mcp(tmp_path: Path, *args: str, stdin: str | None = None):

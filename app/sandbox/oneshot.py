@@ -8,14 +8,13 @@ run, a process-count watchdog, and nothing left running afterwards.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING
 
+from app.sandbox.processes import finish_run
 from app.tool._process import OutputBuffer, PipeProtocol, format_seconds
 
 if TYPE_CHECKING:
     from app.sandbox.base import ExecResult, Sandbox
-    from app.sandbox.processes import ProcessScope
 
 __all__ = ["MAX_OUTPUT_CHARS", "run_oneshot"]
 
@@ -64,7 +63,7 @@ async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecRes
             # The program spawned its crowd and exited between two watchdog polls.
             notes.append(f"stopped: more than {limit} processes at once")
     finally:
-        await asyncio.shield(_finish(scope, protocol, transport))
+        await asyncio.shield(finish_run(scope, protocol, transport))
         for task in (exited, watchdog):
             if task is not None:
                 task.cancel()
@@ -79,13 +78,3 @@ async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecRes
         notes=notes,
     )
 
-
-async def _finish(
-    scope: ProcessScope, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
-) -> None:
-    await scope.kill()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(protocol.exited.wait(), 5.0)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(protocol.pipes_closed.wait(), 1.0)
-    transport.close()

@@ -15,9 +15,9 @@ import signal
 import time
 from pathlib import Path
 
-from app.tool._process import group_members, kill_group, signal_group
+from app.tool._process import PipeProtocol, group_members, kill_group, signal_group
 
-__all__ = ["GroupScope", "NamespaceScope", "ProcessScope"]
+__all__ = ["GroupScope", "NamespaceScope", "ProcessScope", "finish_run"]
 
 _PROC = Path("/proc")
 
@@ -165,3 +165,16 @@ class NamespaceScope(ProcessScope):
                 return False
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.05)
+
+
+async def finish_run(
+    scope: ProcessScope, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
+) -> None:
+    """Kill what is left of a run, reap its leader and collect the last output."""
+    await scope.kill()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(protocol.exited.wait(), 5.0)
+    # A process that left the group may still hold the pipes: do not wait for it forever.
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(protocol.pipes_closed.wait(), 1.0)
+    transport.close()

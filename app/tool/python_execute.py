@@ -25,7 +25,6 @@ inherits credentials from the environment.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
@@ -38,7 +37,7 @@ from pydantic import Field
 
 from app.exceptions import SandboxError
 from app.sandbox.environment import scrub_environment
-from app.sandbox.processes import ProcessScope
+from app.sandbox.processes import ProcessScope, finish_run
 from app.sandbox.sizes import format_size
 from app.tool._process import (
     OutputBuffer,
@@ -333,11 +332,11 @@ class PythonExecute(BaseTool):
                 else:
                     stop_reason = "timeout"
                     await scope.terminate(protocol.exited, grace=self.kill_grace)
-            await _finish(scope, protocol, transport)
+            await finish_run(scope, protocol, transport)
         except BaseException:
             # Cancelled (or something broke): nothing of the child may survive us.
             scope.signal(signal.SIGKILL)
-            await asyncio.shield(_finish(scope, protocol, transport))
+            await asyncio.shield(finish_run(scope, protocol, transport))
             raise
         finally:
             for task in (exited, watchdog):
@@ -397,18 +396,6 @@ class PythonExecute(BaseTool):
             text += f": the file size limit of {_human_bytes(self.file_size_limit)} was reached"
         return text
 
-
-async def _finish(
-    scope: ProcessScope, protocol: PipeProtocol, transport: asyncio.SubprocessTransport
-) -> None:
-    """Kill what is left of the run, reap the leader and collect the last output."""
-    await scope.kill()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(protocol.exited.wait(), 5.0)
-    # A process that left the group may still hold the pipes: do not wait for it forever.
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(protocol.pipes_closed.wait(), 1.0)
-    transport.close()
 
 
 def _result(observation: str, success: bool) -> dict[str, Any]:
