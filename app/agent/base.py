@@ -229,16 +229,13 @@ class BaseAgent(BaseModel, ABC):
         """The run's answer for library callers; agents that know better override this."""
         return None
 
-    def _record_usage(self) -> None:
-        """Add the LLM's last reported usage to this run's total."""
-        if self.llm is not None and self.llm.last_usage is not None:
-            self._run_usage.add(self.llm.last_usage)
-
-    async def _report_usage(self) -> None:
-        """Record the last LLM call's usage and tell the listeners (per step and per run)."""
-        self._record_usage()
-        usage = self.llm.last_usage if self.llm is not None else None
-        if usage is not None and self._events.active:
+    async def _report_usage(self, usage: Usage | None) -> None:
+        """Add one LLM call's usage to this run's total and tell the listeners (per step and
+        per run). The usage comes with the call's response (``ModelResponse.usage``)."""
+        if usage is None:
+            return
+        self._run_usage.add(usage)
+        if self._events.active:
             run = self._run_usage.model_copy()
             await self._events.emit(UsageReport(self.name, step=self.current_step,
                                                 usage=usage.model_copy(), run_usage=run,

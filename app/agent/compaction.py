@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.config_models import CompactionSettings
 from app.events import Compacted
-from app.exceptions import LLMError
-from app.llm.wire import count_tokens
+from app.exceptions import LLMError, LLMResponseError
 from app.logger import logger
 from app.prompt.compaction import SUMMARY_INTRO, SUMMARY_REQUEST, SUMMARY_SYSTEM, TRUNCATED_NOTE
 from app.schema import Message
@@ -107,7 +106,7 @@ class Compactor:
         messages = agent.memory.messages
         if self._seen > len(messages):  # memory was rewritten
             self._seen = 0
-        last = agent.llm.last_usage
+        last = agent.last_usage
         if last is None or self._seen == 0:
             base, start, limit = len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND, 0, \
                 trigger // 2
@@ -121,11 +120,7 @@ class Compactor:
 
     async def _count(self, agent: ToolCallAgent, memory: list[Message]) -> int:
         messages, system, tools = agent._compaction_request(memory)
-        llm = agent.llm
-        formatted = llm._prepare(messages, system)
-        counter = await llm._loaded_counter()
-        return count_tokens(counter, formatted.messages, formatted.entries) \
-            + counter.count_tools(tools)
+        return await agent.llm.count_request_tokens(messages, system, tools)
 
     async def _compact(self, agent: ToolCallAgent, before: int, window: int) -> Compacted:
         target = int(window * self.settings.target)
@@ -179,16 +174,19 @@ class Compactor:
         prompt = SUMMARY_REQUEST.format(task=task.content or "", history=history)
         limit_key = "max_completion_tokens" if agent.llm.is_reasoning_model else "max_tokens"
         try:
-            summary = await agent.llm.ask(
+            reply = await agent.llm.request(
                 [Message.user_message(prompt)],
                 system_msgs=[Message.system_message(SUMMARY_SYSTEM)],
-                stream=False, **{limit_key: self.settings.summary_max_tokens},
+                **{limit_key: self.settings.summary_max_tokens},
             )
-            note = SUMMARY_INTRO + summary.strip()
+            await agent._report_usage(reply.usage)
+            summary = (reply.message.content or "").strip()
+            if not summary:
+                raise LLMResponseError("the summary came back empty", model=agent.llm.model)
+            note = SUMMARY_INTRO + summary
         except LLMError as e:
             logger.warning(f"Could not summarize the older context ({e}); dropping it instead")
             note = TRUNCATED_NOTE.format(count=len(middle))
-        await agent._report_usage()
         return [*head, task, Message.user_message(note), *messages[start:]], len(middle)
 
 

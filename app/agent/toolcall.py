@@ -14,6 +14,7 @@ from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
 from app.config_models import CompactionSettings
 from app.events import TextDelta, Thought, ToolCallEvent, ToolResultEvent
+from app.llm import Usage
 from app.logger import log_enabled, logger, redact_registered
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
@@ -58,6 +59,7 @@ class ToolCallAgent(ReActAgent):
     _compactor: Compactor | None = PrivateAttr(default=None)
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
+    _last_usage: Usage | None = PrivateAttr(default=None)
 
     max_steps: int = 30
     max_observe: int | bool | None = None
@@ -109,8 +111,8 @@ class ToolCallAgent(ReActAgent):
                 await bus.emit(TextDelta(name, step=step, text=text))
 
             extra["on_delta"] = on_delta
-        response = await self.llm.ask_tool(
-            messages=self._request_messages(),
+        reply = await self.llm.request(
+            self._request_messages(),
             system_msgs=[_prompt_message("system", self.system_prompt)]
             if self.system_prompt
             else None,
@@ -118,7 +120,9 @@ class ToolCallAgent(ReActAgent):
             tool_choice=choice,
             **extra,
         )
-        await self._report_usage()
+        self._last_usage = reply.usage
+        await self._report_usage(reply.usage)
+        response = reply.message
 
         tool_calls = list(response.tool_calls or [])
         content = response.content or ""
@@ -277,6 +281,11 @@ class ToolCallAgent(ReActAgent):
         self._final_answer = None
         self._last_text = None
         self.tool_calls = []
+
+    @property
+    def last_usage(self) -> Usage | None:
+        """Usage of this agent's latest model turn (the prompt size of its last request)."""
+        return self._last_usage
 
     def final_answer(self) -> str | None:
         """The text answer that ended the run; else the model's last words in this run."""

@@ -26,6 +26,7 @@ from app.exceptions import (
 from app.llm.capabilities import default_reasoning_model, default_supports_images
 from app.llm.context import request_gate, usage_sink
 from app.llm.errors import translate_error
+from app.llm.model import ModelResponse
 from app.llm.messages import (
     Formatted,
     format_messages,
@@ -384,7 +385,7 @@ class LLM:
         """``attempt`` again on transient failures only (see ``app.llm.retry``)."""
         return await with_retries(attempt, max_retries=self.max_retries, settings=self.settings)
 
-    async def _usage_from(self, data: dict[str, Any], formatted: Formatted, text: str) -> None:
+    async def _usage_from(self, data: dict[str, Any], formatted: Formatted, text: str) -> Usage:
         usage = Usage.from_api(data.get("usage"))
         if usage is None:  # the endpoint reported none: estimate, and say so
             counter = await self._loaded_counter()
@@ -398,6 +399,7 @@ class LLM:
                 estimated=True,
             )
         self._record_usage(usage)
+        return usage
 
     # ---- public API ----------------------------------------------------------------------------
 
@@ -519,7 +521,27 @@ class LLM:
         on_delta: DeltaCallback | None = None,
         **kwargs: Any,
     ) -> Message:
-        """One model turn that may call tools; returns the assistant ``Message``.
+        """One model turn that may call tools; returns the assistant ``Message`` (upstream's
+        API). ``request()`` returns the whole ``ModelResponse`` (usage, finish reason)."""
+        response = await self.request(
+            messages, system_msgs, timeout=timeout, tools=tools, tool_choice=tool_choice,
+            temperature=temperature, on_delta=on_delta, **kwargs,
+        )
+        return response.message
+
+    async def request(
+        self,
+        messages: list[Message | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None = None,
+        *,
+        timeout: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | str = ToolChoice.AUTO,
+        temperature: float | None = None,
+        on_delta: DeltaCallback | None = None,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        """One model turn that may call tools.
 
         ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
         lenient servers are decoded); malformed text is kept verbatim for the agent to report.
@@ -550,8 +572,26 @@ class LLM:
                 lambda: self._post(body, timeout=timeout, stream=False)
             )
         message = self._first_message(data)
-        await self._usage_from(data, formatted, _produced_text(message))
-        return message
+        usage = await self._usage_from(data, formatted, _produced_text(message))
+        finish = None
+        try:
+            finish = data["choices"][0].get("finish_reason")
+        except (KeyError, IndexError, TypeError, AttributeError):
+            pass
+        return ModelResponse(message=message, usage=usage,
+                             finish_reason=finish if isinstance(finish, str) else None)
+
+    async def count_request_tokens(
+        self,
+        messages: list[Message | dict[str, Any]],
+        system_msgs: list[Message | dict[str, Any]] | None = None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Input tokens a request over these messages, system prompt and tools would take."""
+        formatted = self._prepare(messages, system_msgs)
+        counter = await self._loaded_counter()
+        return count_tokens(counter, formatted.messages, formatted.entries) \
+            + counter.count_tools(tools)
 
     def _first_message(self, data: Any) -> Message:
         try:
