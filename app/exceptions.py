@@ -170,8 +170,10 @@ class ImagesNotSupportedError(LLMBadRequestError):
     """Images were sent to a model configured without image support."""
 
 
-class LLMResponseError(LLMError):
-    """The endpoint answered with something that is not a usable chat completion."""
+class LLMResponseError(LLMTransientError):
+    """The endpoint answered with something that is not a usable chat completion (invalid
+    JSON, a missing or malformed message, a stream cut short). Retried, a bounded number of
+    times: a model that sampled garbage once may answer properly the next time."""
 
 
 class ReplayError(LLMError):

@@ -111,11 +111,12 @@ async def test_streamed_text_arrives_in_several_deltas(llm_server, make_llm):
     assert llm_server.requests[0].body["stream_options"] == {"include_usage": True}
 
 
-async def test_nobody_listening_means_no_streaming(llm_server, make_llm):
+async def test_turns_stream_even_when_nobody_is_listening(llm_server, make_llm):
+    """Streamed by default: an abandoned streamed answer stops the server's generation."""
     llm_server.push(text("plain"))
     result = await ToolCallAgent(llm=make_llm()).run("hi")
     assert result.final_answer == "plain"
-    assert llm_server.requests[0].stream is False
+    assert llm_server.requests[0].stream is True
 
 
 async def test_tool_call_deltas_reassemble_into_the_same_calls(llm_server, make_llm):
@@ -132,7 +133,8 @@ async def test_tool_call_deltas_reassemble_into_the_same_calls(llm_server, make_
     messages = [{"role": "user", "content": "do three things"}]
     deltas: list[str] = []
     streamed = await llm.ask_tool(messages, tools=[], on_delta=deltas.append)
-    whole = await llm.ask_tool(messages, tools=[])
+    whole = await llm.request(messages, tools=[], stream=False)
+    whole = whole.message
     assert [r.stream for r in llm_server.requests] == [True, False]
     assert streamed.tool_calls == whole.tool_calls
     assert [c.id for c in streamed.tool_calls] == ["call_a", "call_b", "call_c"]
@@ -158,7 +160,7 @@ async def test_endpoint_that_refuses_streaming_is_asked_without(llm_server, make
     assert events[-1].final_answer == "Answered without streaming."
     # One refused streamed request, then only plain ones: the refusal is remembered.
     assert [r.stream for r in llm_server.requests] == [True, False, False]
-    assert agent.llm.streams_refused
+    assert "stream_tools" in agent.llm.refused_features
     # The watcher still gets the text, in one piece.
     assert [e.text for e in events if isinstance(e, TextDelta)] == [
         "Answered without streaming."]
@@ -174,7 +176,7 @@ async def test_endpoint_answering_a_stream_request_with_json(llm_server, make_ll
     events = [event async for event in agent.run_stream("hi")]
     assert events[-1].final_answer == "plain JSON answer"
     assert events[-1].usage.total_tokens == 7
-    assert agent.llm.streams_refused and len(llm_server.requests) == 1
+    assert "stream_tools" in agent.llm.refused_features and len(llm_server.requests) == 1
 
 
 async def test_stream_setting_off_keeps_requests_plain(llm_server, make_llm):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from app.config_models import CompactionSettings
 from app.events import Compacted
 from app.exceptions import LLMError, LLMResponseError
+from app.llm.windows import KNOWN_WINDOWS, known_window
 from app.logger import logger
 from app.prompt.compaction import SUMMARY_INTRO, SUMMARY_REQUEST, SUMMARY_SYSTEM, TRUNCATED_NOTE
 from app.schema import Message
@@ -32,39 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["KNOWN_WINDOWS", "Compactor", "known_window"]
 
-#: Context windows (input tokens) of common models, by name prefix; longest prefix wins.
-KNOWN_WINDOWS: dict[str, int] = {
-    "gpt-4o": 128_000,
-    "gpt-4.1": 1_000_000,
-    "gpt-4-turbo": 128_000,
-    "gpt-4": 8_192,
-    "gpt-3.5-turbo": 16_385,
-    "gpt-5": 272_000,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o4-mini": 200_000,
-    "claude": 200_000,
-    "gemini-1.5": 1_000_000,
-    "gemini-2": 1_000_000,
-    "deepseek": 64_000,
-    "qwen": 32_768,
-    "llama3": 8_192,
-    "llama-3.1": 128_000,
-    "llama3.1": 128_000,
-}
-
 _STUB_HEAD = 200
 _CHARS_PER_TOKEN_BOUND = 2  # text has at least this many characters per token (a safe bound)
-
-
-def known_window(model: str) -> int | None:
-    """The context window of ``model`` from :data:`KNOWN_WINDOWS`, if it is listed."""
-    name = model.lower().rsplit("/", 1)[-1]
-    best = None
-    for prefix, window in KNOWN_WINDOWS.items():
-        if name.startswith(prefix) and (best is None or len(prefix) > best[0]):
-            best = (len(prefix), window)
-    return best[1] if best else None
 
 
 class Compactor:
