@@ -146,6 +146,8 @@ class LLM:
         #: ``ModelResponse.usage`` (concurrent callers overwrite this one).
         self.last_usage: Usage | None = None
         self._transport = transport
+        #: A transport given in code (a FunctionModel) has no endpoint worth remembering.
+        self._own_transport = transport is None
         self._tools_cache: tuple[Any, bytes] | None = None
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self._slots_loop: asyncio.AbstractEventLoop | None = None
@@ -355,7 +357,7 @@ class LLM:
         return "stream" in self.refused_features
 
     def _memory(self) -> Any:
-        if not self.settings.capability_cache or self._transport is not None:
+        if not self.settings.capability_cache or not self._own_transport:
             return None
         from app.llm.endpoint_memory import default_memory
 

@@ -96,7 +96,8 @@ def _from_status(
     kw: dict[str, Any] = {"status_code": status, "model": model}
     if status in (401, 403):
         return LLMAuthenticationError(
-            f"The LLM endpoint{where} refused the credentials (HTTP {status}): {text}. "
+            f"The LLM endpoint{where} refused the credentials for model '{model}' "
+            f"(HTTP {status}): {text}. "
             "Check `api_key` in the [llm] section of your config (or $OPENAI_API_KEY).",
             **kw,
         )
@@ -104,7 +105,7 @@ def _from_status(
         if code == "insufficient_quota" or "quota" in text.lower():
             return LLMQuotaError(f"Quota exhausted for model '{model}'{where}: {text}", **kw)
         return LLMRateLimitError(
-            f"Rate limited by the LLM endpoint{where} (HTTP 429): {text}",
+            f"Rate limited by the LLM endpoint{where} for model '{model}' (HTTP 429): {text}",
             retry_after=parse_retry_after(headers),
             **kw,
         )
@@ -117,7 +118,9 @@ def _from_status(
             limit=limit, tokens=tokens, **kw,
         )
     if status >= 500 or status in (408, 409):
-        return LLMServerError(f"The LLM endpoint{where} failed (HTTP {status}): {text}", **kw)
+        return LLMServerError(
+            f"The LLM endpoint{where} failed for model '{model}' (HTTP {status}): {text}", **kw
+        )
     if _TOOLS_PATTERNS.search(text):
         return ToolsNotSupportedError(
             f"Model '{model}'{where} rejected the tools in the request: {text}. "

@@ -30,7 +30,6 @@ from app.exceptions import ReplayError
 from app.llm.transport import ChatRequest, Transport
 from app.logger import logger, redact_registered
 
-
 __all__ = [
     "Recorder",
     "Replayer",

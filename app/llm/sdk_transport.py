@@ -102,7 +102,8 @@ class OpenAITransport(Transport):
         except Exception as e:
             import openai
 
-            if isinstance(e, openai.OpenAIError):
+            if isinstance(e, openai.OpenAIError) and \
+                    not isinstance(e, openai.APITimeoutError):
                 raise
             if "timeout" in type(e).__name__.lower():
                 raise LLMTimeoutError(

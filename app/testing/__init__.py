@@ -1,8 +1,9 @@
 """Test helpers shipped with the package: a scripted OpenAI-compatible server, a network guard.
 
 They let our tests, and our users' tests, drive agents deterministically over real HTTP, or
-in process with ``FunctionModel`` for fast unit tests. Names load lazily so that ``python -m app.testing.server`` and
-``sitecustomize`` imports stay cheap and free of double-import warnings.
+in process with ``FunctionModel`` for fast unit tests. Names load lazily so that
+``python -m app.testing.server`` and ``sitecustomize`` imports stay cheap and free of
+double-import warnings.
 """
 
 from __future__ import annotations
@@ -14,21 +15,25 @@ if TYPE_CHECKING:
     from app.testing.function_model import FunctionInfo, FunctionModel
     from app.testing.keyed import KeyedScripts, keyed_server
     from app.testing.replies import (
+        CutReply,
         DropReply,
         ErrorReply,
         RawReply,
         Reply,
         SlowReply,
+        StallReply,
         TextReply,
         ToolCall,
         ToolCallsReply,
         Usage,
         call,
+        cut,
         drop,
         error,
         load_script,
         raw,
         slow,
+        stall,
         text,
         tool_calls,
     )
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapturedRequest",
+    "CutReply",
     "DropReply",
     "ErrorReply",
     "FunctionInfo",
@@ -45,17 +51,20 @@ __all__ = [
     "Reply",
     "ScriptedLLMServer",
     "SlowReply",
+    "StallReply",
     "TextReply",
     "ToolCall",
     "ToolCallsReply",
     "Usage",
     "call",
+    "cut",
     "drop",
     "error",
     "keyed_server",
     "load_script",
     "raw",
     "slow",
+    "stall",
     "text",
     "tool_calls",
 ]
