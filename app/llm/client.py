@@ -55,10 +55,16 @@ from app.logger import logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from app.config import LLMSettings
+    from app.llm.endpoint_memory import EndpointMemory
     from app.tokens import TokenCounter
 
 __all__ = ["LLM"]
+
+#: One endpoint memory per cache file (the file's place follows $OPENMANUS_CACHE_DIR).
+_MEMORIES: dict[Path, EndpointMemory] = {}
 
 Messages = list[Message | dict[str, Any]]
 
@@ -356,21 +362,26 @@ class LLM:
         """The endpoint refused streamed requests (they are sent plain from then on)."""
         return "stream" in self.refused_features
 
-    def _memory(self) -> Any:
+    def _memory(self) -> EndpointMemory | None:
+        """The endpoint memory at the current cache path (``None`` when disabled)."""
         if not self.settings.capability_cache or not self._own_transport:
             return None
-        from app.llm.endpoint_memory import default_memory
+        from app.llm.endpoint_memory import EndpointMemory, default_cache_path
 
-        return default_memory()
+        path = default_cache_path()
+        memory = _MEMORIES.get(path)
+        if memory is None:
+            memory = _MEMORIES[path] = EndpointMemory(path)
+        return memory
 
-    def _refuse(self, feature: str, why: str) -> None:
+    async def _refuse(self, feature: str, why: str) -> None:
         if feature in self.refused_features:
             return
         assert self._refused is not None
         self._refused.add(feature)
         memory = self._memory()
-        if memory is not None:
-            memory.remember(self.base_url or "", self.model, feature)
+        if memory is not None:  # locks and fsyncs a file: off the event loop
+            await asyncio.to_thread(memory.remember, self.base_url or "", self.model, feature)
         logger.info(f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
                     "remembered for this endpoint")
 
@@ -447,14 +458,14 @@ class LLM:
             try:
                 return await self._send(body, stream=True, timeout=timeout, relay=relay)
             except NoStream as e:
-                self._refuse(feature, e.why)
+                await self._refuse(feature, e.why)
                 if e.data is not None:
                     return e.data
             except LLMBadRequestError as e:
                 if isinstance(e, ContextWindowExceededError | ToolsNotSupportedError) or \
                         "stream" not in e.message.lower():
                     raise
-                self._refuse(feature, e.message)
+                await self._refuse(feature, e.message)
         body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
         return await self._send(body, stream=False, timeout=timeout, relay=None)
 
@@ -507,11 +518,9 @@ class LLM:
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, tools)
         if tools and self._text_tools():
-            from app.llm.text_mode import text_mode_turn
-
-            return await text_mode_turn(self, formatted, tools, choice, timeout=timeout,
-                                        temperature=temperature, on_delta=on_delta,
-                                        stream=stream, extra=kwargs)
+            return await self._text_turn(formatted, tools, choice, temperature=temperature,
+                                         timeout=timeout, on_delta=on_delta, stream=stream,
+                                         extra=kwargs)
         extra = dict(kwargs)
         if tools:
             extra["tools"] = tools
@@ -522,12 +531,26 @@ class LLM:
         except ToolsNotSupportedError as e:
             if not tools or self.settings.tool_calling != "auto":
                 raise
-            self._refuse("tools", e.message)
-            from app.llm.text_mode import text_mode_turn
+            await self._refuse("tools", e.message)
+            return await self._text_turn(formatted, tools, choice, temperature=temperature,
+                                         timeout=timeout, on_delta=on_delta, stream=stream,
+                                         extra=kwargs)
 
-            return await text_mode_turn(self, formatted, tools, choice, timeout=timeout,
-                                        temperature=temperature, on_delta=on_delta,
-                                        stream=stream, extra=kwargs)
+    async def _text_turn(
+        self, formatted: Formatted, tools: list[dict[str, Any]], choice: Any, *,
+        temperature: float | None, timeout: float | None, on_delta: DeltaCallback | None,
+        stream: bool, extra: dict[str, Any],
+    ) -> ModelResponse:
+        """A turn with the tools in the prompt and the calls parsed from the answer."""
+        from app.llm.text_mode import text_mode_messages, text_mode_response, tool_names
+
+        if choice == "none":
+            return await self._turn(formatted, extra=extra, temperature=temperature,
+                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        rewritten = text_mode_messages(formatted, tools, choice)
+        response = await self._turn(rewritten, extra=extra, temperature=temperature,
+                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        return text_mode_response(response, tool_names(tools))
 
     def _text_tools(self) -> bool:
         """Tools are described in the prompt instead of sent (profile, or a past refusal)."""
