@@ -419,12 +419,13 @@ class LLM:
         return self._slots
 
     async def _send(self, body: bytes, *, stream: bool, timeout: float | None,
-                    relay: DeltaRelay | None) -> dict[str, Any]:
-        """One request, retried on transient failures; streamed text goes through ``relay``
-        (reasoning blocks held back, text already shown before a retry not shown again)."""
+                    relay: DeltaRelay | None) -> Completion:
+        """One request, retried on transient failures (a malformed reply included: it is
+        checked inside the attempt); streamed text goes through ``relay`` (reasoning blocks
+        held back, text already shown before a retry not shown again)."""
         seconds = timeout or self.timeout
 
-        async def attempt() -> dict[str, Any]:
+        async def attempt() -> Completion:
             on_delta: DeltaCallback | None = None
             if relay is not None and stream:
                 relay.attempt()
@@ -435,7 +436,8 @@ class LLM:
 
             request = ChatRequest(body, stream, seconds, self.model, on_delta)
             async with self._slots_here():
-                return await self._pipeline().send(request)
+                data = await self._pipeline().send(request)
+            return parse_completion(data, self.model)
 
         try:
             return await with_retries(attempt, max_retries=self.max_retries,
@@ -448,8 +450,8 @@ class LLM:
     async def _exchange(
         self, formatted: Formatted, *, extra: dict[str, Any], temperature: float | None,
         timeout: float | None, relay: DeltaRelay | None, stream: bool,
-    ) -> dict[str, Any]:
-        """The completion body for one turn: streamed unless the profile or the endpoint
+    ) -> Completion:
+        """The completion for one turn: streamed unless the profile or the endpoint
         says otherwise (a refusal is remembered, and the turn asked again plainly)."""
         tools = bool(extra.get("tools"))
         if stream and self._may_stream(tools):
@@ -460,7 +462,10 @@ class LLM:
             except NoStream as e:
                 await self._refuse(feature, e.why)
                 if e.data is not None:
-                    return e.data
+                    try:
+                        return parse_completion(e.data, self.model)
+                    except LLMResponseError as bad:  # asked again plainly, with retries
+                        logger.warning(f"{bad}; asking again")
             except LLMBadRequestError as e:
                 if isinstance(e, ContextWindowExceededError | ToolsNotSupportedError) or \
                         "stream" not in e.message.lower():
@@ -562,9 +567,8 @@ class LLM:
         timeout: float | None, on_delta: DeltaCallback | None, stream: bool,
     ) -> ModelResponse:
         relay = DeltaRelay(on_delta) if on_delta is not None else None
-        data = await self._exchange(formatted, extra=extra, temperature=temperature,
-                                    timeout=timeout, relay=relay, stream=stream)
-        completion = parse_completion(data, self.model)
+        completion = await self._exchange(formatted, extra=extra, temperature=temperature,
+                                          timeout=timeout, relay=relay, stream=stream)
         return await self._respond(completion, formatted, relay)
 
     async def _respond(self, completion: Completion, formatted: Formatted,
