@@ -15,8 +15,9 @@ from app.llm.model import ModelResponse
 from app.schema import Message
 from app.testing import FunctionInfo, FunctionModel
 
-SETTINGS = LLMSettings(model="function-model", max_retries=2, retry_min_wait=0.001,
-                       retry_max_wait=0.002)
+SETTINGS = LLMSettings(
+    model="function-model", max_retries=2, retry_min_wait=0.001, retry_max_wait=0.002
+)
 
 
 @pytest.fixture
@@ -48,10 +49,20 @@ async def test_an_agent_runs_on_a_function_model(no_sockets):
     def turn(messages: list[dict], info: FunctionInfo) -> object:
         if info.index == 0:
             assert {t["function"]["name"] for t in info.tools} >= {"terminate"}
-            return ModelResponse(message=Message.from_tool_calls(
-                [{"id": "c1", "function": {"name": "terminate",
-                                           "arguments": json.dumps({"status": "success"})}}],
-                content="Finishing."))
+            return ModelResponse(
+                message=Message.from_tool_calls(
+                    [
+                        {
+                            "id": "c1",
+                            "function": {
+                                "name": "terminate",
+                                "arguments": json.dumps({"status": "success"}),
+                            },
+                        }
+                    ],
+                    content="Finishing.",
+                )
+            )
         raise AssertionError("terminate ends the run")
 
     agent = ToolCallAgent(llm=LLM.create(llm_config=SETTINGS, transport=FunctionModel(turn)))
@@ -67,18 +78,24 @@ async def test_failures_and_dict_answers(no_sockets):
         calls["n"] += 1
         if calls["n"] == 1:
             raise LLMServerError("simulated 500", status_code=500)
-        return {"content": None, "tool_calls": [
-            {"id": "x", "type": "function", "function": {"name": "echo", "arguments": {"a": 1}}}]}
+        return {
+            "content": None,
+            "tool_calls": [
+                {"id": "x", "type": "function", "function": {"name": "echo", "arguments": {"a": 1}}}
+            ],
+        }
 
     model = FunctionModel(flaky)
     llm = LLM.create(llm_config=SETTINGS, transport=model)
-    response = await llm.request([Message.user_message("go")], stream=False,
-                                 tools=[{"type": "function", "function": {"name": "echo"}}])
+    response = await llm.request(
+        [Message.user_message("go")],
+        stream=False,
+        tools=[{"type": "function", "function": {"name": "echo"}}],
+    )
     assert calls["n"] == 2  # retried like any transient failure
     assert json.loads(response.message.tool_calls[0].function.arguments) == {"a": 1}
     assert response.finish_reason == "tool_calls"
-    assert len(model.requests) == 2 and model.requests[0]["tools"][0]["function"]["name"] == \
-        "echo"
+    assert len(model.requests) == 2 and model.requests[0]["tools"][0]["function"]["name"] == "echo"
 
 
 async def test_a_bad_return_type_is_a_developer_error(no_sockets):

@@ -226,7 +226,8 @@ async def test_malformed_response_body(llm_server, make_llm):
 async def test_response_without_choices(llm_server, make_llm):
     llm_server.push(*[raw(200, b'{"choices": []}')] * 3)
     with pytest.raises(LLMResponseError, match="no choices"):
-        await make_llm().ask_tool(USER)
+        await make_llm().request(USER, stream=False)
+    assert len(llm_server.requests) == 3  # bounded retries of a malformed reply
 
 
 async def test_reasoning_models_use_max_completion_tokens(llm_server, make_llm):

@@ -17,17 +17,33 @@ from app.schema import Message
 from app.testing import call, raw, text, tool_calls
 
 USER = [Message.user_message("hi")]
-TOOLS = [{"type": "function", "function": {
-    "name": "echo", "description": "Say something back.",
-    "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
-                   "required": ["text"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "echo",
+            "description": "Say something back.",
+            "parameters": {
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            },
+        },
+    }
+]
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
 def completion(message: Any, **extra: Any) -> bytes:
-    return json.dumps({"id": "x", "object": "chat.completion", "model": "m",
-                       "choices": [{"index": 0, "message": message,
-                                    "finish_reason": "stop"}], **extra}).encode()
+    return json.dumps(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            **extra,
+        }
+    ).encode()
 
 
 def event_stream(*chunks: Any, done: bool = True) -> bytes:
@@ -46,28 +62,54 @@ HOSTILE_BODIES = [
     pytest.param(completion(None), "message is null", id="null-message"),
     pytest.param(json.dumps({"choices": "many"}).encode(), "no choices", id="choices-not-list"),
     pytest.param(json.dumps({"choices": ["x"]}).encode(), "not an object", id="choice-str"),
-    pytest.param(completion({"role": "assistant", "tool_calls": "echo"}),
-                 "tool_calls is a str", id="tool-calls-not-list"),
-    pytest.param(completion({"role": "assistant", "tool_calls": ["echo", 3]}),
-                 "tool call is not an object", id="tool-call-not-object"),
-    pytest.param(completion({"role": "assistant", "tool_calls": [{"function": 7}]}),
-                 "no 'function' object", id="function-not-object"),
-    pytest.param(completion({"role": "assistant", "tool_calls": [
-        {"id": "c", "function": {"name": ["echo"], "arguments": "{}"}}]}),
-        "name is not text", id="name-not-text"),
-    pytest.param(completion({"role": "assistant", "content": {"text": "hi"}}),
-                 "content is a dict", id="content-object"),
-    pytest.param(completion({"role": "assistant", "content": 42}), "content is a int",
-                 id="content-number"),
-    pytest.param(event_stream(chunk({"content": 5}, "stop")).replace(b"", b""),
-                 "not text", id="stream-content-number"),
+    pytest.param(
+        completion({"role": "assistant", "tool_calls": "echo"}),
+        "tool_calls is a str",
+        id="tool-calls-not-list",
+    ),
+    pytest.param(
+        completion({"role": "assistant", "tool_calls": ["echo", 3]}),
+        "tool call is not an object",
+        id="tool-call-not-object",
+    ),
+    pytest.param(
+        completion({"role": "assistant", "tool_calls": [{"function": 7}]}),
+        "no 'function' object",
+        id="function-not-object",
+    ),
+    pytest.param(
+        completion(
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "function": {"name": ["echo"], "arguments": "{}"}}],
+            }
+        ),
+        "name is not text",
+        id="name-not-text",
+    ),
+    pytest.param(
+        completion({"role": "assistant", "content": {"text": "hi"}}),
+        "content is a dict",
+        id="content-object",
+    ),
+    pytest.param(
+        completion({"role": "assistant", "content": 42}), "content is a int", id="content-number"
+    ),
+    pytest.param(
+        event_stream(chunk({"content": 5}, "stop")).replace(b"", b""),
+        "not text",
+        id="stream-content-number",
+    ),
     pytest.param(event_stream({"choices": {"0": 1}}), "not a list", id="stream-choices-dict"),
-    pytest.param(event_stream(chunk({"tool_calls": {"index": 0}})), "not a list",
-                 id="stream-tool-calls-dict"),
-    pytest.param(event_stream(chunk({"tool_calls": ["x"]})), "not an object",
-                 id="stream-tool-call-str"),
-    pytest.param(b"data: " + DEEP.encode() + b"\n\n", "nested too deeply",
-                 id="stream-chunk-nested-100k"),
+    pytest.param(
+        event_stream(chunk({"tool_calls": {"index": 0}})), "not a list", id="stream-tool-calls-dict"
+    ),
+    pytest.param(
+        event_stream(chunk({"tool_calls": ["x"]})), "not an object", id="stream-tool-call-str"
+    ),
+    pytest.param(
+        b"data: " + DEEP.encode() + b"\n\n", "nested too deeply", id="stream-chunk-nested-100k"
+    ),
     pytest.param(b"data: {oops\n\n", "invalid JSON", id="stream-invalid-json"),
     pytest.param(event_stream(7), "expected an object", id="stream-chunk-number"),
 ]
@@ -92,8 +134,7 @@ async def test_a_hostile_reply_is_retried_and_then_answered(llm_server, make_llm
     assert response.message.content == "fine now"
 
 
-async def test_a_hostile_json_answer_to_a_streamed_request_is_asked_again(llm_server,
-                                                                          make_llm):
+async def test_a_hostile_json_answer_to_a_streamed_request_is_asked_again(llm_server, make_llm):
     llm_server.push(raw(200, completion(None)), text("fine now"))
     response = await make_llm().request(USER)
     assert response.message.content == "fine now"
@@ -132,8 +173,18 @@ def test_argument_helpers_never_raise_recursion_errors():
 
 
 async def test_legacy_function_call_becomes_a_tool_call(llm_server, make_llm):
-    llm_server.push(raw(200, completion({"role": "assistant", "content": None, "function_call":
-                                         {"name": "echo", "arguments": '{"text": "x"}'}})))
+    llm_server.push(
+        raw(
+            200,
+            completion(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "echo", "arguments": '{"text": "x"}'},
+                }
+            ),
+        )
+    )
     response = await make_llm().request(USER, tools=TOOLS, stream=False)
     (only,) = response.message.tool_calls
     assert only.function.name == "echo" and json.loads(only.function.arguments) == {"text": "x"}
@@ -144,8 +195,9 @@ async def test_an_empty_tool_name_is_kept_for_the_agent_to_answer(llm_server, ma
     """llama.cpp may send a legacy function_call with an empty name: kept (the agent answers
     "unknown tool" so the model can correct itself), never dropped silently."""
     llm_server.push(
-        raw(200, completion({"role": "assistant", "function_call": {"name": "",
-                                                                     "arguments": "{}"}})),
+        raw(
+            200, completion({"role": "assistant", "function_call": {"name": "", "arguments": "{}"}})
+        ),
         text("done"),
     )
     agent = ToolCallAgent(llm=make_llm())
@@ -180,11 +232,18 @@ async def test_reasoning_is_kept_out_of_the_answer(llm_server, make_llm, stream)
 
 async def test_reasoning_content_field_and_stream(llm_server, make_llm):
     llm_server.push(
-        raw(200, completion({"role": "assistant", "content": "4",
-                             "reasoning_content": "2+2 is 4"})),
-        raw(200, event_stream(chunk({"reasoning_content": "thinking..."}),
-                              chunk({"content": "answer"}), chunk({}, "stop")),
-            content_type="text/event-stream"),
+        raw(
+            200, completion({"role": "assistant", "content": "4", "reasoning_content": "2+2 is 4"})
+        ),
+        raw(
+            200,
+            event_stream(
+                chunk({"reasoning_content": "thinking..."}),
+                chunk({"content": "answer"}),
+                chunk({}, "stop"),
+            ),
+            content_type="text/event-stream",
+        ),
     )
     llm = make_llm()
     plain = await llm.request(USER, stream=False)
@@ -206,8 +265,7 @@ async def test_reasoning_is_never_sent_back(llm_server, make_llm):
 
 async def test_text_mode_describes_tools_and_parses_calls(llm_server, make_llm):
     llm_server.push(
-        text('Let me echo.\n<tool_call>{"name": "echo", "arguments": {"text": "hi"}}'
-             '</tool_call>'),
+        text('Let me echo.\n<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>'),
         text("All done."),
     )
     llm = make_llm(tool_calling="text")
@@ -217,11 +275,11 @@ async def test_text_mode_describes_tools_and_parses_calls(llm_server, make_llm):
     assert "tools" not in body and "tool_choice" not in body
     assert body["messages"][0]["role"] == "system"
     assert "You are helpful." in body["messages"][0]["content"]
-    assert "echo" in body["messages"][0]["content"] and "<tool_call>" in \
-        body["messages"][0]["content"]
+    assert (
+        "echo" in body["messages"][0]["content"] and "<tool_call>" in body["messages"][0]["content"]
+    )
     (echo,) = first.message.tool_calls
-    assert echo.function.name == "echo" and json.loads(echo.function.arguments) == \
-        {"text": "hi"}
+    assert echo.function.name == "echo" and json.loads(echo.function.arguments) == {"text": "hi"}
     assert first.message.content == "Let me echo." and first.finish_reason == "tool_calls"
     # The call and its result go back as text: no tool role, no tool_calls on the wire.
     history += [first.message, Message.tool_message("hi", name="echo", tool_call_id=echo.id)]

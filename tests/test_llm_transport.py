@@ -34,10 +34,17 @@ FAILURES = [
     pytest.param(error(401, "bad key"), id="401"),
     pytest.param(error(404, "no such model"), id="404"),
     pytest.param(error(429, "slow down", headers={"Retry-After": "7"}), id="429"),
-    pytest.param(error(429, "You exceeded your current quota", code="insufficient_quota"),
-                 id="quota"),
-    pytest.param(error(400, "Requested tokens (2100) exceed context window of 2048",
-                       code="context_length_exceeded"), id="context"),
+    pytest.param(
+        error(429, "You exceeded your current quota", code="insufficient_quota"), id="quota"
+    ),
+    pytest.param(
+        error(
+            400,
+            "Requested tokens (2100) exceed context window of 2048",
+            code="context_length_exceeded",
+        ),
+        id="context",
+    ),
     pytest.param(error(400, "gemma does not support tools"), id="tools"),
     pytest.param(error(500, "oops"), id="500"),
     pytest.param(raw(502, b"<html>bad gateway</html>", content_type="text/html"), id="502-html"),
@@ -46,8 +53,13 @@ FAILURES = [
 
 
 def _outcome(e: LLMError) -> tuple[Any, ...]:
-    return (type(e), e.status_code, getattr(e, "retry_after", None), getattr(e, "limit", None),
-            getattr(e, "tokens", None))
+    return (
+        type(e),
+        e.status_code,
+        getattr(e, "retry_after", None),
+        getattr(e, "limit", None),
+        getattr(e, "tokens", None),
+    )
 
 
 @pytest.mark.parametrize("reply", FAILURES)
@@ -115,8 +127,9 @@ async def test_requests_in_flight_are_bounded(llm_server: ScriptedLLMServer, mak
 
     llm_server.responder = responder
     llm = make_llm(max_concurrent_requests=2)
-    answers = await asyncio.gather(*(llm.ask([{"role": "user", "content": str(i)}],
-                                             stream=False) for i in range(6)))
+    answers = await asyncio.gather(
+        *(llm.ask([{"role": "user", "content": str(i)}], stream=False) for i in range(6))
+    )
     assert answers == ["ok"] * 6
     assert state["max"] == 2
     await llm.aclose()
@@ -126,8 +139,9 @@ async def test_requests_in_flight_are_bounded(llm_server: ScriptedLLMServer, mak
 
 
 @pytest.mark.parametrize("transport", ["httpx", "openai"])
-async def test_a_stalled_stream_is_a_timeout_that_says_what_stalled(llm_server, make_llm,
-                                                                    transport):
+async def test_a_stalled_stream_is_a_timeout_that_says_what_stalled(
+    llm_server, make_llm, transport
+):
     llm_server.push(stall(text("one two three four five"), after=3, seconds=30))
     llm = make_llm(timeout=0.5, max_retries=0, transport=transport)
     seen: list[str] = []
@@ -143,8 +157,9 @@ async def test_a_stalled_stream_is_a_timeout_that_says_what_stalled(llm_server, 
 
 
 async def test_a_stall_is_retried_and_the_text_is_not_shown_twice(llm_server, make_llm):
-    llm_server.push(stall(text("alpha beta gamma delta"), after=3, seconds=30),
-                    text("alpha beta gamma delta"))
+    llm_server.push(
+        stall(text("alpha beta gamma delta"), after=3, seconds=30), text("alpha beta gamma delta")
+    )
     llm = make_llm(timeout=0.5)
     seen: list[str] = []
     response = await llm.request(USER, on_delta=seen.append)
@@ -172,13 +187,16 @@ async def test_a_timed_out_plain_request_closes_its_connection(llm_server, make_
     assert await asyncio.to_thread(llm_server.wait_for_disconnects, 1, 5.0)
 
 
-CUT_STREAM = (b'data: {"choices":[{"index":0,"delta":{"content":"half an ans"}}]}\n\n')
+CUT_STREAM = b'data: {"choices":[{"index":0,"delta":{"content":"half an ans"}}]}\n\n'
 
 
-@pytest.mark.parametrize("reply", [
-    pytest.param(raw(200, CUT_STREAM, content_type="text/event-stream"), id="no-done"),
-    pytest.param(cut(text("half an answer and the rest"), after=3), id="connection-cut"),
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(raw(200, CUT_STREAM, content_type="text/event-stream"), id="no-done"),
+        pytest.param(cut(text("half an answer and the rest"), after=3), id="connection-cut"),
+    ],
+)
 async def test_a_stream_cut_short_is_an_error_not_an_answer(llm_server, make_llm, reply):
     llm_server.push(reply)
     with pytest.raises(LLMConnectionError) as info:
@@ -209,15 +227,20 @@ def warnings() -> Iterator[list[str]]:
 
 
 @pytest.mark.parametrize("max_retries", [0, 1, 3])
-async def test_retry_log_counts_only_retries_that_happen(llm_server, make_llm, warnings,
-                                                         max_retries):
+async def test_retry_log_counts_only_retries_that_happen(
+    llm_server, make_llm, warnings, max_retries
+):
     llm_server.push(*[error(500)] * (max_retries + 2))
-    with pytest.raises(LLMServerError, match="gave up") if max_retries else \
-            pytest.raises(LLMServerError):
+    with (
+        pytest.raises(LLMServerError, match="gave up")
+        if max_retries
+        else pytest.raises(LLMServerError)
+    ):
         await make_llm(max_retries=max_retries).request(USER)
     retries = [w for w in warnings if "retry" in w]
     assert [w.split("retry ")[1].split(" ")[0] for w in retries] == [
-        f"{k}/{max_retries}" for k in range(1, max_retries + 1)]
+        f"{k}/{max_retries}" for k in range(1, max_retries + 1)
+    ]
     assert len(llm_server.requests) == max_retries + 1
 
 
@@ -225,8 +248,13 @@ async def test_retry_log_counts_only_retries_that_happen(llm_server, make_llm, w
 
 
 async def test_context_overflow_carries_and_teaches_the_window(llm_server, make_llm):
-    llm_server.push(error(400, "Requested tokens (2100) exceed context window of 2048",
-                          code="context_length_exceeded"))
+    llm_server.push(
+        error(
+            400,
+            "Requested tokens (2100) exceed context window of 2048",
+            code="context_length_exceeded",
+        )
+    )
     llm = make_llm(model="local-smollm")
     assert llm.context_window is None  # not configured, not known by name
     with pytest.raises(ContextWindowExceededError) as info:
@@ -239,9 +267,15 @@ async def test_context_overflow_carries_and_teaches_the_window(llm_server, make_
 
 
 async def test_llama_cpp_overflow_body_fields(llm_server, make_llm):
-    body = {"error": {"code": 400, "type": "exceed_context_size_error", "n_ctx": 4096,
-                      "n_prompt_tokens": 5000,
-                      "message": "the request exceeds the available context size"}}
+    body = {
+        "error": {
+            "code": 400,
+            "type": "exceed_context_size_error",
+            "n_ctx": 4096,
+            "n_prompt_tokens": 5000,
+            "message": "the request exceeds the available context size",
+        }
+    }
     llm_server.push(raw(400, json.dumps(body)))
     with pytest.raises(ContextWindowExceededError) as info:
         await make_llm(model="local").request(USER)
@@ -262,8 +296,7 @@ def _refuses_streaming_with_tools(server: ScriptedLLMServer) -> None:
     server.responder = respond
 
 
-async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_server,
-                                                                           make_llm):
+async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_server, make_llm):
     _refuses_streaming_with_tools(llm_server)
     first = make_llm()
     reply = await first.request(USER, tools=TOOLS)

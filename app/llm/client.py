@@ -30,13 +30,14 @@ from app.llm.context import request_gate, usage_sink
 from app.llm.messages import (
     Completion,
     Formatted,
+    attach_images,
     format_messages,
-    image_part,
     parse_completion,
     prepare_messages,
 )
 from app.llm.model import ModelResponse
 from app.llm.pricing import cost_of, price_for
+from app.llm.profiles import resolve_settings, transport_for
 from app.llm.recording import TapedTransport, active_tape
 from app.llm.retry import with_retries
 from app.llm.streaming import DeltaRelay, ThinkFilter
@@ -92,7 +93,7 @@ class LLM:
         if getattr(self, "_initialized", False):
             return
         try:
-            self._setup(config_name, _resolve_settings(config_name, llm_config))
+            self._setup(config_name, resolve_settings(config_name, llm_config))
         except BaseException:
             type(self)._instances.pop(config_name, None)
             raise
@@ -110,7 +111,7 @@ class LLM:
         replaces the HTTP transport (e.g. ``app.testing.FunctionModel`` in unit tests).
         """
         instance = super().__new__(cls)
-        settings = _resolve_settings(config_name, llm_config)
+        settings = resolve_settings(config_name, llm_config)
         if overrides:
             settings = settings.model_copy(update=overrides)
         instance._setup(config_name, settings, transport)
@@ -396,7 +397,7 @@ class LLM:
     def transport(self) -> Transport:
         """The transport requests go through (built from the profile on first use)."""
         if self._transport is None:
-            self._transport = _transport_for(self.settings)
+            self._transport = transport_for(self.settings)
         return self._transport
 
     def _pipeline(self) -> Transport:
@@ -659,24 +660,7 @@ class LLM:
                 "with a vision model, or set supports_images = true if this model accepts them.",
                 model=self.model,
             )
-        if not images:
-            raise ValueError("ask_with_images needs at least one image")
-        dicts = [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages]
-        if not dicts or dicts[-1].get("role") != "user":
-            raise ValueError("The last message must be a user message to attach images to")
-        last = dicts[-1]
-        content = last.get("content")
-        parts: list[dict[str, Any]] = (
-            [{"type": "text", "text": content}] if isinstance(content, str) and content
-            else list(content or [])
-        )
-        for image in images:
-            if isinstance(image, dict):
-                url = image.get("url") or (image.get("image_url") or {}).get("url")
-                parts.append(image_part(url, image.get("detail")))
-            else:
-                parts.append(image_part(image))
-        last["content"] = parts
+        dicts = attach_images(messages, images)
         return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature,
                               **kwargs)
 
@@ -711,42 +695,3 @@ def _produced_text(message: Message) -> str:
     for call in message.tool_calls or ():
         text += call.function.name + call.function.arguments
     return text
-
-
-def _transport_for(settings: LLMSettings) -> Transport:
-    """The profile's transport: the openai SDK for Azure or ``transport = "openai"``, else
-    plain HTTP."""
-    if settings.api_type == "azure" or settings.transport == "openai":
-        from app.llm.sdk_transport import OpenAITransport
-
-        return OpenAITransport(
-            base_url=settings.base_url, api_key=settings.api_key, model=settings.model,
-            azure=settings.api_type == "azure", api_version=settings.api_version,
-            timeout=settings.timeout,
-        )
-    from app.llm.http_transport import HttpTransport
-
-    return HttpTransport(base_url=settings.base_url, api_key=settings.api_key,
-                         max_connections=settings.max_concurrent_requests)
-
-
-def _resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
-    """Settings from an explicit ``llm_config`` or from the config file's profiles."""
-    from app.config import LLMSettings, config
-
-    if llm_config is None:
-        profiles = config.llm
-    elif isinstance(llm_config, LLMSettings):
-        return llm_config
-    elif isinstance(llm_config, dict) and "model" in llm_config:
-        return LLMSettings(**llm_config)
-    elif isinstance(llm_config, dict):
-        profiles = llm_config
-    else:
-        raise TypeError(
-            f"llm_config must be LLMSettings or a dict, not {type(llm_config).__name__}"
-        )
-    settings = profiles.get(config_name) or profiles.get("default")
-    if settings is None:
-        raise ValueError(f"No LLM profile named {config_name!r} and no 'default' profile")
-    return settings if isinstance(settings, LLMSettings) else LLMSettings(**settings)

@@ -54,7 +54,11 @@ def _clean(error: LLMError) -> LLMError:
 
 
 def error_from_response(
-    status: int, body: bytes | str | Any, headers: Any = None, *, model: str,
+    status: int,
+    body: bytes | str | Any,
+    headers: Any = None,
+    *,
+    model: str,
     base_url: str = "",
 ) -> LLMError:
     """Our error for an HTTP error response (status >= 400); the caller raises it."""
@@ -90,7 +94,13 @@ def _error_text(data: Any, status: int) -> tuple[str, str | None]:
 
 
 def _from_status(
-    status: int, text: str, code: str | None, data: Any, headers: Any, *, model: str,
+    status: int,
+    text: str,
+    code: str | None,
+    data: Any,
+    headers: Any,
+    *,
+    model: str,
     where: str,
 ) -> LLMError:
     kw: dict[str, Any] = {"status_code": status, "model": model}
@@ -115,7 +125,9 @@ def _from_status(
         limit, tokens = context_numbers(text, data)
         return ContextWindowExceededError(
             f"The request does not fit the context window of model '{model}'{where}: {text}",
-            limit=limit, tokens=tokens, **kw,
+            limit=limit,
+            tokens=tokens,
+            **kw,
         )
     if status >= 500 or status in (408, 409):
         return LLMServerError(
@@ -124,7 +136,7 @@ def _from_status(
     if _TOOLS_PATTERNS.search(text):
         return ToolsNotSupportedError(
             f"Model '{model}'{where} rejected the tools in the request: {text}. "
-            "Choose a model that supports function calling, or set tool_calling = \"text\".",
+            'Choose a model that supports function calling, or set tool_calling = "text".',
             **kw,
         )
     if status == 404:
@@ -149,21 +161,24 @@ def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLME
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error.__context__
         detail = f": {cause}" if cause else ""
-        return _clean(LLMConnectionError(
-            f"Could not reach the LLM endpoint{where} for model '{model}'{detail}", model=model
-        ))
+        return _clean(
+            LLMConnectionError(
+                f"Could not reach the LLM endpoint{where} for model '{model}'{detail}", model=model
+            )
+        )
     if isinstance(error, openai.APIStatusError):
         response = error.response
         body = error.body if error.body is not None else getattr(response, "text", "")
         if isinstance(body, dict) and "error" not in body and "message" in body:
             body = {"error": body}
-        return error_from_response(int(error.status_code), body, response.headers,
-                                   model=model, base_url=base_url)
+        return error_from_response(
+            int(error.status_code), body, response.headers, model=model, base_url=base_url
+        )
     if isinstance(error, openai.APIResponseValidationError | openai.APIError):
-        return _clean(LLMResponseError(
-            f"Unusable response from model '{model}'{where}: {error}", model=model))
-    return _clean(LLMError(f"LLM request failed for model '{model}'{where}: {error}",
-                           model=model))
+        return _clean(
+            LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
+        )
+    return _clean(LLMError(f"LLM request failed for model '{model}'{where}: {error}", model=model))
 
 
 def parse_retry_after(headers: Any) -> float | None:

@@ -32,14 +32,21 @@ class HttpTransport(Transport):
     name = "httpx"
 
     def __init__(
-        self, *, base_url: str | None, api_key: str | None, max_connections: int = 100,
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        max_connections: int = 100,
         headers: dict[str, str] | None = None,
     ) -> None:
         base = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self.endpoint = base
         self.url = base + "/chat/completions"
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json",
-                        "User-Agent": "OpenManus-py"}
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "OpenManus-py",
+        }
         if api_key:
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.headers.update(headers or {})
@@ -54,8 +61,10 @@ class HttpTransport(Transport):
             import httpx
 
             self._client = httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=self.max_connections,
-                                    max_keepalive_connections=min(self.max_connections, 20)),
+                limits=httpx.Limits(
+                    max_connections=self.max_connections,
+                    max_keepalive_connections=min(self.max_connections, 20),
+                ),
                 follow_redirects=False,
             )
             self._loop = loop
@@ -73,13 +82,21 @@ class HttpTransport(Transport):
         started = time.monotonic()
         try:
             async with http.stream(
-                "POST", self.url, content=request.body, headers=self.headers,
+                "POST",
+                self.url,
+                content=request.body,
+                headers=self.headers,
                 timeout=self._timeout(request.timeout),
             ) as response:
                 if response.status_code >= 400:
                     body = await response.aread()
-                    raise error_from_response(response.status_code, body, response.headers,
-                                              model=request.model, base_url=self.endpoint)
+                    raise error_from_response(
+                        response.status_code,
+                        body,
+                        response.headers,
+                        model=request.model,
+                        base_url=self.endpoint,
+                    )
                 content_type = response.headers.get("content-type", "")
                 if request.stream and "text/event-stream" in content_type:
                     return await self._read_stream(response, request)
@@ -163,8 +180,7 @@ def decode_completion(body: bytes, model: str, endpoint: str = "") -> dict[str, 
         ) from e
     if not isinstance(data, dict):
         raise LLMResponseError(
-            f"Model '{model}'{where} answered with JSON that is not an object: "
-            f"{body[:200]!r}",
+            f"Model '{model}'{where} answered with JSON that is not an object: {body[:200]!r}",
             model=model,
         )
     return data

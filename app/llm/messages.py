@@ -24,6 +24,7 @@ __all__ = [
     "IMAGE_OMITTED_NOTE",
     "Completion",
     "Formatted",
+    "attach_images",
     "format_messages",
     "image_part",
     "message_from_response",
@@ -53,6 +54,32 @@ def _copy_wire(wire: dict[str, Any]) -> dict[str, Any]:
             for call in calls
         ]
     return copied
+
+
+def attach_images(
+    messages: Iterable[Message | dict[str, Any]], images: list[str | dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Message dicts with ``images`` (URLs, data URLs, base64 or ``{"url": ...}``) added to
+    the last message, which must be the user's."""
+    if not images:
+        raise ValueError("ask_with_images needs at least one image")
+    dicts = [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages]
+    if not dicts or dicts[-1].get("role") != "user":
+        raise ValueError("The last message must be a user message to attach images to")
+    last = dicts[-1]
+    content = last.get("content")
+    parts: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) and content
+        else list(content or [])
+    )
+    for image in images:
+        if isinstance(image, dict):
+            url = image.get("url") or (image.get("image_url") or {}).get("url")
+            parts.append(image_part(url, image.get("detail")))
+        else:
+            parts.append(image_part(image))
+    last["content"] = parts
+    return dicts
 
 
 @dataclass(slots=True)

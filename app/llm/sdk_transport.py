@@ -28,8 +28,14 @@ class OpenAITransport(Transport):
     name = "openai"
 
     def __init__(
-        self, *, base_url: str | None, api_key: str | None, model: str, azure: bool = False,
-        api_version: str | None = None, timeout: float = 300.0,
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        azure: bool = False,
+        api_version: str | None = None,
+        timeout: float = 300.0,
     ) -> None:
         self.base_url = base_url
         self.api_key = api_key
@@ -49,8 +55,11 @@ class OpenAITransport(Transport):
             key = self.api_key or "no-key-configured"
             if self.azure:
                 self._client = openai.AsyncAzureOpenAI(
-                    api_key=key, api_version=self.api_version, azure_endpoint=self.base_url,
-                    max_retries=0, timeout=self.timeout,
+                    api_key=key,
+                    api_version=self.api_version,
+                    azure_endpoint=self.base_url,
+                    max_retries=0,
+                    timeout=self.timeout,
                 )
             else:
                 self._client = openai.AsyncOpenAI(
@@ -75,20 +84,26 @@ class OpenAITransport(Transport):
         try:
             if request.stream:
                 return await self._stream(client, options, request)
-            raw = await client.post(self._path(client), content=request.body, cast_to=bytes,
-                                    options=options)
+            raw = await client.post(
+                self._path(client), content=request.body, cast_to=bytes, options=options
+            )
         except openai.OpenAIError as e:
             raise translate_error(e, model=request.model, base_url=self.endpoint) from e
         return decode_completion(raw, request.model, self.endpoint)
 
-    async def _stream(self, client: Any, options: dict[str, Any],
-                      request: ChatRequest) -> dict[str, Any]:
+    async def _stream(
+        self, client: Any, options: dict[str, Any], request: ChatRequest
+    ) -> dict[str, Any]:
         from openai import AsyncStream
         from openai.types.chat import ChatCompletionChunk
 
         stream = await client.post(
-            self._path(client), content=request.body, cast_to=ChatCompletionChunk,
-            options=options, stream=True, stream_cls=AsyncStream[ChatCompletionChunk],
+            self._path(client),
+            content=request.body,
+            cast_to=ChatCompletionChunk,
+            options=options,
+            stream=True,
+            stream_cls=AsyncStream[ChatCompletionChunk],
         )
         assembler = StreamAssembler(request.model)
         last = time.monotonic()
@@ -102,8 +117,7 @@ class OpenAITransport(Transport):
         except Exception as e:
             import openai
 
-            if isinstance(e, openai.OpenAIError) and \
-                    not isinstance(e, openai.APITimeoutError):
+            if isinstance(e, openai.OpenAIError) and not isinstance(e, openai.APITimeoutError):
                 raise
             if "timeout" in type(e).__name__.lower():
                 raise LLMTimeoutError(

@@ -34,8 +34,9 @@ def tool_names(tools: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def text_mode_messages(formatted: Formatted, tools: list[dict[str, Any]],
-                       tool_choice: Any) -> Formatted:
+def text_mode_messages(
+    formatted: Formatted, tools: list[dict[str, Any]], tool_choice: Any
+) -> Formatted:
     """The request's messages rewritten for text mode (the wire dicts are not changed)."""
     prompt = render_tool_prompt(tools)
     if tool_choice == "required":
@@ -79,8 +80,7 @@ def _assistant_text(wire: dict[str, Any], names: dict[str, str]) -> dict[str, An
             arguments = loads_safely(fn.get("arguments") or "{}")
         except ValueError:
             arguments = fn.get("arguments")
-        block = json.dumps({"name": fn.get("name", ""), "arguments": arguments},
-                           ensure_ascii=False)
+        block = json.dumps({"name": fn.get("name", ""), "arguments": arguments}, ensure_ascii=False)
         blocks.append(f"<tool_call>{block}</tool_call>")
     content = wire.get("content")
     text = "\n".join(([content] if isinstance(content, str) and content else []) + blocks)
@@ -101,7 +101,12 @@ def text_mode_response(response: ModelResponse, names: list[str]) -> ModelRespon
     parsed = parse_tool_calls(content, names)
     if not parsed.calls:
         return response
-    message = Message(role="assistant", content=parsed.content.strip() or None,
-                      tool_calls=parsed.calls)
-    return ModelResponse(message=message, usage=response.usage, finish_reason="tool_calls",
-                         reasoning=response.reasoning)
+    message = Message(
+        role="assistant", content=parsed.content.strip() or None, tool_calls=parsed.calls
+    )
+    return ModelResponse(
+        message=message,
+        usage=response.usage,
+        finish_reason="tool_calls",
+        reasoning=response.reasoning,
+    )

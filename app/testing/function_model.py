@@ -58,8 +58,12 @@ class FunctionModel(Transport):
     async def send(self, request: ChatRequest) -> dict[str, Any]:
         body = json.loads(request.body)
         info = FunctionInfo(
-            index=len(self.requests), model=request.model, tools=body.get("tools"),
-            tool_choice=body.get("tool_choice"), stream=request.stream, body=body,
+            index=len(self.requests),
+            model=request.model,
+            tools=body.get("tools"),
+            tool_choice=body.get("tool_choice"),
+            stream=request.stream,
+            body=body,
         )
         self.requests.append(body)
         outcome = self.fn(body.get("messages") or [], info)
@@ -68,8 +72,11 @@ class FunctionModel(Transport):
         data = _completion(outcome, body)
         if request.stream:
             choices = data.get("choices")
-            message = choices[0].get("message") if isinstance(choices, list) and choices \
-                and isinstance(choices[0], dict) else None
+            message = (
+                choices[0].get("message")
+                if isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                else None
+            )
             text = message.get("content") if isinstance(message, dict) else None
             if isinstance(text, str):
                 for piece in _WORDS.findall(text):
@@ -87,11 +94,12 @@ def _completion(outcome: Any, body: dict[str, Any]) -> dict[str, Any]:
         message.pop("base64_image", None)
         if outcome.reasoning:
             message["reasoning_content"] = outcome.reasoning
-        finish = outcome.finish_reason or ("tool_calls" if outcome.message.tool_calls
-                                           else "stop")
-        usage = outcome.usage.model_dump(include={"prompt_tokens", "completion_tokens",
-                                                   "total_tokens"}) \
-            if outcome.usage.requests or outcome.usage.total_tokens else None
+        finish = outcome.finish_reason or ("tool_calls" if outcome.message.tool_calls else "stop")
+        usage = (
+            outcome.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
+            if outcome.usage.requests or outcome.usage.total_tokens
+            else None
+        )
     elif isinstance(outcome, dict) and "choices" in outcome:
         return outcome
     elif isinstance(outcome, dict):
@@ -106,7 +114,13 @@ def _completion(outcome: Any, body: dict[str, Any]) -> dict[str, Any]:
     if usage is None:  # cheap and deterministic: no tokenizer involved
         prompt = len(json.dumps(body.get("messages") or [])) // 4
         completion = len(json.dumps(message)) // 4
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion,
-                 "total_tokens": prompt + completion}
-    return {"object": "chat.completion", "usage": usage,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+    return {
+        "object": "chat.completion",
+        "usage": usage,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+    }

@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
     parser.add_argument("--model", default="scripted-model", help="model name for /v1/models")
     parser.add_argument("--log", help="append every request to this file as JSON lines")
-    parser.add_argument("--stdin-eof", action="store_true",
-                        help="also stop when standard input reaches end of file")
+    parser.add_argument(
+        "--stdin-eof", action="store_true", help="also stop when standard input reaches end of file"
+    )
     args = parser.parse_args(argv)
 
     try:
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if args.stdin_eof:
+
         def watch_stdin() -> None:
             try:
                 while sys.stdin.buffer.read(65536):
@@ -58,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
         threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
 
-    server = ScriptedLLMServer(script, port=args.port, model=args.model,
-                               on_request=log_request)
+    server = ScriptedLLMServer(script, port=args.port, model=args.model, on_request=log_request)
     try:
         server.start()
     except OSError as exc:
