@@ -18,14 +18,20 @@ def transport_for(settings: LLMSettings) -> Transport:
         from app.llm.sdk_transport import OpenAITransport
 
         return OpenAITransport(
-            base_url=settings.base_url, api_key=settings.api_key, model=settings.model,
-            azure=settings.api_type == "azure", api_version=settings.api_version,
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            model=settings.model,
+            azure=settings.api_type == "azure",
+            api_version=settings.api_version,
             timeout=settings.timeout,
         )
     from app.llm.http_transport import HttpTransport
 
-    return HttpTransport(base_url=settings.base_url, api_key=settings.api_key,
-                         max_connections=settings.max_concurrent_requests)
+    return HttpTransport(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        max_connections=settings.max_concurrent_requests,
+    )
 
 
 def resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
