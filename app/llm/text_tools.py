@@ -104,10 +104,22 @@ def _type_text(schema: Any) -> str:
     return str(kind or "any")
 
 
-def _render_tool(tool: dict[str, Any]) -> str:
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
+
+
+def _describe(text: Any, brief: bool) -> str:
+    """A description on one line; only its first sentence when ``brief``."""
+    raw = str(text or "").strip()
+    if brief:
+        end = _SENTENCE_END.search(raw)
+        raw = raw[: end.start()] if end else raw
+    return " ".join(raw.split())
+
+
+def _render_tool(tool: dict[str, Any], brief: bool) -> str:
     fn = tool.get("function", tool) if isinstance(tool, dict) else {}
     name = str(fn.get("name", ""))
-    description = " ".join(str(fn.get("description") or "").split())
+    description = _describe(fn.get("description"), brief)
     lines = [f"- {name}: {description}" if description else f"- {name}"]
     params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
     required = set(params.get("required") or ())
@@ -119,21 +131,23 @@ def _render_tool(tool: dict[str, Any]) -> str:
         text = f"  {key}{mark} ({_type_text(schema)})"
         desc = schema.get("description") if isinstance(schema, dict) else None
         if desc:
-            text += ": " + " ".join(str(desc).split())
+            text += ": " + _describe(desc, brief)
         lines.append(text)
     if not properties:
         lines.append("  (no arguments)")
     return "\n".join(lines)
 
 
-def render_tool_prompt(tools: list[dict[str, Any]]) -> str:
+def render_tool_prompt(tools: list[dict[str, Any]], *, brief: bool = False) -> str:
     """The text to append to the system prompt: how to call tools, then the tools.
 
-    Arguments are a terse list (``name* (type): description``) rather than JSON schema: it
-    costs about half the tokens and small models follow it as well. Nested objects fall back
-    to compact JSON schema; keys the list cannot show (``dependencies`` etc.) are left out.
+    Arguments are a terse list (``name* (type): description``) rather than JSON schema:
+    about a quarter fewer tokens (Manus's tools: 1471 against 1956 Llama-3 tokens) and easier
+    for small models to read. Nested objects fall back to compact JSON schema; keys the list
+    cannot show (``dependencies`` etc.) are left out. ``brief`` keeps only the first sentence
+    of every description, for 2k-4k windows.
     """
-    body = "\n".join(_render_tool(t) for t in tools)
+    body = "\n".join(_render_tool(t, brief) for t in tools)
     return f"{TOOL_PROMPT_INTRO}\n\n{TOOL_LIST_HEADER}\n{body}"
 
 
@@ -407,6 +421,9 @@ class _Parser:
         closes = [m.start() for m in _iter_capped(_FUNCTION_CLOSE, text, 4 * MAX_CALLS)]
         for i, opened in enumerate(opens[: MAX_CALLS + 1]):
             body_end, span_end = _pair(opens, i, closes, len("</function>"), len(text))
+            whole = _json_then_close(text, opened.end(), _FUNCTION_CLOSE)
+            if whole is not None:
+                body_end, span_end = whole
             body = text[opened.end() : body_end]
             yield (
                 opened.start(),
@@ -434,6 +451,9 @@ class _Parser:
         closes = [m.start() for m in _iter_capped(_TOOL_CALL_CLOSE, text, 4 * MAX_CALLS)]
         for i, opened in enumerate(opens[: MAX_CALLS + 1]):
             body_end, span_end = _pair(opens, i, closes, len("</tool_call>"), len(text))
+            whole = _json_then_close(text, opened.end(), _TOOL_CALL_CLOSE)
+            if whole is not None:  # a closing tag inside a JSON string does not end the block
+                body_end, span_end = whole
             if not self.add(
                 opened.start(), span_end, self.explicit_body(text[opened.end() : body_end])
             ):
@@ -589,6 +609,26 @@ def _iter_capped(
         if count >= cap:
             return
         yield match
+
+
+def _json_then_close(text: str, pos: int, close: re.Pattern[str]) -> tuple[int, int] | None:
+    """Body end and span end when a well-formed JSON value follows ``pos`` and then ``close``."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    if text[pos : pos + 1] not in ("{", "["):
+        return None
+    try:
+        end = _DECODER.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError):
+        return None
+    gap = end
+    while gap < len(text) and gap - end < 64 and text[gap].isspace():
+        gap += 1
+    closed = close.match(text, gap)
+    return (closed.start(), closed.end()) if closed else None
+
+
+_DECODER = json.JSONDecoder()
 
 
 def _pair(
