@@ -28,6 +28,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from app.exceptions import ToolError
@@ -63,9 +64,6 @@ class _OpenHow(ctypes.Structure):
     ]
 
 
-_openat2_state: bool | None = None
-
-
 def _syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
     try:
         return ctypes.CDLL(None, use_errno=True).syscall
@@ -96,20 +94,23 @@ def _openat2(dir_fd: int, path: str, flags: int, mode: int = 0) -> int:
 
 
 def openat2_available() -> bool:
-    """Whether this kernel has ``openat2`` with ``RESOLVE_BENEATH`` (probed once)."""
-    global _openat2_state
-    if _openat2_state is None:
-        _openat2_state = False
-        if sys.platform.startswith("linux") and os.environ.get("OPENMANUS_NO_OPENAT2") != "1":
-            root = os.open("/", _DIR_FLAGS)
-            try:
-                os.close(_openat2(root, ".", _DIR_FLAGS))
-                _openat2_state = True
-            except OSError:
-                pass
-            finally:
-                os.close(root)
-    return _openat2_state
+    """Whether ``openat2`` with ``RESOLVE_BENEATH`` is used: the kernel has it (probed once)
+    and ``OPENMANUS_NO_OPENAT2`` is not ``1``."""
+    return os.environ.get("OPENMANUS_NO_OPENAT2") != "1" and _probe_openat2()
+
+
+@lru_cache(maxsize=1)
+def _probe_openat2() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    root = os.open("/", _DIR_FLAGS)
+    try:
+        os.close(_openat2(root, ".", _DIR_FLAGS))
+    except OSError:
+        return False
+    finally:
+        os.close(root)
+    return True
 
 
 # --- the policy: which roots, and the one-time check with a clear message ----------------------
@@ -197,7 +198,10 @@ class FileAccessPolicy:
             raise ToolError("`path` must be a non-empty string naming a file or directory.")
         if "\x00" in raw:
             raise ToolError("The path contains a NUL byte, which no file name can contain.")
-        real = resolve_real(raw, self.workspace)
+        try:
+            real = resolve_real(raw, self.workspace)
+        except OSError as exc:  # a link removed while realpath read it
+            raise _changed(Path(raw), exc) from exc
         # The deepest root wins, so an allowed directory inside the workspace is its own root.
         roots = sorted((r for r in self.roots if is_within(real, r)), key=lambda r: -len(r.parts))
         if not roots:
