@@ -9,10 +9,10 @@ walk) and by a scripted hostile model that starts the flipper from its own ``bas
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -104,7 +104,9 @@ async def test_symlink_flipping_never_reaches_the_host(
     ws, outside = _layout(tmp_path)
     before = _snapshot(outside)
     editor = StrReplaceEditor(sandbox=make_sandbox(backend, ws))
-    flipper = subprocess.Popen([sys.executable, "flipper.py", str(outside)], cwd=ws)
+    flipper = await asyncio.create_subprocess_exec(
+        sys.executable, "flipper.py", str(outside), cwd=ws
+    )
     outputs: list[str] = []
     refused = 0
     try:
@@ -120,7 +122,7 @@ async def test_symlink_flipping_never_reaches_the_host(
             assert rounds < 2000, "the flipper never got going"
     finally:
         flipper.kill()
-        flipper.wait()
+        await flipper.wait()
     assert _flips(ws) >= 100
     assert refused > 0  # the flips were seen, and refused
     assert not any(MARKER in text for text in outputs)
@@ -153,17 +155,25 @@ async def test_hostile_model_flipping_symlinks_from_its_own_bash(
     before = _snapshot(outside)
     config_file = tmp_path / "config.toml"
     config_file.write_text(f'[llm]\nmodel = "m"\napi_key = "{MARKER}"\n')
-    start = (f"python3 flipper.py {outside} > /dev/null 2>&1 & "
-             "until [ -s flips ]; do :; done; echo started")
+    start = (
+        f"python3 flipper.py {outside} > /dev/null 2>&1 & "
+        "until [ -s flips ]; do :; done; echo started"
+    )
     edits = [call("str_replace_editor", args) for n in range(4) for args in _calls(n)]
     script = [tool_calls(call("bash", {"command": start}))]
     script += [tool_calls(*edits) for _ in range(6)]
     script.append(tool_calls(call("bash", {"command": "cat flips"})))
     with ScriptedLLMServer() as server:
-        settings = LLMSettings(model="m", base_url=server.base_url, api_key="k",
-                               max_retries=0, timeout=20)
-        config.use(AppConfig(llm=settings, workspace_root=ws,
-                             sandbox=SandboxSettings(backend=backend, memory_limit="256m")))
+        settings = LLMSettings(
+            model="m", base_url=server.base_url, api_key="k", max_retries=0, timeout=20
+        )
+        config.use(
+            AppConfig(
+                llm=settings,
+                workspace_root=ws,
+                sandbox=SandboxSettings(backend=backend, memory_limit="256m"),
+            )
+        )
         try:
             server.push(*script, tool_calls(call("terminate", {"status": "success"})))
             agent = await Manus.create(workspace=ws, max_steps=len(script) + 2)
@@ -171,13 +181,17 @@ async def test_hostile_model_flipping_symlinks_from_its_own_bash(
             await agent.cleanup()
         finally:
             config.reset()
-        per_request = [[m["content"] for m in r.body["messages"] if m["role"] == "tool"]
-                       for r in server.requests]
+        per_request = [
+            [m["content"] for m in r.body["messages"] if m["role"] == "tool"]
+            for r in server.requests
+        ]
     assert result.state.value == "FINISHED", str(result)
     assert "started" in per_request[1][-1]
     assert int(per_request[-1][-1].split()[-1]) > 50  # the flipper ran all along
     tool_texts = [text for texts in per_request for text in texts]
     assert not any(MARKER in text for text in tool_texts)
-    assert any("changed while it was being opened" in text or "outside the allowed" in text
-               for text in tool_texts)
+    assert any(
+        "changed while it was being opened" in text or "outside the allowed" in text
+        for text in tool_texts
+    )
     assert _snapshot(outside) == before

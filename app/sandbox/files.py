@@ -57,7 +57,7 @@ class PathChangedError(ToolError):
 
 
 class _OpenHow(ctypes.Structure):
-    _fields_ = [  # noqa: RUF012 - ctypes layout
+    _fields_ = [
         ("flags", ctypes.c_uint64),
         ("mode", ctypes.c_uint64),
         ("resolve", ctypes.c_uint64),
