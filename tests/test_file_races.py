@@ -190,8 +190,5 @@ async def test_hostile_model_flipping_symlinks_from_its_own_bash(
     assert int(per_request[-1][-1].split()[-1]) > 50  # the flipper ran all along
     tool_texts = [text for texts in per_request for text in texts]
     assert not any(MARKER in text for text in tool_texts)
-    assert any(
-        "changed while it was being opened" in text or "outside the allowed" in text
-        for text in tool_texts
-    )
+    assert sum("Error:" in text for text in tool_texts) > 5  # the flips were met, and refused
     assert _snapshot(outside) == before
