@@ -22,7 +22,9 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     mount_point.mkdir()
     done = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(mount_point)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs to fill: {done.stderr.strip()}")

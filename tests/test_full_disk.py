@@ -20,14 +20,16 @@ async def test_str_replace_on_a_full_disk_keeps_the_file_and_undo(small_tmpfs: P
     target.write_text(original)
     target.chmod(0o640)
     editor = StrReplaceEditor(workspace=ws)
-    await editor.execute(command="str_replace", path="notes.txt", old_str="line 1 of",
-                         new_str="LINE ONE of")
+    await editor.execute(
+        command="str_replace", path="notes.txt", old_str="line 1 of", new_str="LINE ONE of"
+    )
     edited = target.read_text()
     filler = fill(ws)
 
     with pytest.raises(ToolError) as failure:
-        await editor.execute(command="str_replace", path="notes.txt", old_str="line 50 of",
-                             new_str="LINE FIFTY of")
+        await editor.execute(
+            command="str_replace", path="notes.txt", old_str="line 50 of", new_str="LINE FIFTY of"
+        )
     assert "No space left on device" in failure.value.message
     assert "left as it was" in failure.value.message
     assert target.read_text() == edited  # whole: no mix of old and new
