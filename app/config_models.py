@@ -140,7 +140,7 @@ class BrowserSettings(_Settings):
     """How the browser tool starts or attaches to a browser; ``headless=None`` means auto."""
 
     headless: bool | None = None
-    disable_security: bool = True
+    disable_security: bool = False
     extra_chromium_args: list[str] = Field(default_factory=list)
     chrome_instance_path: str | None = None
     wss_url: str | None = None

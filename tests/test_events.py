@@ -229,3 +229,28 @@ async def test_flow_stream_has_plan_changes_and_agent_events(llm_server, make_ll
         < order.index("run_finished") < order.index("plan:step_finished")
     # After the flow, the agent's events are no longer forwarded.
     assert not agent.events.active
+
+
+async def test_tool_result_error_flag_comes_from_the_result_not_its_text(llm_server, make_llm):
+    from app.tool.base import BaseTool
+    from app.tool.tool_collection import ToolCollection
+
+    class Lookup(BaseTool):
+        name: str = "lookup"
+        description: str = "Look a key up."
+        parameters: dict = {"type": "object", "properties": {"key": {"type": "string"}}}
+
+        async def execute(self, key: str = "") -> object:
+            if key == "missing":
+                return self.fail_response("no such key")  # a failure without "Error" up front
+            return self.success_response("Error codes: none today")  # a success that says Error
+
+    llm_server.push(
+        tool_calls(call("lookup", {"key": "missing"}, id="a"), call("lookup", {"key": "x"}, id="b"),
+                   call("nosuch", {}, id="c")),
+        text("done"),
+    )
+    agent = ToolCallAgent(llm=make_llm(), available_tools=ToolCollection(Lookup()))
+    events = [event async for event in agent.run_stream("look")]
+    flags = {e.call_id: e.error for e in events if isinstance(e, ToolResultEvent)}
+    assert flags == {"a": True, "b": False, "c": True}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from contextvars import ContextVar
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -19,7 +20,7 @@ from app.logger import log_enabled, logger, redact_registered
 from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
-from app.tool.base import ToolFailure, format_output
+from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output
 from app.tool.concurrency import plan_batches
 from app.tool.create_chat_completion import CreateChatCompletion
 from app.tool.terminate import Terminate
@@ -192,7 +193,8 @@ class ToolCallAgent(ReActAgent):
                 logger.info(f"⚡ Running {len(batch)} read-only tool calls at once")
                 outcomes = await asyncio.gather(*(self._run_tool_call(c) for c in batch))
             # Results go into memory in the model's order, whatever order they finished in.
-            for command, (result, image) in zip(batch, outcomes, strict=True):
+            for command, outcome in zip(batch, outcomes, strict=True):
+                result, image = outcome.text, outcome.image
                 if self.max_observe and isinstance(self.max_observe, int):
                     result = _truncate(result, self.max_observe)
                 if not self._events.active and log_enabled("INFO"):
@@ -211,15 +213,17 @@ class ToolCallAgent(ReActAgent):
                     await self._events.emit(ToolResultEvent(
                         self.name, step=self.current_step, call_id=command.id,
                         name=command.function.name, output=result,
-                        error=result.startswith("Error")))
+                        error=outcome.failed))
         return "\n\n".join(results)
 
-    async def _run_tool_call(self, command: ToolCall) -> tuple[str, str | None]:
-        """One call and the image it produced. Concurrent calls run as separate tasks, each
-        with its own context, so each sees only its own ``_current_base64_image``."""
+    async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
+        """One call, typed: its text, image and whether it failed. Concurrent calls run as
+        separate tasks, each with its own context, so each sees only its own image."""
         self._current_base64_image = None
-        result = await self.execute_tool(command)
-        return result, self._current_base64_image
+        outcome = await self.run_tool(command)
+        if outcome.image is None and self._current_base64_image:
+            outcome = replace(outcome, image=self._current_base64_image)
+        return outcome
 
     @property
     def _current_base64_image(self) -> str | None:
@@ -231,33 +235,41 @@ class ToolCallAgent(ReActAgent):
         _CURRENT_IMAGE.set(image)
 
     async def execute_tool(self, command: ToolCall) -> str:
-        """Run one tool call; every problem becomes an ``Error: ...`` text for the model."""
+        """Run one tool call; every problem becomes an ``Error: ...`` text for the model
+        (upstream's interface: :meth:`run_tool` keeps the outcome typed)."""
+        return (await self.run_tool(command)).text
+
+    async def run_tool(self, command: ToolCall) -> ToolOutcome:
+        """Run one tool call; problems become failed outcomes with text for the model."""
         if not command or not command.function or not command.function.name:
-            return "Error: Invalid command format"
+            return ToolOutcome("Error: Invalid command format", failed=True)
         name = command.function.name
         if name not in self.available_tools.tool_map:
             known = ", ".join(self.available_tools.tool_map) or "none"
-            return f"Error: Unknown tool '{name}'. Available tools: {known}."
+            return ToolOutcome(f"Error: Unknown tool '{name}'. Available tools: {known}.",
+                               failed=True)
         try:
             args = parse_arguments(command.function.arguments)
         except ValueError as e:
             logger.warning(f"Bad arguments for '{name}': {command.function.arguments!r}")
-            return (
+            return ToolOutcome(
                 f"Error: Could not parse the arguments of tool '{name}': {e}. "
-                "Send the arguments as one JSON object matching the tool's schema."
+                "Send the arguments as one JSON object matching the tool's schema.",
+                failed=True,
             )
 
         logger.debug(f"🔧 Activating tool: '{name}'...")
         result = await self.available_tools.execute(name=name, tool_input=args)
         await self._handle_special_tool(name=name, result=result)
 
-        image = getattr(result, "base64_image", None)
+        image = getattr(result, "base64_image", None) or None
         if image:
             self._current_base64_image = image
+        failed = isinstance(result, ToolResult) and result.failed
         text = redact_registered(format_output(result))  # no configured secret reaches the model
         if not text:
-            return f"Cmd `{name}` completed with no output"
-        return f"Observed output of cmd `{name}` executed:\n{text}"
+            return ToolOutcome(f"Cmd `{name}` completed with no output", image, failed)
+        return ToolOutcome(f"Observed output of cmd `{name}` executed:\n{text}", image, failed)
 
     async def _handle_special_tool(self, name: str, result: Any, **kwargs: Any) -> None:
         if not self._is_special_tool(name):
