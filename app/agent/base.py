@@ -181,7 +181,7 @@ class BaseAgent(BaseModel, ABC):
                                                    max_steps=self.max_steps))
                     try:
                         step_result = await self.step()
-                    except Exception as e:  # no reply may crash the loop
+                    except LLMError as e:  # after its retries: the run fails, with the reason
                         error = e
                         await self._step_failed(e, results)
                         break
@@ -198,8 +198,8 @@ class BaseAgent(BaseModel, ABC):
                     results.append(f"Terminated: Reached max steps ({self.max_steps})")
                     logger.warning(f"Agent '{self.name}' stopped at max_steps={self.max_steps}")
                     self._stop_reason = StopReason.MAX_STEPS
-                    self._failure = (f"the step budget ran out (max_steps={self.max_steps}) "
-                                     "before the task was finished")
+                    self._failure = (f"stopped at max_steps={self.max_steps} without "
+                                     "finishing the task")
         except BaseException as e:
             if bus.active:
                 await self._emit_interrupted(e)
@@ -251,16 +251,12 @@ class BaseAgent(BaseModel, ABC):
                                                message=self._failure or "",
                                                error_type=self._stop_reason.value))
 
-    async def _step_failed(self, error: Exception, results: list[str]) -> None:
-        """A step raised: an LLM failure (after its retries) or anything a hostile reply
-        provoked. The run ends in ERROR with the reason; nothing escapes ``run()``."""
-        if isinstance(error, LLMError):
-            logger.error(f"Step {self.current_step} failed: {error}")
-            message = str(error)
-        else:  # a bug or an unforeseen reply: the traceback goes to the debug log only
-            logger.opt(exception=error).debug(f"Step {self.current_step} raised")
-            message = f"step {self.current_step} failed: {type(error).__name__}: {error}"
-            logger.error(f"Agent '{self.name}': {message}")
+    async def _step_failed(self, error: LLMError, results: list[str]) -> None:
+        """The model failed (after the LLM layer's retries: unreachable, refused, a malformed
+        reply, a request too long even after compaction): the run ends in ERROR with the
+        reason. Other exceptions are bugs in an agent and propagate."""
+        logger.error(f"Step {self.current_step} failed: {error}")
+        message = str(error)
         results.append(f"Step {self.current_step}: Error: {error}")
         self.state = AgentState.ERROR
         self._stop_reason = (StopReason.CONTEXT_OVERFLOW

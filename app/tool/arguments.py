@@ -6,7 +6,10 @@ import json
 import re
 from typing import Any
 
-__all__ = ["normalize_arguments", "parse_arguments"]
+__all__ = ["TOO_DEEP", "normalize_arguments", "parse_arguments"]
+
+#: What the model is told when its arguments nest deeper than the JSON parser can follow.
+TOO_DEEP = "arguments too deeply nested"
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
@@ -25,20 +28,28 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"arguments are not valid JSON ({e.msg} at position {e.pos})") from e
+    value = _loads(text)
     if isinstance(value, str):  # double-encoded: a JSON string holding the JSON object
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
+            value = _loads(value)
+        except ValueError as e:
             raise ValueError("arguments are a JSON string, not a JSON object") from e
     if value is None:
         return {}
     if not isinstance(value, dict):
         raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
     return value
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` whose every failure is a ``ValueError`` the model can read; nesting
+    deep enough to exhaust the parser's recursion is refused, not a crash."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"arguments are not valid JSON ({e.msg} at position {e.pos})") from e
+    except RecursionError as e:
+        raise ValueError(TOO_DEEP) from e
 
 
 def normalize_arguments(raw: Any) -> str:
@@ -50,12 +61,13 @@ def normalize_arguments(raw: Any) -> str:
     if not isinstance(raw, str):
         try:
             return json.dumps(raw, ensure_ascii=False)
-        except (TypeError, ValueError):
-            return str(raw)
+        except (TypeError, ValueError, RecursionError):
+            # Not JSON on purpose: parsing it tells the model, and no tool runs without args.
+            return f"<{TOO_DEEP}>"
     try:
         if isinstance(json.loads(raw), dict):
             return raw
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         pass
     try:
         return json.dumps(parse_arguments(raw), ensure_ascii=False)
