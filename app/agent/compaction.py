@@ -194,8 +194,11 @@ class Compactor:
             stubbed += count
             if count:
                 tokens = await self._count(agent, messages)
-        if tokens > window:  # the newest turn alone is too big: shorten all but its last output
-            messages, count = _stub_outputs(messages, len(messages) - 1, settings.stub_chars)
+        # The newest turn alone is too big: shorten all but its last output, then that too.
+        for end in (len(messages) - 1, len(messages)):
+            if tokens <= window:
+                break
+            messages, count = _stub_outputs(messages, end, settings.stub_chars)
             stubbed += count
             if count:
                 tokens = await self._count(agent, messages)

@@ -169,7 +169,11 @@ class ToolCallAgent(ReActAgent):
             logger.warning(f"The request of '{self.name}' does not fit the context window "
                            f"({e}); compacting and retrying once")
             if await self.compactor.compact_after_overflow(self, e) is None:
-                raise
+                raise ContextWindowExceededError(
+                    f"the request does not fit the model's context window, and compacting the "
+                    f"conversation could not make it smaller: {e}", tokens=e.tokens,
+                    limit=e.limit, model=e.model, status_code=e.status_code,
+                ) from e
         try:
             return await self._ask(choice)
         except ContextWindowExceededError as e:
