@@ -26,7 +26,10 @@ class Echo(BaseTool):
     name: str = "echo"
     description: str = "Echo the text back."
     parameters: dict[str, Any] | None = {
-        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }
     calls: list[str] = []
 
     async def execute(self, text: str) -> str:
@@ -40,7 +43,10 @@ class Dump(BaseTool):
     name: str = "dump"
     description: str = "Print a long report."
     parameters: dict[str, Any] | None = {
-        "type": "object", "properties": {"part": {"type": "integer"}}, "required": ["part"]}
+        "type": "object",
+        "properties": {"part": {"type": "integer"}},
+        "required": ["part"],
+    }
 
     async def execute(self, part: int) -> str:
         return f"report part {part}: " + " ".join(f"line{part}-{i}" for i in range(200))
@@ -60,15 +66,19 @@ def is_summary(request) -> bool:
 
 
 def overflow() -> Any:
-    return error(400, "This model's maximum context length is 2048 tokens. However, you "
-                 "requested 5000 tokens.", code="context_length_exceeded")
+    return error(
+        400,
+        "This model's maximum context length is 2048 tokens. However, you requested 5000 tokens.",
+        code="context_length_exceeded",
+    )
 
 
 # ---- 1. compaction that cannot help is not repeated ----------------------------------------
 
 
 async def test_a_target_the_fixed_part_and_newest_turn_fill_spends_no_summary_calls(
-        llm_server, make_llm):
+    llm_server, make_llm
+):
     """The system prompt, tool schemas, task and newest turn alone pass the target: compaction
     must not call the model for a summary at every step (the bug: 50 of 70 requests were
     summaries)."""
@@ -81,8 +91,7 @@ async def test_a_target_the_fixed_part_and_newest_turn_fill_spends_no_summary_ca
     long_prompt = "You are a careful agent. " + "Follow the rules of the house. " * 60
     settings = CompactionSettings(trigger=0.5, target=0.3, keep_recent_turns=2, stub_chars=300)
     llm = make_llm(max_input_tokens=2400)
-    agent = make_agent(llm, Dump(), max_steps=10, system_prompt=long_prompt,
-                       compaction=settings)
+    agent = make_agent(llm, Dump(), max_steps=10, system_prompt=long_prompt, compaction=settings)
     events = [e async for e in agent.run_stream("Read the parts of the report.")]
     result = events[-1].result
 
@@ -98,7 +107,8 @@ async def test_a_target_the_fixed_part_and_newest_turn_fill_spends_no_summary_ca
     assert sum(c.stubbed for c in compactions) > 0  # long outputs were still shortened
     for request in llm_server.requests:  # and every request fit the window
         count = await llm.count_request_tokens(
-            [Message(**m) for m in request.messages], None, request.tools)
+            [Message(**m) for m in request.messages], None, request.tools
+        )
         assert count <= 2400
 
 
@@ -109,8 +119,12 @@ async def test_a_reachable_target_takes_one_summary_per_compaction(llm_server, m
         return text("- read some parts") if is_summary(request) else next(replies)
 
     llm_server.responder = respond
-    agent = make_agent(make_llm(max_input_tokens=3000), Dump(), max_steps=20,
-                       compaction=CompactionSettings(keep_recent_turns=2, stub_chars=300))
+    agent = make_agent(
+        make_llm(max_input_tokens=3000),
+        Dump(),
+        max_steps=20,
+        compaction=CompactionSettings(keep_recent_turns=2, stub_chars=300),
+    )
     events = [e async for e in agent.run_stream("Read the parts.")]
     compactions = [e for e in events if isinstance(e, Compacted) and e.summarized]
     summaries = [r for r in llm_server.requests if is_summary(r)]
@@ -160,7 +174,8 @@ async def test_a_second_overflow_in_the_step_fails_the_run(llm_server, make_llm)
 
 
 async def test_an_overflow_with_nothing_to_compact_fails_without_a_pointless_retry(
-        llm_server, make_llm):
+    llm_server, make_llm
+):
     llm_server.push(overflow(), text("never sent"))
     agent = make_agent(make_llm(max_retries=0))
     result = await agent.run("hi")
@@ -218,8 +233,11 @@ async def test_an_answer_cut_every_time_fails_the_run(llm_server, make_llm):
 
 async def test_a_cut_tool_call_with_broken_arguments_is_not_run(llm_server, make_llm):
     echo = Echo(calls=[])
-    llm_server.push(tool_calls(call("echo", '{"text": "a very long te'), finish_reason="length"),
-                    tool_calls(call("echo", {"text": "short"})), text("done"))
+    llm_server.push(
+        tool_calls(call("echo", '{"text": "a very long te'), finish_reason="length"),
+        tool_calls(call("echo", {"text": "short"})),
+        text("done"),
+    )
     result = await make_agent(make_llm(), echo).run("echo")
     assert echo.calls == ["short"] and result.ok
     tool_msg = next(m for m in llm_server.requests[1].body["messages"] if m["role"] == "tool")
@@ -231,8 +249,9 @@ async def test_a_cut_tool_call_with_broken_arguments_is_not_run(llm_server, make
 
 
 async def test_the_default_agent_finishes_with_create_chat_completion(llm_server, make_llm):
-    llm_server.push(tool_calls(call("create_chat_completion", {"response": "forty-two"})),
-                    text("never asked"))
+    llm_server.push(
+        tool_calls(call("create_chat_completion", {"response": "forty-two"})), text("never asked")
+    )
     agent = ToolCallAgent(llm=make_llm())
     result = await agent.run("six times seven?")
     assert agent.state == AgentState.FINISHED and result.ok
@@ -241,8 +260,10 @@ async def test_the_default_agent_finishes_with_create_chat_completion(llm_server
 
 
 async def test_a_failed_create_chat_completion_does_not_finish(llm_server, make_llm):
-    llm_server.push(tool_calls(call("create_chat_completion", {"answer": "x"})),
-                    tool_calls(call("create_chat_completion", {"response": "y"})))
+    llm_server.push(
+        tool_calls(call("create_chat_completion", {"answer": "x"})),
+        tool_calls(call("create_chat_completion", {"response": "y"})),
+    )
     result = await ToolCallAgent(llm=make_llm()).run("q")
     assert result.ok and result.final_answer == "y" and result.steps == 2
 
@@ -277,13 +298,16 @@ async def test_reasoning_is_an_event_never_the_answer_or_memory(make_llm):
     agent = make_agent(make_llm())
     seen: list[Any] = []
     agent.subscribe(seen.append)
-    reply = ModelResponse(message=Message.assistant_message("Paris."), usage=Usage(),
-                          finish_reason="stop", reasoning="The capital of France is Paris.")
+    reply = ModelResponse(
+        message=Message.assistant_message("Paris."),
+        usage=Usage(),
+        finish_reason="stop",
+        reasoning="The capital of France is Paris.",
+    )
     assert await agent.process_reply(reply)
     assert await agent.act() == "Paris."
     assert agent.final_answer() == "Paris." and agent.state == AgentState.FINISHED
-    assert [e.text for e in seen if isinstance(e, Reasoning)] == [
-        "The capital of France is Paris."]
+    assert [e.text for e in seen if isinstance(e, Reasoning)] == ["The capital of France is Paris."]
     assert [e.text for e in seen if isinstance(e, Thought)] == ["Paris."]
     assert all("capital" not in (m.content or "") for m in agent.memory.messages)
     out = io.StringIO()
@@ -355,8 +379,7 @@ async def test_run_finished_and_the_result_carry_the_stop_reason(llm_server, mak
 
 
 def test_a_result_built_without_a_reason_infers_it():
-    kw: dict[str, Any] = {"final_answer": None, "steps": 1, "step_results": [],
-                          "usage": Usage()}
+    kw: dict[str, Any] = {"final_answer": None, "steps": 1, "step_results": [], "usage": Usage()}
     assert RunResult("x", state=AgentState.FINISHED, **kw).stop_reason is StopReason.COMPLETED
     idle = RunResult("x", state=AgentState.IDLE, **kw)
     assert idle.stop_reason is StopReason.MAX_STEPS and idle.failure

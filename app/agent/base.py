@@ -164,8 +164,9 @@ class BaseAgent(BaseModel, ABC):
             self.update_memory("user", request)
         bus = self._events
         if bus.active:
-            await bus.emit(RunStarted(self.name, prompt=request, max_steps=self.max_steps,
-                                      resumed=resume))
+            await bus.emit(
+                RunStarted(self.name, prompt=request, max_steps=self.max_steps, resumed=resume)
+            )
 
         results: list[str] = []
         error: BaseException | None = None
@@ -174,11 +175,14 @@ class BaseAgent(BaseModel, ABC):
                 while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
                     self.current_step += 1
                     # When someone listens, they show the progress; the log keeps it at DEBUG.
-                    logger.log("DEBUG" if bus.active else "INFO",
-                               f"Executing step {self.current_step}/{self.max_steps}")
+                    logger.log(
+                        "DEBUG" if bus.active else "INFO",
+                        f"Executing step {self.current_step}/{self.max_steps}",
+                    )
                     if bus.active:
-                        await bus.emit(StepStarted(self.name, step=self.current_step,
-                                                   max_steps=self.max_steps))
+                        await bus.emit(
+                            StepStarted(self.name, step=self.current_step, max_steps=self.max_steps)
+                        )
                     try:
                         step_result = await self.step()
                     except LLMError as e:  # after its retries: the run fails, with the reason
@@ -189,8 +193,9 @@ class BaseAgent(BaseModel, ABC):
                         self._watch_repeats()
                     results.append(f"Step {self.current_step}: {step_result}")
                     if bus.active:
-                        await bus.emit(StepFinished(self.name, step=self.current_step,
-                                                    result=step_result))
+                        await bus.emit(
+                            StepFinished(self.name, step=self.current_step, result=step_result)
+                        )
                     if self._stop_reason is not None and self._failure is not None:
                         await self._announce_failure()
 
@@ -198,8 +203,9 @@ class BaseAgent(BaseModel, ABC):
                     results.append(f"Terminated: Reached max steps ({self.max_steps})")
                     logger.warning(f"Agent '{self.name}' stopped at max_steps={self.max_steps}")
                     self._stop_reason = StopReason.MAX_STEPS
-                    self._failure = (f"stopped at max_steps={self.max_steps} without "
-                                     "finishing the task")
+                    self._failure = (
+                        f"stopped at max_steps={self.max_steps} without finishing the task"
+                    )
         except BaseException as e:
             if bus.active:
                 await self._emit_interrupted(e)
@@ -208,8 +214,9 @@ class BaseAgent(BaseModel, ABC):
         log = "\n".join(results) if results else "No steps executed"
         reason = self._stop_reason
         if reason is None:
-            reason = StopReason.COMPLETED if self.state == AgentState.FINISHED \
-                else StopReason.MAX_STEPS
+            reason = (
+                StopReason.COMPLETED if self.state == AgentState.FINISHED else StopReason.MAX_STEPS
+            )
         result = RunResult(
             log,
             final_answer=self.final_answer(),
@@ -222,11 +229,19 @@ class BaseAgent(BaseModel, ABC):
             failure=self._failure,
         )
         if bus.active:
-            await bus.emit(RunFinished(self.name, state=self.state.value, steps=self.current_step,
-                                       final_answer=result.final_answer,
-                                       usage=result.usage, cost=result.usage.cost,
-                                       stop_reason=result.stop_reason.value,
-                                       failure=result.failure, result=result))
+            await bus.emit(
+                RunFinished(
+                    self.name,
+                    state=self.state.value,
+                    steps=self.current_step,
+                    final_answer=result.final_answer,
+                    usage=result.usage,
+                    cost=result.usage.cost,
+                    stop_reason=result.stop_reason.value,
+                    failure=result.failure,
+                    result=result,
+                )
+            )
         return result
 
     # ---- failures ------------------------------------------------------------------------------
@@ -247,9 +262,14 @@ class BaseAgent(BaseModel, ABC):
     async def _announce_failure(self) -> None:
         if self._events.active:
             assert self._stop_reason is not None
-            await self._events.emit(ErrorEvent(self.name, step=self.current_step,
-                                               message=self._failure or "",
-                                               error_type=self._stop_reason.value))
+            await self._events.emit(
+                ErrorEvent(
+                    self.name,
+                    step=self.current_step,
+                    message=self._failure or "",
+                    error_type=self._stop_reason.value,
+                )
+            )
 
     async def _step_failed(self, error: LLMError, results: list[str]) -> None:
         """The model failed (after the LLM layer's retries: unreachable, refused, a malformed
@@ -259,21 +279,33 @@ class BaseAgent(BaseModel, ABC):
         message = str(error)
         results.append(f"Step {self.current_step}: Error: {error}")
         self.state = AgentState.ERROR
-        self._stop_reason = (StopReason.CONTEXT_OVERFLOW
-                             if isinstance(error, ContextWindowExceededError)
-                             else StopReason.ERROR)
+        self._stop_reason = (
+            StopReason.CONTEXT_OVERFLOW
+            if isinstance(error, ContextWindowExceededError)
+            else StopReason.ERROR
+        )
         self._failure = message
         if self._events.active:
-            await self._events.emit(ErrorEvent(self.name, step=self.current_step,
-                                               message=str(error),
-                                               error_type=type(error).__name__))
+            await self._events.emit(
+                ErrorEvent(
+                    self.name,
+                    step=self.current_step,
+                    message=str(error),
+                    error_type=type(error).__name__,
+                )
+            )
 
     async def _emit_interrupted(self, error: BaseException) -> None:
         """A run cut short by cancellation or a crash still tells its listeners how it ended
         (shielded: a cancelled task may not await anything else)."""
         state = AgentState.IDLE if not isinstance(error, Exception) else AgentState.ERROR
-        event = RunFinished(self.name, state=state.value, steps=self.current_step,
-                            usage=self._run_usage.model_copy(), cost=self._run_usage.cost)
+        event = RunFinished(
+            self.name,
+            state=state.value,
+            steps=self.current_step,
+            usage=self._run_usage.model_copy(),
+            cost=self._run_usage.cost,
+        )
         with contextlib.suppress(BaseException):
             await asyncio.shield(self._events.emit(event))
 
@@ -292,9 +324,16 @@ class BaseAgent(BaseModel, ABC):
         self._run_usage.add(usage)
         if self._events.active:
             run = self._run_usage.model_copy()
-            await self._events.emit(UsageReport(self.name, step=self.current_step,
-                                                usage=usage.model_copy(), run_usage=run,
-                                                cost=usage.cost, run_cost=run.cost))
+            await self._events.emit(
+                UsageReport(
+                    self.name,
+                    step=self.current_step,
+                    usage=usage.model_copy(),
+                    run_usage=run,
+                    cost=usage.cost,
+                    run_cost=run.cost,
+                )
+            )
 
     @abstractmethod
     async def step(self) -> str:
@@ -326,8 +365,9 @@ class BaseAgent(BaseModel, ABC):
             self._stuck_hints = 0
             return
         if self._stuck_hints >= self.max_stuck_hints:
-            self.fail(StopReason.STUCK,
-                      f"the model repeated the same action {self._repeat_count()} times")
+            self.fail(
+                StopReason.STUCK, f"the model repeated the same action {self._repeat_count()} times"
+            )
             return
         self._stuck_hints += 1
         self.handle_stuck_state()

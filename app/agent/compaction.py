@@ -119,8 +119,11 @@ class Compactor:
         if window is None or agent.current_step < self._rest_until:
             return None
         trigger = int(window * self.settings.trigger)
-        if agent.llm.max_input_tokens is None and self._learned is None \
-                and self._clearly_below(agent, trigger):
+        if (
+            agent.llm.max_input_tokens is None
+            and self._learned is None
+            and self._clearly_below(agent, trigger)
+        ):
             return None
         before = await self._count(agent, agent.memory.messages)
         self._seen = len(agent.memory.messages)
@@ -158,13 +161,17 @@ class Compactor:
             self._seen = 0
         last = agent.last_usage
         if last is None or self._seen == 0:
-            base, start, limit = len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND, 0, \
-                trigger // 2
+            base, start, limit = (
+                len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND,
+                0,
+                trigger // 2,
+            )
         else:
             base, start, limit = last.prompt_tokens, self._seen, trigger
-        added = sum(len(m.content or "") + sum(len(c.function.arguments)
-                                               for c in m.tool_calls or ())
-                    for m in messages[start:])
+        added = sum(
+            len(m.content or "") + sum(len(c.function.arguments) for c in m.tool_calls or ())
+            for m in messages[start:]
+        )
         self._seen = len(messages)
         return base + added // _CHARS_PER_TOKEN_BOUND < limit
 
@@ -177,7 +184,8 @@ class Compactor:
         target = int(window * settings.target)
         messages = list(agent.memory.messages)
         messages, stubbed = _stub_outputs(
-            messages, _recent_start(messages, settings.keep_recent_turns), settings.stub_chars)
+            messages, _recent_start(messages, settings.keep_recent_turns), settings.stub_chars
+        )
         tokens = await self._count(agent, messages) if stubbed else before
         summarized = 0
         if tokens > target:
@@ -185,12 +193,12 @@ class Compactor:
             if plan is not None:
                 messages, start, budget, count = plan
                 stubbed += count
-                messages, summarized = await self._summarize(agent, messages, start, window,
-                                                             budget)
+                messages, summarized = await self._summarize(agent, messages, start, window, budget)
                 tokens = await self._count(agent, messages)
         if tokens > target:  # no summary could help: shorten everything before the newest turn
-            messages, count = _stub_outputs(messages, _recent_start(messages, 1),
-                                            settings.stub_chars)
+            messages, count = _stub_outputs(
+                messages, _recent_start(messages, 1), settings.stub_chars
+            )
             stubbed += count
             if count:
                 tokens = await self._count(agent, messages)
@@ -209,13 +217,22 @@ class Compactor:
             logger.warning(
                 f"Compaction of '{agent.name}' could not reach its target ({tokens} > {target} "
                 f"tokens of a {window}-token window; the system prompt, tools and newest turn "
-                f"alone are too big); next try at step {self._rest_until} at the earliest")
-        logger.info(f"Compacted the context of '{agent.name}': {before} → {tokens} tokens "
-                    f"(window {window}; {stubbed} outputs shortened, {summarized} messages "
-                    "summarized)")
-        event = Compacted(agent.name, step=agent.current_step, before_tokens=before,
-                          after_tokens=tokens, window=window, stubbed=stubbed,
-                          summarized=summarized)
+                f"alone are too big); next try at step {self._rest_until} at the earliest"
+            )
+        logger.info(
+            f"Compacted the context of '{agent.name}': {before} → {tokens} tokens "
+            f"(window {window}; {stubbed} outputs shortened, {summarized} messages "
+            "summarized)"
+        )
+        event = Compacted(
+            agent.name,
+            step=agent.current_step,
+            before_tokens=before,
+            after_tokens=tokens,
+            window=window,
+            stubbed=stubbed,
+            summarized=summarized,
+        )
         if agent.events.active:
             await agent.events.emit(event)
         return event
@@ -235,15 +252,18 @@ class Compactor:
             if start <= task_index + 1:
                 continue  # nothing between the task and the kept turns
             candidate, count = _stub_outputs(messages, start, self.settings.stub_chars)
-            rest = await self._count(agent, [*head, candidate[task_index],
-                                             *candidate[start:]])
+            rest = await self._count(agent, [*head, candidate[task_index], *candidate[start:]])
             budget = min(self.settings.summary_max_tokens, target - rest - _SUMMARY_OVERHEAD)
             if budget >= _MIN_SUMMARY_TOKENS:
                 return candidate, start, budget, count
         return None
 
     async def _summarize(
-        self, agent: ToolCallAgent, messages: list[Message], start: int, window: int,
+        self,
+        agent: ToolCallAgent,
+        messages: list[Message],
+        start: int,
+        window: int,
         budget: int,
     ) -> tuple[list[Message], int]:
         """Replace the turns between the task and ``start`` by one summary message of at most
@@ -253,11 +273,12 @@ class Compactor:
         if task_index is None:
             return messages, 0
         task = messages[task_index]
-        middle = [m for m in messages[task_index + 1:start] if m.role != "system"]
+        middle = [m for m in messages[task_index + 1 : start] if m.role != "system"]
         if not middle:
             return messages, 0
-        budget_chars = max(window - budget - 400, 200) * _CHARS_PER_TOKEN_BOUND \
-            - len(task.content or "")
+        budget_chars = max(window - budget - 400, 200) * _CHARS_PER_TOKEN_BOUND - len(
+            task.content or ""
+        )
         history = _render(middle, max(budget_chars, 400))
         prompt = SUMMARY_REQUEST.format(task=task.content or "", history=history)
         limit_key = "max_completion_tokens" if agent.llm.is_reasoning_model else "max_tokens"
@@ -296,10 +317,13 @@ def _stub_outputs(messages: list[Message], end: int, limit: int) -> tuple[list[M
         content = message.content or ""
         if message.role != "tool" or len(content) <= limit:
             continue
-        stub = (f"{content[:_STUB_HEAD]}\n… [output shortened to fit the context window: "
-                f"{len(content) - _STUB_HEAD} more characters]")
-        result[index] = Message.tool_message(stub, name=message.name or "",
-                                             tool_call_id=message.tool_call_id or "")
+        stub = (
+            f"{content[:_STUB_HEAD]}\n… [output shortened to fit the context window: "
+            f"{len(content) - _STUB_HEAD} more characters]"
+        )
+        result[index] = Message.tool_message(
+            stub, name=message.name or "", tool_call_id=message.tool_call_id or ""
+        )
         count += 1
     return result, count
 
@@ -310,8 +334,9 @@ def _render(messages: list[Message], budget: int) -> str:
     for message in messages:
         text = message.content or ""
         if message.tool_calls:
-            calls = "; ".join(f"{c.function.name}({c.function.arguments})"
-                              for c in message.tool_calls)
+            calls = "; ".join(
+                f"{c.function.name}({c.function.arguments})" for c in message.tool_calls
+            )
             text = f"{text}\n[calls: {calls}]" if text else f"[calls: {calls}]"
         who = f"tool {message.name}" if message.role == "tool" else message.role
         lines.append(f"## {who}\n{text}")

@@ -70,8 +70,10 @@ class RunResult(str):
         obj.error = error
         if stop_reason is None:  # callers that predate stop reasons: infer it from the state
             stop_reason = (
-                StopReason.ERROR if error is not None
-                else StopReason.COMPLETED if state.value == "FINISHED"
+                StopReason.ERROR
+                if error is not None
+                else StopReason.COMPLETED
+                if state.value == "FINISHED"
                 else StopReason.MAX_STEPS
             )
         obj.stop_reason = stop_reason
@@ -83,8 +85,11 @@ class RunResult(str):
     @property
     def ok(self) -> bool:
         """True when the run did its task (not cut off by max_steps, not failed)."""
-        return (self.error is None and self.state.value == "FINISHED"
-                and self.stop_reason is StopReason.COMPLETED)
+        return (
+            self.error is None
+            and self.state.value == "FINISHED"
+            and self.stop_reason is StopReason.COMPLETED
+        )
 
     def __repr__(self) -> str:
         answer = (self.final_answer or "")[:60]

@@ -72,7 +72,8 @@ class ToolCallAgent(ReActAgent):
 
     #: Tools whose successful result is the final answer (they end the run like terminate).
     answer_tool_names: list[str] = Field(
-        default_factory=lambda: [CreateChatCompletion.model_fields["name"].default])
+        default_factory=lambda: [CreateChatCompletion.model_fields["name"].default]
+    )
 
     tool_calls: list[ToolCall] = Field(default_factory=list)
     #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``.
@@ -166,20 +167,28 @@ class ToolCallAgent(ReActAgent):
         try:
             return await self._ask(choice)
         except ContextWindowExceededError as e:
-            logger.warning(f"The request of '{self.name}' does not fit the context window "
-                           f"({e}); compacting and retrying once")
+            logger.warning(
+                f"The request of '{self.name}' does not fit the context window "
+                f"({e}); compacting and retrying once"
+            )
             if await self.compactor.compact_after_overflow(self, e) is None:
                 raise ContextWindowExceededError(
                     f"the request does not fit the model's context window, and compacting the "
-                    f"conversation could not make it smaller: {e}", tokens=e.tokens,
-                    limit=e.limit, model=e.model, status_code=e.status_code,
+                    f"conversation could not make it smaller: {e}",
+                    tokens=e.tokens,
+                    limit=e.limit,
+                    model=e.model,
+                    status_code=e.status_code,
                 ) from e
         try:
             return await self._ask(choice)
         except ContextWindowExceededError as e:
             raise ContextWindowExceededError(
                 f"the request does not fit the model's context window, even after compacting "
-                f"the conversation: {e}", tokens=e.tokens, limit=e.limit, model=e.model,
+                f"the conversation: {e}",
+                tokens=e.tokens,
+                limit=e.limit,
+                model=e.model,
                 status_code=e.status_code,
             ) from e
 
@@ -243,8 +252,9 @@ class ToolCallAgent(ReActAgent):
             names = ", ".join(call.function.name for call in tool_calls)
             logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
             for call in tool_calls:
-                logger.info(f"🔧 {call.function.name} arguments: "
-                            f"{_preview(call.function.arguments)}")
+                logger.info(
+                    f"🔧 {call.function.name} arguments: {_preview(call.function.arguments)}"
+                )
 
         if choice == ToolChoice.NONE.value:
             self.tool_calls = []
@@ -263,9 +273,15 @@ class ToolCallAgent(ReActAgent):
             if content:
                 await bus.emit(Thought(self.name, step=self.current_step, text=content))
             for call in tool_calls:
-                await bus.emit(ToolCallEvent(self.name, step=self.current_step, call_id=call.id,
-                                             name=call.function.name,
-                                             arguments=call.function.arguments))
+                await bus.emit(
+                    ToolCallEvent(
+                        self.name,
+                        step=self.current_step,
+                        call_id=call.id,
+                        name=call.function.name,
+                        arguments=call.function.arguments,
+                    )
+                )
 
         if choice == ToolChoice.REQUIRED.value:
             return True  # act() handles a missing call
@@ -278,8 +294,9 @@ class ToolCallAgent(ReActAgent):
         self.tool_calls = []
         logger.warning(f"{self.name}: the model returned an empty reply ({count} in a row)")
         if count >= self.max_empty_replies:
-            self.fail(StopReason.EMPTY_REPLIES,
-                      f"the model returned {count} empty replies in a row")
+            self.fail(
+                StopReason.EMPTY_REPLIES, f"the model returned {count} empty replies in a row"
+            )
         else:
             self.add_note(EMPTY_REPLY_PROMPT)
         self._step_note = "Error: the model returned an empty reply"
@@ -297,9 +314,11 @@ class ToolCallAgent(ReActAgent):
         cuts = len(self._partial)
         logger.warning(f"{self.name}: the answer was cut at max_tokens ({cuts} in a row)")
         if cuts > self.max_continuations:
-            self.fail(StopReason.TRUNCATED,
-                      f"the answer was cut at max_tokens (max_tokens={self.llm.max_tokens}) "
-                      f"{cuts} times in a row; raise max_tokens or ask for a shorter answer")
+            self.fail(
+                StopReason.TRUNCATED,
+                f"the answer was cut at max_tokens (max_tokens={self.llm.max_tokens}) "
+                f"{cuts} times in a row; raise max_tokens or ask for a shorter answer",
+            )
         else:
             self.add_note(CONTINUE_PROMPT)
         self._step_note = "Error: the answer was cut at max_tokens; asked the model to continue"
@@ -336,8 +355,7 @@ class ToolCallAgent(ReActAgent):
                 if self.max_observe and isinstance(self.max_observe, int):
                     result = _truncate(result, self.max_observe)
                 if not self._events.active and log_enabled("INFO"):
-                    logger.info(f"🎯 Tool '{command.function.name}' completed: "
-                                f"{_preview(result)}")
+                    logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
                 self.memory.add_message(
                     Message.tool_message(
                         content=result,
@@ -348,10 +366,16 @@ class ToolCallAgent(ReActAgent):
                 )
                 results.append(result)
                 if self._events.active:
-                    await self._events.emit(ToolResultEvent(
-                        self.name, step=self.current_step, call_id=command.id,
-                        name=command.function.name, output=result,
-                        error=result.startswith("Error")))
+                    await self._events.emit(
+                        ToolResultEvent(
+                            self.name,
+                            step=self.current_step,
+                            call_id=command.id,
+                            name=command.function.name,
+                            output=result,
+                            error=result.startswith("Error"),
+                        )
+                    )
         return "\n\n".join(results)
 
     async def _run_tool_call(self, command: ToolCall) -> tuple[str, str | None]:
@@ -487,4 +511,3 @@ def _preview(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = text.replace("\n", " ")
     return text if len(text) <= _LOG_PREVIEW else text[:_LOG_PREVIEW] + "…"
-
