@@ -213,10 +213,11 @@ class BaseAgent(BaseModel, ABC):
 
         log = "\n".join(results) if results else "No steps executed"
         reason = self._stop_reason
-        if reason is None:
-            reason = (
-                StopReason.COMPLETED if self.state == AgentState.FINISHED else StopReason.MAX_STEPS
-            )
+        if reason is None:  # a subclass set the state itself
+            reason = {
+                AgentState.FINISHED: StopReason.COMPLETED,
+                AgentState.ERROR: StopReason.ERROR,
+            }.get(self.state, StopReason.MAX_STEPS)
         result = RunResult(
             log,
             final_answer=self.final_answer(),
