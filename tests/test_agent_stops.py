@@ -385,3 +385,14 @@ def test_a_result_built_without_a_reason_infers_it():
     assert idle.stop_reason is StopReason.MAX_STEPS and idle.failure
     err = RunResult("x", state=AgentState.ERROR, error=ValueError("boom"), **kw)
     assert err.stop_reason is StopReason.ERROR and err.failure == "boom"
+
+
+async def test_with_compaction_off_an_overflow_fails_at_once(llm_server, make_llm):
+    llm_server.push(tool_calls(call("dump", {"part": 1})), overflow(), text("never sent"))
+    agent = make_agent(
+        make_llm(max_retries=0), Dump(), compaction=CompactionSettings(enabled=False)
+    )
+    result = await agent.run("Read part 1.")
+    assert result.stop_reason is StopReason.CONTEXT_OVERFLOW and result.steps == 2
+    assert "maximum context length is 2048" in result.failure
+    assert len(llm_server.requests) == 2

@@ -167,6 +167,8 @@ class ToolCallAgent(ReActAgent):
         try:
             return await self._ask(choice)
         except ContextWindowExceededError as e:
+            if not self.compactor.settings.enabled:
+                raise
             logger.warning(
                 f"The request of '{self.name}' does not fit the context window "
                 f"({e}); compacting and retrying once"
