@@ -35,6 +35,7 @@ __all__ = [
     "add_common_options",
     "add_session_options",
     "check_common_args",
+    "exit_code_for",
     "say",
     "stdin_is_tty",
 ]
@@ -46,6 +47,13 @@ EXIT_SESSION_BUSY = 3  # --resume of a session another process is running
 EXIT_SESSION_WRITE = 4  # the session file could not be written (disk full...)
 EXIT_INTERRUPTED = 130
 EXIT_WORDS = frozenset({"exit", "quit"})
+
+
+def exit_code_for(stop_reason: Any) -> int:
+    """The exit code of a run that stopped for ``stop_reason`` (a ``StopReason``): 0 only
+    when it completed; every failure (max_steps, stuck, empty or cut replies, context
+    overflow, LLM error) is 1."""
+    return EXIT_OK if str(stop_reason) == "completed" else EXIT_FAILED
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, max_steps_help: str) -> None:

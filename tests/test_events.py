@@ -36,7 +36,7 @@ async def test_event_sequence_of_a_scripted_run(llm_server, make_llm):
                                                          "completion_tokens": 7}),
         text("The answer is 42.", usage={"prompt_tokens": 80, "completion_tokens": 5}),
     )
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     events = [event async for event in agent.run_stream("what is six times seven?")]
 
     assert kinds(events) == [
@@ -70,7 +70,7 @@ async def test_event_sequence_of_a_scripted_run(llm_server, make_llm):
 
 async def test_callbacks_see_the_same_events_and_run_is_unchanged(llm_server, make_llm):
     llm_server.push(tool_calls(call("create_chat_completion", {"response": "x"})), text("done"))
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     seen_sync: list[Event] = []
     seen_async: list[Event] = []
 
@@ -155,7 +155,7 @@ async def test_endpoint_that_refuses_streaming_is_asked_without(llm_server, make
         return next(answers)
 
     llm_server.responder = respond
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     events = [event async for event in agent.run_stream("hi")]
     assert events[-1].final_answer == "Answered without streaming."
     # One refused streamed request, then only plain ones: the refusal is remembered.
@@ -190,7 +190,7 @@ async def test_stream_setting_off_keeps_requests_plain(llm_server, make_llm):
 async def test_leaving_the_stream_early_stops_the_run(llm_server, make_llm):
     llm_server.push(*[tool_calls(call("create_chat_completion", {"response": str(i)}))
                       for i in range(5)])
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     async with agent.run_stream("loop") as stream:
         async for event in stream:
             if isinstance(event, StepStarted) and event.step == 2:

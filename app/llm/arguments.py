@@ -12,7 +12,11 @@ import json
 import re
 from typing import Any
 
-__all__ = ["loads_safely", "normalize_arguments", "parse_arguments"]
+__all__ = ["TOO_DEEP", "loads_safely", "normalize_arguments", "parse_arguments"]
+
+#: What the model is told when its arguments nest deeper than the JSON parser can follow.
+TOO_DEEP = "arguments too deeply nested"
+_DEEP_DETAIL = "JSON nested too deeply to decode"
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
@@ -22,7 +26,7 @@ def loads_safely(text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except RecursionError as e:
-        raise ValueError("JSON nested too deeply to decode") from e
+        raise ValueError(_DEEP_DETAIL) from e
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
@@ -44,6 +48,8 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ValueError(f"arguments are not valid JSON ({e.msg} at position {e.pos})") from e
     except ValueError as e:
+        if str(e) == _DEEP_DETAIL:
+            raise ValueError(f"{TOO_DEEP} ({_DEEP_DETAIL})") from e
         raise ValueError(f"arguments are not usable JSON ({e})") from e
     if isinstance(value, str):  # double-encoded: a JSON string holding the JSON object
         try:

@@ -3,6 +3,6 @@ at the model layer's edge); re-exported here for the tools."""
 
 from __future__ import annotations
 
-from app.llm.arguments import normalize_arguments, parse_arguments
+from app.llm.arguments import TOO_DEEP, normalize_arguments, parse_arguments
 
-__all__ = ["normalize_arguments", "parse_arguments"]
+__all__ = ["TOO_DEEP", "normalize_arguments", "parse_arguments"]
