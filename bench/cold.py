@@ -58,8 +58,20 @@ def _main_py(url: str, work: Path) -> float:
         encoding="utf-8",
     )
     wall, out = _timed(
-        [sys.executable, "main.py", "-c", str(config), "-w", str(work / "ws"), "--no-session",
-         "-q", "--max-steps", str(WHOLE_PROCESS_STEPS + 2), "-p", "Repeat after me."],
+        [
+            sys.executable,
+            "main.py",
+            "-c",
+            str(config),
+            "-w",
+            str(work / "ws"),
+            "--no-session",
+            "-q",
+            "--max-steps",
+            str(WHOLE_PROCESS_STEPS + 2),
+            "-p",
+            "Repeat after me.",
+        ],
         ROOT,
     )
     if f"Step {WHOLE_PROCESS_STEPS}:" not in out:

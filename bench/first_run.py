@@ -42,8 +42,10 @@ async def _raw(url: str, model: str, steps: int, workload: dict[str, Any]) -> in
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 5 or args[0] not in ("ours", "raw_http"):
-        print("usage: python -m bench.first_run ours|raw_http URL MODEL STEPS WORKLOAD",
-              file=sys.stderr)
+        print(
+            "usage: python -m bench.first_run ours|raw_http URL MODEL STEPS WORKLOAD",
+            file=sys.stderr,
+        )
         return 2
     loop, url, model, steps, path = args[0], args[1], args[2], int(args[3]), args[4]
     if loop == "ours":

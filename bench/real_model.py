@@ -207,8 +207,12 @@ def run_from_args(args: argparse.Namespace) -> dict[str, Any]:
     define_log_level("ERROR", "OFF")
     return asyncio.run(
         measure_real_model(
-            args.base_url, args.model, agent=args.agent, steps=args.max_steps,
-            prompt=args.prompt, api_key=args.api_key,
+            args.base_url,
+            args.model,
+            agent=args.agent,
+            steps=args.max_steps,
+            prompt=args.prompt,
+            api_key=args.api_key,
         )
     )
 
