@@ -26,7 +26,7 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.capabilities import default_reasoning_model, default_supports_images
-from app.llm.context import request_gate, usage_sink
+from app.llm.context import request_gate, request_timer, usage_sink
 from app.llm.messages import (
     Completion,
     Formatted,
@@ -46,6 +46,7 @@ from app.llm.transport import (
     DeltaCallback,
     GatedTransport,
     NoStream,
+    TimedTransport,
     Transport,
     deliver,
 )
@@ -401,8 +402,12 @@ class LLM:
         return self._transport
 
     def _pipeline(self) -> Transport:
-        """The transport, wrapped for this request's context: a rate-limit gate, a tape."""
+        """The transport, wrapped for this request's context: a timer, a rate-limit gate (not
+        timed: waiting for it is not model time), a tape."""
         transport = self.transport
+        timer = request_timer.get()
+        if timer is not None:
+            transport = TimedTransport(transport, timer)
         gate = request_gate.get()
         if gate is not None:
             transport = GatedTransport(transport, gate)

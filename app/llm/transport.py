@@ -11,17 +11,19 @@ the shape of a non-streamed completion, so there is one path above the transport
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.llm.context import RequestGate
+from app.llm.context import RequestGate, RequestTimer
 
 __all__ = [
     "ChatRequest",
     "DeltaCallback",
     "GatedTransport",
     "NoStream",
+    "TimedTransport",
     "Transport",
     "deliver",
 ]
@@ -84,6 +86,24 @@ class GatedTransport(Transport):
     async def send(self, request: ChatRequest) -> dict[str, Any]:
         await self.gate()
         return await self.inner.send(request)
+
+
+class TimedTransport(Transport):
+    """Reports each attempt's time on the wire (send to the end of the answer, failures
+    included) to a timer, e.g. the real-model bench separating model time from ours."""
+
+    def __init__(self, inner: Transport, timer: RequestTimer) -> None:
+        self.inner = inner
+        self.timer = timer
+        self.name = inner.name
+        self.endpoint = inner.endpoint
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            return await self.inner.send(request)
+        finally:
+            self.timer(time.perf_counter() - start)
 
 
 async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
