@@ -4,7 +4,8 @@ Running it in a separate process keeps its CPU time and memory out of the figure
 loop being measured, and lets every loop (ours and the baselines) talk to the same server.
 The requested model name says what to answer, so one server serves every scenario:
 
-* ``echo``: one ``echo`` call, forever (the loop stops at its step budget);
+* ``echo``: one ``echo`` call, forever (the loop stops at its step budget); each call's text
+  names the step, so the agent's stuck detection sees progress, as with a real model;
 * ``finish-K``: ``echo`` until the request holds K tool results, then ``terminate``;
 * ``parallel-N``: N ``wait`` calls in one message until the request holds N tool results,
   then ``terminate``.
@@ -25,7 +26,16 @@ __all__ = ["ECHO_TEXT", "main", "respond"]
 
 ECHO_TEXT = "ping"
 _USAGE = Usage(10, 5, 15)  # fixed, so the server does no per-request token estimate
-_ECHO = tool_calls(call("echo", {"text": ECHO_TEXT}), usage=_USAGE)
+_ECHOES: dict[int, Reply] = {}
+
+
+def _echo(done: int) -> Reply:
+    """The ``echo`` call after ``done`` tool results (built once per step number)."""
+    reply = _ECHOES.get(done)
+    if reply is None:
+        reply = _ECHOES[done] = tool_calls(call("echo", {"text": f"{ECHO_TEXT} {done}"}),
+                                           usage=_USAGE)
+    return reply
 _TERMINATE = tool_calls(call("terminate", {"status": "success"}), usage=_USAGE)
 
 
@@ -36,13 +46,13 @@ def _tool_results(messages: list[Any]) -> int:
 def respond(request: Any) -> Reply:
     """The reply for one captured request, chosen by its model name."""
     model = request.model or "echo"
+    done = _tool_results(request.messages)
     if model == "echo":
-        return _ECHO
+        return _echo(done)
     kind, _, number = model.partition("-")
     count = int(number or 1)
-    done = _tool_results(request.messages)
     if kind == "finish":
-        return _ECHO if done < count else _TERMINATE
+        return _echo(done) if done < count else _TERMINATE
     if kind == "parallel":
         if done >= count:
             return _TERMINATE
