@@ -156,6 +156,19 @@ class ProcessGuard:
             found.update(scope.members() or ())
         return sorted(found)
 
+    def refused(self) -> int:
+        """Forks the cgroup has refused so far (``pids.events``); 0 without a cgroup."""
+        if self.cgroup is None:
+            return 0
+        try:
+            for line in (self.cgroup / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
     def current(self) -> int:
         """How many processes the sandbox has now."""
         return len(self.members())

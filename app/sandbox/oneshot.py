@@ -28,6 +28,7 @@ async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> Exec
     stderr = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
     spec = sandbox.command(argv, rlimits=sandbox.limits.rlimits(timeout))
     loop = asyncio.get_running_loop()
+    refused = sandbox.guard.refused()
     transport, protocol = await loop.subprocess_exec(
         lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
         *spec.argv,
@@ -55,7 +56,10 @@ async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> Exec
                 timed_out = True
                 notes.append(f"timed out after {format_seconds(timeout)} seconds")
                 await scope.terminate(protocol.exited, grace=1.0)
-        elif limit and len(await asyncio.to_thread(scope.members) or ()) >= limit:
+        elif limit and (
+            sandbox.guard.refused() > refused
+            or len(await asyncio.to_thread(scope.members) or ()) >= limit
+        ):
             # The program spawned its crowd and exited between two watchdog polls.
             notes.append(f"stopped: reached the limit of {limit} processes")
     finally:
