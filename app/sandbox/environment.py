@@ -65,8 +65,10 @@ def register_environment_secrets(base: Mapping[str, str] | None = None) -> None:
     ``/proc/<pid>/environ`` still carries it where a child can read that file)."""
     env = os.environ if base is None else base
     for name, value in env.items():
-        if name not in _ACCESS_VARS and is_secret_name(name) and len(value.strip()) >= (
-            MIN_ENV_SECRET_LENGTH
+        if (
+            name not in _ACCESS_VARS
+            and is_secret_name(name)
+            and len(value.strip()) >= (MIN_ENV_SECRET_LENGTH)
         ):
             register_secret(value)
 

@@ -486,9 +486,7 @@ class Bash(BaseTool):
                 watchdog.cancel()
 
     @staticmethod
-    async def _wait(
-        session: _Session, timeout: float, watchdog: asyncio.Future[int] | None
-    ) -> str:
+    async def _wait(session: _Session, timeout: float, watchdog: asyncio.Future[int] | None) -> str:
         """Like ``wait_for_markers``, but "processes" when the watchdog fires first."""
         if watchdog is None:
             return await session.wait_for_markers(timeout)

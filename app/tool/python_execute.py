@@ -150,20 +150,26 @@ class PythonExecute(BaseTool):
     max_timeout: float = Field(default=300.0, gt=0, description="Upper bound for `timeout`.")
     max_output_chars: int = Field(default=10_000, ge=200)
     memory_limit: int | None = Field(
-        default=None, gt=0, description="RLIMIT_DATA in bytes, per process, below the "
+        default=None,
+        gt=0,
+        description="RLIMIT_DATA in bytes, per process, below the "
         "sandbox's memory limit; None = the sandbox's.",
     )
     cpu_time_limit: int | None = Field(
-        default=None, gt=0, description="RLIMIT_CPU in seconds, below the sandbox's; None = "
+        default=None,
+        gt=0,
+        description="RLIMIT_CPU in seconds, below the sandbox's; None = "
         "the sandbox's (its cpu_limit x the timeout).",
     )
     file_size_limit: int | None = Field(
-        default=None, gt=0, description="RLIMIT_FSIZE in bytes below the sandbox's; None = "
-        "the sandbox's.",
+        default=None,
+        gt=0,
+        description="RLIMIT_FSIZE in bytes below the sandbox's; None = the sandbox's.",
     )
     max_processes: int | None = Field(
-        default=None, gt=0, description="Processes a run may reach, below the sandbox's "
-        "limit; None = the sandbox's.",
+        default=None,
+        gt=0,
+        description="Processes a run may reach, below the sandbox's limit; None = the sandbox's.",
     )
     process_check_interval: float = Field(default=0.05, gt=0)
     kill_grace: float = Field(default=1.0, ge=0, description="SIGTERM-to-SIGKILL delay.")
@@ -364,7 +370,6 @@ class PythonExecute(BaseTool):
             size = self._limits(seconds)["RLIMIT_FSIZE"]
             text += f": the file size limit of {_human_bytes(size)} was reached"
         return text
-
 
 
 def _tighter(base: int | None, mine: int | None) -> int | None:
