@@ -400,3 +400,17 @@ async def test_hostile_model_reads_the_agents_environ(backend: str, tmp_path: Pa
     ]
     for form in forms:
         assert form not in everything, form
+
+
+async def test_a_sandbox_nobody_cleaned_up_leaves_no_cgroup(workspace: Path) -> None:
+    import gc
+
+    tool = Bash(workspace=workspace)  # its own sandbox, from the factory
+    out = await tool.execute(command="sleep 600 & echo $!")
+    sleeper = int(str(out).split()[0])
+    cgroup = tool.box().guard.cgroup
+    del tool, out
+    gc.collect()
+    assert not alive(sleeper)
+    if cgroup is not None:
+        assert not cgroup.exists()

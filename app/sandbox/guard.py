@@ -22,6 +22,7 @@ import itertools
 import os
 import signal
 import time
+import weakref
 from pathlib import Path
 
 from app.logger import logger
@@ -104,6 +105,7 @@ class ProcessGuard:
         self.cgroup: Path | None = None
         self._scopes: list[ProcessScope] = []
         self._watchdog: asyncio.Task[None] | None = None
+        self._finalizer: weakref.finalize[..., None] | None = None
 
     @property
     def mode(self) -> str:
@@ -136,6 +138,9 @@ class ProcessGuard:
                 path.rmdir()
             return
         self.cgroup = path
+        # A sandbox dropped without cleanup() (a tool nobody cleaned up) still leaves no
+        # cgroup and no process behind: at garbage collection, or at the latest at exit.
+        self._finalizer = weakref.finalize(self, _empty_and_remove, path)
 
     def track(self, scope: ProcessScope) -> None:
         """Count ``scope``'s processes from now on (watchdog mode) and make sure it runs."""
@@ -201,6 +206,9 @@ class ProcessGuard:
         for scope in scopes:
             await scope.kill()
         cgroup, self.cgroup = self.cgroup, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         if cgroup is not None:
             await asyncio.to_thread(_empty_and_remove, cgroup)
 
