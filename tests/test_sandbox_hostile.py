@@ -21,7 +21,7 @@ from app.config import AppConfig, LLMSettings, config
 from app.config_models import SandboxSettings
 from app.logger import redact_registered, register_secret
 from app.sandbox.base import Sandbox
-from app.sandbox.guard import ProcessGuard
+from app.sandbox.guard import ProcessGuard, find_pids_hierarchy
 from app.testing import ScriptedLLMServer, call, tool_calls
 from app.tool.bash import Bash
 from app.tool.mcp import MCPClients
@@ -300,6 +300,10 @@ def test_escaped_forms_of_a_secret_are_redacted() -> None:
             assert kept <= len(blob) - len(QUOTED_SECRET) * 4 // 3 + 2, (kind, cleaned)
 
 
+def tool_texts_of(server: ScriptedLLMServer) -> list[str]:
+    return [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+
+
 _AGENT = textwrap.dedent("""
     import asyncio, json, sys
     from app.agent.manus import Manus
@@ -354,7 +358,18 @@ async def test_hostile_model_reads_the_agents_environ(backend: str, tmp_path: Pa
             },
         ),
         call("bash", {"command": "env | grep -a TOKEN; echo done"}),
+        # The rest of the review: the kernel, and a crowd of processes that outlives its run.
+        call("bash", {"command": f"id -u; echo 1 > {SYSCTL}; cat {SYSCTL}"}),
+        call(
+            "python_execute",
+            {
+                "code": "import subprocess\nn = 0\nfor _ in range(200):\n    try:\n"
+                "        subprocess.Popen(['sleep', '603'], start_new_session=True)\n"
+                "        n += 1\n    except OSError:\n        break\nprint(n)\n"
+            },
+        ),
     ]
+    before = _sysctls()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "OPENMANUS"))}
     env.update(
         HOSTILE_SERVICE_TOKEN=QUOTED_SECRET,
@@ -383,8 +398,20 @@ async def test_hostile_model_reads_the_agents_environ(backend: str, tmp_path: Pa
         out, err = await asyncio.wait_for(proc.communicate(), 240)
         bodies = [json.dumps(r.body) for r in server.requests]
     assert proc.returncode == 0, err.decode()[-3000:]
+    if backend == "bubblewrap":
+        assert _sysctls() == before
+        uid, *rest = tool_texts_of(server)[5].split("\n", 1)[1].splitlines()
+        assert uid != "0" and "Read-only file system" in "\n".join(rest)
+    # Everything the run started is gone once the agent cleaned up (a cgroup catches setsid;
+    # without one, setsid leaves a local run: the documented exception).
+    left = processes_under(workspace)
+    if backend == "local" and find_pids_hierarchy() is None:
+        for pid in left:
+            os.kill(pid, 9)
+    else:
+        assert left == []
     assert json.loads(out.decode().strip().splitlines()[-1])["state"] == "FINISHED"
-    tool_texts = [m["content"] for m in server.requests[-1].body["messages"] if m["role"] == "tool"]
+    tool_texts = tool_texts_of(server)
     assert len(tool_texts) == len(steps)
     if backend == "local":
         # The agent's environ was readable (root here, or a kernel without the guard): the
