@@ -359,7 +359,10 @@ async def test_hostile_model_reads_the_agents_environ(backend: str, tmp_path: Pa
         ),
         call("bash", {"command": "env | grep -a TOKEN; echo done"}),
         # The rest of the review: the kernel, and a crowd of processes that outlives its run.
-        call("bash", {"command": f"id -u; echo 1 > {SYSCTL}; cat {SYSCTL}"}),
+        # (local as root really is root: it would change the host, so it only reads there)
+        call("bash", {"command": f"id -u; echo 1 > {SYSCTL}; cat {SYSCTL}"})
+        if backend == "bubblewrap"
+        else call("bash", {"command": f"id -u; cat {SYSCTL}"}),
         call(
             "python_execute",
             {
