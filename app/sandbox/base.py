@@ -22,17 +22,15 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from app.config_models import SandboxSettings
 from app.sandbox.environment import register_environment_secrets, scrub_environment
+from app.sandbox.files import FileAccessPolicy, resolve_workspace
 from app.sandbox.guard import ProcessGuard
 from app.sandbox.launcher import LaunchOptions
 from app.sandbox.processes import ProcessScope
 from app.sandbox.sizes import parse_size
-
-if TYPE_CHECKING:
-    from app.tool.file_access import FileAccessPolicy
 
 __all__ = ["ExecResult", "LaunchSpec", "Sandbox", "SandboxLimits", "signal_exit_status"]
 
@@ -184,7 +182,7 @@ class Sandbox(ABC):
     def workspace(self) -> Path:
         """The workspace on the host (created if missing)."""
         if self._workspace is None:
-            self._workspace = _resolve_workspace(self._workspace_arg)
+            self._workspace = resolve_workspace(self._workspace_arg)
         return self._workspace
 
     @property
@@ -211,14 +209,8 @@ class Sandbox(ABC):
         return text
 
     def policy(self, allowed_paths: tuple[Path, ...] | list[Path] = ()) -> FileAccessPolicy:
-        """File access for the editor: the workspace (plus explicit extra roots).
-
-        Kept for the editor, which asks its sandbox; the one place the sandbox layer reaches up
-        (lazily): the confinement policy itself belongs to the file tools.
-        """
-        from app.tool.file_access import FileAccessPolicy as Policy
-
-        return Policy.create(self.workspace, allowed_paths)
+        """File access for the editor: the workspace (plus explicit extra roots)."""
+        return FileAccessPolicy.create(self.workspace, allowed_paths)
 
     # --- running ------------------------------------------------------------------------------
 
@@ -312,14 +304,3 @@ class Sandbox(ABC):
         """Make a file the agent wrote in the workspace usable by the sandbox's user (a no-op
         unless the sandbox runs code as another user than the agent, see bubblewrap)."""
         return None
-
-
-def _resolve_workspace(workspace: str | os.PathLike[str] | None) -> Path:
-    """The directory to work in (given, else the configured one), created if missing."""
-    if workspace is None:
-        from app.config import config
-
-        workspace = config.workspace_root
-    path = Path(workspace).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
