@@ -72,17 +72,20 @@ class MCPServer:
 
     @staticmethod
     def default_tools(workspace: Path | None = None, *, run_task: bool = False) -> list[BaseTool]:
-        """bash, python_execute, str_replace_editor, browser_use (if installed), terminate."""
+        """bash, python_execute, str_replace_editor, browser_use (if installed), terminate;
+        the first three share one sandbox of the configured backend, as in an agent."""
         from app.agent.manus import browser_tool_or_notice
+        from app.sandbox.factory import create_sandbox
         from app.tool.bash import Bash
         from app.tool.python_execute import PythonExecute
         from app.tool.str_replace_editor import StrReplaceEditor
         from app.tool.terminate import Terminate
 
+        box = create_sandbox(workspace=workspace)  # started on first use
         tools: list[BaseTool] = [
-            Bash(workspace=workspace),
-            PythonExecute(workspace=workspace),
-            StrReplaceEditor(workspace=workspace),
+            Bash(workspace=workspace, sandbox=box),
+            PythonExecute(workspace=workspace, sandbox=box),
+            StrReplaceEditor(workspace=workspace, sandbox=box),
         ]
         browser = browser_tool_or_notice()
         if browser is not None:
