@@ -8,10 +8,13 @@ included. Importing this module touches no handler; entry points call ``define_l
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import sys
 import threading
+import urllib.parse
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -29,6 +32,7 @@ __all__ = [
     "redact_registered",
     "register_secret",
     "registered_secrets",
+    "secret_forms",
 ]
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +49,7 @@ _COMPACT_CONSOLE_FORMAT = "<green>{time:HH:mm:ss}</green> <level>{level: <7}</le
 _FILE_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line} - {message}"
 
 _secrets: set[str] = set()
+_secrets_forms: set[str] = set()
 _secrets_lock = threading.Lock()
 _secrets_pattern: re.Pattern[str] | None = None
 
@@ -83,9 +88,51 @@ def register_secret(value: str | None) -> None:
         if value in _secrets:
             return
         _secrets.add(value)
+        _secrets_forms.update(f for f in secret_forms(value) if len(f) >= MIN_SECRET_LENGTH)
         # Longest first so a secret containing another one is replaced whole.
-        ordered = sorted(_secrets, key=len, reverse=True)
+        ordered = sorted(_secrets_forms, key=len, reverse=True)
         _secrets_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+
+
+def _escaped(value: str) -> set[str]:
+    """``value`` as it appears inside a JSON string, a Python repr and a URL."""
+    forms = {
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+        ascii(value)[1:-1],
+        repr(value.replace("'", '"'))[1:-1].replace('"', "'"),  # repr's other quoting
+        urllib.parse.quote(value, safe=""),
+        urllib.parse.quote_plus(value, safe=""),
+        urllib.parse.quote(value),
+    }
+    if '"' in value or "'" in value:
+        forms.add(repr(value + '"')[1:-2])  # repr chooses quotes by content: both ways
+        forms.add(repr(value + "'")[1:-2])
+    return forms
+
+
+def _base64_forms(data: bytes) -> set[str]:
+    """The part of the base64 (standard and URL-safe) of ``data`` that does not depend on
+    what precedes it, for each of the three alignments it can have inside a longer blob."""
+    forms: set[str] = set()
+    for shift in range(3):
+        encoded = base64.b64encode(b"\0" * shift + data).decode().rstrip("=")
+        first = -(-8 * shift // 6)  # first character made of the secret's bits only
+        last = (8 * (shift + len(data))) // 6  # one past the last such character
+        part = encoded[first:last]
+        forms.update({part, part.replace("+", "-").replace("/", "_")})
+    return forms
+
+
+def secret_forms(value: str) -> set[str]:
+    """Every form of a secret the redactor looks for: raw, escaped (JSON, Python repr, URL,
+    twice over for JSON in JSON) and base64 in any alignment."""
+    forms = {value} | _escaped(value)
+    for form in list(forms):
+        forms |= _escaped(form)  # a JSON string inside a JSON string, a repr of JSON...
+    forms |= _base64_forms(value.encode("utf-8", "surrogatepass"))
+    return {f for f in forms if f}
 
 
 def redact(text: str) -> str:

@@ -205,7 +205,7 @@ async def test_fork_bomb_is_stopped_by_the_process_limit(tmp_path: Path) -> None
     assert time.monotonic() - started < 20
     obs = result["observation"]
     assert result["success"] is False
-    assert "more than 32 processes" in obs
+    assert "limit of 32 processes" in obs
     [pid] = _numbers(obs, "pid")
     assert _live_group_members(pid) == []
 
@@ -215,7 +215,7 @@ async def test_huge_allocation_fails_cleanly(tool: PythonExecute) -> None:
     obs = result["observation"]
     assert result["success"] is False
     assert "MemoryError" in obs
-    assert "[memory limit: 1 GiB" in obs
+    assert "[memory limit: " in obs and "of data per process]" in obs  # [sandbox] memory_limit
     assert "allocated" not in obs
     assert (await tool.execute(code="print('still fine')"))["success"] is True
 

@@ -165,5 +165,5 @@ async def test_hostile_model_cannot_escape_or_leak(
     assert "outside the allowed locations" in by_step[6] and "outside" in by_step[7]
     assert "output truncated" in by_step[10]
     assert "timed out after 1 seconds" in by_step[12]
-    assert "more than 64 processes" in by_step[14]
+    assert "limit of 64 processes" in by_step[14]
     assert "MemoryError" in by_step[15]

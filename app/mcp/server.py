@@ -6,7 +6,10 @@ in-process (upstream rebuilt Python signatures from the schemas and lost enums a
 types). ``--run-task`` adds ``run_task``, which hands a whole task to a Manus agent.
 
 HTTP transports bind 127.0.0.1 unless told otherwise; because ``bash`` and ``python_execute``
-run arbitrary code, another host needs ``--allow-remote`` and gets a warning.
+run arbitrary code, another host needs ``--allow-remote`` and gets a warning. The code tools run
+in the ``[sandbox]`` backend of the configuration, like the agents' tools. Each client session
+over HTTP or SSE gets its own tools (its own shell, editor history and sandbox; see
+``app.mcp.sessions``).
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.logger import logger
+from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
 from app.tool.base import BaseTool, ToolFailure, ToolResult, format_output
 from app.tool.tool_collection import ToolCollection
 
@@ -35,7 +40,12 @@ _CODE_TOOLS = ("bash", "python_execute")
 
 
 class MCPServer:
-    """An MCP server named ``name`` offering ``tools`` (by default our standard set)."""
+    """An MCP server named ``name`` offering ``tools`` (by default our standard set).
+
+    With the standard set every client session gets fresh instances of the tools; tools
+    passed in ready-made are shared by all sessions. ``session_idle_timeout`` (seconds, None =
+    never) ends HTTP sessions nobody used for that long, and their tools with them.
+    """
 
     def __init__(
         self,
@@ -44,25 +54,38 @@ class MCPServer:
         tools: list[BaseTool] | None = None,
         workspace: Path | None = None,
         run_task: bool = False,
+        session_idle_timeout: float | None = 3600.0,
     ) -> None:
         self.name = name
         chosen = tools if tools is not None else self.default_tools(workspace, run_task=run_task)
         self.tools = ToolCollection(*chosen)
+        self._extra: list[BaseTool] = []
+        factory = None
+        if tools is None:
+
+            def factory() -> list[BaseTool]:
+                fresh = self.default_tools(workspace, run_task=run_task)
+                return [*fresh, *self._extra]
+
+        self.sessions = ToolSessions(self.tools, factory, idle_timeout=session_idle_timeout)
         self._server: Any = None
 
     @staticmethod
     def default_tools(workspace: Path | None = None, *, run_task: bool = False) -> list[BaseTool]:
-        """bash, python_execute, str_replace_editor, browser_use (if installed), terminate."""
+        """bash, python_execute, str_replace_editor, browser_use (if installed), terminate;
+        the first three share one sandbox of the configured backend, as in an agent."""
         from app.agent.manus import browser_tool_or_notice
+        from app.sandbox.factory import create_sandbox
         from app.tool.bash import Bash
         from app.tool.python_execute import PythonExecute
         from app.tool.str_replace_editor import StrReplaceEditor
         from app.tool.terminate import Terminate
 
+        box = create_sandbox(workspace=workspace)  # started on first use
         tools: list[BaseTool] = [
-            Bash(workspace=workspace),
-            PythonExecute(workspace=workspace),
-            StrReplaceEditor(workspace=workspace),
+            Bash(workspace=workspace, sandbox=box),
+            PythonExecute(workspace=workspace, sandbox=box),
+            StrReplaceEditor(workspace=workspace, sandbox=box),
         ]
         browser = browser_tool_or_notice()
         if browser is not None:
@@ -79,6 +102,7 @@ class MCPServer:
         if method_name and method_name != tool.name:
             tool = tool.model_copy(update={"name": method_name})
         self.tools.add_tool(tool)
+        self._extra.append(tool)  # shared by the sessions: we cannot duplicate it
 
     # ---- MCP handlers --------------------------------------------------------------------------
 
@@ -95,10 +119,13 @@ class MCPServer:
             for tool in self.tools
         ]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> Any:
-        """Run a tool; every failure comes back as an ``is_error`` result, never a crash."""
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None, session: str | None = None
+    ) -> Any:
+        """Run a tool in ``session``'s tool set (None: the server's own, as on stdio); every
+        failure comes back as an ``is_error`` result, never a crash."""
         logger.info(f"🔧 MCP call: {name}")
-        result = await self.tools.execute(name=name, tool_input=dict(arguments or {}))
+        result = await self.sessions.execute(session, name, dict(arguments or {}))
         return _to_call_result(result)
 
     def build(self) -> Any:
@@ -113,7 +140,7 @@ class MCPServer:
                 return types.ListToolsResult(tools=await self.list_tools())
 
             async def on_call_tool(ctx: Any, params: Any) -> Any:
-                return await self.call_tool(params.name, params.arguments)
+                return await self.call_tool(params.name, params.arguments, session_key(ctx))
 
             self._server = Server(
                 self.name,
@@ -124,7 +151,8 @@ class MCPServer:
         return self._server
 
     async def cleanup(self) -> None:
-        """Stop the tools' processes and close the browser."""
+        """Stop the tools' processes and close the browsers, for every session."""
+        await self.sessions.close_all()
         await self.tools.cleanup()
 
     # ---- serving -------------------------------------------------------------------------------
@@ -186,13 +214,29 @@ class MCPServer:
         )
         if on_ready is not None:
             on_ready(f"http://{shown}:{bound_port}{path}")
+        reaper = asyncio.ensure_future(self.sessions.reap_forever())
         try:
             await server.serve(sockets=[sock])
         finally:
+            reaper.cancel()
             sock.close()
 
     def _http_app(self, host: str) -> tuple[Any, str]:
-        return self.build().streamable_http_app(host=host), "/mcp"
+        server = self.build()
+        inner = server.streamable_http_app(host=host)
+        # The transport forgets idle sessions after the same time we drop their tools.
+        server.session_manager.session_idle_timeout = self.sessions.idle_timeout
+        sessions = self.sessions
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await inner(scope, receive, send)
+            if scope.get("type") == "http" and scope.get("method") == "DELETE":
+                # The client ended its session: its shell, sandbox and browser go too.
+                for key, value in scope.get("headers", ()):
+                    if key.lower() == b"mcp-session-id" and value:
+                        await sessions.close(f"http:{value.decode('latin-1')}")
+
+        return app, "/mcp"
 
     def _sse_app(self, host: str) -> tuple[Any, str]:
         from mcp.server.sse import SseServerTransport
@@ -205,10 +249,18 @@ class MCPServer:
         transport = SseServerTransport("/messages/", security_settings=_local_security(host))
 
         async def sse_endpoint(request: Request) -> Response:
-            async with transport.connect_sse(
-                request.scope, request.receive, request._send
-            ) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            # Everything this connection runs inherits the key of its own tool set.
+            key = f"sse:{uuid.uuid4().hex}"
+            token = SSE_CONNECTION.set(key)
+            try:
+                async with transport.connect_sse(request.scope, request.receive, request._send) as (
+                    read,
+                    write,
+                ):
+                    await server.run(read, write, server.create_initialization_options())
+            finally:
+                SSE_CONNECTION.reset(token)
+                await self.sessions.close(key)
             return Response()
 
         routes = [
@@ -296,21 +348,25 @@ def build_parser() -> argparse.ArgumentParser:
         "browser_use, terminate) over the Model Context Protocol.",
     )
     parser.add_argument(
-        "--transport", default="stdio", choices=sorted(_TRANSPORTS),
+        "--transport",
+        default="stdio",
+        choices=sorted(_TRANSPORTS),
         help="stdio (default; for a client that starts this process), sse, or http "
         "(streamable HTTP, endpoint /mcp)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free)")
     parser.add_argument(
-        "--allow-remote", action="store_true",
+        "--allow-remote",
+        action="store_true",
         help="allow a non-loopback --host although bash and python_execute run arbitrary code",
     )
     parser.add_argument("--name", default="openmanus", help="server name reported to clients")
     parser.add_argument("-c", "--config", type=Path, help="config file (for workspace, run_task)")
     parser.add_argument("-w", "--workspace", type=Path, help="directory the tools work in")
     parser.add_argument(
-        "--run-task", action="store_true",
+        "--run-task",
+        action="store_true",
         help="also offer run_task: a whole task handed to a Manus agent (needs an LLM config)",
     )
     level = parser.add_mutually_exclusive_group()

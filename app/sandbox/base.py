@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import ClassVar
 
 from app.config_models import SandboxSettings
-from app.sandbox.environment import scrub_environment
+from app.sandbox.environment import register_environment_secrets, scrub_environment
+from app.sandbox.files import FileAccessPolicy, resolve_workspace
+from app.sandbox.guard import ProcessGuard
+from app.sandbox.launcher import LaunchOptions
 from app.sandbox.processes import ProcessScope
 from app.sandbox.sizes import parse_size
-from app.tool.file_access import FileAccessPolicy, resolve_workspace
 
 __all__ = ["ExecResult", "LaunchSpec", "Sandbox", "SandboxLimits", "signal_exit_status"]
 
@@ -105,6 +107,9 @@ class Sandbox(ABC):
     """One backend instance per agent; tools share it. Safe to clean up more than once."""
 
     backend: ClassVar[str] = "abstract"
+    #: Whether this backend's processes run on this host (the guard enforces the process
+    #: limit for the sandbox's life); docker's container has its own pids limit.
+    host_processes: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -118,6 +123,8 @@ class Sandbox(ABC):
         self._started = False
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self.guard = ProcessGuard(self.limits.max_processes)
+        register_environment_secrets()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} workspace={self._workspace_arg!s} started={self._started}>"
@@ -140,7 +147,13 @@ class Sandbox(ABC):
             return
         async with self._get_lock():
             if not self._started:
-                await self._start()
+                if self.host_processes:
+                    await asyncio.to_thread(self.guard.open)
+                try:
+                    await self._start()
+                except BaseException:
+                    await self.guard.close()
+                    raise
                 self._started = True
 
     async def cleanup(self) -> None:
@@ -150,7 +163,10 @@ class Sandbox(ABC):
         async with self._get_lock():
             if self._started:
                 self._started = False
-                await self._cleanup()
+                try:
+                    await self.guard.close()
+                finally:
+                    await self._cleanup()
 
     async def _start(self) -> None:
         """Backend-specific start."""
@@ -227,8 +243,23 @@ class Sandbox(ABC):
         """Backend-specific wrapping."""
 
     def scope(self, leader: int) -> ProcessScope:
-        """The processes of a run started from :meth:`command` (leader = its host pid)."""
+        """The processes of a run started from :meth:`command` (leader = its host pid); from
+        now on they count against the sandbox's process limit."""
+        scope = self._scope(leader)
+        if self.host_processes:
+            self.guard.track(scope)
+        return scope
+
+    def _scope(self, leader: int) -> ProcessScope:
         return ProcessScope(leader)
+
+    def launch_options(self, rlimits: dict[str, int]) -> LaunchOptions:
+        """What the launcher does before ``exec``: rlimits, and joining the sandbox's cgroup."""
+        return LaunchOptions(rlimits=dict(rlimits), cgroup=self.guard.cgroup_procs)
+
+    def process_count(self) -> int:
+        """Live processes of this sandbox right now (all runs, background jobs included)."""
+        return self.guard.current()
 
     def exit_status(self, returncode: int | None) -> int | None:
         """The program's exit status in asyncio's convention (negative = killed by signal).
@@ -243,19 +274,15 @@ class Sandbox(ABC):
         from app.sandbox.oneshot import run_oneshot
 
         await self.start()
-        return await run_oneshot(self, command, timeout or self.limits.timeout)
+        argv = [self.shell, "--noprofile", "--norc", "-c", command]
+        return await run_oneshot(self, argv, timeout or self.limits.timeout)
 
     async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
-        """Run Python code once, exactly as ``python_execute`` does in this sandbox."""
-        from app.tool.python_execute import PythonExecute
+        """Run Python code once (``python -c``) with the sandbox's limits; output bounded."""
+        from app.sandbox.oneshot import run_oneshot
 
-        tool = PythonExecute(sandbox=self, max_timeout=self.limits.timeout)
-        result = await tool.execute(code=code, timeout=timeout or self.limits.timeout)
-        return ExecResult(
-            exit_code=0 if result["success"] else 1,
-            stdout=result["observation"],
-            timed_out="timed out" in result["observation"].split("\n", 1)[0],
-        )
+        await self.start()
+        return await run_oneshot(self, [self.python, "-c", code], timeout or self.limits.timeout)
 
     async def read_file(self, path: str) -> bytes:
         """Bytes of a workspace file (paths as the sandbox sees them; confined)."""
@@ -269,5 +296,11 @@ class Sandbox(ABC):
         def work() -> None:
             real.parent.mkdir(parents=True, exist_ok=True)
             real.write_bytes(data)
+            self.adopt(real)
 
         await asyncio.to_thread(work)
+
+    def adopt(self, path: Path) -> None:
+        """Make a file the agent wrote in the workspace usable by the sandbox's user (a no-op
+        unless the sandbox runs code as another user than the agent, see bubblewrap)."""
+        return None

@@ -1,11 +1,20 @@
 """``bubblewrap``: Linux namespaces through Debian's ``bwrap``.
 
-What the sandboxed program sees: the system directories (``/usr``, ``/etc``, the Python
-installation) read-only, the workspace read-write at the same path as on the host, a private
-``/tmp``, its own ``/proc`` and ``/dev``, and nothing else: home directories, the project's
-config and other users' files do not exist in there. It has its own PID namespace (so
-everything it starts dies with it, ``setsid`` or not), no capabilities, and no network unless
-``network_enabled`` (a private loopback only). Limits are rlimits, as with ``local``.
+What the sandboxed program sees: the system directories (``/usr``, ``/etc``, ``/bin``,
+``/sbin``, ``/lib*``) and the Python installation read-only, the workspace read-write at the
+same path as on the host, a private ``/tmp``, its own ``/proc`` (with ``/proc/sys``
+read-only) and ``/dev``, and nothing else: home directories, ``/opt``, ``/sys``, the
+project's config and other users' files do not exist in there. It has its own user and PID
+namespaces (so everything it starts dies with it, ``setsid`` or not), no capabilities, and
+no network unless ``network_enabled`` (a private loopback only). Limits are rlimits plus the
+sandbox's process limit (``guard``).
+
+It never runs as root. An agent running as a normal user runs the sandbox as itself. An agent
+running as root drops to an unprivileged user before starting ``bwrap``: the workspace's owner
+when that is not root, else ``nobody`` (65534), in which case the workspace is handed to
+``nobody`` (``chown``, files with one link only) so code can write there. Directories the
+sandbox binds are opened while still root and staged in a private mount namespace, so a
+closed parent directory (``/root``) does not get in the way.
 """
 
 from __future__ import annotations
@@ -13,18 +22,23 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 
 from app.exceptions import SandboxUnavailableError
 from app.sandbox.base import LaunchSpec, Sandbox, signal_exit_status
-from app.sandbox.launcher import launcher_argv
+from app.sandbox.launcher import LaunchOptions, launcher_argv
 from app.sandbox.processes import NamespaceScope, ProcessScope
 
 __all__ = ["BubblewrapSandbox"]
 
 #: Read-only system locations, bound when they exist.
-_SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Who runs sandboxed code when the agent is root and the workspace belongs to root.
+NOBODY = (65534, 65534)
+#: Existing directories the launcher may cover with its staging tmpfs (in its own namespace).
+_STAGE_ROOTS = ("/mnt", "/media", "/srv")
 #: Inside /etc, but not for model-run code: password hashes, host keys, TLS private keys.
 _MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
 _MASKED_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/openmanus")
@@ -54,7 +68,25 @@ class BubblewrapSandbox(Sandbox):
             self._bwrap = os.path.realpath(found)
         return self._bwrap
 
+    @property
+    def run_as(self) -> tuple[int, int] | None:
+        """(uid, gid) sandboxed code runs as when the agent is root; None: the agent's own."""
+        if os.geteuid() != 0:
+            return None
+        info = self.workspace.stat()
+        if info.st_uid == 0:
+            return NOBODY
+        return (info.st_uid, info.st_gid if info.st_gid != 0 else NOBODY[1])
+
+    def adopt(self, path: Path) -> None:
+        user = self.run_as
+        if user is not None and user == NOBODY:
+            _chown_if_single(path, user)
+
     async def _start(self) -> None:
+        user = self.run_as
+        if user == NOBODY:
+            await asyncio.to_thread(_adopt_tree, self.workspace, user)
         # One real launch proves that namespaces are allowed here (containers and hardened
         # kernels may forbid them), so the failure is a clear message rather than a tool error.
         spec = self.command(["true"])
@@ -75,7 +107,7 @@ class BubblewrapSandbox(Sandbox):
                 'forbidden by the container; use backend = "local" or "docker".'
             )
 
-    def scope(self, leader: int) -> ProcessScope:
+    def _scope(self, leader: int) -> ProcessScope:
         return NamespaceScope(leader, self.bwrap)
 
     def _bind_sources(self) -> list[Path]:
@@ -124,13 +156,19 @@ class BubblewrapSandbox(Sandbox):
                 args += ["--ro-bind", name, name]
         # The private /tmp comes before the binds: Python (a venv in a checkout under /tmp,
         # say) and the workspace may live below /tmp, and a later tmpfs would hide them.
-        args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        args += ["--dev", "/dev", "--tmpfs", "/tmp"]
+        user = self.run_as
+        stage: list[tuple[int, str]] = []
         for source in self._bind_sources():
             args += ["--ro-bind", str(source), str(source)]
+            stage.append((len(args) - 2, str(source)))
         args += self._masks()
         workspace = str(self.workspace)
+        args += ["--bind", workspace, workspace]
+        stage.append((len(args) - 2, workspace))
         args += [
-            "--bind", workspace, workspace,
+            "--unshare-user", "--disable-userns",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox",
             "--die-with-parent",
@@ -143,4 +181,51 @@ class BubblewrapSandbox(Sandbox):
             args.append("--unshare-net")
         args += ["--", *argv]
         # rlimits are set outside and inherited: bwrap itself needs little.
-        return LaunchSpec(argv=launcher_argv(args, rlimits), env=env, cwd=workspace)
+        options = self.launch_options(rlimits)
+        if user is not None:
+            root = _stage_root(stage)
+            options = LaunchOptions(
+                rlimits=options.rlimits,
+                cgroup=options.cgroup,
+                user=user,
+                stage=tuple(stage) if root else (),
+                stage_root=root,
+            )
+        # ``stage`` holds indexes into ``args``, the very list the launcher execs.
+        return LaunchSpec(argv=launcher_argv(args, options), env=env, cwd="/")
+
+
+def _stage_root(stage: list[tuple[int, str]]) -> str | None:
+    """A directory to cover with the staging tmpfs: exists, and holds nothing we bind."""
+    for root in _STAGE_ROOTS:
+        if os.path.isdir(root) and not any(Path(path).is_relative_to(root) for _, path in stage):
+            return root
+    return None
+
+
+def _chown_if_single(path: Path, user: tuple[int, int]) -> None:
+    """``chown`` one file or directory without following links, and never a file with more
+    than one hard link (it may be a system file linked into the workspace)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return  # a symlink, a socket, gone: nothing to hand over
+    try:
+        info = os.fstat(fd)
+        if (info.st_uid, info.st_gid) == user:
+            return
+        if stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink == 1):
+            os.fchown(fd, *user)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _adopt_tree(workspace: Path, user: tuple[int, int]) -> None:
+    """Hand the workspace to the sandbox's user (see the module docstring)."""
+    _chown_if_single(workspace, user)
+    for directory, dirs, files in os.walk(workspace):
+        for name in (*dirs, *files):
+            _chown_if_single(Path(directory) / name, user)

@@ -32,6 +32,7 @@ class DockerSandbox(Sandbox):
     """Commands run through ``docker exec`` (via a small relay process, see docker_relay)."""
 
     backend = "docker"
+    host_processes = False  # the container's pids_limit holds the process limit
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -12,9 +12,19 @@ import os
 import re
 from collections.abc import Mapping
 
-from app.logger import registered_secrets
+from app.logger import register_secret, registered_secrets
 
-__all__ = ["SECRET_NAME", "is_secret_name", "scrub_environment"]
+__all__ = [
+    "MIN_ENV_SECRET_LENGTH",
+    "SECRET_NAME",
+    "is_secret_name",
+    "register_environment_secrets",
+    "scrub_environment",
+]
+
+#: Values of credential-named variables at least this long are redacted wherever they show up
+#: (shorter ones, such as ``USE_AUTH=1``, would redact ordinary text).
+MIN_ENV_SECRET_LENGTH = 8
 
 #: Names of variables that hold credentials by convention.
 SECRET_NAME = re.compile(
@@ -49,11 +59,26 @@ def is_secret_name(name: str) -> bool:
     return name in _ACCESS_VARS or bool(SECRET_NAME.search(name))
 
 
+def register_environment_secrets(base: Mapping[str, str] | None = None) -> None:
+    """Register the value of every credential-named variable as a secret: what is kept out of
+    children's environments is also redacted from what they print (the agent's own
+    ``/proc/<pid>/environ`` still carries it where a child can read that file)."""
+    env = os.environ if base is None else base
+    for name, value in env.items():
+        if (
+            name not in _ACCESS_VARS
+            and is_secret_name(name)
+            and len(value.strip()) >= (MIN_ENV_SECRET_LENGTH)
+        ):
+            register_secret(value)
+
+
 def scrub_environment(
     base: Mapping[str, str] | None = None, *, extra_secrets: frozenset[str] = frozenset()
 ) -> dict[str, str]:
     """A copy of ``base`` (default ``os.environ``) without credentials, by name and value."""
     env = dict(os.environ if base is None else base)
+    register_environment_secrets(env)
     values = registered_secrets() | extra_secrets
     kept: dict[str, str] = {}
     for name, value in env.items():

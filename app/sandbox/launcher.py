@@ -1,26 +1,49 @@
-"""Start a program with resource limits and default signal handling, without a shell.
+"""Start a sandboxed program: the one launch helper every backend on this host uses.
 
-A tiny Python stub (``python -I -S -c``) sets the rlimits, resets signal dispositions (an
-agent started in the background ignores SIGINT, and ignored signals survive ``exec``), then
-``exec``s the real program. Used for every command a backend starts.
+A tiny Python stub (``python -I -S -c``) runs between us and the real program, then
+``exec``s it; in this order it
+
+1. joins the sandbox's cgroup (``cgroup``: the ``cgroup.procs`` file), so the process limit
+   holds for everything the program ever starts, ``setsid`` or not;
+2. sets the rlimits (``RLIMIT_*`` name -> value);
+3. as root only, for bubblewrap (``stage``): opens the directories the sandbox binds while
+   still root, enters a private mount namespace and bind-mounts each of them below a fresh
+   tmpfs (``stage_root``), so an unprivileged ``bwrap`` can reach them even when a parent
+   directory (``/root``, ``/tmp/pytest-of-root``) is closed to it; argv entries are replaced
+   by the staged paths;
+4. drops to ``user`` (uid, gid) with no supplementary groups;
+5. resets signal dispositions (an agent started in the background ignores SIGINT, and ignored
+   signals survive ``exec``).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 
-__all__ = ["launcher_argv"]
+__all__ = ["LaunchOptions", "launcher_argv"]
 
 _LAUNCHER = r"""
 import json, os, signal, sys
+opts = json.loads(sys.argv[1])
+argv = sys.argv[2:]
+def fail(what, err):
+    reason = os.strerror(err) if isinstance(err, int) else err
+    sys.stderr.write(f"sandbox launcher: {what}: {reason}\n")
+    os._exit(126)
+if opts.get("cgroup"):
+    try:
+        with open(opts["cgroup"], "w") as f:
+            f.write("0")
+    except OSError as exc:
+        fail("cannot join the sandbox's cgroup", exc.strerror or exc)
 try:
     import resource
 except ImportError:
     resource = None
-limits = json.loads(sys.argv[1])
 if resource is not None:
-    for name, value in limits.items():
+    for name, value in opts.get("limits", {}).items():
         which = getattr(resource, name, None)
         if which is None:
             continue
@@ -32,20 +55,82 @@ if resource is not None:
             resource.setrlimit(which, (min(value, new_hard), new_hard))
         except (OSError, ValueError):
             pass
+stage = opts.get("stage")
+if stage:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    root = opts["stage_root"].encode()
+    if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+        fail("unshare(CLONE_NEWNS)", ctypes.get_errno())
+    if libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) != 0:  # MS_REC | MS_PRIVATE
+        fail("making mounts private", ctypes.get_errno())
+    fds = []  # opened in the new namespace: a bind source must be one of its mounts
+    for index, source in stage:
+        try:
+            fds.append(os.open(source, os.O_PATH | os.O_CLOEXEC))
+        except OSError as exc:
+            fail(f"cannot open {source}", exc.strerror or exc)
+    if libc.mount(b"tmpfs", root, b"tmpfs", 0, b"mode=0755") != 0:
+        fail("mounting the staging tmpfs", ctypes.get_errno())
+    for number, ((index, source), fd) in enumerate(zip(stage, fds)):
+        target = opts["stage_root"] + "/" + str(number)
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.mkdir(target)
+        else:
+            os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+        src = f"/proc/self/fd/{fd}".encode()
+        if libc.mount(src, target.encode(), None, 0x1000 | 0x4000, None) != 0:  # MS_BIND|MS_REC
+            fail(f"staging {source}", ctypes.get_errno())
+        os.close(fd)
+        argv[index] = target
+user = opts.get("user")
+if user:
+    try:
+        os.setgroups([])
+        os.setgid(user[1])
+        os.setuid(user[0])
+    except OSError as exc:
+        fail("dropping privileges", exc.strerror or exc)
+    if os.getuid() == 0 or os.geteuid() == 0:
+        fail("dropping privileges", "still root")
 for name in ("SIGINT", "SIGQUIT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGXFSZ", "SIGTSTP",
              "SIGTTIN", "SIGTTOU"):
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
 signal.pthread_sigmask(signal.SIG_SETMASK, ())
 try:
-    os.execvp(sys.argv[2], sys.argv[2:])
+    os.execvp(argv[0], argv)
 except OSError as exc:
-    sys.stderr.write(f"cannot run {sys.argv[2]}: {exc.strerror or exc}\n")
+    sys.stderr.write(f"cannot run {argv[0]}: {exc.strerror or exc}\n")
     os._exit(127)
 """
 
 
-def launcher_argv(argv: list[str], rlimits: dict[str, int] | None = None) -> list[str]:
-    """``argv`` prefixed with the stub that applies ``rlimits`` (``RLIMIT_*`` name -> value)."""
+@dataclass(frozen=True)
+class LaunchOptions:
+    """What the stub does before ``exec`` (see the module docstring)."""
+
+    rlimits: dict[str, int] = field(default_factory=dict)
+    cgroup: str | None = None
+    user: tuple[int, int] | None = None
+    #: (index in argv, host path) pairs to stage below ``stage_root`` (root only).
+    stage: tuple[tuple[int, str], ...] = ()
+    stage_root: str | None = None
+
+
+def launcher_argv(
+    argv: list[str], options: LaunchOptions | dict[str, int] | None = None
+) -> list[str]:
+    """``argv`` prefixed with the stub; ``options`` may be just an rlimits mapping."""
+    if options is None or isinstance(options, dict):
+        options = LaunchOptions(rlimits=dict(options or {}))
+    settings: dict[str, object] = {"limits": options.rlimits}
+    if options.cgroup:
+        settings["cgroup"] = options.cgroup
+    if options.user is not None:
+        settings["user"] = list(options.user)
+    if options.stage:
+        settings["stage"] = [list(item) for item in options.stage]
+        settings["stage_root"] = options.stage_root
     python = sys.executable or "python3"
-    return [python, "-I", "-S", "-c", _LAUNCHER, json.dumps(rlimits or {}), *argv]
+    return [python, "-I", "-S", "-c", _LAUNCHER, json.dumps(settings), *argv]

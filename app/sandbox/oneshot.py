@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from app.sandbox.processes import finish_run
-from app.tool._process import OutputBuffer, PipeProtocol, format_seconds
+from app.sandbox.processes import OutputBuffer, PipeProtocol, finish_run, format_seconds
 
 if TYPE_CHECKING:
     from app.sandbox.base import ExecResult, Sandbox
@@ -21,17 +20,15 @@ __all__ = ["MAX_OUTPUT_CHARS", "run_oneshot"]
 MAX_OUTPUT_CHARS = 100_000
 
 
-async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
-    """``bash -c command`` in ``sandbox``, stdin empty, killed after ``timeout`` seconds."""
+async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> ExecResult:
+    """``argv`` in ``sandbox``, stdin empty, killed after ``timeout`` seconds."""
     from app.sandbox.base import ExecResult
 
     stdout = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
     stderr = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
-    spec = sandbox.command(
-        [sandbox.shell, "--noprofile", "--norc", "-c", command],
-        rlimits=sandbox.limits.rlimits(timeout),
-    )
+    spec = sandbox.command(argv, rlimits=sandbox.limits.rlimits(timeout))
     loop = asyncio.get_running_loop()
+    refused = sandbox.guard.refused()
     transport, protocol = await loop.subprocess_exec(
         lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
         *spec.argv,
@@ -53,15 +50,18 @@ async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecRes
         done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if exited not in done:
             if watchdog is not None and watchdog in done:
-                notes.append(f"stopped: more than {limit} processes at once")
+                notes.append(f"stopped: reached the limit of {limit} processes")
                 await scope.kill()
             else:
                 timed_out = True
                 notes.append(f"timed out after {format_seconds(timeout)} seconds")
                 await scope.terminate(protocol.exited, grace=1.0)
-        elif limit and len(await asyncio.to_thread(scope.members) or ()) > limit:
+        elif limit and (
+            sandbox.guard.refused() > refused
+            or len(await asyncio.to_thread(scope.members) or ()) >= limit
+        ):
             # The program spawned its crowd and exited between two watchdog polls.
-            notes.append(f"stopped: more than {limit} processes at once")
+            notes.append(f"stopped: reached the limit of {limit} processes")
     finally:
         await asyncio.shield(finish_run(scope, protocol, transport))
         for task in (exited, watchdog):
@@ -77,4 +77,3 @@ async def run_oneshot(sandbox: Sandbox, command: str, timeout: float) -> ExecRes
         timed_out=timed_out,
         notes=notes,
     )
-

@@ -1,25 +1,256 @@
-"""Which processes belong to one run, and how to signal or kill all of them.
+"""Process plumbing for everything a sandbox runs: bounded output, process groups and scopes.
 
-Locally a run is a process group (the child starts a new session). Under bubblewrap that is
-not enough: an interactive bash inside the sandbox moves itself into a group of its own, and
-the outer ``bwrap`` dies of SIGINT, taking the sandbox with it. There a run is the sandbox's
-PID namespace instead, and signals meant for the program skip the ``bwrap`` supervisors.
+A misbehaving child can never hurt the agent: output is read as it arrives and only a bounded
+head and tail are kept, every run has a scope (its process group locally, its PID namespace
+under bubblewrap) that can be signalled and killed as a whole, and nothing waits on a process
+in a way that blocks the event loop.
+
+Why a scope and not just a process group: an interactive bash inside bubblewrap moves itself
+into a group of its own, and the outer ``bwrap`` dies of SIGINT, taking the sandbox with it.
+There a run is the sandbox's PID namespace instead, and signals meant for the program skip
+the ``bwrap`` supervisors. Without ``/proc`` the helpers fall back to ``killpg`` alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from app.tool._process import PipeProtocol, group_members, kill_group, signal_group
+from loguru import logger
 
-__all__ = ["GroupScope", "NamespaceScope", "ProcessScope", "finish_run"]
+__all__ = [
+    "GroupScope",
+    "NamespaceScope",
+    "OutputBuffer",
+    "PipeProtocol",
+    "ProcessScope",
+    "compose_streams",
+    "describe_returncode",
+    "finish_run",
+    "format_seconds",
+    "group_members",
+    "kill_group",
+    "signal_group",
+    "terminate_group",
+]
 
 _PROC = Path("/proc")
+
+
+class OutputBuffer:
+    """Text of one output stream, bounded: the first ``head_chars`` and last ``tail_chars``.
+
+    Bytes are decoded incrementally (UTF-8, invalid bytes replaced), so a multi-byte character
+    split across reads is not mangled, and whatever falls between head and tail is only
+    counted: 100 MB of output costs a few kilobytes of memory.
+    """
+
+    def __init__(self, head_chars: int, tail_chars: int = 0) -> None:
+        self._head_cap = max(0, head_chars)
+        self._tail_cap = max(0, tail_chars)
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail = ""
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        """Add raw bytes read from the stream."""
+        self._add(self._decoder.decode(data))
+
+    def add_text(self, text: str) -> None:
+        """Add already decoded text."""
+        self._add(text)
+
+    def close(self) -> None:
+        """Flush a dangling partial character at end of stream."""
+        self._add(self._decoder.decode(b"", final=True))
+
+    def _add(self, text: str) -> None:
+        if not text:
+            return
+        self.total += len(text)
+        room = self._head_cap - self._head_len
+        if room > 0:
+            part = text[:room]
+            self._head.append(part)
+            self._head_len += len(part)
+            text = text[room:]
+        if text and self._tail_cap:
+            self._tail = (self._tail + text)[-self._tail_cap :]
+
+    @property
+    def truncated(self) -> bool:
+        """Whether some of the text was dropped (only counted)."""
+        return self.total > self._head_len + len(self._tail)
+
+    def render(self, budget: int) -> str:
+        """At most ``budget`` characters of the text, plus a marker saying how much was left out."""
+        head = "".join(self._head)
+        if not self.truncated:
+            text = head + self._tail
+            if len(text) <= budget:
+                return text
+            head, tail_source = text, text
+        else:
+            tail_source = self._tail
+        budget = max(0, budget)
+        tail_len = min(len(tail_source), budget // 4)
+        head_part = head[: budget - tail_len]
+        tail_part = tail_source[len(tail_source) - tail_len :] if tail_len else ""
+        omitted = self.total - len(head_part) - len(tail_part)
+        marker = f"... [output truncated: {omitted} more characters] ..."
+        if tail_part:
+            return f"{head_part}\n{marker}\n{tail_part}"
+        return f"{head_part}\n{marker}"
+
+
+def compose_streams(stdout: OutputBuffer, stderr: OutputBuffer, limit: int) -> tuple[str, str]:
+    """Share one character budget between stdout and stderr.
+
+    Neither stream may starve the other: a flood on stdout still leaves room for the traceback
+    on stderr, which is usually what the model needs to see.
+    """
+    if stdout.total + stderr.total <= limit:
+        return stdout.render(limit), stderr.render(limit)
+    half = limit // 2
+    if stderr.total <= half:
+        err_budget = stderr.total
+    elif stdout.total <= half:
+        err_budget = limit - stdout.total
+    else:
+        err_budget = half
+    return stdout.render(limit - err_budget), stderr.render(err_budget)
+
+
+class PipeProtocol(asyncio.SubprocessProtocol):
+    """Hands every chunk a child writes to a sink at once, so pipes never fill up.
+
+    Using the protocol (rather than ``asyncio.subprocess.Process``) gives us the transport to
+    close explicitly even when an escaped grandchild still holds the pipes open.
+    """
+
+    def __init__(self, sinks: dict[int, Callable[[bytes], None]]) -> None:
+        self._sinks = sinks
+        self._open_pipes: set[int] = set(sinks)
+        self.exited = asyncio.Event()
+        self.pipes_closed = asyncio.Event()
+        if not self._open_pipes:
+            self.pipes_closed.set()
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        sink = self._sinks.get(fd)
+        if sink is not None:
+            sink(data.encode() if isinstance(data, str) else data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open_pipes.discard(fd)
+        if not self._open_pipes:
+            self.pipes_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+def _read_stat(pid: str) -> tuple[str, int] | None:
+    """(state, process group) of a process, or None if it is gone."""
+    try:
+        raw = (_PROC / pid / "stat").read_bytes()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: split after the last ')'.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return fields[0].decode(), int(fields[2])
+    except (IndexError, ValueError):
+        return None
+
+
+def group_members(pgid: int) -> list[int] | None:
+    """Live (non-zombie) processes of a process group; None when ``/proc`` is unavailable."""
+    try:
+        names = os.listdir(_PROC)
+    except OSError:
+        return None
+    members: list[int] = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        info = _read_stat(name)
+        if info is not None and info[1] == pgid and info[0] not in ("Z", "X"):
+            members.append(int(name))
+    return members
+
+
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group; False if the group no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        logger.warning("not allowed to signal process group {}", pgid)
+        return False
+    return True
+
+
+async def kill_group(pgid: int, *, deadline: float = 5.0) -> bool:
+    """SIGKILL a process group until no live member is left; True when it is empty.
+
+    One ``killpg`` is not always enough: a process may be half-way through ``fork`` when the
+    signal arrives, so repeat until ``/proc`` shows no live member (zombies only wait to be
+    reaped by their parent or init and are harmless).
+    """
+    give_up = time.monotonic() + deadline
+    pause = 0.002
+    while True:
+        if not signal_group(pgid, signal.SIGKILL):
+            return True
+        members = await asyncio.to_thread(group_members, pgid)
+        if members is not None and not members:
+            return True
+        if time.monotonic() >= give_up:
+            if members is None:
+                # No /proc: zombies keep the group "existing" for killpg; nothing more to do.
+                return True
+            logger.warning("process group {} still has members after SIGKILL: {}", pgid, members)
+            return False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+async def terminate_group(
+    pgid: int, leader_exited: asyncio.Event, *, grace: float, deadline: float = 5.0
+) -> bool:
+    """SIGTERM the group, give the leader ``grace`` seconds to exit, then SIGKILL everything."""
+    if grace > 0 and signal_group(pgid, signal.SIGTERM):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(leader_exited.wait(), grace)
+    return await kill_group(pgid, deadline=deadline)
+
+
+def describe_returncode(returncode: int | None) -> str:
+    """Human wording of an exit status (negative = killed by that signal, asyncio style)."""
+    if returncode is None:
+        return "still running"
+    if returncode >= 0:
+        return f"exit code: {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name}"
+
+
+def format_seconds(seconds: float) -> str:
+    """``5`` rather than ``5.0``; keep fractions that matter."""
+    return f"{seconds:g}"
 
 
 class ProcessScope:
@@ -48,7 +279,8 @@ class ProcessScope:
         return await self.kill()
 
     async def watch_size(self, limit: int, interval: float) -> int:
-        """Return as soon as the run has more than ``limit`` live processes (a fork bomb)."""
+        """Return as soon as the run has ``limit`` live processes (a fork bomb): the most the
+        sandbox's cgroup lets it have, so reaching it means a fork was or will be refused."""
         while True:
             try:
                 members = await asyncio.to_thread(self.members)
@@ -56,7 +288,7 @@ class ProcessScope:
                 members = None
             if members is None:
                 await asyncio.Event().wait()  # nothing to watch: wait to be cancelled
-            elif len(members) > limit:
+            elif len(members) >= limit:
                 return len(members)
             await asyncio.sleep(interval)
 

@@ -25,27 +25,28 @@ import contextlib
 import os
 import re
 import secrets
-import shutil
 import signal
-import sys
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, PrivateAttr
 
 from app.exceptions import SandboxError
 from app.sandbox.environment import scrub_environment
-from app.sandbox.processes import ProcessScope
-from app.tool._process import (
+from app.sandbox.factory import create_sandbox
+from app.sandbox.processes import (
     OutputBuffer,
     PipeProtocol,
+    ProcessScope,
     compose_streams,
     describe_returncode,
     format_seconds,
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
-from app.tool.file_access import resolve_workspace
+
+if TYPE_CHECKING:
+    from app.sandbox.base import Sandbox
 
 __all__ = ["Bash"]
 
@@ -53,18 +54,6 @@ __all__ = ["Bash"]
 # redirects the shell's own output (``exec > log``) does not hide the end of the command.
 _MARK_OUT_FD = 250
 _MARK_ERR_FD = 251
-# bash is started through this tiny exec shim: an ignored signal is inherited across exec, and
-# an agent launched in the background (``cmd &`` in a script, nohup) ignores SIGINT, which
-# would make interrupting a command impossible. Python itself ignores SIGPIPE and SIGXFSZ.
-_LAUNCHER = (
-    "import os, signal, sys\n"
-    "for name in ('SIGINT', 'SIGQUIT', 'SIGTERM', 'SIGHUP', 'SIGPIPE', 'SIGXFSZ', 'SIGTSTP',"
-    " 'SIGTTIN', 'SIGTTOU'):\n"
-    "    if hasattr(signal, name):\n"
-    "        signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
-    "signal.pthread_sigmask(signal.SIG_SETMASK, ())\n"
-    "os.execv(sys.argv[1], sys.argv[1:])\n"
-)
 _MARKER_SEARCH_TAIL = 128  # bytes kept back so a marker split across reads is still found
 _RESTART_NOTE = "so the working directory and environment variables were reset"
 
@@ -171,7 +160,7 @@ class _Session:
         protocol: PipeProtocol,
         stdout: _StreamWatcher,
         stderr: _StreamWatcher,
-        scope: ProcessScope | None = None,
+        scope: ProcessScope,
     ) -> None:
         self.loop = loop
         self.transport = transport
@@ -179,7 +168,7 @@ class _Session:
         self.stdout = stdout
         self.stderr = stderr
         self.pgid: int = transport.get_pid()
-        self.scope = scope if scope is not None else ProcessScope(self.pgid)
+        self.scope = scope
         self.closed = False
         # Last resort if the tool is dropped without cleanup(): no shell outlives the program.
         self._finalizer = weakref.finalize(self, _kill_quietly, self.pgid)
@@ -283,14 +272,13 @@ class Bash(BaseTool):
     )
     startup_timeout: float = Field(default=10.0, gt=0)
     max_output_chars: int = Field(default=10_000, ge=200)
-    shell: str | None = Field(default=None, description="Path to bash; None = found on PATH.")
-    max_processes: int | None = Field(
-        default=256, gt=0, description="Live processes allowed in the session; None = no check."
+    shell: str | None = Field(
+        default=None, description="Path to bash inside the sandbox; None = the sandbox's."
     )
     sandbox: Any = Field(
         default=None,
-        description="An app.sandbox.Sandbox the shell runs in (its limits apply); None = a "
-        "local shell.",
+        description="The app.sandbox.Sandbox the shell runs in (its limits apply); None = one "
+        "from app.sandbox.factory for `workspace` (the configured [sandbox] backend).",
     )
 
     _session: _Session | None = PrivateAttr(default=None)
@@ -331,16 +319,18 @@ class Bash(BaseTool):
                 return ToolFailure(error=str(exc))
             return await self._run(session, command, self._command_timeout(timeout))
 
+    def box(self) -> Sandbox:
+        """The sandbox commands run in: the one given, else one from the factory (built on
+        first use, so a tool can be made before the configuration is loaded)."""
+        if self.sandbox is None:
+            self.sandbox = create_sandbox(workspace=self.workspace)
+        return self.sandbox
+
     def _command_timeout(self, requested: float | None) -> float:
-        seconds = requested or self.timeout
-        if self.sandbox is not None:
-            seconds = min(seconds, self.sandbox.limits.timeout)
-        return seconds
+        return min(requested or self.timeout, self.box().limits.timeout)
 
     def _process_limit(self) -> int | None:
-        if self.sandbox is not None:
-            return self.sandbox.limits.max_processes
-        return self.max_processes
+        return self.box().limits.max_processes
 
     async def cleanup(self) -> None:
         """Kill the shell and its children (and release the sandbox); the next call starts
@@ -381,9 +371,6 @@ class Bash(BaseTool):
         self._session = await self._start_session()
         return self._session
 
-    def _resolve_workspace(self) -> Path:
-        return resolve_workspace(self.workspace)
-
     def _environment(self) -> dict[str, str]:
         env = {
             k: v
@@ -396,13 +383,9 @@ class Bash(BaseTool):
         return env
 
     async def _start_session(self) -> _Session:
-        sandbox = self.sandbox
         try:
-            if sandbox is not None:
-                await sandbox.start()
-                workspace = sandbox.workspace
-            else:
-                workspace = self._resolve_workspace()
+            sandbox = self.box()
+            await sandbox.start()
         except OSError as exc:
             raise _StartError(f"The workspace directory is not usable: {exc}") from exc
         except SandboxError as exc:
@@ -410,34 +393,26 @@ class Bash(BaseTool):
         stdout = _StreamWatcher(self.max_output_chars)
         stderr = _StreamWatcher(self.max_output_chars)
         loop = asyncio.get_running_loop()
-        env, cwd = self._environment(), str(workspace)
-        if sandbox is not None:
-            shell = self.shell or sandbox.shell
-            spec = sandbox.command(
-                [shell, "--noediting", "--noprofile", "--norc", "-i"],
-                rlimits=sandbox.limits.rlimits(sandbox.limits.timeout),
-                env=env,
-            )
-            argv, env, cwd = spec.argv, spec.env, spec.cwd
-        else:
-            shell = self.shell or shutil.which("bash") or "/bin/bash"
-            argv = [shell, "--noediting", "--noprofile", "--norc", "-i"]
-            if sys.executable:
-                argv = [sys.executable, "-I", "-S", "-c", _LAUNCHER, *argv]
+        shell = self.shell or sandbox.shell
+        spec = sandbox.command(
+            [shell, "--noediting", "--noprofile", "--norc", "-i"],
+            rlimits=sandbox.limits.rlimits(sandbox.limits.timeout),
+            env=self._environment(),
+        )
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
-                *argv,
+                *spec.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=cwd,
-                env=env,
+                cwd=spec.cwd,
+                env=spec.env,
                 start_new_session=True,
             )
         except OSError as exc:
             raise _StartError(f"Could not start bash ({shell}): {exc}") from exc
-        scope = sandbox.scope(transport.get_pid()) if sandbox is not None else None
+        scope = sandbox.scope(transport.get_pid())
         session = _Session(loop, transport, protocol, stdout, stderr, scope)
         token = secrets.token_hex(8)
         ready = _marker(token, "C")
@@ -492,8 +467,8 @@ class Bash(BaseTool):
                 await self._drop(session)
                 text = self._render(session, token, None)
                 note = (
-                    f"The command was stopped: it ran more than {limit} processes at once (the "
-                    f"limit). The shell and everything it started were killed; the next "
+                    f"The command was stopped: it reached the limit of {limit} processes at "
+                    f"once. The shell and everything it started were killed; the next "
                     f"command starts a new shell, {_RESTART_NOTE}."
                 )
                 return ToolFailure(error=f"{note}\nOutput until then:\n{text}" if text else note)
@@ -511,9 +486,7 @@ class Bash(BaseTool):
                 watchdog.cancel()
 
     @staticmethod
-    async def _wait(
-        session: _Session, timeout: float, watchdog: asyncio.Future[int] | None
-    ) -> str:
+    async def _wait(session: _Session, timeout: float, watchdog: asyncio.Future[int] | None) -> str:
         """Like ``wait_for_markers``, but "processes" when the watchdog fires first."""
         if watchdog is None:
             return await session.wait_for_markers(timeout)

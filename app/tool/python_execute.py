@@ -1,25 +1,22 @@
 """``python_execute``: run a Python snippet in a fresh, bounded child process.
 
-Each call gets its own interpreter (``sys.executable``) started in a new session, with the
-workspace as working directory. The code travels over stdin to a tiny bootstrap that applies
-resource limits, redirects stdin to ``/dev/null`` and runs the code as ``__main__``, so
-nothing is written to disk and tracebacks point at the snippet's own lines.
+Each call gets its own interpreter (the sandbox's ``python``) started in a new session, with
+the workspace as working directory. The code travels over stdin to a tiny bootstrap that
+redirects stdin to ``/dev/null`` and runs the code as ``__main__``, so nothing is written to
+disk and tracebacks point at the snippet's own lines.
 
-Containment, and what actually enforces it:
+There is always a sandbox (``app.sandbox``: local, bubblewrap, docker; by default the one
+``app.sandbox.factory`` builds from ``[sandbox]``), and it enforces the containment:
 
-* wall-clock timeout: the whole process group gets SIGTERM, then SIGKILL after a grace;
-* memory, CPU seconds and file size: ``setrlimit`` in the child (per process);
-* number of processes: a watchdog polls ``/proc`` and kills the group once it has more than
-  ``max_processes`` live members. RLIMIT_NPROC is not used: Linux never applies it to root and
-  otherwise counts *every* process of the user, so no fixed value is both safe and useful. A
-  very fast fork bomb can overshoot the limit by a few hundred processes before it is stopped;
-* leftovers: after every run (success, failure, timeout or cancellation) the process group is
-  killed, so background children never outlive the call.
+* wall-clock timeout: the whole run gets SIGTERM, then SIGKILL after a grace;
+* memory, CPU seconds and file size: rlimits set by the sandbox's launcher (per process);
+  the fields below can only tighten them;
+* number of processes: the sandbox's limit for its whole life (a cgroup, else a watchdog),
+  and this run is stopped once it reaches it;
+* leftovers: after every run (success, failure, timeout or cancellation) every process of the
+  run is killed, so background children never outlive the call.
 
-Without a ``sandbox`` this bounds accidents, it is not a security sandbox: code that calls
-``setsid`` leaves the group. With one (``app.sandbox``: local, bubblewrap, docker) the command
-is wrapped by that backend and the limits come from ``[sandbox]``. Either way the child never
-inherits credentials from the environment.
+The child never inherits credentials from the environment.
 """
 
 from __future__ import annotations
@@ -27,9 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import signal
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,17 +32,17 @@ from pydantic import Field
 
 from app.exceptions import SandboxError
 from app.sandbox.environment import scrub_environment
-from app.sandbox.processes import ProcessScope, finish_run
-from app.sandbox.sizes import format_size
-from app.tool._process import (
+from app.sandbox.factory import create_sandbox
+from app.sandbox.processes import (
     OutputBuffer,
     PipeProtocol,
     compose_streams,
     describe_returncode,
+    finish_run,
     format_seconds,
 )
+from app.sandbox.sizes import format_size
 from app.tool.base import BaseTool
-from app.tool.file_access import resolve_workspace
 
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
@@ -55,7 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["PythonExecute"]
 
 _FILENAME = "<python_execute>"
-_GIB = 1024**3
 
 # Runs inside the child before the model's code. Everything lives in one function so that the
 # ``__main__`` namespace the code sees is clean (the function removes its own name).
@@ -68,24 +62,6 @@ def _openmanus_bootstrap():
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    try:
-        import resource
-    except ImportError:
-        resource = None
-    if resource is not None:
-        for name, value in settings["limits"].items():
-            which = getattr(resource, name, None)
-            if which is None:
-                continue
-            try:
-                _, hard = resource.getrlimit(which)
-                new_hard = value + 1 if name == "RLIMIT_CPU" else value
-                if hard != resource.RLIM_INFINITY:
-                    new_hard = min(new_hard, hard)
-                resource.setrlimit(which, (min(value, new_hard), new_hard))
-            except (OSError, ValueError):
-                pass
-
     leader = os.getpid()
 
     class _Terminated(BaseException):
@@ -174,25 +150,33 @@ class PythonExecute(BaseTool):
     max_timeout: float = Field(default=300.0, gt=0, description="Upper bound for `timeout`.")
     max_output_chars: int = Field(default=10_000, ge=200)
     memory_limit: int | None = Field(
-        default=_GIB, gt=0, description="RLIMIT_AS in bytes, per process; None = no limit."
+        default=None,
+        gt=0,
+        description="RLIMIT_DATA in bytes, per process, below the "
+        "sandbox's memory limit; None = the sandbox's.",
     )
     cpu_time_limit: int | None = Field(
         default=None,
         gt=0,
-        description="RLIMIT_CPU in seconds, per process; None = timeout x CPU count + 1.",
+        description="RLIMIT_CPU in seconds, below the sandbox's; None = "
+        "the sandbox's (its cpu_limit x the timeout).",
     )
     file_size_limit: int | None = Field(
-        default=_GIB, gt=0, description="RLIMIT_FSIZE in bytes; None = no limit."
+        default=None,
+        gt=0,
+        description="RLIMIT_FSIZE in bytes below the sandbox's; None = the sandbox's.",
     )
     max_processes: int | None = Field(
-        default=128, gt=0, description="Live processes allowed in the group; None = no check."
+        default=None,
+        gt=0,
+        description="Processes a run may reach, below the sandbox's limit; None = the sandbox's.",
     )
     process_check_interval: float = Field(default=0.05, gt=0)
     kill_grace: float = Field(default=1.0, ge=0, description="SIGTERM-to-SIGKILL delay.")
     sandbox: Any = Field(
         default=None,
-        description="An app.sandbox.Sandbox to run in; its [sandbox] limits replace the "
-        "memory/CPU/process fields above. None: a local process bounded by those fields.",
+        description="The app.sandbox.Sandbox code runs in; None = one from app.sandbox.factory "
+        "for `workspace` (the configured [sandbox] backend).",
     )
 
     _ENV_DROP: ClassVar[tuple[str, ...]] = ("PYTHONINSPECT", "PYTHONSTARTUP")
@@ -206,21 +190,24 @@ class PythonExecute(BaseTool):
         seconds = self._timeout_for(timeout)
         if isinstance(seconds, str):
             return _result(seconds, False)
-        sandbox: Sandbox | None = self.sandbox
-        if sandbox is not None:
-            try:
-                await sandbox.start()
-            except SandboxError as exc:
-                return _result(f"Error: the sandbox is not available: {exc}", False)
-            return await self._run(code, seconds, sandbox.workspace)
         try:
-            workspace = self._resolve_workspace()
+            sandbox = self.box()
+            await sandbox.start()
         except OSError as exc:
             return _result(f"Error: the workspace directory is not usable: {exc}", False)
-        return await self._run(code, seconds, workspace)
+        except SandboxError as exc:
+            return _result(f"Error: the sandbox is not available: {exc}", False)
+        return await self._run(code, seconds, sandbox)
+
+    def box(self) -> Sandbox:
+        """The sandbox code runs in: the one given, else one from the factory (built on first
+        use, so a tool can be made before the configuration is loaded)."""
+        if self.sandbox is None:
+            self.sandbox = create_sandbox(workspace=self.workspace)
+        return self.sandbox
 
     async def cleanup(self) -> None:
-        """Every run is already over when execute returns; release the sandbox, if any."""
+        """Every run is already over when execute returns; release the sandbox."""
         if self.sandbox is not None:
             await self.sandbox.cleanup()
 
@@ -241,34 +228,24 @@ class PythonExecute(BaseTool):
         return min(value, self._max_timeout())
 
     def _max_timeout(self) -> float:
-        if self.sandbox is not None:
-            return min(self.max_timeout, self.sandbox.limits.timeout)
-        return self.max_timeout
+        return min(self.max_timeout, self.box().limits.timeout)
 
     def _memory_limit(self) -> int | None:
-        return self.sandbox.limits.memory_bytes if self.sandbox is not None else self.memory_limit
+        return _tighter(self.box().limits.memory_bytes, self.memory_limit)
 
     def _process_limit(self) -> int | None:
-        if self.sandbox is not None:
-            return self.sandbox.limits.max_processes
-        return self.max_processes
-
-    def _resolve_workspace(self) -> Path:
-        return resolve_workspace(self.workspace)
+        return _tighter(self.box().limits.max_processes, self.max_processes)
 
     def _limits(self, seconds: float) -> dict[str, int]:
-        if self.sandbox is not None:
-            return self.sandbox.limits.rlimits(seconds)
-        limits = {"RLIMIT_CORE": 0}
-        if self.memory_limit is not None:
-            limits["RLIMIT_AS"] = self.memory_limit
-        if self.file_size_limit is not None:
-            limits["RLIMIT_FSIZE"] = self.file_size_limit
-        cpu = self.cpu_time_limit
-        if cpu is None:
-            # Never below what the wall-clock timeout lets a process use on every core.
-            cpu = math.ceil(seconds) * (os.cpu_count() or 1) + 1
-        limits["RLIMIT_CPU"] = cpu
+        limits = self.box().limits.rlimits(seconds)
+        for name, mine in (
+            ("RLIMIT_DATA", self.memory_limit),
+            ("RLIMIT_CPU", self.cpu_time_limit),
+            ("RLIMIT_FSIZE", self.file_size_limit),
+        ):
+            value = _tighter(limits.get(name), mine)
+            if value is not None:
+                limits[name] = value
         return limits
 
     def _environment(self) -> dict[str, str]:
@@ -276,37 +253,34 @@ class PythonExecute(BaseTool):
         env.setdefault("MPLBACKEND", "Agg")  # plots go to files; there is no display
         return env
 
-    async def _run(self, code: str, seconds: float, workspace: Path) -> dict[str, Any]:
+    async def _run(self, code: str, seconds: float, sandbox: Sandbox) -> dict[str, Any]:
         limit = self.max_output_chars
         stdout = OutputBuffer(limit, limit // 4)
         stderr = OutputBuffer(limit, limit // 4)
-        sandbox: Sandbox | None = self.sandbox
-        # In a sandbox the backend applies the limits (or the container does).
-        limits = {} if sandbox is not None else self._limits(seconds)
-        settings = json.dumps({"limits": limits, "filename": _FILENAME})
-        python = sandbox.python if sandbox is not None else sys.executable or "python3"
-        argv = [python, "-c", _BOOTSTRAP, settings]
-        env, cwd = self._environment(), str(workspace)
-        if sandbox is not None:
-            spec = sandbox.command(argv, rlimits=self._limits(seconds), env=env)
-            argv, env, cwd = spec.argv, spec.env, spec.cwd
+        settings = json.dumps({"filename": _FILENAME})
+        spec = sandbox.command(
+            [sandbox.python, "-c", _BOOTSTRAP, settings],
+            rlimits=self._limits(seconds),
+            env=self._environment(),
+        )
         loop = asyncio.get_running_loop()
+        refused = sandbox.guard.refused()
         try:
             transport, protocol = await loop.subprocess_exec(
                 lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
-                *argv,
+                *spec.argv,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=cwd,
-                env=env,
+                cwd=spec.cwd,
+                env=spec.env,
                 start_new_session=True,
             )
         except OSError as exc:
             return _result(f"Error: could not start the Python interpreter: {exc}", False)
 
         pid = transport.get_pid()
-        scope = sandbox.scope(pid) if sandbox is not None else ProcessScope(pid)
+        scope = sandbox.scope(pid)
         max_processes = self._process_limit()
         stdin = transport.get_pipe_transport(0)
         if stdin is not None:
@@ -344,11 +318,11 @@ class PythonExecute(BaseTool):
                     task.cancel()
             transport.close()
 
+        if stop_reason is None and sandbox.guard.refused() > refused:
+            stop_reason = "processes"  # the kernel refused a fork: the limit was reached
         stdout.close()
         stderr.close()
-        returncode = transport.get_returncode()
-        if sandbox is not None:
-            returncode = sandbox.exit_status(returncode)
+        returncode = sandbox.exit_status(transport.get_returncode())
         success = stop_reason is None and returncode == 0
         return _result(self._observation(stdout, stderr, returncode, stop_reason, seconds), success)
 
@@ -369,8 +343,8 @@ class PythonExecute(BaseTool):
             )
         elif stop_reason == "processes":
             parts.append(
-                f"Execution stopped: the code ran more than {self._process_limit()} processes at "
-                "once (the limit); all of them were killed."
+                f"Execution stopped: the code reached the limit of {self._process_limit()} "
+                "processes at once; all of them were killed."
             )
         if out_text:
             # After a headline, label stdout too so it is not mistaken for our message.
@@ -381,10 +355,10 @@ class PythonExecute(BaseTool):
             parts.append(f"[{self._explain(returncode, seconds)}]")
         memory = self._memory_limit()
         if "MemoryError" in err_text and memory is not None:
-            kind = "of data" if self.sandbox is not None else "of address space"
-            parts.append(f"[memory limit: {format_size(memory)} {kind} per process]")
-        if "File too large" in err_text and self.file_size_limit is not None:
-            parts.append(f"[file size limit: {_human_bytes(self.file_size_limit)}]")
+            parts.append(f"[memory limit: {format_size(memory)} of data per process]")
+        size = self._limits(seconds).get("RLIMIT_FSIZE")
+        if "File too large" in err_text and size is not None:
+            parts.append(f"[file size limit: {_human_bytes(size)}]")
         return "\n".join(parts)
 
     def _explain(self, returncode: int | None, seconds: float) -> str:
@@ -392,10 +366,16 @@ class PythonExecute(BaseTool):
         if returncode == -signal.SIGXCPU:
             cpu = self._limits(seconds).get("RLIMIT_CPU")
             text += f": the CPU time limit of {cpu} seconds was reached"
-        elif returncode == -signal.SIGXFSZ and self.file_size_limit is not None:
-            text += f": the file size limit of {_human_bytes(self.file_size_limit)} was reached"
+        elif returncode == -signal.SIGXFSZ and "RLIMIT_FSIZE" in self._limits(seconds):
+            size = self._limits(seconds)["RLIMIT_FSIZE"]
+            text += f": the file size limit of {_human_bytes(size)} was reached"
         return text
 
+
+def _tighter(base: int | None, mine: int | None) -> int | None:
+    if base is None:
+        return mine
+    return base if mine is None else min(base, mine)
 
 
 def _result(observation: str, success: bool) -> dict[str, Any]:
