@@ -14,6 +14,7 @@ __all__ = [
     "ReActAgent",
     "RunResult",
     "SWEAgent",
+    "SandboxManus",
     "ToolCallAgent",
 ]
 
@@ -26,6 +27,7 @@ _LOCATIONS = {
     "ReActAgent": "app.agent.react",
     "RunResult": "app.agent.result",
     "SWEAgent": "app.agent.swe",
+    "SandboxManus": "app.agent.sandbox_agent",
     "ToolCallAgent": "app.agent.toolcall",
 }
 
