@@ -11,12 +11,18 @@ from typing import Any
 
 from app.exceptions import UnsupportedFeatureError
 
-__all__ = ["CURRENT_TOOLUSE_ID", "BEDROCK_MESSAGE", "BedrockClient", "Chat", "ChatCompletions",
-           "OpenAIResponse"]
+__all__ = [
+    "BEDROCK_MESSAGE",
+    "CURRENT_TOOLUSE_ID",
+    "BedrockClient",
+    "Chat",
+    "ChatCompletions",
+    "OpenAIResponse",
+]
 
 BEDROCK_MESSAGE = (
     "api_type 'aws' (Bedrock) is not supported yet: reach Bedrock through an OpenAI-compatible "
-    "gateway (LiteLLM, bedrock-access-gateway) and set api_type = \"openai\" with that "
+    'gateway (LiteLLM, bedrock-access-gateway) and set api_type = "openai" with that '
     "gateway's base_url, or use another provider"
 )
 

@@ -60,6 +60,7 @@ __all__ = [
     "PLACEHOLDER_API_KEYS",
     "PROJECT_ROOT",
     "WORKSPACE_ENV_VAR",
+    "WORKSPACE_ROOT",  # noqa: F822 (module __getattr__: the active workspace)
     "AppConfig",
     "BrowserSettings",
     "Config",
@@ -71,7 +72,6 @@ __all__ = [
     "RunflowSettings",
     "SandboxSettings",
     "SearchSettings",
-    "WORKSPACE_ROOT",
     "config",
     "find_config_path",
     "get_project_root",

@@ -33,7 +33,14 @@ PROGRAMS = ROOT / "tests" / "upstream_programs"
 #: (classes, functions, constants, ``__all__``), read from upstream's tree at commit 52a13f2.
 UPSTREAM_NAMES: dict[str, tuple[str, ...]] = {
     "app": (),
-    "app.agent": ("BaseAgent", "BrowserAgent", "MCPAgent", "ReActAgent", "SWEAgent", "ToolCallAgent"),
+    "app.agent": (
+        "BaseAgent",
+        "BrowserAgent",
+        "MCPAgent",
+        "ReActAgent",
+        "SWEAgent",
+        "ToolCallAgent",
+    ),
     "app.agent.base": ("BaseAgent",),
     "app.agent.browser": ("BrowserAgent", "BrowserContextHelper"),
     "app.agent.data_analysis": ("DataAnalysis",),
@@ -43,10 +50,46 @@ UPSTREAM_NAMES: dict[str, tuple[str, ...]] = {
     "app.agent.sandbox_agent": ("SandboxManus",),
     "app.agent.swe": ("SWEAgent",),
     "app.agent.toolcall": ("TOOL_CALL_REQUIRED", "ToolCallAgent"),
-    "app.bedrock": ("BedrockClient", "CURRENT_TOOLUSE_ID", "Chat", "ChatCompletions", "OpenAIResponse"),
-    "app.config": ("AppConfig", "BrowserSettings", "Config", "DaytonaSettings", "LLMSettings", "MCPServerConfig", "MCPSettings", "PROJECT_ROOT", "ProxySettings", "RunflowSettings", "SandboxSettings", "SearchSettings", "WORKSPACE_ROOT", "config", "get_project_root"),
-    "app.daytona.sandbox": ("create_sandbox", "daytona", "daytona_config", "daytona_settings", "delete_sandbox", "get_or_start_sandbox", "start_supervisord_session"),
-    "app.daytona.tool_base": ("SandboxToolsBase", "ThreadMessage", "daytona", "daytona_config", "daytona_settings"),
+    "app.bedrock": (
+        "BedrockClient",
+        "CURRENT_TOOLUSE_ID",
+        "Chat",
+        "ChatCompletions",
+        "OpenAIResponse",
+    ),
+    "app.config": (
+        "AppConfig",
+        "BrowserSettings",
+        "Config",
+        "DaytonaSettings",
+        "LLMSettings",
+        "MCPServerConfig",
+        "MCPSettings",
+        "PROJECT_ROOT",
+        "ProxySettings",
+        "RunflowSettings",
+        "SandboxSettings",
+        "SearchSettings",
+        "WORKSPACE_ROOT",
+        "config",
+        "get_project_root",
+    ),
+    "app.daytona.sandbox": (
+        "create_sandbox",
+        "daytona",
+        "daytona_config",
+        "daytona_settings",
+        "delete_sandbox",
+        "get_or_start_sandbox",
+        "start_supervisord_session",
+    ),
+    "app.daytona.tool_base": (
+        "SandboxToolsBase",
+        "ThreadMessage",
+        "daytona",
+        "daytona_config",
+        "daytona_settings",
+    ),
     "app.exceptions": ("OpenManusError", "TokenLimitExceeded", "ToolError"),
     "app.flow": (),
     "app.flow.base": ("BaseFlow",),
@@ -59,24 +102,71 @@ UPSTREAM_NAMES: dict[str, tuple[str, ...]] = {
     "app.prompt": (),
     "app.prompt.browser": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
     "app.prompt.manus": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
-    "app.prompt.mcp": ("MULTIMEDIA_RESPONSE_PROMPT", "NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "TOOL_ERROR_PROMPT"),
+    "app.prompt.mcp": (
+        "MULTIMEDIA_RESPONSE_PROMPT",
+        "NEXT_STEP_PROMPT",
+        "SYSTEM_PROMPT",
+        "TOOL_ERROR_PROMPT",
+    ),
     "app.prompt.planning": ("NEXT_STEP_PROMPT", "PLANNING_SYSTEM_PROMPT"),
     "app.prompt.swe": ("SYSTEM_PROMPT",),
     "app.prompt.toolcall": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
     "app.prompt.visualization": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
-    "app.sandbox": ("BaseSandboxClient", "DockerSandbox", "LocalSandboxClient", "SandboxError", "SandboxManager", "SandboxResourceError", "SandboxTimeoutError", "create_sandbox_client"),
-    "app.sandbox.client": ("BaseSandboxClient", "LocalSandboxClient", "SANDBOX_CLIENT", "SandboxFileOperations", "create_sandbox_client"),
+    "app.sandbox": (
+        "BaseSandboxClient",
+        "DockerSandbox",
+        "LocalSandboxClient",
+        "SandboxError",
+        "SandboxManager",
+        "SandboxResourceError",
+        "SandboxTimeoutError",
+        "create_sandbox_client",
+    ),
+    "app.sandbox.client": (
+        "BaseSandboxClient",
+        "LocalSandboxClient",
+        "SANDBOX_CLIENT",
+        "SandboxFileOperations",
+        "create_sandbox_client",
+    ),
     "app.sandbox.core.exceptions": ("SandboxError", "SandboxResourceError", "SandboxTimeoutError"),
     "app.sandbox.core.manager": ("SandboxManager",),
     "app.sandbox.core.sandbox": ("DockerSandbox",),
     "app.sandbox.core.terminal": ("AsyncDockerizedTerminal", "DockerSession"),
-    "app.schema": ("AgentState", "Function", "Memory", "Message", "ROLE_TYPE", "ROLE_VALUES", "Role", "TOOL_CHOICE_TYPE", "TOOL_CHOICE_VALUES", "ToolCall", "ToolChoice"),
-    "app.tool": ("BaseTool", "Bash", "BrowserUseTool", "Crawl4aiTool", "CreateChatCompletion", "PlanningTool", "StrReplaceEditor", "Terminate", "ToolCollection", "WebSearch"),
+    "app.schema": (
+        "AgentState",
+        "Function",
+        "Memory",
+        "Message",
+        "ROLE_TYPE",
+        "ROLE_VALUES",
+        "Role",
+        "TOOL_CHOICE_TYPE",
+        "TOOL_CHOICE_VALUES",
+        "ToolCall",
+        "ToolChoice",
+    ),
+    "app.tool": (
+        "BaseTool",
+        "Bash",
+        "BrowserUseTool",
+        "Crawl4aiTool",
+        "CreateChatCompletion",
+        "PlanningTool",
+        "StrReplaceEditor",
+        "Terminate",
+        "ToolCollection",
+        "WebSearch",
+    ),
     "app.tool.ask_human": ("AskHuman",),
     "app.tool.base": ("BaseTool", "CLIResult", "ToolFailure", "ToolResult"),
     "app.tool.bash": ("Bash",),
     "app.tool.browser_use_tool": ("BrowserUseTool", "Context"),
-    "app.tool.chart_visualization": ("DataVisualization", "NormalPythonExecute", "VisualizationPrepare"),
+    "app.tool.chart_visualization": (
+        "DataVisualization",
+        "NormalPythonExecute",
+        "VisualizationPrepare",
+    ),
     "app.tool.chart_visualization.chart_prepare": ("VisualizationPrepare",),
     "app.tool.chart_visualization.data_visualization": ("DataVisualization",),
     "app.tool.chart_visualization.python_execute": ("NormalPythonExecute",),
@@ -85,26 +175,71 @@ UPSTREAM_NAMES: dict[str, tuple[str, ...]] = {
     "app.tool.computer_use_tool": ("ComputerUseTool", "KEYBOARD_KEYS", "MOUSE_BUTTONS"),
     "app.tool.crawl4ai": ("Crawl4aiTool",),
     "app.tool.create_chat_completion": ("CreateChatCompletion",),
-    "app.tool.file_operators": ("FileOperator", "LocalFileOperator", "PathLike", "SandboxFileOperator"),
+    "app.tool.file_operators": (
+        "FileOperator",
+        "LocalFileOperator",
+        "PathLike",
+        "SandboxFileOperator",
+    ),
     "app.tool.mcp": ("MCPClientTool", "MCPClients"),
     "app.tool.planning": ("PlanningTool",),
     "app.tool.python_execute": ("PythonExecute",),
     "app.tool.sandbox.sb_browser_tool": ("SandboxBrowserTool",),
     "app.tool.sandbox.sb_files_tool": ("Context", "SandboxFilesTool"),
     "app.tool.sandbox.sb_shell_tool": ("Context", "SandboxShellTool"),
-    "app.tool.sandbox.sb_vision_tool": ("DEFAULT_JPEG_QUALITY", "DEFAULT_MAX_HEIGHT", "DEFAULT_MAX_WIDTH", "DEFAULT_PNG_COMPRESS_LEVEL", "MAX_COMPRESSED_SIZE", "MAX_IMAGE_SIZE", "SandboxVisionTool"),
-    "app.tool.search": ("BaiduSearchEngine", "BingSearchEngine", "DuckDuckGoSearchEngine", "GoogleSearchEngine", "WebSearchEngine"),
+    "app.tool.sandbox.sb_vision_tool": (
+        "DEFAULT_JPEG_QUALITY",
+        "DEFAULT_MAX_HEIGHT",
+        "DEFAULT_MAX_WIDTH",
+        "DEFAULT_PNG_COMPRESS_LEVEL",
+        "MAX_COMPRESSED_SIZE",
+        "MAX_IMAGE_SIZE",
+        "SandboxVisionTool",
+    ),
+    "app.tool.search": (
+        "BaiduSearchEngine",
+        "BingSearchEngine",
+        "DuckDuckGoSearchEngine",
+        "GoogleSearchEngine",
+        "WebSearchEngine",
+    ),
     "app.tool.search.baidu_search": ("BaiduSearchEngine",),
     "app.tool.search.base": ("SearchItem", "WebSearchEngine"),
-    "app.tool.search.bing_search": ("ABSTRACT_MAX_LENGTH", "BING_HOST_URL", "BING_SEARCH_URL", "BingSearchEngine", "HEADERS", "USER_AGENTS"),
+    "app.tool.search.bing_search": (
+        "ABSTRACT_MAX_LENGTH",
+        "BING_HOST_URL",
+        "BING_SEARCH_URL",
+        "BingSearchEngine",
+        "HEADERS",
+        "USER_AGENTS",
+    ),
     "app.tool.search.duckduckgo_search": ("DuckDuckGoSearchEngine",),
     "app.tool.search.google_search": ("GoogleSearchEngine",),
-    "app.tool.str_replace_editor": ("Command", "MAX_RESPONSE_LEN", "SNIPPET_LINES", "StrReplaceEditor", "TRUNCATED_MESSAGE", "maybe_truncate"),
+    "app.tool.str_replace_editor": (
+        "Command",
+        "MAX_RESPONSE_LEN",
+        "SNIPPET_LINES",
+        "StrReplaceEditor",
+        "TRUNCATED_MESSAGE",
+        "maybe_truncate",
+    ),
     "app.tool.terminate": ("Terminate",),
     "app.tool.tool_collection": ("ToolCollection",),
-    "app.tool.web_search": ("SearchMetadata", "SearchResponse", "SearchResult", "WebContentFetcher", "WebSearch"),
+    "app.tool.web_search": (
+        "SearchMetadata",
+        "SearchResponse",
+        "SearchResult",
+        "WebContentFetcher",
+        "WebSearch",
+    ),
     "app.utils": (),
-    "app.utils.files_utils": ("EXCLUDED_DIRS", "EXCLUDED_EXT", "EXCLUDED_FILES", "clean_path", "should_exclude_file"),
+    "app.utils.files_utils": (
+        "EXCLUDED_DIRS",
+        "EXCLUDED_EXT",
+        "EXCLUDED_FILES",
+        "clean_path",
+        "should_exclude_file",
+    ),
     "app.utils.logger": ("ENV_MODE", "logger", "renderer"),
 }
 
@@ -126,8 +261,14 @@ def test_importing_every_upstream_module_loads_no_heavy_dependency(tmp_path: Pat
         " 'crawl4ai', 'daytona', 'boto3')\n"
         "print(json.dumps(sorted(h for h in heavy if h in sys.modules)))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(tmp_path), cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
 
@@ -137,6 +278,7 @@ def test_aliases_are_our_objects_not_copies() -> None:
     from app.flow.flow_factory import FlowFactory as UpstreamFlowFactory
     from app.llm import TokenCounter
     from app.sandbox import SandboxError as PackageSandboxError
+    from app.tokens import TokenCounter as OurTokenCounter
     from app.tool import Crawl4aiTool
     from app.tool.chart.tools import DataVisualization
     from app.tool.chart_visualization.data_visualization import (
@@ -144,7 +286,6 @@ def test_aliases_are_our_objects_not_copies() -> None:
     )
     from app.tool.search.google import GoogleSearchEngine
     from app.tool.search.google_search import GoogleSearchEngine as UpstreamGoogle
-    from app.tokens import TokenCounter as OurTokenCounter
 
     assert UpstreamFlowFactory is FlowFactory
     assert UpstreamDataVisualization is DataVisualization
@@ -191,8 +332,17 @@ def test_daytona_names_import_but_every_use_says_what_is_needed() -> None:
         lambda: asyncio.run(daytona_sandbox.get_or_start_sandbox("id")),
         lambda: daytona_sandbox.daytona.get("id"),
         lambda: daytona_sandbox.daytona_config(),
-        *(cls for cls in (SandboxToolsBase, SandboxBrowserTool, SandboxFilesTool,
-                          SandboxShellTool, SandboxVisionTool, ComputerUseTool)),
+        *(
+            cls
+            for cls in (
+                SandboxToolsBase,
+                SandboxBrowserTool,
+                SandboxFilesTool,
+                SandboxShellTool,
+                SandboxVisionTool,
+                ComputerUseTool,
+            )
+        ),
     ]
     for attempt in attempts:
         with pytest.raises(UnsupportedFeatureError) as caught:
@@ -206,8 +356,12 @@ def test_daytona_names_import_but_every_use_says_what_is_needed() -> None:
 def test_bedrock_module_imports_and_refuses_use() -> None:
     from app import bedrock
 
-    for cls in (bedrock.BedrockClient, bedrock.Chat, bedrock.ChatCompletions,
-                bedrock.OpenAIResponse):
+    for cls in (
+        bedrock.BedrockClient,
+        bedrock.Chat,
+        bedrock.ChatCompletions,
+        bedrock.OpenAIResponse,
+    ):
         with pytest.raises(UnsupportedFeatureError, match="'aws' \\(Bedrock\\) is not supported"):
             cls()
 
@@ -239,11 +393,14 @@ def config_error(tmp_path: Path, body: str) -> str:
 
 def test_aws_api_type_is_refused_at_load(tmp_path: Path) -> None:
     # Upstream's example: a Bedrock host without a scheme. One message, about Bedrock.
-    message = config_error(tmp_path, (
-        '[llm]\nmodel = "m"\n[llm.bedrock]\napi_type = "aws"\n'
-        'model = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"\n'
-        'base_url = "bedrock-runtime.us-west-2.amazonaws.com"\n'
-    ))
+    message = config_error(
+        tmp_path,
+        (
+            '[llm]\nmodel = "m"\n[llm.bedrock]\napi_type = "aws"\n'
+            'model = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"\n'
+            'base_url = "bedrock-runtime.us-west-2.amazonaws.com"\n'
+        ),
+    )
     assert "[llm.bedrock]" in message
     assert "api_type 'aws' (Bedrock) is not supported yet" in message
     assert "base_url must" not in message
@@ -286,8 +443,9 @@ def test_real_looking_keys_are_not_placeholders(tmp_path: Path, key: str) -> Non
 
 
 def test_upstream_daytona_section_loads_quietly(tmp_path: Path) -> None:
-    app_config = load(tmp_path, '[llm]\nmodel = "m"\n[daytona]\ndaytona_api_key = ""\n'
-                                'daytona_target = "eu"\n')
+    app_config = load(
+        tmp_path, '[llm]\nmodel = "m"\n[daytona]\ndaytona_api_key = ""\ndaytona_target = "eu"\n'
+    )
     assert app_config.daytona_config.daytona_target == "eu"
 
 
@@ -372,10 +530,14 @@ def test_crawl4ai_tool_fetches_page_text_from_a_local_server() -> None:
     from app.tool import Crawl4aiTool
 
     with WebServer() as web:
-        url = web.html("/page", "<html><script>var hidden = 1;</script><body><p>The quick "
-                                "brown fox jumps over the lazy dog today</p></body></html>")
-        result = asyncio.run(Crawl4aiTool().execute(urls=[url, web.url + "/missing"],
-                                                    word_count_threshold=3))
+        url = web.html(
+            "/page",
+            "<html><script>var hidden = 1;</script><body><p>The quick "
+            "brown fox jumps over the lazy dog today</p></body></html>",
+        )
+        result = asyncio.run(
+            Crawl4aiTool().execute(urls=[url, web.url + "/missing"], word_count_threshold=3)
+        )
     assert result.error is None
     assert "The quick brown fox jumps over the lazy dog today" in result.output
     assert "hidden" not in result.output
@@ -400,22 +562,35 @@ def write_upstream_config(tmp_path: Path, base_url: str, extra: str = "") -> Pat
 
 
 def run_program(
-    tmp_path: Path, config: Path, name: str, *args: str, stdin: str | None = None,
+    tmp_path: Path,
+    config: Path,
+    name: str,
+    *args: str,
+    stdin: str | None = None,
     cwd: Path | None = None,
 ):
     env = child_env(tmp_path)
     env["OPENMANUS_CONFIG"] = str(config)  # upstream programs take no --config
     return subprocess.run(
         [sys.executable, str(PROGRAMS / name), *args],
-        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True, text=True, env=env, cwd=cwd or tmp_path, timeout=120,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or tmp_path,
+        timeout=120,
     )
 
 
 def test_upstream_main(tmp_path: Path, llm_server) -> None:
     llm_server.push(
-        tool_calls(call("str_replace_editor", {"command": "create", "path": "hello.txt",
-                                               "file_text": "hi from upstream main\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "hello.txt", "file_text": "hi from upstream main\n"},
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="done"),
     )
     config = write_upstream_config(tmp_path, llm_server.base_url)
@@ -427,16 +602,36 @@ def test_upstream_main(tmp_path: Path, llm_server) -> None:
 
 def test_upstream_run_flow_with_manus_built_directly_uses_mcp_json(tmp_path, llm_server) -> None:
     llm_server.push(
-        tool_calls(call("planning", {"command": "create", "plan_id": "p", "title": "Sum",
-                                     "steps": ["Add 2 and 3 with the demo server"]})),
+        tool_calls(
+            call(
+                "planning",
+                {
+                    "command": "create",
+                    "plan_id": "p",
+                    "title": "Sum",
+                    "steps": ["Add 2 and 3 with the demo server"],
+                },
+            )
+        ),
         tool_calls(call("mcp_demo_add", {"a": 2, "b": 3})),
         tool_calls(call("terminate", {"status": "success"}), content="The sum is 5"),
         text("The demo server says 2 + 3 = 5."),
     )
     config = write_upstream_config(tmp_path, llm_server.base_url)
-    (config.parent / "mcp.json").write_text(json.dumps({"mcpServers": {"demo": {
-        "type": "stdio", "command": sys.executable, "args": [str(DEMO)], "env": guarded_env(),
-    }}}))
+    (config.parent / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "demo": {
+                        "type": "stdio",
+                        "command": sys.executable,
+                        "args": [str(DEMO)],
+                        "env": guarded_env(),
+                    }
+                }
+            }
+        )
+    )
     proc = run_program(tmp_path, config, "run_flow.py", stdin="add 2 and 3\n")
     assert proc.returncode == 0, proc.stderr
     assert "The demo server says 2 + 3 = 5." in proc.stdout
@@ -473,9 +668,12 @@ def test_upstream_run_mcp_server_serves_our_tools_over_stdio(tmp_path: Path) -> 
     config = write_upstream_config(tmp_path, "http://127.0.0.1:9/v1")
     env = child_env(tmp_path)
     env["OPENMANUS_CONFIG"] = str(config)
-    server = MCPServerConfig(type="stdio", command=sys.executable,
-                             args=[str(PROGRAMS / "run_mcp_server.py"), "--transport", "stdio"],
-                             env=env)
+    server = MCPServerConfig(
+        type="stdio",
+        command=sys.executable,
+        args=[str(PROGRAMS / "run_mcp_server.py"), "--transport", "stdio"],
+        env=env,
+    )
 
     async def scenario() -> tuple[set[str], str]:
         clients = MCPClients()
@@ -483,8 +681,9 @@ def test_upstream_run_mcp_server_serves_our_tools_over_stdio(tmp_path: Path) -> 
             failures = await clients.connect_all({"srv": server})
             assert not failures, failures
             names = set(clients.tool_map)
-            result = await clients.execute(name="mcp_srv_bash",
-                                           tool_input={"command": "echo served > s.txt; pwd"})
+            result = await clients.execute(
+                name="mcp_srv_bash", tool_input={"command": "echo served > s.txt; pwd"}
+            )
             return names, str(result)
         finally:
             await clients.close()
@@ -504,8 +703,9 @@ def test_upstream_sandbox_main_runs_code_in_an_isolating_backend(tmp_path, llm_s
         tool_calls(call("bash", {"command": "cat /proc/1/comm; touch made.txt"})),
         tool_calls(call("terminate", {"status": "success"}), content="done"),
     )
-    config = write_upstream_config(tmp_path, llm_server.base_url,
-                                   '[sandbox]\nbackend = "bubblewrap"\n')
+    config = write_upstream_config(
+        tmp_path, llm_server.base_url, '[sandbox]\nbackend = "bubblewrap"\n'
+    )
     proc = run_program(tmp_path, config, "sandbox_main.py", "--prompt", "go")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "ws" / "made.txt").is_file()
@@ -519,10 +719,14 @@ def test_sandbox_manus_never_runs_code_unconfined(monkeypatch, tmp_path: Path) -
     from app.config import config
     from app.config_models import AppConfig, LLMSettings, SandboxSettings
 
-    for configured, expected in (("local", "docker"), ("bubblewrap", "bubblewrap"),
-                                 ("docker", "docker")):
-        config.use(AppConfig(llm=LLMSettings(model="m"),
-                             sandbox=SandboxSettings(backend=configured)))
+    for configured, expected in (
+        ("local", "docker"),
+        ("bubblewrap", "bubblewrap"),
+        ("docker", "docker"),
+    ):
+        config.use(
+            AppConfig(llm=LLMSettings(model="m"), sandbox=SandboxSettings(backend=configured))
+        )
         try:
             assert isolating_backend() == expected
         finally:

@@ -14,7 +14,7 @@ __all__ = [
     "create_sandbox",
     "daytona",
     "daytona_config",
-    "daytona_settings",
+    "daytona_settings",  # noqa: F822 (module __getattr__: read on use)
     "delete_sandbox",
     "get_or_start_sandbox",
     "start_supervisord_session",

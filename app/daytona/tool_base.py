@@ -16,7 +16,7 @@ __all__ = [
     "ThreadMessage",
     "daytona",
     "daytona_config",
-    "daytona_settings",
+    "daytona_settings",  # noqa: F822 (module __getattr__: read on use)
 ]
 
 

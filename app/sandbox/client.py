@@ -101,8 +101,9 @@ class UpstreamSandbox:
         """A workspace file of the sandbox copied to ``dst_path`` on the host."""
         data = await self.sandbox.read_file(src_path)
         target = Path(dst_path)
-        await asyncio.to_thread(lambda: (target.parent.mkdir(parents=True, exist_ok=True),
-                                         target.write_bytes(data)))
+        await asyncio.to_thread(
+            lambda: (target.parent.mkdir(parents=True, exist_ok=True), target.write_bytes(data))
+        )
 
     async def copy_to(self, src_path: str, dst_path: str) -> None:
         """A host file copied into the sandbox's workspace as ``dst_path``."""

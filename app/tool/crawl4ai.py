@@ -76,8 +76,10 @@ class Crawl4aiTool(BaseTool):
             raise ToolError(f"urls: not http(s) URLs: {', '.join(map(str, bad))}")
         async with httpx.AsyncClient(follow_redirects=True) as client:
             pages = await asyncio.gather(
-                *(self._one(client, fetch_page_text, u, timeout, word_count_threshold)
-                  for u in targets)
+                *(
+                    self._one(client, fetch_page_text, u, timeout, word_count_threshold)
+                    for u in targets
+                )
             )
         failed = sum(1 for ok, _ in pages if not ok)
         text = "\n\n".join(body for _, body in pages)

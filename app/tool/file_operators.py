@@ -59,9 +59,7 @@ class _OnSandbox:
     async def exists(self, path: PathLike) -> bool:
         return await self._test("-e", path)
 
-    async def run_command(
-        self, cmd: str, timeout: float | None = 120.0
-    ) -> tuple[int, str, str]:
+    async def run_command(self, cmd: str, timeout: float | None = 120.0) -> tuple[int, str, str]:
         """(exit code, stdout, stderr); raises TimeoutError like upstream when it runs over."""
         result = await (await self._sandbox()).sandbox.run(cmd, timeout=timeout)
         if result.timed_out:

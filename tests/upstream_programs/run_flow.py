@@ -15,7 +15,7 @@ async def run_flow():
     if config.run_flow_config.use_data_analysis_agent:
         agents["data_analysis"] = DataAnalysis()
     try:
-        prompt = input("Enter your prompt: ")
+        prompt = input("Enter your prompt: ")  # noqa: ASYNC250 (as upstream)
         if prompt.strip().isspace() or not prompt:
             logger.warning("Empty prompt provided.")
             return
@@ -27,12 +27,12 @@ async def run_flow():
             logger.info(f"Request processed in {time.time() - started:.2f} seconds")
             logger.info(result)
             print("FLOW RESULT:", result)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             logger.error("Request processing timed out after 1 hour")
     except KeyboardInterrupt:
         logger.info("Operation cancelled by user.")
     except Exception as e:
-        logger.error(f"Error: {str(e)}")
+        logger.error(f"Error: {e}")
 
 
 if __name__ == "__main__":

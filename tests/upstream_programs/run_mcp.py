@@ -50,7 +50,7 @@ async def run_mcp():
         await runner.initialize(args.connection, args.server_url)
         await runner.run_single_prompt(args.prompt)
     except Exception as e:
-        logger.error(f"Error running MCPAgent: {str(e)}", exc_info=True)
+        logger.error(f"Error running MCPAgent: {e}", exc_info=True)
         sys.exit(1)
     finally:
         await runner.cleanup()

@@ -14,7 +14,7 @@ async def main():
 
     agent = await SandboxManus.create()
     try:
-        prompt = args.prompt if args.prompt else input("Enter your prompt: ")
+        prompt = args.prompt if args.prompt else input("Enter your prompt: ")  # noqa: ASYNC250 (as upstream)
         if not prompt.strip():
             logger.warning("Empty prompt provided.")
             return

@@ -1,12 +1,11 @@
-"""Upstream's ``sandbox_browser`` tool (a browser inside a Daytona sandbox): building it raises a clear
-"not supported" error (see :mod:`app.daytona`)."""
+"""Upstream's ``sandbox_browser`` tool (a browser inside a Daytona sandbox): building it raises
+a clear "not supported" error (see :mod:`app.daytona`)."""
 
 from __future__ import annotations
 
 from app.daytona.tool_base import SandboxToolsBase
 
 __all__ = ["SandboxBrowserTool"]
-
 
 
 class SandboxBrowserTool(SandboxToolsBase):

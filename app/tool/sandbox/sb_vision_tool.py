@@ -1,11 +1,19 @@
-"""Upstream's ``sandbox_vision`` tool (images inside a Daytona sandbox): building it raises a clear
-"not supported" error (see :mod:`app.daytona`)."""
+"""Upstream's ``sandbox_vision`` tool (images inside a Daytona sandbox): building it raises a
+clear "not supported" error (see :mod:`app.daytona`)."""
 
 from __future__ import annotations
 
 from app.daytona.tool_base import SandboxToolsBase
 
-__all__ = ["DEFAULT_JPEG_QUALITY", "DEFAULT_MAX_HEIGHT", "DEFAULT_MAX_WIDTH", "DEFAULT_PNG_COMPRESS_LEVEL", "MAX_COMPRESSED_SIZE", "MAX_IMAGE_SIZE", "SandboxVisionTool"]
+__all__ = [
+    "DEFAULT_JPEG_QUALITY",
+    "DEFAULT_MAX_HEIGHT",
+    "DEFAULT_MAX_WIDTH",
+    "DEFAULT_PNG_COMPRESS_LEVEL",
+    "MAX_COMPRESSED_SIZE",
+    "MAX_IMAGE_SIZE",
+    "SandboxVisionTool",
+]
 
 #: Upstream's image limits, kept for code importing them.
 MAX_IMAGE_SIZE = 10 * 1024 * 1024
