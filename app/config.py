@@ -28,6 +28,7 @@ from app.config_models import (
     AppConfig,
     BrowserSettings,
     CompactionSettings,
+    DaytonaSettings,
     LLMSettings,
     MCPServerConfig,
     MCPSettings,
@@ -59,9 +60,11 @@ __all__ = [
     "PLACEHOLDER_API_KEYS",
     "PROJECT_ROOT",
     "WORKSPACE_ENV_VAR",
+    "WORKSPACE_ROOT",  # noqa: F822 (module __getattr__: the active workspace)
     "AppConfig",
     "BrowserSettings",
     "Config",
+    "DaytonaSettings",
     "LLMSettings",
     "MCPServerConfig",
     "MCPSettings",
@@ -71,6 +74,7 @@ __all__ = [
     "SearchSettings",
     "config",
     "find_config_path",
+    "get_project_root",
     "load_config",
 ]
 
@@ -217,8 +221,25 @@ def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
     return candidate.absolute()
 
 
-def _is_placeholder(api_key: Any) -> bool:
-    return isinstance(api_key, str) and api_key.strip().lower() in PLACEHOLDER_API_KEYS
+#: Example text in upstream's config files: "YOUR_API_KEY", "your ppio api key",
+#: "your Jiekou.AI api key", "<your-azure-key>"...
+_PLACEHOLDER_KEY = re.compile(r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$", re.I)
+#: "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
+_PLACEHOLDER_VERSION = re.compile(r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]")
+#: "{YOUR_AZURE_ENDPOINT...}/openai/...", "https://your-resource.openai.azure.com".
+_PLACEHOLDER_URL = re.compile(r"\{[^}]*\}|\byour[_-]", re.I)
+
+
+def _is_placeholder(value: Any, key: str = "api_key") -> bool:
+    """Whether ``value`` of ``key`` is example text copied from a sample config."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if key == "api_version":
+        return bool(_PLACEHOLDER_VERSION.search(text))
+    if key == "base_url":
+        return bool(_PLACEHOLDER_URL.search(text))
+    return text.lower() in PLACEHOLDER_API_KEYS or bool(_PLACEHOLDER_KEY.match(text))
 
 
 class _Problems:
@@ -242,6 +263,13 @@ class _Problems:
             logger.warning("Ignoring unknown keys in {}: {}", self.path, "; ".join(self.unknown))
 
 
+#: Keys checked for example text, and what to do instead.
+_PLACEHOLDER_KEYS = {
+    "api_key": "put your real key there, or delete the line and export OPENAI_API_KEY",
+    "api_version": 'put the real version there (for example api_version = "2024-10-21")',
+    "base_url": "put your endpoint's real URL there",
+}
+
 _TOP_LEVEL_KEYS = (
     "llm",
     "browser",
@@ -252,6 +280,7 @@ _TOP_LEVEL_KEYS = (
     "pricing",
     "compaction",
     "workspace_root",
+    "daytona",
 )
 
 
@@ -302,12 +331,12 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
 
         merged = {k: v for k, v in plain.items() if k in fields}
         merged.update({k: v for k, v in table.items() if k in fields})
-        if _is_placeholder(merged.get("api_key")):
-            location = toml_key(raw, (*where("api_key"), "api_key"))
-            problems.error(
-                f"{location} is still the example placeholder {merged['api_key']!r}: put your "
-                f"real key there, or delete the line and export OPENAI_API_KEY"
-            )
+        placeholders = [k for k in _PLACEHOLDER_KEYS if _is_placeholder(merged.get(k), k)]
+        for key in placeholders:
+            location = toml_key(raw, (*where(key), key))
+            todo = _PLACEHOLDER_KEYS[key]
+            problems.error(f"{location} is still the example placeholder {merged[key]!r}: {todo}")
+        if placeholders:
             continue
         try:
             settings = LLMSettings.model_validate(merged)
@@ -481,6 +510,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
     runflow = _load_section(raw, "runflow", RunflowSettings, problems)
     compaction = _load_section(raw, "compaction", CompactionSettings, problems)
     pricing = _load_pricing(raw, problems)
+    daytona = _load_section(raw, "daytona", DaytonaSettings, problems)
 
     workspace_value = raw.get("workspace_root")
     if workspace_value is not None and not isinstance(workspace_value, str):
@@ -501,6 +531,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         run_flow_config=runflow,
         pricing=pricing,
         compaction=compaction,
+        daytona_config=daytona,
         workspace_root=_resolve_workspace(workspace_value, config_path),
         config_path=config_path,
     )
@@ -631,6 +662,10 @@ class Config:
         return self.app_config.compaction
 
     @property
+    def daytona(self) -> DaytonaSettings:
+        return self.app_config.daytona_config
+
+    @property
     def config_path(self) -> Path | None:
         return self.app_config.config_path
 
@@ -664,3 +699,16 @@ class Config:
 
 
 config = Config()
+
+
+def get_project_root() -> Path:
+    """The project directory (upstream's helper; the same as :data:`PROJECT_ROOT`)."""
+    return PROJECT_ROOT
+
+
+def __getattr__(name: str) -> Any:
+    # Upstream's WORKSPACE_ROOT was a constant; here the workspace is configurable, so the
+    # name reads the active one (config file, $OPENMANUS_WORKSPACE) when first asked for.
+    if name == "WORKSPACE_ROOT":
+        return config.workspace_root
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

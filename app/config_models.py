@@ -27,6 +27,7 @@ __all__ = [
     "AppConfig",
     "BrowserSettings",
     "CompactionSettings",
+    "DaytonaSettings",
     "LLMSettings",
     "MCPServerConfig",
     "MCPSettings",
@@ -110,6 +111,30 @@ class LLMSettings(_Settings):
             return "openai"
         if isinstance(value, str):
             return value.strip().lower() or "openai"
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_bedrock(cls, data: Any) -> Any:
+        # Upstream's aws api_type meant Bedrock's own API; sent as OpenAI requests it would only
+        # fail later, so say so now (before base_url, which for Bedrock has no scheme).
+        kind = data.get("api_type") if isinstance(data, Mapping) else None
+        if isinstance(kind, str) and kind.strip().lower() == "aws":
+            from app.bedrock import BEDROCK_MESSAGE
+
+            raise ValueError(BEDROCK_MESSAGE)
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        # A URL without a scheme reached the HTTP client only to fail like a network outage,
+        # retried for over half a minute.
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            raise ValueError(
+                f"base_url must be a full URL starting with http:// or https://, "
+                f"got {value!r} (for example https://api.openai.com/v1)"
+            )
         return value
 
     @model_validator(mode="after")
@@ -308,6 +333,18 @@ class CompactionSettings(_Settings):
         return self
 
 
+class DaytonaSettings(_Settings):
+    """Upstream's ``[daytona]`` section, accepted so its config files load unchanged. Daytona
+    cloud sandboxes are not supported here (see ``app.daytona``); nothing reads these."""
+
+    daytona_api_key: str | None = Field(default=None, repr=False)
+    daytona_server_url: str | None = "https://app.daytona.io/api"
+    daytona_target: str | None = "us"
+    sandbox_image_name: str | None = None
+    sandbox_entrypoint: str | None = None
+    VNC_password: str | None = Field(default=None, repr=False)
+
+
 class AppConfig(BaseModel):
     """Everything loaded from the config files, already validated."""
 
@@ -321,6 +358,7 @@ class AppConfig(BaseModel):
     run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    daytona_config: DaytonaSettings = Field(default_factory=DaytonaSettings)
     workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
     config_path: Path | None = None
 

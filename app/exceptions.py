@@ -32,6 +32,8 @@ __all__ = [
     "OpenManusError",
     "ReplayError",
     "SandboxError",
+    "SandboxResourceError",
+    "SandboxTimeoutError",
     "SandboxUnavailableError",
     "SessionBusyError",
     "SessionError",
@@ -39,6 +41,7 @@ __all__ = [
     "TokenLimitExceeded",
     "ToolError",
     "ToolsNotSupportedError",
+    "UnsupportedFeatureError",
 ]
 
 
@@ -87,6 +90,19 @@ class SandboxError(OpenManusError):
 
 class SandboxUnavailableError(SandboxError):
     """The configured sandbox backend cannot run here (no ``bwrap``, no Docker engine)."""
+
+
+class SandboxTimeoutError(SandboxError):
+    """A sandboxed command ran past its time limit (upstream's name, raised by its client API)."""
+
+
+class SandboxResourceError(SandboxError):
+    """A sandbox limit was reached: too many sandboxes, no room for another (upstream's name)."""
+
+
+class UnsupportedFeatureError(OpenManusError):
+    """Upstream code needs a service or package this project does not provide (Daytona,
+    Bedrock, crawl4ai...); the message names what is needed and the alternative."""
 
 
 class BatchBackendError(OpenManusError):

@@ -37,7 +37,7 @@ def _timed(command: list[str], cwd: Path) -> tuple[float, str]:
 
 def _first_run(loop: str, url: str, steps: int, workload: Path) -> tuple[float, float]:
     """(seconds from before the first import to the end of the run, whole-process seconds)."""
-    wall, out = _timed(
+    wall, _ = _timed(
         [sys.executable, "-m", "bench.first_run", loop, url, "echo", str(steps), str(workload)],
         ROOT,
     )
@@ -57,7 +57,7 @@ def _main_py(url: str, work: Path) -> float:
         'api_key = "sk-bench-0123456789abcdef"\nmax_retries = 0\n',
         encoding="utf-8",
     )
-    wall, out = _timed(
+    wall, _ = _timed(
         [
             sys.executable,
             "main.py",

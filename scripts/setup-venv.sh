@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sourced by run.sh and test.sh: create .venv with Python >= 3.11 and install the package
-# with the extras named in $1 (e.g. "dev"). Reinstalls only when pyproject.toml or the extras
-# change. Sets VENV.
+# with (at least) the extras named in $1 (e.g. "browser,search"). Extras already installed are
+# kept, so run.sh and test.sh can alternate without reinstalling; a reinstall happens only
+# when pyproject.toml changes or an extra is asked for that is not installed yet. Sets VENV.
 pick_python() {
   for cand in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
     [ -n "$cand" ] || continue
@@ -15,15 +16,18 @@ pick_python() {
 }
 
 VENV=.venv
-extras="${1:-}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$(pick_python)" -m venv "$VENV"
 fi
-stamp="$VENV/.installed-$( (cat pyproject.toml; echo "$extras") | sha1sum | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
+# The stamp is named after pyproject.toml and lists the extras installed with it.
+stamp="$VENV/.installed-$(sha1sum pyproject.toml | cut -c1-16)"
+installed=""
+[ -f "$stamp" ] && installed="$(cat "$stamp")"
+wanted="$(printf '%s\n' $(echo "$installed,${1:-}" | tr ',' ' ') | sort -u | paste -sd, -)"
+if [ ! -f "$stamp" ] || [ "$wanted" != "$installed" ]; then
   target="."
-  [ -n "$extras" ] && target=".[$extras]"
+  [ -n "$wanted" ] && target=".[$wanted]"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$target"
   rm -f "$VENV"/.installed-*
-  touch "$stamp"
+  printf '%s' "$wanted" > "$stamp"
 fi

@@ -15,6 +15,7 @@ __all__ = [
     "RunResult",
     "SWEAgent",
     "StopReason",
+    "SandboxManus",
     "ToolCallAgent",
 ]
 
@@ -28,6 +29,7 @@ _LOCATIONS = {
     "RunResult": "app.agent.result",
     "SWEAgent": "app.agent.swe",
     "StopReason": "app.agent.result",
+    "SandboxManus": "app.agent.sandbox_agent",
     "ToolCallAgent": "app.agent.toolcall",
 }
 

@@ -41,7 +41,13 @@ def browser_tool_or_notice() -> BaseTool | None:
             return BrowserUseTool()
     if not _browser_notice_shown:
         _browser_notice_shown = True
-        logger.info("browser_use is not available (install the extra: pip install -e '.[browser]')")
+        from app.install_hint import pip_install
+
+        logger.info(
+            "browser_use is not available (install the extra: {}; Chromium: "
+            "scripts/setup-chromium.sh)",
+            pip_install("browser"),
+        )
     return None
 
 
@@ -63,6 +69,9 @@ class Manus(MCPHostAgent):
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     _browser_helper: BrowserContextHelper | None = PrivateAttr(default=None)
+    #: Whether mcp.json's servers were connected (or deliberately skipped): ``create`` does it,
+    #: else the first ``think`` (upstream's rule), so ``Manus()`` gets them too.
+    _mcp_initialized: bool = PrivateAttr(default=False)
 
     @model_validator(mode="after")
     def _setup_workspace_and_tools(self) -> Manus:
@@ -85,6 +94,9 @@ class Manus(MCPHostAgent):
 
     async def think(self) -> bool:
         """While the browser is in use, the step prompt carries its state (and screenshot)."""
+        if not self._mcp_initialized:
+            self._mcp_initialized = True
+            await self.initialize_mcp_servers()
         if not self._browser_in_use():
             return await super().think()
         original = self.next_step_prompt
@@ -100,8 +112,9 @@ class Manus(MCPHostAgent):
         return self.browser_context_helper.attach_screenshot(super()._request_messages())
 
     @staticmethod
-    def default_tools(workspace: Path) -> ToolCollection:
-        sandbox = create_sandbox(workspace=workspace)  # [sandbox] backend; started lazily
+    def default_tools(workspace: Path, backend: str | None = None) -> ToolCollection:
+        # [sandbox] backend (or ``backend``); started lazily
+        sandbox = create_sandbox(workspace=workspace, backend=backend)
         tools: list[BaseTool] = [
             PythonExecute(workspace=workspace, sandbox=sandbox),
             Bash(workspace=workspace, sandbox=sandbox),
@@ -117,9 +130,11 @@ class Manus(MCPHostAgent):
     @classmethod
     async def create(cls, *, connect_mcp: bool = True, **kwargs: Any) -> Manus:
         """Build a Manus ready to run, connected to every MCP server configured in
-        ``mcp.json`` (upstream's factory). Servers that fail are logged and listed in
+        ``mcp.json`` (upstream's factory; a plain ``Manus()`` connects them on its first step
+        instead). Servers that fail are logged and listed in
         ``mcp_failures``; the agent runs with the rest."""
         agent = cls(**kwargs)
+        agent._mcp_initialized = True  # connected here, or deliberately not at all
         if connect_mcp:
             await agent.initialize_mcp_servers()
         return agent

@@ -36,7 +36,11 @@ from app.tool.create_chat_completion import CreateChatCompletion
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["ToolCallAgent"]
+__all__ = ["TOOL_CALL_REQUIRED", "ToolCallAgent"]
+
+#: Upstream's message for "tool_choice is required but the model called none" (kept for
+#: code that imports it; here such a reply gets REQUIRED_TOOL_PROMPT and another try).
+TOOL_CALL_REQUIRED = "Tool calls required but none provided"
 
 _LOG_PREVIEW = 300
 _CURRENT_IMAGE: ContextVar[str | None] = ContextVar("tool_call_image", default=None)

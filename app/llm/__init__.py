@@ -1,6 +1,17 @@
 """The language-model wrapper. Importing this package does not import the openai SDK."""
 
+from app._lazy import lazy_getattr
 from app.llm.client import LLM
 from app.llm.usage import Usage
 
-__all__ = ["LLM", "Usage"]
+__all__ = ["LLM", "MULTIMODAL_MODELS", "REASONING_MODELS", "TokenCounter", "Usage"]
+
+# Upstream's other names in ``app.llm``, loaded on first use.
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "MULTIMODAL_MODELS": "app.llm.compat",
+        "REASONING_MODELS": "app.llm.compat",
+        "TokenCounter": "app.tokens",
+    },
+)

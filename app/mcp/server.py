@@ -32,7 +32,7 @@ from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
 from app.tool.base import BaseTool, ToolFailure, ToolResult, format_output
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main"]
+__all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main", "parse_args"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
@@ -373,6 +373,12 @@ def build_parser() -> argparse.ArgumentParser:
     level.add_argument("-v", "--verbose", action="store_true", help="log tool calls to stderr")
     level.add_argument("-q", "--quiet", action="store_true", help="log only errors")
     return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line parsed (upstream's ``run_mcp_server.py`` calls this, then
+    ``MCPServer().run(transport=args.transport)``)."""
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,14 @@
 connects, so the model learns what is available before its first step.
 """
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT", "TOOLS_CHANGED_PROMPT", "UNAVAILABLE_ANSWER"]
+__all__ = [
+    "MULTIMEDIA_RESPONSE_PROMPT",
+    "NEXT_STEP_PROMPT",
+    "SYSTEM_PROMPT",
+    "TOOLS_CHANGED_PROMPT",
+    "TOOL_ERROR_PROMPT",
+    "UNAVAILABLE_ANSWER",
+]
 
 SYSTEM_PROMPT = (
     "You are an AI assistant whose tools are provided by a Model Context Protocol (MCP) "
@@ -28,3 +35,15 @@ NEXT_STEP_PROMPT = (
 TOOLS_CHANGED_PROMPT = "The tools available to you changed. {changes}"
 
 UNAVAILABLE_ANSWER = "The MCP server is no longer available, so the task cannot go on. {reason}"
+
+#: Upstream's names, kept for code that imports them; ``{tool_name}`` is the tool's name.
+TOOL_ERROR_PROMPT = (
+    "The call to '{tool_name}' failed. Read its error message, check the arguments against the "
+    "tool's schema (names, types, required fields) and whether the tool still exists, then try "
+    "again differently."
+)
+
+MULTIMEDIA_RESPONSE_PROMPT = (
+    "'{tool_name}' returned an image or other media, attached for you to look at. Use what it "
+    "shows to continue the task."
+)

@@ -7,6 +7,7 @@ __all__ = [
     "AGENTS_PROMPT",
     "CREATE_PLAN_PROMPT",
     "DEFAULT_PLAN_STEPS",
+    "NEXT_STEP_PROMPT",
     "PLANNING_SYSTEM_PROMPT",
     "REPLAN_PROMPT",
     "STEP_PROMPT",
@@ -63,4 +64,11 @@ SUMMARY_SYSTEM_PROMPT = (
 SUMMARY_PROMPT = (
     "The plan for the task below has been worked through.\n\nTask: {request}\n\n{plan}\n\n"
     "Summarize the outcome for the user, including any step that was blocked and why."
+)
+
+#: Upstream's name for a planning agent's per-step nudge (kept for code importing it).
+NEXT_STEP_PROMPT = (
+    "Look at the plan as it stands. If it needs changing, change it; if the next step can be "
+    "done now, do it; if the task is complete, finish. Keep your reasoning short and call the "
+    "right tool."
 )

@@ -6,14 +6,21 @@ from __future__ import annotations
 from app._lazy import lazy_getattr
 
 __all__ = [
+    "BaseSandboxClient",
     "BubblewrapSandbox",
     "DockerSandbox",
     "ExecResult",
     "LaunchSpec",
     "LocalSandbox",
+    "LocalSandboxClient",
     "Sandbox",
+    "SandboxError",
     "SandboxLimits",
+    "SandboxManager",
+    "SandboxResourceError",
+    "SandboxTimeoutError",
     "create_sandbox",
+    "create_sandbox_client",
     "scrub_environment",
 ]
 
@@ -27,6 +34,14 @@ _LOCATIONS = {
     "SandboxLimits": "app.sandbox.base",
     "create_sandbox": "app.sandbox.factory",
     "scrub_environment": "app.sandbox.environment",
+    # upstream's names (its client API, mapped onto the backends above)
+    "BaseSandboxClient": "app.sandbox.client",
+    "LocalSandboxClient": "app.sandbox.client",
+    "SandboxManager": "app.sandbox.core.manager",
+    "SandboxError": "app.exceptions",
+    "SandboxResourceError": "app.exceptions",
+    "SandboxTimeoutError": "app.exceptions",
+    "create_sandbox_client": "app.sandbox.client",
 }
 
 __getattr__ = lazy_getattr(__name__, _LOCATIONS)

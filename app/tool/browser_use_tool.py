@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, PrivateAttr
 
@@ -20,7 +20,10 @@ from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions
 from app.tool.browser.runtime import BrowserRuntime, load_browser_use
 from app.tool.browser.state import read_state
 
-__all__ = ["BrowserUseTool"]
+__all__ = ["BrowserUseTool", "Context"]
+
+#: Upstream's type variable for the tool's context (kept for code importing it).
+Context = TypeVar("Context")
 
 _DESCRIPTION = """\
 Control a web browser: open pages, read them, click, type, scroll, use tabs and search the web.

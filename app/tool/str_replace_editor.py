@@ -20,7 +20,7 @@ from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr
 
@@ -32,9 +32,13 @@ from app.tool.file_scan import displayable, list_dir, scan_file
 __all__ = [
     "DEFAULT_MAX_EDIT_BYTES",
     "MAX_OUTPUT_CHARS",
+    "MAX_RESPONSE_LEN",
     "SNIPPET_LINES",
+    "TRUNCATED_MESSAGE",
+    "Command",
     "StrReplaceEditor",
     "clip_output",
+    "maybe_truncate",
 ]
 
 #: Characters of tool output the model gets before the clip marker.
@@ -115,6 +119,18 @@ def clip_output(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str
     marker = f"\n<output clipped: {len(text) - limit} more characters not shown"
     marker += f"; {hint}>" if hint else ">"
     return text[:limit] + marker
+
+
+# Upstream's names for the same things (kept for code importing them).
+Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
+MAX_RESPONSE_LEN = MAX_OUTPUT_CHARS
+#: How a clipped output ends (followed by the count of characters left out).
+TRUNCATED_MESSAGE = "<output clipped: "
+
+
+def maybe_truncate(content: str, truncate_after: int | None = MAX_RESPONSE_LEN) -> str:
+    """``content`` clipped to ``truncate_after`` characters (None: unclipped)."""
+    return content if not truncate_after else clip_output(content, truncate_after)
 
 
 def _looks_binary(sample: bytes) -> bool:

@@ -20,7 +20,7 @@ from app.tool.base import BaseTool, ToolResult
 from app.tool.search import ENGINES, SearchEngineError, SearchItem, WebSearchEngine, engine_key
 from app.tool.search.fetch import fetch_page_text
 
-__all__ = ["SearchMetadata", "SearchResponse", "SearchResult", "WebSearch"]
+__all__ = ["SearchMetadata", "SearchResponse", "SearchResult", "WebContentFetcher", "WebSearch"]
 
 _DESCRIPTION = (
     "Search the web for up-to-date information. Returns titles, URLs and short descriptions of "
@@ -206,6 +206,20 @@ class WebSearch(BaseTool):
 
     async def cleanup(self) -> None:
         return None
+
+
+class WebContentFetcher:
+    """Upstream's page fetcher: a page's readable text, or None when it cannot be fetched."""
+
+    @staticmethod
+    async def fetch_content(url: str, timeout: int = 10) -> str | None:
+        httpx = _import_httpx()
+        async with httpx.AsyncClient(follow_redirects=True) as client:
+            try:
+                return await fetch_page_text(client, url, timeout=timeout)
+            except ValueError as e:
+                logger.warning("Could not fetch {}: {}", url, e)
+                return None
 
 
 def _import_httpx() -> Any:

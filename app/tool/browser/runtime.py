@@ -61,8 +61,10 @@ def _do_import() -> SimpleNamespace:
         from browser_use.dom.markdown_extractor import extract_clean_markdown
         from browser_use.tools.service import Tools
     except ImportError as e:
+        from app.install_hint import pip_install
+
         raise ToolError(
-            f"The browser is not installed ({e}). Install the extra: pip install -e '.[browser]'"
+            f"The browser is not installed ({e}). Install the extra: {pip_install('browser')}"
         ) from e
     _route_library_logs()
     # Importing browser-use creates an empty downloads directory in /tmp for its default

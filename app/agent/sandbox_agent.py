@@ -1,0 +1,32 @@
+"""``SandboxManus``: upstream's Manus that works inside a sandbox (``sandbox_main.py``).
+
+Upstream ran it in a Daytona cloud sandbox. Here it is :class:`~app.agent.manus.Manus` whose
+code-running and file tools always work in an isolating ``[sandbox]`` backend: the configured
+one when it isolates (``docker`` or ``bubblewrap``), else ``docker`` (upstream's own local
+sandbox). Daytona's VNC desktop and sandboxed browser are not provided (see ``app.daytona``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.agent.manus import Manus
+from app.sandbox.factory import current_settings
+from app.tool.tool_collection import ToolCollection
+
+__all__ = ["SandboxManus"]
+
+
+def isolating_backend() -> str:
+    """The backend SandboxManus uses: the configured one unless it is ``local``."""
+    configured = current_settings().effective_backend
+    return configured if configured != "local" else "docker"
+
+
+class SandboxManus(Manus):
+    name: str = "SandboxManus"
+    description: str = "A versatile agent whose code runs in an isolated sandbox"
+
+    @staticmethod
+    def default_tools(workspace: Path) -> ToolCollection:
+        return Manus.default_tools(workspace, backend=isolating_backend())

@@ -1,0 +1,48 @@
+"""Upstream's ``app.daytona.sandbox`` names; each use raises a clear "not supported" error.
+
+Upstream built a Daytona client when this module was imported; here nothing happens until a
+name is used. ``daytona_settings`` is the ``[daytona]`` section of the config (read on use).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.unsupported import Unsupported, daytona_unsupported
+
+__all__ = [
+    "create_sandbox",
+    "daytona",
+    "daytona_config",
+    "daytona_settings",  # noqa: F822 (module __getattr__: read on use)
+    "delete_sandbox",
+    "get_or_start_sandbox",
+    "start_supervisord_session",
+]
+
+daytona = Unsupported(daytona_unsupported("The Daytona client").message)
+daytona_config = Unsupported(daytona_unsupported("The Daytona client config").message)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "daytona_settings":
+        from app.config import config
+
+        return config.section_or_default("daytona_config")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+async def get_or_start_sandbox(sandbox_id: str) -> Any:
+    raise daytona_unsupported("get_or_start_sandbox")
+
+
+def start_supervisord_session(sandbox: Any) -> None:
+    raise daytona_unsupported("start_supervisord_session")
+
+
+def create_sandbox(password: str, project_id: str | None = None) -> Any:
+    raise daytona_unsupported("create_sandbox")
+
+
+async def delete_sandbox(sandbox_id: str) -> bool:
+    raise daytona_unsupported("delete_sandbox")

@@ -1,0 +1,16 @@
+"""Upstream's chart tools package; ours live in :mod:`app.tool.chart`. Names load on first use."""
+
+from __future__ import annotations
+
+from app._lazy import lazy_getattr
+
+__all__ = ["DataVisualization", "NormalPythonExecute", "VisualizationPrepare"]
+
+__getattr__ = lazy_getattr(
+    __name__,
+    {
+        "DataVisualization": "app.tool.chart.tools",
+        "VisualizationPrepare": "app.tool.chart.tools",
+        "NormalPythonExecute": "app.tool.chart_visualization.python_execute",
+    },
+)

@@ -1,0 +1,27 @@
+"""Upstream's ``computer_use`` tool (mouse and keyboard on a Daytona sandbox's desktop):
+importable, but building it raises a clear "not supported" error (see :mod:`app.daytona`)."""
+
+from __future__ import annotations
+
+import string
+
+from app.daytona.tool_base import SandboxToolsBase
+
+__all__ = ["KEYBOARD_KEYS", "MOUSE_BUTTONS", "ComputerUseTool"]
+
+#: Key names the tool accepted: letters, digits, named keys, function keys and shortcuts.
+KEYBOARD_KEYS: list[str] = [
+    *string.ascii_lowercase,
+    *string.digits,
+    *("enter", "esc", "backspace", "tab", "space", "delete"),
+    *("ctrl", "alt", "shift", "win", "up", "down", "left", "right"),
+    *(f"f{n}" for n in range(1, 13)),
+    *("ctrl+c", "ctrl+v", "ctrl+x", "ctrl+z", "ctrl+a", "ctrl+s"),
+    *("alt+tab", "alt+f4", "ctrl+alt+delete"),
+]
+MOUSE_BUTTONS: list[str] = ["left", "right", "middle"]
+
+
+class ComputerUseTool(SandboxToolsBase):
+    name: str = "computer_use"
+    description: str = "Mouse and keyboard on a Daytona sandbox desktop (not supported here)."

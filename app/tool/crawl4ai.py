@@ -1,0 +1,100 @@
+"""Upstream's ``crawl4ai`` tool (web pages as text for the model), served by our page fetcher
+(:func:`app.tool.search.fetch.fetch_page_text`) rather than the crawl4ai package.
+
+Same name and arguments as upstream. The difference: pages are fetched over HTTP and their
+visible text extracted; JavaScript is not run (upstream drove a headless browser). For pages
+that need scripts, use ``browser_use``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+from urllib.parse import urlparse
+
+from app.exceptions import ToolError
+from app.install_hint import pip_install
+from app.tool.base import BaseTool, ToolResult
+
+__all__ = ["Crawl4aiTool"]
+
+_MAX_URLS = 10
+
+
+class Crawl4aiTool(BaseTool):
+    name: str = "crawl4ai"
+    description: str = (
+        "Fetch one or more web pages and return their readable text (scripts, styles and "
+        "navigation removed). Pages are not rendered with JavaScript; use browser_use for "
+        "pages that need it."
+    )
+    parameters: dict[str, Any] | None = {
+        "type": "object",
+        "properties": {
+            "urls": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": f"http(s) URLs to fetch (at most {_MAX_URLS})",
+            },
+            "timeout": {"type": "integer", "description": "Seconds per page (default 30)"},
+            "bypass_cache": {"type": "boolean", "description": "Accepted; pages are never cached"},
+            "word_count_threshold": {
+                "type": "integer",
+                "description": "Drop text lines with fewer words than this (default 10)",
+            },
+        },
+        "required": ["urls"],
+    }
+    concurrency_safe: bool = True
+
+    async def execute(
+        self,
+        urls: list[str] | str,
+        timeout: int = 30,
+        bypass_cache: bool = False,
+        word_count_threshold: int = 10,
+        **_: Any,
+    ) -> ToolResult:
+        try:
+            import bs4  # noqa: F401  (html_to_text needs it)
+            import httpx
+        except ImportError as e:
+            raise ToolError(
+                f"crawl4ai needs httpx and beautifulsoup4 ({e}); install the extra: "
+                f"{pip_install('search')}"
+            ) from e
+
+        from app.tool.search.fetch import fetch_page_text
+
+        targets = [urls] if isinstance(urls, str) else list(urls or [])
+        if not targets:
+            raise ToolError("urls: give at least one URL")
+        if len(targets) > _MAX_URLS:
+            raise ToolError(f"urls: at most {_MAX_URLS} URLs per call, got {len(targets)}")
+        bad = [u for u in targets if urlparse(str(u)).scheme not in ("http", "https")]
+        if bad:
+            raise ToolError(f"urls: not http(s) URLs: {', '.join(map(str, bad))}")
+        async with httpx.AsyncClient(follow_redirects=True) as client:
+            pages = await asyncio.gather(
+                *(
+                    self._one(client, fetch_page_text, u, timeout, word_count_threshold)
+                    for u in targets
+                )
+            )
+        failed = sum(1 for ok, _ in pages if not ok)
+        text = "\n\n".join(body for _, body in pages)
+        if failed == len(pages):
+            return ToolResult(error=text)
+        return ToolResult(output=text)
+
+    @staticmethod
+    async def _one(
+        client: Any, fetch: Any, url: str, timeout: float, min_words: int
+    ) -> tuple[bool, str]:
+        try:
+            text = await fetch(client, url, timeout=timeout)
+        except ValueError as e:
+            return False, f"## {url}\nFailed: {e}"
+        lines = [line for line in text.splitlines() if len(line.split()) >= max(min_words, 0)]
+        body = "\n".join(lines) or text
+        return True, f"## {url}\n{body}"

@@ -1,0 +1,733 @@
+"""Drop-in for upstream OpenManus (commit 52a13f2): its module paths and public names import,
+and programs written like its entry points (tests/upstream_programs/) run unchanged against
+the scripted LLM server."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.exceptions import (
+    ConfigError,
+    SandboxError,
+    SandboxResourceError,
+    SandboxTimeoutError,
+    ToolError,
+    UnsupportedFeatureError,
+)
+from app.testing import call, text, tool_calls
+from tests.mcp_helpers import DEMO, guarded_env
+from tests.test_main_e2e import TEST_API_KEY, child_env
+from tests.web_fixtures import WebServer
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "tests" / "upstream_programs"
+
+#: Every module of upstream's app/ package and the public names it defines at module level
+#: (classes, functions, constants, ``__all__``), read from upstream's tree at commit 52a13f2.
+UPSTREAM_NAMES: dict[str, tuple[str, ...]] = {
+    "app": (),
+    "app.agent": (
+        "BaseAgent",
+        "BrowserAgent",
+        "MCPAgent",
+        "ReActAgent",
+        "SWEAgent",
+        "ToolCallAgent",
+    ),
+    "app.agent.base": ("BaseAgent",),
+    "app.agent.browser": ("BrowserAgent", "BrowserContextHelper"),
+    "app.agent.data_analysis": ("DataAnalysis",),
+    "app.agent.manus": ("Manus",),
+    "app.agent.mcp": ("MCPAgent",),
+    "app.agent.react": ("ReActAgent",),
+    "app.agent.sandbox_agent": ("SandboxManus",),
+    "app.agent.swe": ("SWEAgent",),
+    "app.agent.toolcall": ("TOOL_CALL_REQUIRED", "ToolCallAgent"),
+    "app.bedrock": (
+        "BedrockClient",
+        "CURRENT_TOOLUSE_ID",
+        "Chat",
+        "ChatCompletions",
+        "OpenAIResponse",
+    ),
+    "app.config": (
+        "AppConfig",
+        "BrowserSettings",
+        "Config",
+        "DaytonaSettings",
+        "LLMSettings",
+        "MCPServerConfig",
+        "MCPSettings",
+        "PROJECT_ROOT",
+        "ProxySettings",
+        "RunflowSettings",
+        "SandboxSettings",
+        "SearchSettings",
+        "WORKSPACE_ROOT",
+        "config",
+        "get_project_root",
+    ),
+    "app.daytona.sandbox": (
+        "create_sandbox",
+        "daytona",
+        "daytona_config",
+        "daytona_settings",
+        "delete_sandbox",
+        "get_or_start_sandbox",
+        "start_supervisord_session",
+    ),
+    "app.daytona.tool_base": (
+        "SandboxToolsBase",
+        "ThreadMessage",
+        "daytona",
+        "daytona_config",
+        "daytona_settings",
+    ),
+    "app.exceptions": ("OpenManusError", "TokenLimitExceeded", "ToolError"),
+    "app.flow": (),
+    "app.flow.base": ("BaseFlow",),
+    "app.flow.flow_factory": ("FlowFactory", "FlowType"),
+    "app.flow.planning": ("PlanStepStatus", "PlanningFlow"),
+    "app.llm": ("LLM", "MULTIMODAL_MODELS", "REASONING_MODELS", "TokenCounter"),
+    "app.logger": ("define_log_level", "logger"),
+    "app.mcp": (),
+    "app.mcp.server": ("MCPServer", "parse_args"),
+    "app.prompt": (),
+    "app.prompt.browser": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
+    "app.prompt.manus": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
+    "app.prompt.mcp": (
+        "MULTIMEDIA_RESPONSE_PROMPT",
+        "NEXT_STEP_PROMPT",
+        "SYSTEM_PROMPT",
+        "TOOL_ERROR_PROMPT",
+    ),
+    "app.prompt.planning": ("NEXT_STEP_PROMPT", "PLANNING_SYSTEM_PROMPT"),
+    "app.prompt.swe": ("SYSTEM_PROMPT",),
+    "app.prompt.toolcall": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
+    "app.prompt.visualization": ("NEXT_STEP_PROMPT", "SYSTEM_PROMPT"),
+    "app.sandbox": (
+        "BaseSandboxClient",
+        "DockerSandbox",
+        "LocalSandboxClient",
+        "SandboxError",
+        "SandboxManager",
+        "SandboxResourceError",
+        "SandboxTimeoutError",
+        "create_sandbox_client",
+    ),
+    "app.sandbox.client": (
+        "BaseSandboxClient",
+        "LocalSandboxClient",
+        "SANDBOX_CLIENT",
+        "SandboxFileOperations",
+        "create_sandbox_client",
+    ),
+    "app.sandbox.core.exceptions": ("SandboxError", "SandboxResourceError", "SandboxTimeoutError"),
+    "app.sandbox.core.manager": ("SandboxManager",),
+    "app.sandbox.core.sandbox": ("DockerSandbox",),
+    "app.sandbox.core.terminal": ("AsyncDockerizedTerminal", "DockerSession"),
+    "app.schema": (
+        "AgentState",
+        "Function",
+        "Memory",
+        "Message",
+        "ROLE_TYPE",
+        "ROLE_VALUES",
+        "Role",
+        "TOOL_CHOICE_TYPE",
+        "TOOL_CHOICE_VALUES",
+        "ToolCall",
+        "ToolChoice",
+    ),
+    "app.tool": (
+        "BaseTool",
+        "Bash",
+        "BrowserUseTool",
+        "Crawl4aiTool",
+        "CreateChatCompletion",
+        "PlanningTool",
+        "StrReplaceEditor",
+        "Terminate",
+        "ToolCollection",
+        "WebSearch",
+    ),
+    "app.tool.ask_human": ("AskHuman",),
+    "app.tool.base": ("BaseTool", "CLIResult", "ToolFailure", "ToolResult"),
+    "app.tool.bash": ("Bash",),
+    "app.tool.browser_use_tool": ("BrowserUseTool", "Context"),
+    "app.tool.chart_visualization": (
+        "DataVisualization",
+        "NormalPythonExecute",
+        "VisualizationPrepare",
+    ),
+    "app.tool.chart_visualization.chart_prepare": ("VisualizationPrepare",),
+    "app.tool.chart_visualization.data_visualization": ("DataVisualization",),
+    "app.tool.chart_visualization.python_execute": ("NormalPythonExecute",),
+    "app.tool.chart_visualization.test.chart_demo": ("main", "prefix", "tasks"),
+    "app.tool.chart_visualization.test.report_demo": ("main",),
+    "app.tool.computer_use_tool": ("ComputerUseTool", "KEYBOARD_KEYS", "MOUSE_BUTTONS"),
+    "app.tool.crawl4ai": ("Crawl4aiTool",),
+    "app.tool.create_chat_completion": ("CreateChatCompletion",),
+    "app.tool.file_operators": (
+        "FileOperator",
+        "LocalFileOperator",
+        "PathLike",
+        "SandboxFileOperator",
+    ),
+    "app.tool.mcp": ("MCPClientTool", "MCPClients"),
+    "app.tool.planning": ("PlanningTool",),
+    "app.tool.python_execute": ("PythonExecute",),
+    "app.tool.sandbox.sb_browser_tool": ("SandboxBrowserTool",),
+    "app.tool.sandbox.sb_files_tool": ("Context", "SandboxFilesTool"),
+    "app.tool.sandbox.sb_shell_tool": ("Context", "SandboxShellTool"),
+    "app.tool.sandbox.sb_vision_tool": (
+        "DEFAULT_JPEG_QUALITY",
+        "DEFAULT_MAX_HEIGHT",
+        "DEFAULT_MAX_WIDTH",
+        "DEFAULT_PNG_COMPRESS_LEVEL",
+        "MAX_COMPRESSED_SIZE",
+        "MAX_IMAGE_SIZE",
+        "SandboxVisionTool",
+    ),
+    "app.tool.search": (
+        "BaiduSearchEngine",
+        "BingSearchEngine",
+        "DuckDuckGoSearchEngine",
+        "GoogleSearchEngine",
+        "WebSearchEngine",
+    ),
+    "app.tool.search.baidu_search": ("BaiduSearchEngine",),
+    "app.tool.search.base": ("SearchItem", "WebSearchEngine"),
+    "app.tool.search.bing_search": (
+        "ABSTRACT_MAX_LENGTH",
+        "BING_HOST_URL",
+        "BING_SEARCH_URL",
+        "BingSearchEngine",
+        "HEADERS",
+        "USER_AGENTS",
+    ),
+    "app.tool.search.duckduckgo_search": ("DuckDuckGoSearchEngine",),
+    "app.tool.search.google_search": ("GoogleSearchEngine",),
+    "app.tool.str_replace_editor": (
+        "Command",
+        "MAX_RESPONSE_LEN",
+        "SNIPPET_LINES",
+        "StrReplaceEditor",
+        "TRUNCATED_MESSAGE",
+        "maybe_truncate",
+    ),
+    "app.tool.terminate": ("Terminate",),
+    "app.tool.tool_collection": ("ToolCollection",),
+    "app.tool.web_search": (
+        "SearchMetadata",
+        "SearchResponse",
+        "SearchResult",
+        "WebContentFetcher",
+        "WebSearch",
+    ),
+    "app.utils": (),
+    "app.utils.files_utils": (
+        "EXCLUDED_DIRS",
+        "EXCLUDED_EXT",
+        "EXCLUDED_FILES",
+        "clean_path",
+        "should_exclude_file",
+    ),
+    "app.utils.logger": ("ENV_MODE", "logger", "renderer"),
+}
+
+
+@pytest.mark.parametrize("module", sorted(UPSTREAM_NAMES))
+def test_upstream_module_and_its_names_import(module: str) -> None:
+    imported = importlib.import_module(module)
+    missing = [name for name in UPSTREAM_NAMES[module] if not hasattr(imported, name)]
+    assert not missing, f"{module} lacks {missing}"
+
+
+def test_importing_every_upstream_module_loads_no_heavy_dependency(tmp_path: Path) -> None:
+    # The aliases must stay cheap: no SDK, browser, Docker or MCP import just for a name.
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {sorted(UPSTREAM_NAMES)!r}:\n"
+        "    importlib.import_module(m)\n"
+        "heavy = ('openai', 'browser_use', 'docker', 'mcp', 'matplotlib', 'pandas', 'httpx',"
+        " 'crawl4ai', 'daytona', 'boto3')\n"
+        "print(json.dumps(sorted(h for h in heavy if h in sys.modules)))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == []
+
+
+def test_aliases_are_our_objects_not_copies() -> None:
+    from app.flow.factory import FlowFactory
+    from app.flow.flow_factory import FlowFactory as UpstreamFlowFactory
+    from app.llm import TokenCounter
+    from app.sandbox import SandboxError as PackageSandboxError
+    from app.tokens import TokenCounter as OurTokenCounter
+    from app.tool import Crawl4aiTool
+    from app.tool.chart.tools import DataVisualization
+    from app.tool.chart_visualization.data_visualization import (
+        DataVisualization as UpstreamDataVisualization,
+    )
+    from app.tool.search.google import GoogleSearchEngine
+    from app.tool.search.google_search import GoogleSearchEngine as UpstreamGoogle
+
+    assert UpstreamFlowFactory is FlowFactory
+    assert UpstreamDataVisualization is DataVisualization
+    assert UpstreamGoogle is GoogleSearchEngine
+    assert TokenCounter is OurTokenCounter
+    assert PackageSandboxError is SandboxError
+    assert Crawl4aiTool().name == "crawl4ai"
+
+
+def test_model_lists_answer_membership_by_our_rules() -> None:
+    from app.llm import MULTIMODAL_MODELS, REASONING_MODELS
+
+    assert "o3-mini" in REASONING_MODELS and "o1" in REASONING_MODELS
+    assert "gpt-4o" not in REASONING_MODELS and 42 not in REASONING_MODELS
+    assert "gpt-4o-mini" in MULTIMODAL_MODELS and "openai/gpt-4o" in MULTIMODAL_MODELS
+    assert "gpt-3.5-turbo" not in MULTIMODAL_MODELS
+    assert "o1" in list(REASONING_MODELS)
+
+
+def test_workspace_root_follows_the_active_config(tmp_path: Path, monkeypatch) -> None:
+    import app.config as config_module
+
+    monkeypatch.setenv("OPENMANUS_WORKSPACE", str(tmp_path / "elsewhere"))
+    assert config_module.WORKSPACE_ROOT == tmp_path / "elsewhere"
+    assert config_module.get_project_root() == config_module.PROJECT_ROOT == ROOT
+
+
+# --- what we cannot provide fails once, clearly ----------------------------------------------
+
+
+def test_daytona_names_import_but_every_use_says_what_is_needed() -> None:
+    from app.daytona import sandbox as daytona_sandbox
+    from app.daytona.tool_base import SandboxToolsBase, ThreadMessage
+    from app.tool.computer_use_tool import ComputerUseTool
+    from app.tool.sandbox.sb_browser_tool import SandboxBrowserTool
+    from app.tool.sandbox.sb_files_tool import SandboxFilesTool
+    from app.tool.sandbox.sb_shell_tool import SandboxShellTool
+    from app.tool.sandbox.sb_vision_tool import SandboxVisionTool
+
+    attempts = [
+        lambda: daytona_sandbox.create_sandbox(password="x"),
+        lambda: daytona_sandbox.start_supervisord_session(None),
+        lambda: asyncio.run(daytona_sandbox.delete_sandbox("id")),
+        lambda: asyncio.run(daytona_sandbox.get_or_start_sandbox("id")),
+        lambda: daytona_sandbox.daytona.get("id"),
+        lambda: daytona_sandbox.daytona_config(),
+        *(
+            cls
+            for cls in (
+                SandboxToolsBase,
+                SandboxBrowserTool,
+                SandboxFilesTool,
+                SandboxShellTool,
+                SandboxVisionTool,
+                ComputerUseTool,
+            )
+        ),
+    ]
+    for attempt in attempts:
+        with pytest.raises(UnsupportedFeatureError) as caught:
+            attempt()
+        message = str(caught.value)
+        assert "Daytona" in message and "daytona_api_key" in message
+        assert 'backend = "docker"' in message  # and what to use instead
+    assert ThreadMessage("user", {"text": "hi"}).to_dict()["metadata"] == {}
+
+
+def test_bedrock_module_imports_and_refuses_use() -> None:
+    from app import bedrock
+
+    for cls in (
+        bedrock.BedrockClient,
+        bedrock.Chat,
+        bedrock.ChatCompletions,
+        bedrock.OpenAIResponse,
+    ):
+        with pytest.raises(UnsupportedFeatureError, match="'aws' \\(Bedrock\\) is not supported"):
+            cls()
+
+
+def test_upstream_terminal_classes_point_to_ours() -> None:
+    from app.sandbox.core.terminal import AsyncDockerizedTerminal, DockerSession
+
+    for cls in (AsyncDockerizedTerminal, DockerSession):
+        with pytest.raises(UnsupportedFeatureError, match="bash tool"):
+            cls("container-id")
+
+
+# --- config: refused at load, with the profile and the value named ---------------------------
+
+
+def load(tmp_path: Path, body: str):
+    from app.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(body)
+    return load_config(path)
+
+
+def config_error(tmp_path: Path, body: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, body)
+    return str(caught.value)
+
+
+def test_aws_api_type_is_refused_at_load(tmp_path: Path) -> None:
+    # Upstream's example: a Bedrock host without a scheme. One message, about Bedrock.
+    message = config_error(
+        tmp_path,
+        (
+            '[llm]\nmodel = "m"\n[llm.bedrock]\napi_type = "aws"\n'
+            'model = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"\n'
+            'base_url = "bedrock-runtime.us-west-2.amazonaws.com"\n'
+        ),
+    )
+    assert "[llm.bedrock]" in message
+    assert "api_type 'aws' (Bedrock) is not supported yet" in message
+    assert "base_url must" not in message
+
+
+@pytest.mark.parametrize("url", ["api.openai.com/v1", "localhost:11434/v1", "ftp://x/v1"])
+def test_base_url_without_http_scheme_is_refused_at_load(tmp_path: Path, url: str) -> None:
+    message = config_error(tmp_path, f'[llm]\nmodel = "m"\n[llm.fast]\nbase_url = "{url}"\n')
+    assert "[llm.fast] base_url" in message and repr(url) in message
+    assert "http://" in message
+
+
+def test_base_url_with_scheme_loads(tmp_path: Path) -> None:
+    app_config = load(tmp_path, '[llm]\nmodel = "m"\nbase_url = "HTTPS://api.example.com/v1"\n')
+    assert app_config.llm["default"].base_url == "HTTPS://api.example.com/v1"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("api_key", "your Jiekou.AI api key"),
+        ("api_key", "your ppio api key"),
+        ("api_key", "YOUR_API_KEY"),
+        ("api_key", "<your-openrouter-key>"),
+        ("api_version", "AZURE API VERSION"),
+        ("base_url", "{YOUR_AZURE_ENDPOINT.rstrip('/')}/openai/deployments/{AZURE_DEPLOYMENT_ID}"),
+        ("base_url", "https://your-resource.openai.azure.com/"),
+    ],
+)
+def test_upstream_placeholders_are_refused(tmp_path: Path, key: str, value: str) -> None:
+    body = f'[llm]\nmodel = "m"\n[llm.vision]\n{key} = "{value}"\n'
+    message = config_error(tmp_path, body)
+    assert f"[llm.vision] {key} is still the example placeholder" in message
+
+
+@pytest.mark.parametrize("key", ["sk-your-real-key-123", "ollama", "yourself-key-x1"])
+def test_real_looking_keys_are_not_placeholders(tmp_path: Path, key: str) -> None:
+    app_config = load(tmp_path, f'[llm]\nmodel = "m"\napi_key = "{key}"\n')
+    assert app_config.llm["default"].api_key == key
+
+
+def test_upstream_daytona_section_loads_quietly(tmp_path: Path) -> None:
+    app_config = load(
+        tmp_path, '[llm]\nmodel = "m"\n[daytona]\ndaytona_api_key = ""\ndaytona_target = "eu"\n'
+    )
+    assert app_config.daytona_config.daytona_target == "eu"
+
+
+# --- upstream's sandbox client and file operators, on our backends ----------------------------
+
+
+def local_settings():
+    from app.config_models import SandboxSettings
+
+    return SandboxSettings(backend="local", timeout=30, memory_limit="256m")
+
+
+def test_local_sandbox_client_round_trip_and_timeout(tmp_path: Path) -> None:
+    from app.sandbox.client import LocalSandboxClient
+
+    async def scenario() -> None:
+        client = LocalSandboxClient()
+        await client.create(local_settings(), {str(tmp_path): "/workspace"})
+        try:
+            await client.write_file("notes/a.txt", "héllo\n")
+            assert (tmp_path / "notes" / "a.txt").read_text() == "héllo\n"
+            assert await client.read_file("notes/a.txt") == "héllo\n"
+            assert (await client.run_command("cat notes/a.txt; echo err >&2")) == "héllo\nerr\n"
+            host = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+            await client.copy_from("notes/a.txt", str(host))
+            assert host.read_text() == "héllo\n"
+            await client.copy_to(str(host), "copy.txt")
+            assert (tmp_path / "copy.txt").read_text() == "héllo\n"
+            with pytest.raises(SandboxTimeoutError):
+                await client.run_command("sleep 5", timeout=1)
+            with pytest.raises((SandboxError, PermissionError, ToolError, ValueError)):
+                await client.read_file("/etc/passwd")  # outside the workspace
+        finally:
+            await client.cleanup()
+
+    asyncio.run(scenario())
+
+
+def test_volume_bindings_other_than_the_workspace_are_refused(tmp_path: Path) -> None:
+    from app.sandbox.client import UpstreamSandbox
+
+    with pytest.raises(UnsupportedFeatureError, match="work_dir"):
+        UpstreamSandbox(local_settings(), {str(tmp_path): "/data"})
+
+
+def test_sandbox_manager_enforces_its_limit() -> None:
+    from app.sandbox import SandboxManager
+
+    async def scenario() -> None:
+        async with SandboxManager(max_sandboxes=0) as manager:
+            with pytest.raises(SandboxResourceError, match="Maximum number of sandboxes"):
+                await manager.create_sandbox(local_settings())
+            assert manager.get_stats()["total_sandboxes"] == 0
+            with pytest.raises(KeyError):
+                await manager.get_sandbox("nope")
+
+    asyncio.run(scenario())
+
+
+def test_local_file_operator(tmp_path: Path, monkeypatch) -> None:
+    from app.tool.file_operators import FileOperator, LocalFileOperator
+
+    monkeypatch.setenv("OPENMANUS_WORKSPACE", str(tmp_path))
+
+    async def scenario() -> None:
+        operator = LocalFileOperator()
+        assert isinstance(operator, FileOperator)
+        await operator.write_file("d/x.txt", "data")
+        assert await operator.read_file("d/x.txt") == "data"
+        assert await operator.is_directory("d") and not await operator.is_directory("d/x.txt")
+        assert await operator.exists("d/x.txt") and not await operator.exists("nope")
+        assert await operator.run_command("echo out; echo err >&2; exit 3") == (3, "out\n", "err\n")
+        with pytest.raises(ToolError):
+            await operator.read_file("missing.txt")
+        with pytest.raises(TimeoutError):
+            await operator.run_command("sleep 5", timeout=1)
+
+    asyncio.run(scenario())
+
+
+def test_crawl4ai_tool_fetches_page_text_from_a_local_server() -> None:
+    from app.tool import Crawl4aiTool
+
+    with WebServer() as web:
+        url = web.html(
+            "/page",
+            "<html><script>var hidden = 1;</script><body><p>The quick "
+            "brown fox jumps over the lazy dog today</p></body></html>",
+        )
+        result = asyncio.run(
+            Crawl4aiTool().execute(urls=[url, web.url + "/missing"], word_count_threshold=3)
+        )
+    assert result.error is None
+    assert "The quick brown fox jumps over the lazy dog today" in result.output
+    assert "hidden" not in result.output
+    assert f"## {web.url}/missing\nFailed: HTTP 404" in result.output
+    with pytest.raises(ToolError, match="not http"):
+        asyncio.run(Crawl4aiTool().execute(urls=["file:///etc/passwd"]))
+
+
+# --- upstream-style programs against the scripted server -------------------------------------
+
+
+def write_upstream_config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
+    directory = tmp_path / "config"
+    directory.mkdir(exist_ok=True)
+    path = directory / "config.toml"
+    path.write_text(
+        f'workspace_root = "{tmp_path / "ws"}"\n[llm]\nmodel = "gpt-4o-mini"\n'
+        f'base_url = "{base_url}"\napi_key = "{TEST_API_KEY}"\nmax_retries = 0\ntimeout = 30\n'
+        + extra
+    )
+    return path
+
+
+def run_program(
+    tmp_path: Path,
+    config: Path,
+    name: str,
+    *args: str,
+    stdin: str | None = None,
+    cwd: Path | None = None,
+):
+    env = child_env(tmp_path)
+    env["OPENMANUS_CONFIG"] = str(config)  # upstream programs take no --config
+    return subprocess.run(
+        [sys.executable, str(PROGRAMS / name), *args],
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd or tmp_path,
+        timeout=120,
+    )
+
+
+def test_upstream_main(tmp_path: Path, llm_server) -> None:
+    llm_server.push(
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "hello.txt", "file_text": "hi from upstream main\n"},
+            )
+        ),
+        tool_calls(call("terminate", {"status": "success"}), content="done"),
+    )
+    config = write_upstream_config(tmp_path, llm_server.base_url)
+    proc = run_program(tmp_path, config, "main.py", "--prompt", "write hello.txt")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "ws" / "hello.txt").read_text() == "hi from upstream main\n"
+    assert len(llm_server.requests) == 2
+
+
+def test_upstream_run_flow_with_manus_built_directly_uses_mcp_json(tmp_path, llm_server) -> None:
+    llm_server.push(
+        tool_calls(
+            call(
+                "planning",
+                {
+                    "command": "create",
+                    "plan_id": "p",
+                    "title": "Sum",
+                    "steps": ["Add 2 and 3 with the demo server"],
+                },
+            )
+        ),
+        tool_calls(call("mcp_demo_add", {"a": 2, "b": 3})),
+        tool_calls(call("terminate", {"status": "success"}), content="The sum is 5"),
+        text("The demo server says 2 + 3 = 5."),
+    )
+    config = write_upstream_config(tmp_path, llm_server.base_url)
+    (config.parent / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "demo": {
+                        "type": "stdio",
+                        "command": sys.executable,
+                        "args": [str(DEMO)],
+                        "env": guarded_env(),
+                    }
+                }
+            }
+        )
+    )
+    proc = run_program(tmp_path, config, "run_flow.py", stdin="add 2 and 3\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "The demo server says 2 + 3 = 5." in proc.stdout
+    # Manus() connected mcp.json's server on its first step: the executor was offered its
+    # tools from that first request on, and the call reached the server.
+    step_request = llm_server.requests[1]
+    assert "mcp_demo_add" in {t["function"]["name"] for t in step_request.tools}
+    results = [m["content"] for m in llm_server.requests[2].messages if m["role"] == "tool"]
+    assert any("5" in str(r) for r in results), results
+
+
+def test_upstream_run_mcp_spawns_the_server_reference(tmp_path: Path, llm_server) -> None:
+    # The server is spawned as ``python -m app.mcp.server`` with the MCP SDK's default
+    # environment (as upstream did), so it reads the project's default config, not ours:
+    # the command only prints, it writes nothing into whatever workspace that is.
+    llm_server.push(
+        tool_calls(call("mcp_openmanus_bash", {"command": "echo via upstream run_mcp"})),
+        tool_calls(call("mcp_openmanus_terminate", {"status": "success"}), content="ok"),
+    )
+    config = write_upstream_config(tmp_path, llm_server.base_url)
+    proc = run_program(tmp_path, config, "run_mcp.py", "-p", "say hi", cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "AGENT RESULT:" in proc.stdout
+    offered = {t["function"]["name"] for t in llm_server.requests[0].tools}
+    assert {"mcp_openmanus_bash", "mcp_openmanus_terminate"} <= offered
+    results = [m["content"] for m in llm_server.requests[1].messages if m["role"] == "tool"]
+    assert "via upstream run_mcp" in str(results[-1]), results
+
+
+def test_upstream_run_mcp_server_serves_our_tools_over_stdio(tmp_path: Path) -> None:
+    from app.config_models import MCPServerConfig
+    from app.tool.mcp import MCPClients
+
+    config = write_upstream_config(tmp_path, "http://127.0.0.1:9/v1")
+    env = child_env(tmp_path)
+    env["OPENMANUS_CONFIG"] = str(config)
+    server = MCPServerConfig(
+        type="stdio",
+        command=sys.executable,
+        args=[str(PROGRAMS / "run_mcp_server.py"), "--transport", "stdio"],
+        env=env,
+    )
+
+    async def scenario() -> tuple[set[str], str]:
+        clients = MCPClients()
+        try:
+            failures = await clients.connect_all({"srv": server})
+            assert not failures, failures
+            names = set(clients.tool_map)
+            result = await clients.execute(
+                name="mcp_srv_bash", tool_input={"command": "echo served > s.txt; pwd"}
+            )
+            return names, str(result)
+        finally:
+            await clients.close()
+
+    names, output = asyncio.run(scenario())
+    assert {"mcp_srv_bash", "mcp_srv_str_replace_editor", "mcp_srv_terminate"} <= names
+    assert (tmp_path / "ws" / "s.txt").read_text() == "served\n"
+    assert str(tmp_path / "ws") in output
+
+
+def test_upstream_sandbox_main_runs_code_in_an_isolating_backend(tmp_path, llm_server) -> None:
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap is not installed (scripts/test.sh installs it)")
+    llm_server.push(
+        tool_calls(call("bash", {"command": "cat /proc/1/comm; touch made.txt"})),
+        tool_calls(call("terminate", {"status": "success"}), content="done"),
+    )
+    config = write_upstream_config(
+        tmp_path, llm_server.base_url, '[sandbox]\nbackend = "bubblewrap"\n'
+    )
+    proc = run_program(tmp_path, config, "sandbox_main.py", "--prompt", "go")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "ws" / "made.txt").is_file()
+    bash_result = [m["content"] for m in llm_server.requests[1].messages if m["role"] == "tool"]
+    # In bubblewrap's PID namespace, PID 1 is bwrap's init, not the host's init.
+    assert bash_result and "systemd" not in str(bash_result[-1]), bash_result
+
+
+def test_sandbox_manus_never_runs_code_unconfined(monkeypatch, tmp_path: Path) -> None:
+    from app.agent.sandbox_agent import isolating_backend
+    from app.config import config
+    from app.config_models import AppConfig, LLMSettings, SandboxSettings
+
+    for configured, expected in (
+        ("local", "docker"),
+        ("bubblewrap", "bubblewrap"),
+        ("docker", "docker"),
+    ):
+        config.use(
+            AppConfig(llm=LLMSettings(model="m"), sandbox=SandboxSettings(backend=configured))
+        )
+        try:
+            assert isolating_backend() == expected
+        finally:
+            config.reset()
