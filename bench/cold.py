@@ -37,7 +37,7 @@ def _timed(command: list[str], cwd: Path) -> tuple[float, str]:
 
 def _first_run(loop: str, url: str, steps: int, workload: Path) -> tuple[float, float]:
     """(seconds from before the first import to the end of the run, whole-process seconds)."""
-    wall, _ = _timed(
+    wall, out = _timed(
         [sys.executable, "-m", "bench.first_run", loop, url, "echo", str(steps), str(workload)],
         ROOT,
     )

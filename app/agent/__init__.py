@@ -14,8 +14,8 @@ __all__ = [
     "ReActAgent",
     "RunResult",
     "SWEAgent",
-    "StopReason",
     "SandboxManus",
+    "StopReason",
     "ToolCallAgent",
 ]
 
