@@ -444,3 +444,29 @@ async def test_a_sandbox_nobody_cleaned_up_leaves_no_cgroup(workspace: Path) -> 
     assert not alive(sleeper)
     if cgroup is not None:
         assert not cgroup.exists()
+
+
+@requires_bwrap
+async def test_files_the_editor_creates_are_usable_by_unprivileged_sandboxed_code(
+    workspace: Path,
+) -> None:
+    """As root on a root-owned workspace, bubblewrap runs code as nobody: what the editor
+    creates (a file in a new directory) must belong to that user, so the code can append."""
+    from app.tool.str_replace_editor import StrReplaceEditor
+
+    box = make_sandbox("bubblewrap", workspace)
+    bash = Bash(sandbox=box)
+    editor = StrReplaceEditor(sandbox=box)
+    try:
+        await bash.execute(command="true")  # the sandbox has started (the workspace adopted)
+        created = await editor.execute(command="create", path=str(workspace / "new/notes.txt"),
+                                       file_text="first\n")
+        assert not getattr(created, "error", None), created
+        appended = await bash.execute(command="echo second >> new/notes.txt && "
+                                      "touch new/more.txt && echo done")
+    finally:
+        await bash.cleanup()
+    assert "done" in str(appended), appended
+    assert (workspace / "new/notes.txt").read_text() == "first\nsecond\n"
+    if IS_ROOT and workspace.stat().st_uid == 0:
+        assert (workspace / "new/notes.txt").stat().st_uid != 0

@@ -209,8 +209,15 @@ class Sandbox(ABC):
         return text
 
     def policy(self, allowed_paths: tuple[Path, ...] | list[Path] = ()) -> FileAccessPolicy:
-        """File access for the editor: the workspace (plus explicit extra roots)."""
-        return FileAccessPolicy.create(self.workspace, allowed_paths)
+        """File access for the editor: the workspace (plus explicit extra roots); what it
+        creates belongs to the user sandboxed code runs as (see :meth:`adopt`)."""
+        return FileAccessPolicy.create(self.workspace, allowed_paths, owner=self.file_owner)
+
+    @property
+    def file_owner(self) -> tuple[int, int] | None:
+        """(uid, gid) files the agent creates must have for sandboxed code to use them; None
+        when sandboxed code runs as the agent's own user."""
+        return None
 
     # --- running ------------------------------------------------------------------------------
 

@@ -78,9 +78,14 @@ class BubblewrapSandbox(Sandbox):
             return NOBODY
         return (info.st_uid, info.st_gid if info.st_gid != 0 else NOBODY[1])
 
-    def adopt(self, path: Path) -> None:
+    @property
+    def file_owner(self) -> tuple[int, int] | None:
         user = self.run_as
-        if user is not None and user == NOBODY:
+        return user if user == NOBODY else None
+
+    def adopt(self, path: Path) -> None:
+        user = self.file_owner
+        if user is not None:
             _chown_if_single(path, user)
 
     async def _start(self) -> None:

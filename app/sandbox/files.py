@@ -154,15 +154,22 @@ class FileAccessPolicy:
 
     workspace: Path
     extra_roots: tuple[Path, ...] = ()
+    #: (uid, gid) given to files and directories created through this policy, when sandboxed
+    #: code runs as another user than the agent (bubblewrap as root); None: the agent's own.
+    owner: tuple[int, int] | None = None
 
     @classmethod
     def create(
-        cls, workspace: Path | None = None, allowed_paths: Iterable[Path | str] = ()
+        cls,
+        workspace: Path | None = None,
+        allowed_paths: Iterable[Path | str] = (),
+        *,
+        owner: tuple[int, int] | None = None,
     ) -> FileAccessPolicy:
         """Build a policy; ``workspace=None`` means the configured workspace root."""
         ws = Path(os.path.realpath(workspace if workspace is not None else default_workspace()))
         extra = tuple(Path(os.path.realpath(Path(p).expanduser())) for p in allowed_paths)
-        return cls(workspace=ws, extra_roots=extra)
+        return cls(workspace=ws, extra_roots=extra, owner=owner)
 
     @property
     def roots(self) -> tuple[Path, ...]:
@@ -212,7 +219,8 @@ class FileAccessPolicy:
                 "(relative paths are taken from there)."
             )
         root = roots[0]
-        return ConfinedPath(real=real, root=root, parts=real.relative_to(root).parts)
+        return ConfinedPath(real=real, root=root, parts=real.relative_to(root).parts,
+                            owner=self.owner)
 
 
 # --- access beneath a root ---------------------------------------------------------------------
@@ -248,6 +256,8 @@ class ConfinedPath:
     real: Path
     root: Path
     parts: tuple[str, ...]
+    #: Owner of what is created here (see ``FileAccessPolicy.owner``).
+    owner: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -279,6 +289,8 @@ class ConfinedPath:
                     try:
                         os.mkdir(part, 0o777, dir_fd=fd)
                         made += 1
+                        if self.owner is not None:
+                            os.chown(part, *self.owner, dir_fd=fd, follow_symlinks=False)
                     except FileExistsError:
                         pass
                 try:
@@ -397,6 +409,8 @@ class ConfinedPath:
                         if os.geteuid() == 0 and (old.st_uid, old.st_gid) != (0, 0):
                             with suppress(OSError):
                                 os.fchown(fd, old.st_uid, old.st_gid)
+                    elif self.owner is not None:
+                        os.fchown(fd, *self.owner)
                     os.fsync(fd)
                 finally:
                     os.close(fd)
