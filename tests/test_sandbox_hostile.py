@@ -468,5 +468,6 @@ async def test_files_the_editor_creates_are_usable_by_unprivileged_sandboxed_cod
         await bash.cleanup()
     assert "done" in str(appended), appended
     assert (workspace / "new/notes.txt").read_text() == "first\nsecond\n"
-    if IS_ROOT and workspace.stat().st_uid == 0:
-        assert (workspace / "new/notes.txt").stat().st_uid != 0
+    if IS_ROOT:  # the workspace was handed to nobody, and so was what the editor made
+        owner = os.stat(workspace).st_uid
+        assert owner != 0 and os.stat(workspace / "new/notes.txt").st_uid == owner
