@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 __all__ = [
     "AgentError",
-    "ArgumentProblem",
     "AgentStateError",
+    "ArgumentProblem",
     "BatchBackendError",
     "ConfigError",
     "ContextWindowExceededError",

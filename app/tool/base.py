@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.tool.validation import validator_for
 
 __all__ = ["BaseTool", "CLIResult", "ToolFailure", "ToolOutcome", "ToolResult", "format_output"]
 
@@ -107,24 +109,15 @@ class BaseTool(ABC, BaseModel):
     #: True when calls never change anything another call could observe (reads, lookups):
     #: such calls of one assistant message may then run at the same time.
     concurrency_safe: bool = False
-    #: (the schema it was compiled from, the compiled validator); see ``validate_arguments``.
-    _validator: tuple[Any, Any] | None = PrivateAttr(default=None)
 
     def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The model's arguments checked against ``parameters`` (coerced where lossless, e.g.
         ``"5"`` for an integer); raises ``ToolArgumentsError`` listing every problem.
 
-        The schema is compiled once and kept until ``parameters`` is replaced by another
-        object (editing the dict in place is not noticed: assign a new one).
+        The schema is compiled once, then found by identity: replace ``parameters`` with a
+        new dict to change it (an edit in place is not noticed).
         """
-        cached = self._validator
-        if cached is None or cached[0] is not self.parameters:
-            from app.tool.validation import compile_arguments_schema
-
-            cached = self._validator = (
-                self.parameters, compile_arguments_schema(self.parameters)
-            )
-        return cached[1].validate(self.name, arguments)
+        return validator_for(self.parameters).validate(self.name, arguments)
 
     def is_concurrency_safe(self, arguments: dict[str, Any]) -> bool:
         """Whether this particular call may run alongside other safe calls; tools whose

@@ -35,13 +35,21 @@ from typing import Any
 
 from app.exceptions import ArgumentProblem, ToolArgumentsError
 
-__all__ = ["MAX_DEPTH", "ArgumentsValidator", "compile_arguments_schema", "describe_value"]
+__all__ = [
+    "MAX_DEPTH",
+    "ArgumentsValidator",
+    "compile_arguments_schema",
+    "describe_value",
+    "validator_for",
+]
 
-#: Deepest nesting a (recursive) schema is followed into; deeper data is reported as an error.
-MAX_DEPTH = 64
+#: How deep a (recursive) schema is followed into the data, counting each object, array and
+#: schema reference as a level; deeper data is reported as an error.
+MAX_DEPTH = 100
 #: Problems listed in one error; the rest are counted.
 MAX_PROBLEMS = 20
 _PREVIEW = 60
+_PATH_KEYS = 12
 _CACHE_SIZE = 512
 
 _INT_TEXT = re.compile(r"[+-]?\d{1,300}")
@@ -51,10 +59,23 @@ _OPENING = frozenset({"patternProperties", "allOf", "anyOf", "oneOf", "$ref"})
 _TYPES = ("string", "integer", "number", "boolean", "null", "object", "array")
 
 
+_TYPE_NAMES: dict[type, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+    dict: "object",
+    list: "array",
+    tuple: "array",
+}
+
+
 def _json_type(value: Any) -> str:
     """The JSON type name of a Python value (``bool`` is not a number)."""
-    if value is None:
-        return "null"
+    kind = _TYPE_NAMES.get(type(value))
+    if kind is not None:
+        return kind
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -95,10 +116,31 @@ def _literal(value: Any) -> str:
         return repr(value)
 
 
-def _path(parent: str, key: str | int) -> str:
-    if isinstance(key, int):
-        return f"{parent}[{key}]"
-    return f"{parent}.{key}" if parent else key
+#: Where a value sits: ``None`` for the arguments themselves, else ``(parent, key)``. Built
+#: as a cheap chain while checking and rendered (``steps[0].name``) only for a problem.
+_Path = tuple[Any, str | int] | None
+
+
+def _render(path: _Path) -> str:
+    keys: list[str | int] = []
+    while path is not None:  # a loop, not recursion: paths can be long
+        path, key = path
+        keys.append(key)
+    keys.reverse()
+    if len(keys) > _PATH_KEYS:  # keep both ends of a very deep path
+        half = _PATH_KEYS // 2
+        return f"{_join(keys[:half])}…{_join(keys[-half:], first=False)}"
+    return _join(keys) or "(arguments)"
+
+
+def _join(keys: list[str | int], first: bool = True) -> str:
+    text = ""
+    for key in keys:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        else:
+            text += f".{key}" if text or not first else key
+    return text
 
 
 class _Problems:
@@ -110,10 +152,10 @@ class _Problems:
         self.items: list[ArgumentProblem] = []
         self.count = 0
 
-    def add(self, path: str, message: str) -> None:
+    def add(self, path: _Path, message: str) -> None:
         self.count += 1
         if len(self.items) < MAX_PROBLEMS:
-            self.items.append(ArgumentProblem(path or "(arguments)", message))
+            self.items.append(ArgumentProblem(_render(path), message))
 
 
 _MISSING = object()
@@ -124,9 +166,26 @@ class _Node:
     after recording why the value does not fit."""
 
     __slots__ = (
-        "all_of", "any_of", "additional", "const", "enum", "items", "max_items", "max_len",
-        "maximum", "min_items", "min_len", "minimum", "ex_max", "ex_min", "properties", "ref",
-        "required", "types",
+        "additional",
+        "all_of",
+        "any_of",
+        "bounded",
+        "combined",
+        "const",
+        "enum",
+        "ex_max",
+        "ex_min",
+        "items",
+        "max_items",
+        "max_len",
+        "maximum",
+        "min_items",
+        "min_len",
+        "minimum",
+        "properties",
+        "ref",
+        "required",
+        "types",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -142,6 +201,8 @@ class _Node:
         self.ref: _Ref | None = None
         self.minimum = self.maximum = self.ex_min = self.ex_max = None
         self.min_len = self.max_len = self.min_items = self.max_items = None
+        #: Precomputed so that the common case (a plain typed value) skips the rare checks.
+        self.combined = self.bounded = False
 
     # ---- description ---------------------------------------------------------------------
 
@@ -169,10 +230,43 @@ class _Node:
 
     # ---- checking ------------------------------------------------------------------------
 
-    def check(self, value: Any, path: str, problems: _Problems, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            problems.add(path, f"nested more than {MAX_DEPTH} levels deep")
+    def check(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
+        if depth > MAX_DEPTH:  # only a schema whose references loop gets here
+            return _too_deep(path, problems)
+        if self.combined:
+            value = self._check_combined(value, path, problems, depth)
+            if value is _MISSING:
+                return _MISSING
+        kind = _TYPE_NAMES.get(type(value)) or _json_type(value)
+        types = self.types
+        if (
+            types is not None
+            and kind not in types
+            and not (kind == "integer" and "number" in types)
+        ):
+            coerced = _coerce(value, types)
+            if coerced is _MISSING:
+                problems.add(path, f"expected {self.describe()}, got {describe_value(value)}")
+                return _MISSING
+            value, kind = coerced, _json_type(coerced)
+        if self.enum is not None and not _among(value, self.enum):
+            problems.add(path, f"expected {self.describe()}, got {describe_value(value)}")
             return _MISSING
+        if self.const is not _MISSING and not _among(value, (self.const,)):
+            problems.add(path, f"expected {_literal(self.const)}, got {describe_value(value)}")
+            return _MISSING
+        if kind == "string":
+            return self._check_length(value, path, problems) if self.bounded else value
+        if kind == "object":
+            return self._check_object(value, path, problems, depth)
+        if kind == "array":
+            return self._check_array(value, path, problems, depth)
+        if self.bounded and kind in ("integer", "number"):
+            return self._check_number(value, path, problems)
+        return value
+
+    def _check_combined(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
+        """``$ref``, ``anyOf``/``oneOf`` and ``allOf``, in that order."""
         if self.ref is not None:
             value = self.ref.node().check(value, path, problems, depth + 1)
             if value is _MISSING:
@@ -185,31 +279,9 @@ class _Node:
             value = node.check(value, path, problems, depth + 1)
             if value is _MISSING:
                 return _MISSING
-        if self.types is not None:
-            kind = _json_type(value)
-            if kind not in self.types and not (kind == "integer" and "number" in self.types):
-                coerced = _coerce(value, self.types)
-                if coerced is _MISSING:
-                    problems.add(path, f"expected {self.describe()}, got {describe_value(value)}")
-                    return _MISSING
-                value, kind = coerced, _json_type(coerced)
-        if self.enum is not None and not _among(value, self.enum):
-            problems.add(path, f"expected {self.describe()}, got {describe_value(value)}")
-            return _MISSING
-        if self.const is not _MISSING and not _among(value, (self.const,)):
-            problems.add(path, f"expected {_literal(self.const)}, got {describe_value(value)}")
-            return _MISSING
-        if isinstance(value, Mapping):
-            return self._check_object(value, path, problems, depth)
-        if isinstance(value, list | tuple):
-            return self._check_array(value, path, problems, depth)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return self._check_number(value, path, problems)
-        if isinstance(value, str) and (self.min_len is not None or self.max_len is not None):
-            return self._check_length(value, path, problems)
         return value
 
-    def _check_any_of(self, value: Any, path: str, problems: _Problems, depth: int) -> Any:
+    def _check_any_of(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
         for node in self.any_of:  # first a branch that takes the value as it is...
             if node.types is None or _json_type(value) in node.types:
                 trial = _Problems()
@@ -224,7 +296,7 @@ class _Node:
         problems.add(path, f"expected {self.describe()}, got {describe_value(value)}")
         return _MISSING
 
-    def _check_number(self, value: float, path: str, problems: _Problems) -> Any:
+    def _check_number(self, value: float, path: _Path, problems: _Problems) -> Any:
         for bound, ok, word in (
             (self.minimum, lambda b: value >= b, "at least"),
             (self.maximum, lambda b: value <= b, "at most"),
@@ -236,7 +308,7 @@ class _Node:
                 return _MISSING
         return value
 
-    def _check_length(self, value: str, path: str, problems: _Problems) -> Any:
+    def _check_length(self, value: str, path: _Path, problems: _Problems) -> Any:
         if self.min_len is not None and len(value) < self.min_len:
             problems.add(path, f"expected at least {self.min_len} characters, got {len(value)}")
             return _MISSING
@@ -245,7 +317,9 @@ class _Node:
             return _MISSING
         return value
 
-    def _check_array(self, value: Any, path: str, problems: _Problems, depth: int) -> Any:
+    def _check_array(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
+        if depth >= MAX_DEPTH and self.items is not None:
+            return _too_deep(path, problems)
         size = len(value)
         if self.min_items is not None and size < self.min_items:
             problems.add(path, f"expected at least {self.min_items} items, got {size}")
@@ -259,7 +333,7 @@ class _Node:
         out: list[Any] | None = None
         failed = False
         for index, item in enumerate(value):
-            checked = items.check(item, _path(path, index), problems, depth + 1)
+            checked = items.check(item, (path, index), problems, depth + 1)
             if checked is _MISSING:
                 failed = True
             elif checked is not item:
@@ -273,18 +347,20 @@ class _Node:
             return _MISSING
         return out if out is not None else value
 
-    def _check_object(self, value: Mapping, path: str, problems: _Problems, depth: int) -> Any:
+    def _check_object(self, value: Mapping, path: _Path, problems: _Problems, depth: int) -> Any:
+        if depth >= MAX_DEPTH and (self.properties or self.additional is not True):
+            return _too_deep(path, problems)
         props = self.properties or {}
         before = problems.count
         out: dict[str, Any] = {}
         changed = False
         for key, item in value.items():
             node = props.get(key)
-            where = _path(path, key) if isinstance(key, str) else _path(path, repr(key))
+            where = (path, key if isinstance(key, str) else repr(key))
             if node is None:
                 if self.additional is False:
                     allowed = ", ".join(props) or "none"
-                    what = "argument" if not path else "property"
+                    what = "argument" if path is None else "property"
                     problems.add(where, f"unknown {what} (allowed: {allowed})")
                     continue
                 if self.additional is True:
@@ -302,7 +378,7 @@ class _Node:
             if key not in value:
                 node = props.get(key)
                 expected = f"; expected {node.describe()}" if node is not None else ""
-                problems.add(_path(path, key), f"missing required argument{expected}")
+                problems.add((path, key), f"missing required argument{expected}")
         if problems.count != before:
             return _MISSING
         return out if changed else value
@@ -315,6 +391,13 @@ class _Node:
         if self.ref is not None:
             return self.ref.node().allows_null()
         return any(n.allows_null() for n in self.any_of)
+
+
+def _too_deep(path: _Path, problems: _Problems) -> Any:
+    problems.add(
+        path, f"nested too deeply to check (more than {MAX_DEPTH} levels); send a flatter value"
+    )
+    return _MISSING
 
 
 class _Ref:
@@ -336,9 +419,7 @@ def _among(value: Any, allowed: tuple[Any, ...]) -> bool:
     kind = _json_type(value)
     return any(value == option and _json_type(option) == kind for option in allowed) or (
         kind in ("integer", "number")
-        and any(
-            _json_type(o) in ("integer", "number") and o == value for o in allowed
-        )
+        and any(_json_type(o) in ("integer", "number") and o == value for o in allowed)
     )
 
 
@@ -417,21 +498,27 @@ class _Compiler:
             node.enum = tuple(enum)
         if "const" in schema:
             node.const = schema["const"]
-        for word, slot in (("minimum", "minimum"), ("maximum", "maximum"),
-                           ("exclusiveMinimum", "ex_min"), ("exclusiveMaximum", "ex_max")):
+        for word, slot in (
+            ("minimum", "minimum"),
+            ("maximum", "maximum"),
+            ("exclusiveMinimum", "ex_min"),
+            ("exclusiveMaximum", "ex_max"),
+        ):
             bound = schema.get(word)
             if isinstance(bound, int | float) and not isinstance(bound, bool):
                 setattr(node, slot, bound)
-        for word, slot in (("minLength", "min_len"), ("maxLength", "max_len"),
-                           ("minItems", "min_items"), ("maxItems", "max_items")):
+        for word, slot in (
+            ("minLength", "min_len"),
+            ("maxLength", "max_len"),
+            ("minItems", "min_items"),
+            ("maxItems", "max_items"),
+        ):
             bound = schema.get(word)
             if isinstance(bound, int) and not isinstance(bound, bool) and bound >= 0:
                 setattr(node, slot, bound)
         props = schema.get("properties")
         if isinstance(props, Mapping):
-            node.properties = {
-                str(k): self.compile(v, depth + 1) for k, v in props.items()
-            }
+            node.properties = {str(k): self.compile(v, depth + 1) for k, v in props.items()}
         required = schema.get("required")
         if isinstance(required, list):
             node.required = tuple(k for k in required if isinstance(k, str))
@@ -440,8 +527,11 @@ class _Compiler:
             node.additional = False
         elif isinstance(extra, Mapping):
             node.additional = self.compile(extra, depth + 1)
-        elif extra is _MISSING and node.properties and closed and not _OPENING.intersection(
-            schema
+        elif (
+            extra is _MISSING
+            and isinstance(props, Mapping)
+            and closed
+            and not _OPENING.intersection(schema)
         ):
             node.additional = False  # closed by default: an unknown argument is a mistake
         items = schema.get("items")
@@ -455,6 +545,11 @@ class _Compiler:
         all_of = schema.get("allOf")
         if isinstance(all_of, list):
             node.all_of = tuple(self.compile(b, depth + 1, closed=False) for b in all_of)
+        node.combined = bool(node.ref is not None or node.any_of or node.all_of)
+        node.bounded = any(
+            getattr(node, slot) is not None
+            for slot in ("minimum", "maximum", "ex_min", "ex_max", "min_len", "max_len")
+        )
         return node
 
 
@@ -471,23 +566,37 @@ class ArgumentsValidator:
         problem."""
         problems = _Problems()
         if not isinstance(arguments, Mapping):
-            problems.add("", f"expected an object, got {describe_value(arguments)}")
+            problems.add(None, f"expected an object, got {describe_value(arguments)}")
             checked: Any = _MISSING
         else:
-            checked = self._node.check(arguments, "", problems, 0)
+            checked = self._node.check(arguments, None, problems, 0)
         if problems.count or checked is _MISSING or not isinstance(checked, Mapping):
             if not problems.count:
-                problems.add("", f"expected an object, got {describe_value(checked)}")
+                problems.add(None, f"expected an object, got {describe_value(checked)}")
             raise ToolArgumentsError(tool, tuple(problems.items), problems.count)
         return dict(checked)
 
 
 _cache: dict[str, ArgumentsValidator] = {}
+_by_identity: dict[int, tuple[Any, ArgumentsValidator]] = {}
+
+
+def validator_for(schema: Mapping[str, Any] | None) -> ArgumentsValidator:
+    """The validator of this schema object: a dict lookup on the hot path. A schema edited in
+    place is not noticed (assign a new dict to ``parameters`` instead)."""
+    entry = _by_identity.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    validator = compile_arguments_schema(schema)
+    if len(_by_identity) >= _CACHE_SIZE:
+        _by_identity.pop(next(iter(_by_identity)))
+    _by_identity[id(schema)] = (schema, validator)  # holding the schema keeps its id unique
+    return validator
 
 
 def compile_arguments_schema(schema: Mapping[str, Any] | None) -> ArgumentsValidator:
-    """The validator of ``schema``, compiled once per distinct schema (many tool instances
-    share one)."""
+    """The validator of ``schema``, compiled once per distinct schema content (many tool
+    instances with equal schemas share one)."""
     try:
         key = json.dumps(schema, sort_keys=True, default=str)
     except (TypeError, ValueError, RecursionError):
