@@ -126,8 +126,10 @@ class ToolArgumentsError(ToolError):
         self.tool = tool
         self.problems = problems
         self.count = len(problems) if count is None else count
-        lines = [f"Invalid arguments for tool '{tool}' (it was not run); fix all of these "
-                 "and call it again:"]
+        lines = [
+            f"Invalid arguments for tool '{tool}' (it was not run); fix all of these "
+            "and call it again:"
+        ]
         lines.extend(f"- {problem}" for problem in problems)
         if self.count > len(problems):
             lines.append(f"- ... and {self.count - len(problems)} more problem(s) like these")
