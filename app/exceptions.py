@@ -10,9 +10,12 @@ Three families, by who can act on them:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 __all__ = [
     "AgentError",
     "AgentStateError",
+    "ArgumentProblem",
     "BatchBackendError",
     "ConfigError",
     "ContextWindowExceededError",
@@ -39,6 +42,7 @@ __all__ = [
     "SessionError",
     "SessionWriteError",
     "TokenLimitExceeded",
+    "ToolArgumentsError",
     "ToolError",
     "ToolsNotSupportedError",
     "UnsupportedFeatureError",
@@ -114,6 +118,38 @@ class BatchBackendError(OpenManusError):
 
 class ToolError(OpenManusError):
     """Raised by a tool; its message goes back to the model as a failed tool result."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentProblem:
+    """One way a tool call's arguments do not fit the tool's schema: where (``steps[0]``,
+    ``charts[1].chartType``) and what was expected against what came."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ToolArgumentsError(ToolError):
+    """A call's arguments do not fit the tool's schema; the tool was not run. The message
+    lists every problem at once, so the model can fix them all in one go."""
+
+    def __init__(
+        self, tool: str, problems: tuple[ArgumentProblem, ...], count: int | None = None
+    ) -> None:
+        self.tool = tool
+        self.problems = problems
+        self.count = len(problems) if count is None else count
+        lines = [
+            f"Invalid arguments for tool '{tool}' (it was not run); fix all of these "
+            "and call it again:"
+        ]
+        lines.extend(f"- {problem}" for problem in problems)
+        if self.count > len(problems):
+            lines.append(f"- ... and {self.count - len(problems)} more problem(s) like these")
+        super().__init__("\n".join(lines))
 
 
 class MCPServerError(OpenManusError):

@@ -244,7 +244,7 @@ async def test_missing_required_argument(llm_server, make_llm):
     llm_server.push(tool_calls(call("echo", {})), text("ok"))
     await make_agent(make_llm()).run("q")
     tool_msg = next(m for m in llm_server.requests[1].body["messages"] if m["role"] == "tool")
-    assert "missing required argument(s): text" in tool_msg["content"]
+    assert "- text: missing required argument; expected string" in tool_msg["content"]
 
 
 async def test_unexpected_argument(llm_server, make_llm):

@@ -7,6 +7,7 @@ must be empty, with no browser process left, when the module ends.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
@@ -297,6 +298,82 @@ async def test_a_page_cannot_lead_to_or_read_host_files(
     prompt = llm_server.requests[-1].body["messages"][-1]["content"]
     assert "Lure" in prompt or "open the config" in prompt
     assert FILE_MARKER not in prompt
+
+
+async def _page_eval(tool: BrowserUseTool, expression: str) -> Any:
+    cdp = await tool.runtime.session.get_or_create_cdp_session()
+    reply = await cdp.cdp_client.send.Runtime.evaluate(
+        params={"expression": expression, "returnByValue": True}, session_id=cdp.session_id)
+    return (reply.get("result") or {}).get("value")
+
+
+async def _until(tool: BrowserUseTool, expression: str, timeout: float = 20.0) -> Any:
+    """Wait for a page condition (an observable event), polling the page itself."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await _page_eval(tool, expression)
+        if value or asyncio.get_running_loop().time() > deadline:
+            return value
+        await asyncio.sleep(0.1)
+
+
+async def test_the_browser_itself_refuses_local_requests_without_web_security(
+    web, host_file: str, llm_server: ScriptedLLMServer
+) -> None:
+    """With ``disable_security`` (web security off), a page's own iframe, fetch and
+    navigation to ``file:`` are failed inside the browser, and the tool says so."""
+    target = f"file://{host_file}"
+    web.html("/sneaky", f"""<html><head><title>Sneaky</title></head><body>
+<p id="out">pending</p><iframe id="f" src="{target}"></iframe>
+<script>
+  fetch("{target}").then(r => r.text())
+    .then(t => {{ document.getElementById("out").textContent = "READ:" + t; }})
+    .catch(e => {{ document.getElementById("out").textContent = "fetch refused"; }});
+</script></body></html>""")
+    web.html("/leave", f"""<html><head><title>Leave</title></head><body>
+<script>location.href = "{target}";</script></body></html>""")
+    tool = BrowserUseTool(
+        settings=BrowserSettings(headless=True, action_timeout=20, disable_security=True),
+        llm=LLM.create(llm_config=llm_settings(llm_server)),
+    )
+    try:
+        seen = [(await tool.execute(action="go_to_url", url=web.url + "/sneaky")).output]
+        out = await _until(tool, "document.getElementById('out').textContent !== 'pending'"
+                                 " && document.getElementById('out').textContent")
+        assert out == "fetch refused"
+        frame = await _page_eval(tool, "(() => { try { const d = document.getElementById('f')"
+                                       ".contentDocument; return d ? d.body.innerText : ''; }"
+                                       " catch (e) { return 'cross-origin'; } })()")
+        assert FILE_MARKER not in str(frame)
+        state = await tool.get_current_state()
+        seen.append(state.output)
+        assert FILE_MARKER not in state.output
+        assert any(f"Blocked: the page tried to open local addresses, which the browser "
+                   f"refused: {target}" in text for text in seen), seen
+
+        # The model's own go_to_url is refused before the browser; a page's navigation ends
+        # on an error or blank page, never the file, and the tool says where it was going.
+        try:
+            seen = [(await tool.execute(action="go_to_url", url=web.url + "/leave")).output]
+        except ToolError as e:
+            seen = [e.message]
+        await _until(tool, "!location.href.includes('/leave')")
+        state = await tool.get_current_state()
+        assert FILE_MARKER not in state.output and FILE_MARKER not in "".join(seen)
+        assert not json.loads(state.output)["url"].startswith("file:")
+
+        # Below the tool: even a navigation the browser itself starts (which Chromium would
+        # allow) is failed by the guard before the file is read.
+        cdp = await tool.runtime.session.get_or_create_cdp_session()
+        tool.runtime.take_blocked()
+        await cdp.cdp_client.send.Page.navigate(params={"url": target},
+                                                 session_id=cdp.session_id)
+        await _until(tool, "document.readyState === 'complete'")
+        assert FILE_MARKER not in str(await _page_eval(tool, "document.documentElement"
+                                                             ".innerText"))
+        assert tool.runtime.take_blocked() == [target]
+    finally:
+        await tool.cleanup()
 
 
 async def test_extract_content_request_is_redacted(

@@ -81,9 +81,12 @@ async def test_is_error_result_is_a_failure(shared):
     result = await clients.execute(name="mcp_demo_fail", tool_input={"reason": "no luck"})
     assert isinstance(result, MCPToolFailure) and isinstance(result, ToolFailure)
     assert "failed on purpose: no luck" in result.error
-    # Wrong argument types are the server's to reject, and come back the same way.
-    bad = await clients.execute(name="mcp_demo_add", tool_input={"a": "two", "b": 3})
-    assert isinstance(bad, ToolFailure) and "a" in bad.error
+    # Arguments are checked against the server's schema before the call is sent.
+    bad = await clients.execute(name="mcp_demo_add", tool_input={"a": "two", "b": 3, "c": 1})
+    assert isinstance(bad, ToolFailure) and bad.error.splitlines()[1:] == [
+        '- a: expected integer, got string "two"', "- c: unknown argument (allowed: a, b)"]
+    coerced = await clients.execute(name="mcp_demo_add", tool_input={"a": "2", "b": 3})
+    assert coerced.output == "5"
 
 
 @on_shared_loop

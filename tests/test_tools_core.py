@@ -63,7 +63,7 @@ async def test_collection_execute_paths():
     unknown = await tools.execute(name="mul", tool_input={})
     assert isinstance(unknown, ToolFailure) and "not available" in unknown.error
     missing = await tools.execute(name="add", tool_input={"a": 1})
-    assert "missing required argument(s): b" in missing.error
+    assert "- b: missing required argument; expected integer" in missing.error
     extra = await tools.execute(name="add", tool_input={"a": 1, "b": 2, "c": 3})
     assert "Invalid arguments for tool 'add'" in extra.error
     told = await tools.execute(name="add", tool_input={"a": -1, "b": 2})

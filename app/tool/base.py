@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.tool.validation import validator_for
+
 __all__ = ["BaseTool", "CLIResult", "ToolFailure", "ToolOutcome", "ToolResult", "format_output"]
 
 
@@ -107,6 +109,15 @@ class BaseTool(ABC, BaseModel):
     #: True when calls never change anything another call could observe (reads, lookups):
     #: such calls of one assistant message may then run at the same time.
     concurrency_safe: bool = False
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The model's arguments checked against ``parameters`` (coerced where lossless, e.g.
+        ``"5"`` for an integer); raises ``ToolArgumentsError`` listing every problem.
+
+        The schema is compiled once, then found by identity: replace ``parameters`` with a
+        new dict to change it (an edit in place is not noticed).
+        """
+        return validator_for(self.parameters).validate(self.name, arguments)
 
     def is_concurrency_safe(self, arguments: dict[str, Any]) -> bool:
         """Whether this particular call may run alongside other safe calls; tools whose

@@ -17,6 +17,7 @@ from app.config_models import BrowserSettings
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions
+from app.tool.browser.guard import blocked_note
 from app.tool.browser.runtime import BrowserRuntime, load_browser_use
 from app.tool.browser.state import read_state
 
@@ -164,17 +165,20 @@ class BrowserUseTool(BaseTool):
                 what = f"The page {url or ''} did not load" if action in _NAVIGATING else (
                     f"The browser action '{action}' did not finish"
                 )
-                raise ToolError(_join(note, f"{what} within {timeout:g} s.")) from e
+                raise ToolError(_join(note, f"{what} within {timeout:g} s.", runtime)) from e
             except ToolError as e:
-                raise ToolError(_join(note, e.message)) from e
+                raise ToolError(_join(note, e.message, runtime)) from e
             except Exception as e:
                 if not await runtime.is_healthy():
                     raise ToolError(_join(note, (
                         f"The browser stopped during '{action}' ({type(e).__name__}: {e}). "
                         "The next browser action starts a new browser."
-                    ))) from e
-                raise ToolError(_join(note, f"Browser action '{action}' failed: {e}")) from e
-        return ToolResult(output=_join(note, output))
+                    ), runtime)) from e
+                raise ToolError(
+                    _join(note, f"Browser action '{action}' failed: {e}", runtime)
+                ) from e
+            output = _join(note, output, runtime)
+        return ToolResult(output=output)
 
     async def get_current_state(self, context: Any = None) -> ToolResult:
         """url, title, tabs, interactive elements, scroll position (JSON) and a screenshot."""
@@ -191,6 +195,9 @@ class BrowserUseTool(BaseTool):
                 return ToolFailure(error=f"Could not read the browser state: {e}")
         if note:
             state["note"] = note
+        refused = blocked_note(runtime.take_blocked())
+        if refused:
+            state["blocked"] = refused
         return ToolResult(output=json.dumps(state, ensure_ascii=False), base64_image=screenshot)
 
     async def cleanup(self) -> None:
@@ -202,5 +209,8 @@ class BrowserUseTool(BaseTool):
             await self.web_search_tool.cleanup()
 
 
-def _join(note: str | None, text: str) -> str:
-    return f"{note}\n{text}" if note else text
+def _join(note: str | None, text: str, runtime: BrowserRuntime | None = None) -> str:
+    """The restart note, the text, then what the browser refused meanwhile (if anything)."""
+    text = f"{note}\n{text}" if note else text
+    refused = blocked_note(runtime.take_blocked()) if runtime is not None else None
+    return f"{text}\n{refused}" if refused else text

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from app.exceptions import ToolError
+from app.exceptions import ToolArgumentsError, ToolError
 from app.logger import logger
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 
@@ -34,17 +34,16 @@ class ToolCollection:
         return [tool.to_param() for tool in self.tools]
 
     async def execute(self, *, name: str, tool_input: dict[str, Any] | None = None) -> Any:
-        """Run one tool; unknown names, bad arguments and exceptions become failures."""
+        """Run one tool; unknown names, arguments that do not fit its schema (checked before it
+        runs, see ``app.tool.validation``) and exceptions become failures."""
         tool = self.tool_map.get(name)
         if tool is None:
             known = ", ".join(self.tool_map) or "none"
             return ToolFailure(error=f"Tool '{name}' is not available. Available tools: {known}.")
-        args = tool_input or {}
-        missing = _missing_required(tool, args)
-        if missing:
-            return ToolFailure(
-                error=f"Tool '{name}' is missing required argument(s): {', '.join(missing)}."
-            )
+        try:
+            args = tool.validate_arguments(tool_input or {})
+        except ToolArgumentsError as e:  # the model can fix it: every problem at once
+            return ToolFailure(error=e.message)
         try:
             return await tool(**args)
         except ToolError as e:
@@ -101,11 +100,6 @@ class ToolCollection:
                 await tool.cleanup()
             except Exception as e:
                 logger.warning(f"Cleanup of tool '{tool.name}' failed: {e}")
-
-
-def _missing_required(tool: BaseTool, args: dict[str, Any]) -> list[str]:
-    params = tool.parameters or {}
-    return [key for key in params.get("required", []) if key not in args]
 
 
 _SIGNATURE_ERROR = re.compile(

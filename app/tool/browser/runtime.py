@@ -19,6 +19,7 @@ from typing import Any
 from app.config_models import BrowserSettings
 from app.exceptions import ToolError
 from app.logger import logger
+from app.tool.browser.guard import LocalRequestGuard
 from app.tool.browser.launcher import ChromiumProcess, find_chromium, private_dir
 
 __all__ = ["RESTART_NOTE", "BrowserRuntime", "load_browser_use"]
@@ -142,7 +143,13 @@ class BrowserRuntime:
         self.session: Any = None
         self.tools: Any = None
         self.chromium: ChromiumProcess | None = None
+        #: Fails requests for local addresses inside the browser (see ``guard``).
+        self.guard: LocalRequestGuard | None = None
         self._directory: Path | None = None
+
+    def take_blocked(self) -> list[str]:
+        """Local addresses the browser refused since the last call."""
+        return self.guard.take_blocked() if self.guard is not None else []
 
     @property
     def started(self) -> bool:
@@ -219,6 +226,16 @@ class BrowserRuntime:
             )
             self.session = session
             await asyncio.wait_for(session.start(), self.start_timeout)
+            guard = LocalRequestGuard()
+            proxy = settings.proxy
+            await asyncio.wait_for(
+                guard.install(
+                    session.cdp_client,
+                    handle_auth=bool(proxy is not None and proxy.username and proxy.password),
+                ),
+                self.start_timeout,
+            )
+            self.guard = guard
             self.tools = bu.Tools()
         except BaseException as e:
             await self.close()
@@ -241,6 +258,9 @@ class BrowserRuntime:
         """
         session, self.session, self.tools = self.session, None, None
         chromium, self.chromium = self.chromium, None
+        guard, self.guard = self.guard, None
+        if guard is not None:
+            await guard.close()
         directory, self._directory = self._directory, None
         if session is not None:
             try:
