@@ -51,8 +51,9 @@ def _text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [p.get("text", "") for p in content
-                 if isinstance(p, dict) and p.get("type") == "text"]
+        parts = [
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        ]
         return "\n".join(parts) if parts else None
     return None
 
@@ -108,27 +109,43 @@ class AguiTranslator:
         elif kind == "text_delta" and entry.get("text"):
             out += self._open_message()
             self.streamed = True
-            out.append(self._event("TEXT_MESSAGE_CONTENT", messageId=self.message_id,
-                                   delta=entry["text"]))
+            out.append(
+                self._event("TEXT_MESSAGE_CONTENT", messageId=self.message_id, delta=entry["text"])
+            )
         elif kind == "thought":
             if not self.streamed and entry.get("text"):
                 out += self._open_message()
-                out.append(self._event("TEXT_MESSAGE_CONTENT", messageId=self.message_id,
-                                       delta=entry["text"]))
+                out.append(
+                    self._event(
+                        "TEXT_MESSAGE_CONTENT", messageId=self.message_id, delta=entry["text"]
+                    )
+                )
             out += self._close_message()
             self.streamed = False
         elif kind == "tool_call":
             out += self._close_message()
             call_id = str(entry.get("call_id") or "call-" + secrets.token_hex(4))
-            out.append(self._event("TOOL_CALL_START", toolCallId=call_id,
-                                   toolCallName=str(entry.get("name", ""))))
-            out.append(self._event("TOOL_CALL_ARGS", toolCallId=call_id,
-                                   delta=str(entry.get("arguments", ""))))
+            out.append(
+                self._event(
+                    "TOOL_CALL_START", toolCallId=call_id, toolCallName=str(entry.get("name", ""))
+                )
+            )
+            out.append(
+                self._event(
+                    "TOOL_CALL_ARGS", toolCallId=call_id, delta=str(entry.get("arguments", ""))
+                )
+            )
             out.append(self._event("TOOL_CALL_END", toolCallId=call_id))
         elif kind == "tool_result":
-            out.append(self._event("TOOL_CALL_RESULT", messageId="res-" + secrets.token_hex(6),
-                                   toolCallId=str(entry.get("call_id", "")),
-                                   content=str(entry.get("output", "")), role="tool"))
+            out.append(
+                self._event(
+                    "TOOL_CALL_RESULT",
+                    messageId="res-" + secrets.token_hex(6),
+                    toolCallId=str(entry.get("call_id", "")),
+                    content=str(entry.get("output", "")),
+                    role="tool",
+                )
+            )
         elif kind == "plan" and isinstance(entry.get("plan"), dict):
             out += self._plan(entry)
         elif kind == "task_finished":
@@ -138,15 +155,25 @@ class AguiTranslator:
             self.open_steps.clear()
             self.finished = True
             if entry.get("ok"):
-                out.append(self._event("RUN_FINISHED", threadId=self.thread_id,
-                                       runId=self.run_id,
-                                       result=entry.get("final_answer")))
+                out.append(
+                    self._event(
+                        "RUN_FINISHED",
+                        threadId=self.thread_id,
+                        runId=self.run_id,
+                        result=entry.get("final_answer"),
+                    )
+                )
             else:
-                out.append(self._event("RUN_ERROR",
-                                       message=str(entry.get("failure") or "the run failed"),
-                                       code=str(entry.get("stop_reason")
-                                                or ("stopped" if entry.get("stopped")
-                                                    else "failed"))))
+                out.append(
+                    self._event(
+                        "RUN_ERROR",
+                        message=str(entry.get("failure") or "the run failed"),
+                        code=str(
+                            entry.get("stop_reason")
+                            or ("stopped" if entry.get("stopped") else "failed")
+                        ),
+                    )
+                )
         return out
 
     def _plan(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -172,11 +199,16 @@ class AguiTranslator:
             new_value, old_value = plan.get(key), old.get(key)
             if new_value == old_value:
                 continue
-            if isinstance(new_value, list) and isinstance(old_value, list) and len(
-                    new_value) == len(old_value):
-                ops += [{"op": "replace", "path": f"/plan/{key}/{i}", "value": v}
-                        for i, (v, w) in enumerate(zip(new_value, old_value, strict=True))
-                        if v != w]
+            if (
+                isinstance(new_value, list)
+                and isinstance(old_value, list)
+                and len(new_value) == len(old_value)
+            ):
+                ops += [
+                    {"op": "replace", "path": f"/plan/{key}/{i}", "value": v}
+                    for i, (v, w) in enumerate(zip(new_value, old_value, strict=True))
+                    if v != w
+                ]
             else:
                 ops.append({"op": "replace", "path": f"/plan/{key}", "value": new_value})
         if ops:

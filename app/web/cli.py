@@ -25,18 +25,30 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m app.web",
         description="OpenManus web UI: run tasks and watch the agent's computer in a browser.",
     )
-    parser.add_argument("-c", "--config", type=Path,
-                        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)")
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
+    )
     parser.add_argument("--host", help="address to listen on (default: [web] host, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: [web] port, 8765; 0: any free)")
-    parser.add_argument("--allow-remote", action="store_true", default=None,
-                        help="allow a non-loopback --host (a token is then required)")
-    parser.add_argument("-w", "--workspace", type=Path,
-                        help="workspace (sessions go to <workspace>/web/<id>/)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        default=None,
+        help="allow a non-loopback --host (a token is then required)",
+    )
+    parser.add_argument(
+        "-w", "--workspace", type=Path, help="workspace (sessions go to <workspace>/web/<id>/)"
+    )
     parser.add_argument("--max-steps", type=int, help="step budget per task")
-    parser.add_argument("--data-analysis", action=argparse.BooleanOptionalAction, default=None,
-                        help="give flows the data-analysis agent "
-                        "(default: [runflow] use_data_analysis_agent)")
+    parser.add_argument(
+        "--data-analysis",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give flows the data-analysis agent (default: [runflow] use_data_analysis_agent)",
+    )
     level = parser.add_mutually_exclusive_group()
     level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
     level.add_argument("-q", "--quiet", action="store_true", help="show only warnings and errors")
@@ -63,8 +75,12 @@ def main(argv: list[str] | None = None) -> int:
 
     level = "DEBUG" if args.verbose else "WARNING" if args.quiet else "INFO"
     log_dir = os.environ.get("OPENMANUS_LOG_DIR") or None
-    define_log_level(print_level=level, name="openmanus_web", compact=True,
-                     log_dir=Path(log_dir) if log_dir else None)
+    define_log_level(
+        print_level=level,
+        name="openmanus_web",
+        compact=True,
+        log_dir=Path(log_dir) if log_dir else None,
+    )
     try:
         config.load(args.config)
         config.llm  # noqa: B018 - the LLM section is checked now, with one clear message
@@ -84,14 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     token = None
     if not is_loopback(host):
         if not allow_remote:
-            _say(f"error: {host} is not a loopback address; listening there lets other "
-                 "machines drive your agent. Pass --allow-remote (or [web] allow_remote = "
-                 "true) to do it anyway; a token will be required.")
+            _say(
+                f"error: {host} is not a loopback address; listening there lets other "
+                "machines drive your agent. Pass --allow-remote (or [web] allow_remote = "
+                "true) to do it anyway; a token will be required."
+            )
             return EXIT_CONFIG
         token = os.environ.get("OPENMANUS_WEB_TOKEN") or secrets.token_urlsafe(32)
         register_secret(token)
-    workspace = (args.workspace.expanduser().absolute() if args.workspace is not None
-                 else config.workspace_root)
+    workspace = (
+        args.workspace.expanduser().absolute()
+        if args.workspace is not None
+        else config.workspace_root
+    )
     use_data = args.data_analysis
     if use_data is None:
         use_data = config.run_flow_config.use_data_analysis_agent
@@ -112,14 +133,16 @@ def main(argv: list[str] | None = None) -> int:
         sock.close()
         return EXIT_CONFIG
     port = sock.getsockname()[1]
-    policy = AccessPolicy(host=host, port=port, token=token,
-                          allowed_hosts=list(settings.allowed_hosts))
+    policy = AccessPolicy(
+        host=host, port=port, token=token, allowed_hosts=list(settings.allowed_hosts)
+    )
     limit = int(settings.max_upload_mb * 1024 * 1024)
     app = create_app(manager, WebOptions(policy=policy, max_upload_bytes=limit))
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
     # The one place the token is shown: the operator's terminal (stdout), never a log.
     print(f"OpenManus web UI: {url}" + (f"?token={token}" if token else ""), flush=True)
+
     class _Server(uvicorn.Server):
         """Ends the event streams at once on shutdown, so it does not wait on them."""
 
@@ -128,9 +151,16 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop().call_soon_threadsafe(manager.end_streams)
 
-    server = _Server(uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="on",
-        timeout_graceful_shutdown=5, ws="none"))
+    server = _Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            ws="none",
+        )
+    )
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:

@@ -99,7 +99,7 @@ class EventLog:
         if not self.entries or last_id >= self.last_id:
             return []
         first = self.entries[0]["id"]
-        return self.entries[max(0, last_id + 1 - first):]
+        return self.entries[max(0, last_id + 1 - first) :]
 
     async def wait(self, last_id: int, timeout: float) -> bool:
         """Wait until an entry after ``last_id`` exists (True) or ``timeout`` passes."""

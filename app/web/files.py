@@ -32,8 +32,15 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _CHUNK = 1 << 16
 _MAX_LIST = 2000
 #: Types a browser may show inline; anything else is sent as plain text or downloaded.
-_INLINE = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml",
-           "text/html", "application/pdf"}
+_INLINE = {
+    "image/png",
+    "image/jpeg",
+    "image/gif",
+    "image/webp",
+    "image/svg+xml",
+    "text/html",
+    "application/pdf",
+}
 
 
 @dataclass
@@ -61,8 +68,7 @@ class Workspace:
         if "\x00" in text:
             raise FileProblem(400, "The path contains a NUL byte.")
         if text.startswith(("/", "\\")) or (len(text) > 1 and text[1] == ":"):
-            raise FileProblem(400, f"{text!r} is absolute; give a path relative to the "
-                              "workspace.")
+            raise FileProblem(400, f"{text!r} is absolute; give a path relative to the workspace.")
         if ".." in Path(text).parts:
             raise FileProblem(403, f"{text!r} leaves the workspace ('..' is not allowed).")
         try:
@@ -102,12 +108,25 @@ class Workspace:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    kind = ("dir" if stat.S_ISDIR(st.st_mode) else "file"
-                            if stat.S_ISREG(st.st_mode) else "link"
-                            if stat.S_ISLNK(st.st_mode) else "other")
+                    kind = (
+                        "dir"
+                        if stat.S_ISDIR(st.st_mode)
+                        else "file"
+                        if stat.S_ISREG(st.st_mode)
+                        else "link"
+                        if stat.S_ISLNK(st.st_mode)
+                        else "other"
+                    )
                     path = "/".join((*located.parts, entry.name))
-                    entries.append({"name": entry.name, "path": path, "kind": kind,
-                                    "size": st.st_size, "mtime": st.st_mtime})
+                    entries.append(
+                        {
+                            "name": entry.name,
+                            "path": path,
+                            "kind": kind,
+                            "size": st.st_size,
+                            "mtime": st.st_mtime,
+                        }
+                    )
         finally:
             os.close(fd)
         entries.sort(key=lambda e: (e["kind"] != "dir", e["name"].lower()))
@@ -136,8 +155,11 @@ class Workspace:
         plain text, anything else as a download."""
         if media in _INLINE:
             return media
-        if media.startswith("text/") or media in ("application/json", "application/xml",
-                                                  "application/javascript"):
+        if media.startswith("text/") or media in (
+            "application/json",
+            "application/xml",
+            "application/javascript",
+        ):
             return "text/plain; charset=utf-8"
         if b"\x00" not in head[:4096]:
             return "text/plain; charset=utf-8"
@@ -153,15 +175,19 @@ class Workspace:
 
     # ---- uploading ---------------------------------------------------------------------------
 
-    async def upload(self, raw: str | None, body: AsyncIterator[bytes], *, limit: int,
-                     declared: int | None) -> dict[str, Any]:
+    async def upload(
+        self, raw: str | None, body: AsyncIterator[bytes], *, limit: int, declared: int | None
+    ) -> dict[str, Any]:
         """Stream ``body`` into the file ``raw`` (parents created), at most ``limit`` bytes."""
         located = self.locate(raw)
         if not located.parts:
             raise FileProblem(400, "Give a file name to upload to.")
         if declared is not None and declared > limit:
-            raise FileProblem(413, f"The file is {declared} bytes; uploads are limited to "
-                              f"{limit} bytes ([web] max_upload_mb).")
+            raise FileProblem(
+                413,
+                f"The file is {declared} bytes; uploads are limited to "
+                f"{limit} bytes ([web] max_upload_mb).",
+            )
         try:
             dir_fd, tmp = await asyncio.to_thread(self._begin_upload, located)
         except (NotADirectoryError, FileExistsError) as e:
@@ -176,8 +202,11 @@ class Workspace:
                 async for chunk in body:
                     total += len(chunk)
                     if total > limit:
-                        raise FileProblem(413, f"The upload is larger than {limit} bytes "
-                                          "([web] max_upload_mb); it was discarded.")
+                        raise FileProblem(
+                            413,
+                            f"The upload is larger than {limit} bytes "
+                            "([web] max_upload_mb); it was discarded.",
+                        )
                     buffer += chunk
                     if len(buffer) >= _CHUNK * 16:
                         await asyncio.to_thread(_write_all, fd, bytes(buffer))
@@ -222,4 +251,4 @@ class Workspace:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]

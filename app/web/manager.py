@@ -46,9 +46,11 @@ class SessionManager:
         """A new session with its own workspace and session file."""
         self.root.mkdir(parents=True, exist_ok=True)
         recorder = await asyncio.to_thread(
-            self.store.start, mode, program="openmanus_web", web=True)
-        session = WebSession(recorder.session_id, mode, self.root / recorder.session_id,
-                             options=self.options)
+            self.store.start, mode, program="openmanus_web", web=True
+        )
+        session = WebSession(
+            recorder.session_id, mode, self.root / recorder.session_id, options=self.options
+        )
         try:
             await session.build()
         except BaseException:
@@ -109,12 +111,21 @@ class SessionManager:
         for item in stored:
             if item.id in self.sessions:
                 continue
-            infos.append(redact_tree({
-                "id": item.id, "mode": item.kind, "title": item.first_prompt or "",
-                "state": item.state, "running": False, "live": False,
-                "incomplete": item.state == "incomplete", "created": item.created,
-                "problems": list(item.problems),
-            }))
+            infos.append(
+                redact_tree(
+                    {
+                        "id": item.id,
+                        "mode": item.kind,
+                        "title": item.first_prompt or "",
+                        "state": item.state,
+                        "running": False,
+                        "live": False,
+                        "incomplete": item.state == "incomplete",
+                        "created": item.created,
+                        "problems": list(item.problems),
+                    }
+                )
+            )
         return infos
 
     def end_streams(self) -> None:

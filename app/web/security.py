@@ -27,8 +27,9 @@ __all__ = ["COOKIE", "AccessPolicy", "SecurityMiddleware", "is_loopback"]
 
 COOKIE = "openmanus_token"
 Scope = MutableMapping[str, Any]
-ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]],
-                   Awaitable[None]]
+ASGIApp = Callable[
+    [Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]
+]
 
 
 def is_loopback(host: str) -> bool:
@@ -94,8 +95,7 @@ class AccessPolicy:
             return False
         if parts.scheme not in ("http", "https") or not parts.netloc:
             return False
-        return parts.netloc.lower() == host_header.strip().lower() and self.host_ok(
-            parts.netloc)
+        return parts.netloc.lower() == host_header.strip().lower() and self.host_ok(parts.netloc)
 
     def token_ok(self, value: str | None) -> bool:
         if self.token is None:
@@ -114,19 +114,26 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers", [])}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
         host = headers.get("host", "")
         if not self.policy.host_ok(host):
-            await _deny(send, 421 if host else 400,
-                        "This server does not answer to that Host name (a protection against "
-                        "DNS rebinding). Open it as http://127.0.0.1:<port>/ or add the name "
-                        "to [web] allowed_hosts.")
+            await _deny(
+                send,
+                421 if host else 400,
+                "This server does not answer to that Host name (a protection against "
+                "DNS rebinding). Open it as http://127.0.0.1:<port>/ or add the name "
+                "to [web] allowed_hosts.",
+            )
             return
         origin = headers.get("origin")
         if origin is not None and not self.policy.origin_ok(origin, host):
-            await _deny(send, 403, "Cross-origin requests are refused: the Origin header "
-                        "does not match this server.")
+            await _deny(
+                send,
+                403,
+                "Cross-origin requests are refused: the Origin header does not match this server.",
+            )
             return
         if headers.get("sec-fetch-site") == "cross-site":
             await _deny(send, 403, "Cross-site requests are refused.")
@@ -141,9 +148,13 @@ class SecurityMiddleware:
                     await _deny(send, 401, "Wrong access token.")
                 return
             if not self.policy.token_ok(_request_token(headers)):
-                await _deny(send, 401, "An access token is required: open the address the "
-                            "server printed at start (it ends in ?token=...), or send "
-                            "'Authorization: Bearer <token>'.")
+                await _deny(
+                    send,
+                    401,
+                    "An access token is required: open the address the "
+                    "server printed at start (it ends in ?token=...), or send "
+                    "'Authorization: Bearer <token>'.",
+                )
                 return
         await self.app(scope, receive, send)
 
@@ -166,17 +177,33 @@ def _request_token(headers: dict[str, str]) -> str | None:
 
 async def _deny(send: Any, status: int, message: str) -> None:
     body = json.dumps({"error": message, "status": status}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"cache-control", b"no-store")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 async def _set_cookie_and_redirect(send: Any, token: str) -> None:
     cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-    await send({"type": "http.response.start", "status": 303,
-                "headers": [(b"location", b"/"), (b"set-cookie", cookie.encode()),
-                            (b"content-length", b"0"), (b"cache-control", b"no-store"),
-                            (b"referrer-policy", b"no-referrer")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [
+                (b"location", b"/"),
+                (b"set-cookie", cookie.encode()),
+                (b"content-length", b"0"),
+                (b"cache-control", b"no-store"),
+                (b"referrer-policy", b"no-referrer"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})

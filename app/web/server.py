@@ -49,12 +49,15 @@ __all__ = ["STATIC_DIR", "WebOptions", "create_app"]
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 _MAX_JSON = 1 << 20
 _PING = 15.0
-_PAGE_CSP = ("default-src 'self'; img-src 'self' data: blob:; style-src 'self'; "
-             "script-src 'self'; frame-src 'self'; connect-src 'self'; object-src 'none'; "
-             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+_PAGE_CSP = (
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; "
+    "script-src 'self'; frame-src 'self'; connect-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 #: What a previewed workspace file may do: nothing (no scripts, no same origin, no fetches).
-_FILE_CSP = ("sandbox; default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; "
-             "media-src 'self'")
+_FILE_CSP = (
+    "sandbox; default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; media-src 'self'"
+)
 
 
 class ApiError(Exception):
@@ -73,8 +76,11 @@ class WebOptions:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message, "status": status}, status_code=status,
-                        headers={"cache-control": "no-store"})
+    return JSONResponse(
+        {"error": message, "status": status},
+        status_code=status,
+        headers={"cache-control": "no-store"},
+    )
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -134,13 +140,15 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         from app.config import config
 
         settings = config.llm.get("default")
-        return JSONResponse({
-            "version": __version__,
-            "model": settings.model if settings else "",
-            "profiles": sorted(config.llm),
-            "max_upload_bytes": options.max_upload_bytes,
-            "remote": options.policy.remote,
-        })
+        return JSONResponse(
+            {
+                "version": __version__,
+                "model": settings.model if settings else "",
+                "profiles": sorted(config.llm),
+                "max_upload_bytes": options.max_upload_bytes,
+                "remote": options.policy.remote,
+            }
+        )
 
     async def list_sessions(request: Request) -> Response:
         return JSONResponse({"sessions": await manager.listing()})
@@ -193,10 +201,11 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         if not raw.isdigit():
             raise ApiError(400, "Last-Event-ID must be an event number.")
-        return StreamingResponse(_stream(session, int(raw), request),
-                                 media_type="text/event-stream",
-                                 headers={"cache-control": "no-store",
-                                          "x-accel-buffering": "no"})
+        return StreamingResponse(
+            _stream(session, int(raw), request),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
 
     async def list_files(request: Request) -> Response:
         session = await session_of(request, open_stored=True)
@@ -212,15 +221,14 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         if not download:
             head = await asyncio.to_thread(lambda: __import__("os").pread(fd, 4096, 0))
         served = "application/octet-stream" if download else ws.inline_type(media, head)
-        disposition = "attachment" if download or served == "application/octet-stream" \
-            else "inline"
+        disposition = "attachment" if download or served == "application/octet-stream" else "inline"
         quoted = json.dumps(name.encode("ascii", "replace").decode())[1:-1]
         from urllib.parse import quote
 
         headers = {
             "content-length": str(size),
-            "content-disposition": f"{disposition}; filename=\"{quoted}\"; "
-                                   f"filename*=UTF-8''{quote(name)}",
+            "content-disposition": f'{disposition}; filename="{quoted}"; '
+            f"filename*=UTF-8''{quote(name)}",
             "content-security-policy": _FILE_CSP,
             "x-content-type-options": "nosniff",
             "cache-control": "no-store",
@@ -231,9 +239,11 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         session = await session_of(request, open_stored=True)
         declared = request.headers.get("content-length")
         result = await Workspace(session.workspace).upload(
-            request.query_params.get("path"), request.stream(),
+            request.query_params.get("path"),
+            request.stream(),
             limit=options.max_upload_bytes,
-            declared=int(declared) if declared and declared.isdigit() else None)
+            declared=int(declared) if declared and declared.isdigit() else None,
+        )
         session.note("file_uploaded", path=result["path"], size=result["size"])
         return JSONResponse(result, status_code=201)
 
@@ -241,9 +251,11 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         session = await session_of(request)
         if session.screenshot is None:
             raise ApiError(404, "No screenshot yet.")
-        return Response(session.screenshot, media_type="image/png",
-                        headers={"cache-control": "no-store",
-                                 "content-security-policy": _FILE_CSP})
+        return Response(
+            session.screenshot,
+            media_type="image/png",
+            headers={"cache-control": "no-store", "content-security-policy": _FILE_CSP},
+        )
 
     async def agui(request: Request) -> Response:
         body = await _json_body(request)
@@ -262,14 +274,22 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         start = session.log.last_id
         session.start(prompt)
         translator = AguiTranslator(thread, run)
-        return StreamingResponse(_agui_stream(session, start, translator, request),
-                                 media_type="text/event-stream",
-                                 headers={"cache-control": "no-store"})
+        return StreamingResponse(
+            _agui_stream(session, start, translator, request),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store"},
+        )
 
     async def page(request: Request) -> Response:
-        return FileResponse(STATIC_DIR / "index.html", headers={
-            "content-security-policy": _PAGE_CSP, "cache-control": "no-store",
-            "referrer-policy": "no-referrer", "x-content-type-options": "nosniff"})
+        return FileResponse(
+            STATIC_DIR / "index.html",
+            headers={
+                "content-security-policy": _PAGE_CSP,
+                "cache-control": "no-store",
+                "referrer-policy": "no-referrer",
+                "x-content-type-options": "nosniff",
+            },
+        )
 
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
@@ -317,9 +337,13 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
     ]
     app = Starlette(
         routes=routes,
-        exception_handlers={ApiError: api_error, FileProblem: file_problem,
-                            SessionBusy: busy, HTTPException: http_error,
-                            Exception: server_error},
+        exception_handlers={
+            ApiError: api_error,
+            FileProblem: file_problem,
+            SessionBusy: busy,
+            HTTPException: http_error,
+            Exception: server_error,
+        },
         lifespan=lifespan,
     )
     app.state.manager = manager
@@ -342,8 +366,9 @@ async def _stream(session: WebSession, last_id: int, request: Request) -> AsyncI
             yield b": ping\n\n"
 
 
-async def _agui_stream(session: WebSession, last_id: int, translator: AguiTranslator,
-                       request: Request) -> AsyncIterator[bytes]:
+async def _agui_stream(
+    session: WebSession, last_id: int, translator: AguiTranslator, request: Request
+) -> AsyncIterator[bytes]:
     while not translator.finished:
         for entry in session.log.since(last_id):
             last_id = entry["id"]

@@ -53,8 +53,9 @@ class WebInputProvider:
 class WebSession:
     """A session as the server holds it while it is open."""
 
-    def __init__(self, session_id: str, mode: Mode, workspace: Path, *,
-                 options: dict[str, Any]) -> None:
+    def __init__(
+        self, session_id: str, mode: Mode, workspace: Path, *, options: dict[str, Any]
+    ) -> None:
         self.id = session_id
         self.mode: Mode = mode
         self.workspace = workspace
@@ -99,8 +100,9 @@ class WebSession:
                 from app.agent.data_analysis import DataAnalysis
 
                 self.agents["data_analysis"] = DataAnalysis(**kwargs)
-            flow = FlowFactory.create_flow(FlowType.PLANNING, self.agents,
-                                           timeout=self.options.get("flow_timeout", 3600.0))
+            flow = FlowFactory.create_flow(
+                FlowType.PLANNING, self.agents, timeout=self.options.get("flow_timeout", 3600.0)
+            )
             self.flow = flow  # type: ignore[assignment]
             flow.events.subscribe(self._on_event)
         else:
@@ -108,8 +110,11 @@ class WebSession:
             manus.events.subscribe(self._on_event)
         provider = WebInputProvider(self)
         for agent in self.agents.values():
-            tool = agent.available_tools.tool_map.get("ask_human") if hasattr(
-                agent, "available_tools") else None
+            tool = (
+                agent.available_tools.tool_map.get("ask_human")
+                if hasattr(agent, "available_tools")
+                else None
+            )
             if tool is not None:
                 tool.input_provider = provider
         if manus.llm is not None:
@@ -148,8 +153,9 @@ class WebSession:
         if isinstance(event, UsageReport):
             if event.cost is not None:
                 self.task_cost = (self.task_cost or 0.0) + event.cost
-            entry["task_usage"] = (self.task_usage.model_dump()
-                                   if self.task_usage is not None else None)
+            entry["task_usage"] = (
+                self.task_usage.model_dump() if self.task_usage is not None else None
+            )
             entry["task_cost"] = self.task_cost
         self.log.append(entry)
         if isinstance(event, ToolResultEvent):
@@ -157,8 +163,9 @@ class WebSession:
             if image:
                 self.screenshot = image
                 self.screenshots += 1
-                self.log.append({"kind": "screenshot", "n": self.screenshots,
-                                 "call_id": event.call_id})
+                self.log.append(
+                    {"kind": "screenshot", "n": self.screenshots, "call_id": event.call_id}
+                )
 
     def note(self, kind: str, **fields: Any) -> dict[str, Any]:
         """A web entry of our own (task started/finished, questions), redacted."""
@@ -195,8 +202,10 @@ class WebSession:
         """Start a task (``prompt``) or carry on the cut-off one (None); SessionBusy if one
         is running."""
         if self.running:
-            raise SessionBusy(f"Session {self.id} is already running a task; stop it first "
-                              "or wait for it to finish.")
+            raise SessionBusy(
+                f"Session {self.id} is already running a task; stop it first "
+                "or wait for it to finish."
+            )
         if prompt is not None and not self.title:
             self.title = prompt
         self.runner = asyncio.create_task(self._run(prompt), name=f"web-task-{self.id}")
@@ -208,8 +217,14 @@ class WebSession:
         self.state = "running"
         self._stopping = False
         self.task_usage, self.task_cost = Usage(), None
-        self.note("task_started", prompt=prompt, resumed=prompt is None, mode=self.mode,
-                  model=self.model, profile=self.profile)
+        self.note(
+            "task_started",
+            prompt=prompt,
+            resumed=prompt is None,
+            mode=self.mode,
+            model=self.model,
+            profile=self.profile,
+        )
         if self.recorder is not None and prompt is not None:
             self.recorder.note("task", prompt=prompt)
             await self.recorder.flush()
@@ -220,11 +235,15 @@ class WebSession:
             result = await self._work
         except asyncio.CancelledError:
             if not self._stopping:
-                self._finish({"ok": False, "stopped": True,
-                              "failure": "the server is shutting down"}, "stopped")
+                self._finish(
+                    {"ok": False, "stopped": True, "failure": "the server is shutting down"},
+                    "stopped",
+                )
                 raise
-            outcome, state = {"ok": False, "stopped": True,
-                              "failure": "stopped by the user"}, "stopped"
+            outcome, state = (
+                {"ok": False, "stopped": True, "failure": "stopped by the user"},
+                "stopped",
+            )
         except Exception as e:  # a bug or misuse: report it, keep the session
             logger.exception(f"web session {self.id}: the task failed")
             outcome, state = {"ok": False, "failure": f"{type(e).__name__}: {e}"}, "failed"
@@ -249,11 +268,19 @@ class WebSession:
                 failure = "the flow did not finish in time"
             elif not result.ok:
                 failure = "not every step of the plan was completed"
-            return ({"ok": result.ok, "final_answer": result.summary, "failure": failure},
-                    "finished" if result.ok else "failed")
-        return ({"ok": result.ok, "final_answer": result.final_answer,
-                 "failure": result.failure, "stop_reason": str(result.stop_reason)},
-                "finished" if result.ok else "failed")
+            return (
+                {"ok": result.ok, "final_answer": result.summary, "failure": failure},
+                "finished" if result.ok else "failed",
+            )
+        return (
+            {
+                "ok": result.ok,
+                "final_answer": result.final_answer,
+                "failure": result.failure,
+                "stop_reason": str(result.stop_reason),
+            },
+            "finished" if result.ok else "failed",
+        )
 
     def _finish(self, outcome: dict[str, Any], state: str) -> None:
         self.state = state
@@ -296,13 +323,23 @@ class WebSession:
     # ---- views -------------------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
-        return redact_tree({
-            "id": self.id, "mode": self.mode, "title": self.title, "state": self.state,
-            "running": self.running, "incomplete": self.incomplete, "live": True,
-            "created": self.created, "model": self.model, "profile": self.profile,
-            "questions": [{"question_id": qid, "question": q}
-                          for qid, (q, _) in self.questions.items()],
-        })
+        return redact_tree(
+            {
+                "id": self.id,
+                "mode": self.mode,
+                "title": self.title,
+                "state": self.state,
+                "running": self.running,
+                "incomplete": self.incomplete,
+                "live": True,
+                "created": self.created,
+                "model": self.model,
+                "profile": self.profile,
+                "questions": [
+                    {"question_id": qid, "question": q} for qid, (q, _) in self.questions.items()
+                ],
+            }
+        )
 
 
 def history_entries(raw: bytes, mode: str) -> list[dict[str, Any]]:
@@ -317,23 +354,44 @@ def history_entries(raw: bytes, mode: str) -> list[dict[str, Any]]:
             continue
         kind = record.get("type")
         if kind == "task":
-            entries.append({"kind": "task_started", "prompt": record.get("prompt"),
-                            "history": True})
+            entries.append(
+                {"kind": "task_started", "prompt": record.get("prompt"), "history": True}
+            )
         elif kind == "event" and isinstance(record.get("event"), dict):
             entries.append({**record["event"], "history": True})
         elif kind == "plan" and isinstance(record.get("plans"), dict):
             plan = record["plans"].get(str(record.get("active_plan_id")))
             if isinstance(plan, dict):
-                entries.append({"kind": "plan", "change": record.get("change"), "history": True,
-                                "plan": {key: plan.get(key) for key in
-                                         ("title", "steps", "step_statuses", "step_notes")}})
+                entries.append(
+                    {
+                        "kind": "plan",
+                        "change": record.get("change"),
+                        "history": True,
+                        "plan": {
+                            key: plan.get(key)
+                            for key in ("title", "steps", "step_statuses", "step_notes")
+                        },
+                    }
+                )
         elif kind == "run_finished" and mode != "flow":
             answer = record.get("final_answer")
             ok = record.get("state") == "FINISHED"
-            entries.append({"kind": "task_finished", "ok": ok, "final_answer": answer,
-                            "failure": None if ok else f"the run ended {record.get('state')}",
-                            "history": True})
+            entries.append(
+                {
+                    "kind": "task_finished",
+                    "ok": ok,
+                    "final_answer": answer,
+                    "failure": None if ok else f"the run ended {record.get('state')}",
+                    "history": True,
+                }
+            )
         elif kind == "flow_finished":
-            entries.append({"kind": "task_finished", "ok": True, "history": True,
-                            "final_answer": record.get("summary")})
+            entries.append(
+                {
+                    "kind": "task_finished",
+                    "ok": True,
+                    "history": True,
+                    "final_answer": record.get("summary"),
+                }
+            )
     return [redact_tree(e) for e in entries]
