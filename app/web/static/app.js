@@ -166,7 +166,7 @@ function toolResult(entry) {
     node.classList.add(entry.error ? "failed" : "ok");
     node.dataset.failed = entry.error ? "true" : "false";
   }
-  if (TERMINAL_TOOLS.has(entry.name)) terminalLine(entry.output);
+  if (TERMINAL_TOOLS.has(entry.name)) terminalLine(entry.output.replace(/^Observed output of cmd `\w+` executed:\n/, ""));
   scheduleFiles();
 }
 
@@ -188,7 +188,7 @@ function handle(entry) {
   switch (entry.kind) {
     case "task_started":
       addMessage("user", entry.prompt ?? "(carrying on the task that was cut short)");
-      if (!entry.history) setStatus("running", true);
+      if (!entry.history) { setStatus("running", true); loadSessions(); }
       if (entry.profile) $("#model").textContent = `${entry.profile}: ${entry.model}`;
       $("#continue").hidden = true;
       break;
