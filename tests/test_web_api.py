@@ -26,8 +26,9 @@ def llm() -> Iterator[ScriptedLLMServer]:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
-    web = WebApp(tmp_path_factory.mktemp("webapi"), llm.base_url,
-                 extra_config="[web]\nmax_upload_mb = 0.01").start()
+    web = WebApp(
+        tmp_path_factory.mktemp("webapi"), llm.base_url, extra_config="[web]\nmax_upload_mb = 0.01"
+    ).start()
     yield web
     web.stop()
 
@@ -56,23 +57,41 @@ def assert_error(response: httpx.Response, status: int, words: str = "") -> None
 
 @pytest.mark.parametrize("sid", ["nope", "20200101-000000-abcdef", "..", "a%2F..%2F..", "%00"])
 def test_unknown_session_ids_are_404(client: httpx.Client, sid: str) -> None:
-    for method, path in [("GET", "events"), ("POST", "stop"), ("GET", "files"),
-                         ("POST", "tasks"), ("POST", "open"), ("GET", "screenshot")]:
-        response = client.request(method, f"/api/sessions/{sid}/{path}",
-                                  json={"prompt": "x"} if method == "POST" else None)
+    for method, path in [
+        ("GET", "events"),
+        ("POST", "stop"),
+        ("GET", "files"),
+        ("POST", "tasks"),
+        ("POST", "open"),
+        ("GET", "screenshot"),
+    ]:
+        response = client.request(
+            method,
+            f"/api/sessions/{sid}/{path}",
+            json={"prompt": "x"} if method == "POST" else None,
+        )
         assert response.status_code in (404,), (method, path, response.text)
         assert response.json()["error"]
 
 
 def test_bad_bodies_are_clear_400s(client: httpx.Client, session: str) -> None:
     assert_error(client.post("/api/sessions", json={"mode": "robot"}), 400, "mode")
-    assert_error(client.post("/api/sessions", content=b"{not json",
-                             headers={"content-type": "application/json"}), 400, "json")
+    assert_error(
+        client.post(
+            "/api/sessions", content=b"{not json", headers={"content-type": "application/json"}
+        ),
+        400,
+        "json",
+    )
     assert_error(client.post("/api/sessions", json=[1, 2]), 400, "object")
-    assert_error(client.post(f"/api/sessions/{session}/tasks", json={"prompt": "  "}), 400,
-                 "prompt")
-    assert_error(client.post(f"/api/sessions/{session}/answer",
-                             json={"question_id": "nope", "answer": "x"}), 404, "question")
+    assert_error(
+        client.post(f"/api/sessions/{session}/tasks", json={"prompt": "  "}), 400, "prompt"
+    )
+    assert_error(
+        client.post(f"/api/sessions/{session}/answer", json={"question_id": "nope", "answer": "x"}),
+        404,
+        "question",
+    )
     assert_error(client.post(f"/api/sessions/{session}/continue", json={}), 409, "cut short")
     assert_error(client.get("/api/nothing-here"), 404)
     assert client.post(f"/api/sessions/{session}/stop", json={}).json()["stopped"] is False
@@ -81,8 +100,9 @@ def test_bad_bodies_are_clear_400s(client: httpx.Client, session: str) -> None:
 def test_a_second_task_while_one_runs_is_409(client, app, llm) -> None:
     llm.push(slow(1.0, text("first")), text("second"))
     sid = app.new_session(client, "first task")
-    assert_error(client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "more"}), 409,
-                 "already running")
+    assert_error(
+        client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "more"}), 409, "already running"
+    )
     app.wait_idle(client, sid)
     assert client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "more"}).status_code == 202
     app.wait_idle(client, sid)
@@ -91,8 +111,9 @@ def test_a_second_task_while_one_runs_is_409(client, app, llm) -> None:
 # ---- the file API --------------------------------------------------------------------------------
 
 
-def test_path_escapes_are_refused(client: httpx.Client, app: WebApp, session: str,
-                                  tmp_path: Path) -> None:
+def test_path_escapes_are_refused(
+    client: httpx.Client, app: WebApp, session: str, tmp_path: Path
+) -> None:
     ws = app.workspace / "web" / session
     (ws / "inside.txt").write_text("ok")
     outside = tmp_path / "outside.txt"
@@ -101,10 +122,18 @@ def test_path_escapes_are_refused(client: httpx.Client, app: WebApp, session: st
     os.symlink(tmp_path, ws / "planted-dir")
     base = f"/api/sessions/{session}"
     assert client.get(f"{base}/file", params={"path": "inside.txt"}).text == "ok"
-    for path, status in [("../outside.txt", 403), ("../../../../etc/passwd", 403),
-                         ("sub/../../x", 403), ("/etc/passwd", 400), (str(outside), 400),
-                         ("planted-file", 403), ("planted-dir/outside.txt", 403),
-                         ("inside.txt\x00.png", 400), ("", 400), ("nothing.txt", 404)]:
+    for path, status in [
+        ("../outside.txt", 403),
+        ("../../../../etc/passwd", 403),
+        ("sub/../../x", 403),
+        ("/etc/passwd", 400),
+        (str(outside), 400),
+        ("planted-file", 403),
+        ("planted-dir/outside.txt", 403),
+        ("inside.txt\x00.png", 400),
+        ("", 400),
+        ("nothing.txt", 404),
+    ]:
         response = client.get(f"{base}/file", params={"path": path})
         assert_error(response, status)
         assert "TOP SECRET" not in response.text
@@ -131,8 +160,9 @@ def test_previews_are_sandboxed(client: httpx.Client, app: WebApp, session: str)
     response = client.get(f"/api/sessions/{session}/file", params={"path": "page.html"})
     assert response.headers["content-security-policy"].startswith("sandbox")
     assert response.headers["x-content-type-options"] == "nosniff"
-    download = client.get(f"/api/sessions/{session}/file",
-                          params={"path": "page.html", "download": "1"})
+    download = client.get(
+        f"/api/sessions/{session}/file", params={"path": "page.html", "download": "1"}
+    )
     assert download.headers["content-disposition"].startswith("attachment")
     assert download.headers["content-type"] == "application/octet-stream"
 
@@ -143,8 +173,9 @@ def test_uploads_are_size_limited_and_leave_nothing(client, app, session) -> Non
     ok = client.put(base, params={"path": "data/in.csv"}, content=b"a,b\n1,2\n")
     assert ok.status_code == 201 and (ws / "data" / "in.csv").read_bytes() == b"a,b\n1,2\n"
     limit = int(0.01 * 1024 * 1024)
-    assert_error(client.put(base, params={"path": "big.bin"}, content=b"x" * (limit + 1)),
-                 413, "limited")
+    assert_error(
+        client.put(base, params={"path": "big.bin"}, content=b"x" * (limit + 1)), 413, "limited"
+    )
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: the stream itself is cut off
         for _ in range(limit // 1000 + 5):
@@ -157,11 +188,11 @@ def test_uploads_are_size_limited_and_leave_nothing(client, app, session) -> Non
 # ---- Host, Origin and tokens ---------------------------------------------------------------------
 
 
-def test_wrong_host_and_origin_are_refused(client: httpx.Client, app: WebApp,
-                                           session: str) -> None:
+def test_wrong_host_and_origin_are_refused(client: httpx.Client, app: WebApp, session: str) -> None:
     port = app.port
-    assert_error(client.get("/api/sessions", headers={"host": f"evil.example:{port}"}), 421,
-                 "rebinding")
+    assert_error(
+        client.get("/api/sessions", headers={"host": f"evil.example:{port}"}), 421, "rebinding"
+    )
     assert_error(client.get("/api/sessions", headers={"host": "127.0.0.1:1"}), 421)
     assert client.get("/api/sessions", headers={"host": f"localhost:{port}"}).status_code == 200
     evil = {"origin": "http://evil.example"}
@@ -218,20 +249,20 @@ def test_a_dropped_stream_loses_nothing(client, app, llm) -> None:
     sid = app.new_session(client, "count")
     with client.stream("GET", f"/api/sessions/{sid}/events") as stream:
         seen = []
-        for event_id, entry in sse_entries(stream, until="tool_call"):
+        for event_id, _entry in sse_entries(stream, until="tool_call"):
             seen.append(event_id)
     last = seen[-1]  # the client went away mid-task
     item = app.wait_idle(client, sid)
     assert item["state"] == "finished"
-    with client.stream("GET", f"/api/sessions/{sid}/events",
-                       headers={"last-event-id": str(last)}) as stream:
+    with client.stream(
+        "GET", f"/api/sessions/{sid}/events", headers={"last-event-id": str(last)}
+    ) as stream:
         rest = list(sse_entries(stream))
     ids = [i for i, _ in rest]
     assert ids == list(range(last + 1, last + 1 + len(ids)))  # nothing skipped or repeated
     assert rest[-1][1]["final_answer"] == "done after the client left"
     assert any(e.get("output", "").endswith("two") for _, e in rest)
-    assert_error(client.get(f"/api/sessions/{sid}/events", headers={"last-event-id": "x"}),
-                 400)
+    assert_error(client.get(f"/api/sessions/{sid}/events", headers={"last-event-id": "x"}), 400)
 
 
 def test_secrets_never_reach_the_page(client, app, llm) -> None:
@@ -258,9 +289,16 @@ def agui_events(client: httpx.Client, body: dict) -> list[dict]:
 
 
 def run_input(prompt: str, thread: str = "thread-1", **extra: object) -> dict:
-    return {"threadId": thread, "runId": "run-1", "state": {}, "tools": [], "context": [],
-            "forwardedProps": {}, **extra,
-            "messages": [{"id": "m1", "role": "user", "content": prompt}]}
+    return {
+        "threadId": thread,
+        "runId": "run-1",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+        "messages": [{"id": "m1", "role": "user", "content": prompt}],
+    }
 
 
 def validate(events: list[dict]) -> list[str]:
@@ -274,18 +312,31 @@ def validate(events: list[dict]) -> list[str]:
 
 
 def test_agui_stream_follows_the_protocol(client, llm) -> None:
-    llm.push(tool_calls(call("bash", {"command": "echo agui"}), content="Running it."),
-             text("All done via AG-UI."))
+    llm.push(
+        tool_calls(call("bash", {"command": "echo agui"}), content="Running it."),
+        text("All done via AG-UI."),
+    )
     events = agui_events(client, run_input("say hi"))
     types = validate(events)
     assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
     assert events[0]["threadId"] == "thread-1" and events[-1]["result"] == "All done via AG-UI."
-    for kind in ("TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-                 "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT",
-                 "STEP_STARTED", "STEP_FINISHED"):
+    for kind in (
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+    ):
         assert kind in types, kind
-    assert types.index("TOOL_CALL_START") < types.index("TOOL_CALL_END") < types.index(
-        "TOOL_CALL_RESULT")
+    assert (
+        types.index("TOOL_CALL_START")
+        < types.index("TOOL_CALL_END")
+        < types.index("TOOL_CALL_RESULT")
+    )
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert "agui" in result["content"]
     text_out = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
@@ -307,8 +358,9 @@ def test_agui_flow_state_and_errors(client, llm) -> None:
         tool_calls(call("terminate", {"status": "success"}), content="two done"),
         text("Flow summary."),
     )
-    events = agui_events(client, run_input("plan it", thread="flow-thread",
-                                           forwardedProps={"mode": "flow"}))
+    events = agui_events(
+        client, run_input("plan it", thread="flow-thread", forwardedProps={"mode": "flow"})
+    )
     types = validate(events)
     assert "STATE_SNAPSHOT" in types and "STATE_DELTA" in types
     snapshot = next(e for e in events if e["type"] == "STATE_SNAPSHOT")["snapshot"]
@@ -321,7 +373,11 @@ def test_agui_flow_state_and_errors(client, llm) -> None:
     failed = agui_events(client, run_input("loop", thread="fail-thread"))
     assert validate(failed)[-1] == "RUN_ERROR"
     assert failed[-1]["message"]
-    for bad in [{}, {"threadId": "t", "runId": "r", "messages": []}, [1],
-                {"threadId": "t", "runId": "r", "messages": [{"role": "user", "content": ""}]},
-                run_input("x", forwardedProps={"mode": "robot"})]:
+    for bad in [
+        {},
+        {"threadId": "t", "runId": "r", "messages": []},
+        [1],
+        {"threadId": "t", "runId": "r", "messages": [{"role": "user", "content": ""}]},
+        run_input("x", forwardedProps={"mode": "robot"}),
+    ]:
         assert_error(client.post("/api/agui", json=bad), 422 if isinstance(bad, dict) else 400)

@@ -48,9 +48,15 @@ def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Ite
 def browser() -> Iterator[object]:
     with playwright_api.sync_playwright() as pw:
         chromium = pw.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-sync"],
+            executable_path=CHROMIUM,
+            headless=True,
+            args=[
+                "--no-sandbox",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+                "--disable-sync",
+            ],
         )
         yield chromium
         chromium.close()
@@ -59,8 +65,10 @@ def browser() -> Iterator[object]:
 @pytest.fixture
 def page(browser: object, app: WebApp, llm: ScriptedLLMServer) -> Iterator[object]:
     assert llm.remaining == 0, "a previous test left replies unused"
-    context = browser.new_context(viewport={"width": 1500, "height": 900},  # type: ignore[attr-defined]
-                                  accept_downloads=True)
+    context = browser.new_context(
+        viewport={"width": 1500, "height": 900},  # type: ignore[attr-defined]
+        accept_downloads=True,
+    )
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -81,11 +89,16 @@ def run_task(page: object, prompt: str, mode: str = "agent") -> None:
 
 def test_a_task_streams_text_and_tool_calls(page, llm, app) -> None:
     llm.push(
-        tool_calls(call("bash", {"command": "echo hello-from-bash"}),
-                   content="I will run a command first."),
+        tool_calls(
+            call("bash", {"command": "echo hello-from-bash"}), content="I will run a command first."
+        ),
         tool_calls(call("str_replace_editor", {"command": "view", "path": "missing.txt"})),
-        tool_calls(call("str_replace_editor", {"command": "create", "path": "report.md",
-                                               "file_text": "# Report\nall good\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "report.md", "file_text": "# Report\nall good\n"},
+            )
+        ),
         slow(1.0, text("The report is written: report.md says all good.")),
     )
     run_task(page, "write a short report")
@@ -102,8 +115,9 @@ def test_a_task_streams_text_and_tool_calls(page, llm, app) -> None:
     page.screenshot(path=str(SCREENSHOT))
     # The model's text arrives token by token into one bubble, then the final answer.
     expect(page.locator(".msg.final")).to_contain_text("report.md says all good.")
-    assert page.locator(".msg.assistant .text").filter(
-        has_text="The report is written").count() == 1
+    assert (
+        page.locator(".msg.assistant .text").filter(has_text="The report is written").count() == 1
+    )
     expect(page.locator(".msg.assistant").first).to_contain_text("I will run a command first.")
     expect(page.locator("#status")).to_have_text("finished")
     expect(page.locator("#usage")).to_contain_text("tokens")
@@ -115,8 +129,12 @@ def test_a_task_streams_text_and_tool_calls(page, llm, app) -> None:
 def test_a_flow_shows_its_plan_advancing(page, llm) -> None:
     llm.push(
         plan_call("[MANUS] Write notes.txt", "[MANUS] Check notes.txt"),
-        tool_calls(call("str_replace_editor", {"command": "create", "path": "notes.txt",
-                                               "file_text": "notes\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "notes.txt", "file_text": "notes\n"},
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="notes written"),
         slow(1.0, tool_calls(call("terminate", {"status": "success"}), content="checked")),
         text("Both steps are done."),
@@ -138,7 +156,8 @@ def test_ask_human_question_is_answered_from_the_page(page, llm) -> None:
     )
     run_task(page, "design a logo")
     expect(page.locator("#question .question-text")).to_have_text(
-        "Which colour should the logo be?")
+        "Which colour should the logo be?"
+    )
     page.fill("#answer-input", "teal, please")
     page.click("#answer-send")
     expect(page.locator("#question")).to_be_hidden()
@@ -168,8 +187,12 @@ def test_stop_cancels_a_long_task_and_leaves_no_process(page, llm, app) -> None:
 
 def test_download_a_file_and_upload_one_the_agent_reads(page, llm, app, tmp_path) -> None:
     llm.push(
-        tool_calls(call("str_replace_editor", {"command": "create", "path": "out/result.csv",
-                                               "file_text": "a,b\n1,2\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "out/result.csv", "file_text": "a,b\n1,2\n"},
+            )
+        ),
         text("Wrote out/result.csv"),
     )
     run_task(page, "write a csv")
@@ -193,8 +216,7 @@ def test_download_a_file_and_upload_one_the_agent_reads(page, llm, app, tmp_path
     )
     page.fill("#prompt", "read input.txt")
     page.click("#send")
-    expect(page.locator("#activity details.tool-call.ok .result").last).to_contain_text(
-        "pumpkin")
+    expect(page.locator("#activity details.tool-call.ok .result").last).to_contain_text("pumpkin")
     expect(page.locator(".msg.final").last).to_contain_text("The word is pumpkin.")
 
 

@@ -54,8 +54,15 @@ def children_of(pid: int) -> list[int]:
 class WebApp:
     """One ``python -m app.web`` process on a free port."""
 
-    def __init__(self, tmp: Path, base_url: str, *, workspace: Path | None = None,
-                 extra_config: str = "", args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        base_url: str,
+        *,
+        workspace: Path | None = None,
+        extra_config: str = "",
+        args: tuple[str, ...] = (),
+    ) -> None:
         self.tmp = tmp
         self.workspace = workspace or tmp / "ws"
         self.workspace.mkdir(parents=True, exist_ok=True)
@@ -70,10 +77,24 @@ class WebApp:
 
     def start(self) -> WebApp:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.web", "-c", str(self.config), "--port", "0",
-             "-w", str(self.workspace), *self.args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            text=True, env=child_env(self.tmp), cwd=ROOT,
+            [
+                sys.executable,
+                "-m",
+                "app.web",
+                "-c",
+                str(self.config),
+                "--port",
+                "0",
+                "-w",
+                str(self.workspace),
+                *self.args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=child_env(self.tmp),
+            cwd=ROOT,
         )
         assert self.proc.stdout is not None and self.proc.stderr is not None
         threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
@@ -120,8 +141,9 @@ class WebApp:
     def alive(self) -> bool:
         return self.proc is not None and alive(self.proc.pid)
 
-    def new_session(self, client: httpx.Client, prompt: str | None = None,
-                    mode: str = "agent") -> str:
+    def new_session(
+        self, client: httpx.Client, prompt: str | None = None, mode: str = "agent"
+    ) -> str:
         body: dict[str, Any] = {"mode": mode}
         if prompt is not None:
             body["prompt"] = prompt
@@ -139,8 +161,9 @@ class WebApp:
         return wait_until(done, timeout, f"session {sid} to finish")
 
 
-def sse_entries(response: httpx.Response, until: str = "task_finished",
-                limit: int = 10_000) -> Iterator[tuple[int, dict[str, Any]]]:
+def sse_entries(
+    response: httpx.Response, until: str = "task_finished", limit: int = 10_000
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(id, entry) of an SSE response, up to and including the first ``until`` entry."""
     event_id = 0
     for line in response.iter_lines():
