@@ -37,6 +37,7 @@ from app.config_models import (
     RunflowSettings,
     SandboxSettings,
     SearchSettings,
+    WebSettings,
 )
 from app.config_report import (
     describe_error,
@@ -72,6 +73,7 @@ __all__ = [
     "RunflowSettings",
     "SandboxSettings",
     "SearchSettings",
+    "WebSettings",
     "config",
     "find_config_path",
     "get_project_root",
@@ -281,6 +283,7 @@ _TOP_LEVEL_KEYS = (
     "compaction",
     "workspace_root",
     "daytona",
+    "web",
 )
 
 
@@ -511,6 +514,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
     compaction = _load_section(raw, "compaction", CompactionSettings, problems)
     pricing = _load_pricing(raw, problems)
     daytona = _load_section(raw, "daytona", DaytonaSettings, problems)
+    web = _load_section(raw, "web", WebSettings, problems)
 
     workspace_value = raw.get("workspace_root")
     if workspace_value is not None and not isinstance(workspace_value, str):
@@ -532,6 +536,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         pricing=pricing,
         compaction=compaction,
         daytona_config=daytona,
+        web=web,
         workspace_root=_resolve_workspace(workspace_value, config_path),
         config_path=config_path,
     )
@@ -664,6 +669,10 @@ class Config:
     @property
     def daytona(self) -> DaytonaSettings:
         return self.app_config.daytona_config
+
+    @property
+    def web(self) -> WebSettings:
+        return self.app_config.web
 
     @property
     def config_path(self) -> Path | None:

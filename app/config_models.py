@@ -36,6 +36,7 @@ __all__ = [
     "RunflowSettings",
     "SandboxSettings",
     "SearchSettings",
+    "WebSettings",
 ]
 
 PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent
@@ -302,6 +303,19 @@ class RunflowSettings(_Settings):
     use_data_analysis_agent: bool = False
 
 
+class WebSettings(_Settings):
+    """The web UI (``python -m app.web``): where it listens and what it accepts."""
+
+    #: Loopback by default; any other address also needs ``allow_remote`` (and the token).
+    host: str = Field(default="127.0.0.1", min_length=1)
+    port: int = Field(default=8765, ge=0, le=65535)
+    #: Largest file the page may upload into a task's workspace, in MB.
+    max_upload_mb: PositiveFloat = 20.0
+    allow_remote: bool = False
+    #: Extra host names the page may be reached by (remote use behind a DNS name).
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+
 class ModelPrice(_Settings):
     """What a model costs, in USD (or any currency) per million tokens."""
 
@@ -359,6 +373,7 @@ class AppConfig(BaseModel):
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     daytona_config: DaytonaSettings = Field(default_factory=DaytonaSettings)
+    web: WebSettings = Field(default_factory=WebSettings)
     workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
     config_path: Path | None = None
 

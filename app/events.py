@@ -132,6 +132,8 @@ class ToolResultEvent(Event):
     name: str = ""
     output: str = ""
     error: bool = False
+    #: A screenshot the tool returned (base64), for live views; never written to sessions.
+    image: str | None = field(default=None, compare=False, repr=False, metadata={"transient": True})
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures here")
     parser.add_argument("--real-model", action="store_true",
                         help="only the real-model figures (needs --base-url of a running server)")
+    parser.add_argument("--web", action="store_true",
+                        help="only the web UI figures (needs the web extra and Chromium)")
     real_model.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.real_model and not args.base_url:
@@ -278,6 +280,14 @@ def _render_cold(cold: dict[str, Any], counts: list[int]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.web:
+        from bench.web import render_web, run_web
+
+        web_figures = run_web(sessions=10 if args.quick else 50)
+        print(render_web(web_figures))
+        if args.json:
+            Path(args.json).write_text(json.dumps(web_figures, indent=2), encoding="utf-8")
+        return 0
     if args.real_model:
         figures = real_model.run_from_args(args)
         print(real_model.render_real_model(figures))

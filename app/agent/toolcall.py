@@ -377,7 +377,7 @@ class ToolCallAgent(ReActAgent):
                     await self._events.emit(ToolResultEvent(
                         self.name, step=self.current_step, call_id=command.id,
                         name=command.function.name, output=result,
-                        error=outcome.failed))
+                        error=outcome.failed, image=image))
         return "\n\n".join(results)
 
     async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:

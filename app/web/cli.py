@@ -1,0 +1,183 @@
+"""``python -m app.web`` / ``openmanus-web``: start the web UI server.
+
+It listens on 127.0.0.1 unless told otherwise; any other address needs ``--allow-remote``
+(or ``[web] allow_remote = true``) and then requires the access token printed at start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import secrets
+import sys
+from pathlib import Path
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK = 0
+EXIT_CONFIG = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m app.web",
+        description="OpenManus web UI: run tasks and watch the agent's computer in a browser.",
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
+    )
+    parser.add_argument("--host", help="address to listen on (default: [web] host, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: [web] port, 8765; 0: any free)")
+    parser.add_argument(
+        "--allow-remote",
+        action="store_true",
+        default=None,
+        help="allow a non-loopback --host (a token is then required)",
+    )
+    parser.add_argument(
+        "-w", "--workspace", type=Path, help="workspace (sessions go to <workspace>/web/<id>/)"
+    )
+    parser.add_argument("--max-steps", type=int, help="step budget per task")
+    parser.add_argument(
+        "--data-analysis",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="give flows the data-analysis agent (default: [runflow] use_data_analysis_agent)",
+    )
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
+    level.add_argument("-q", "--quiet", action="store_true", help="show only warnings and errors")
+    return parser
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        import uvicorn
+    except ImportError:
+        _say("error: the web UI needs its extra: pip install -e '.[web]'")
+        return EXIT_CONFIG
+    from app.config import config
+    from app.exceptions import ConfigError
+    from app.logger import define_log_level, register_secret
+    from app.web.manager import SessionManager
+    from app.web.security import AccessPolicy, is_loopback
+    from app.web.server import WebOptions, create_app
+
+    level = "DEBUG" if args.verbose else "WARNING" if args.quiet else "INFO"
+    log_dir = os.environ.get("OPENMANUS_LOG_DIR") or None
+    define_log_level(
+        print_level=level,
+        name="openmanus_web",
+        compact=True,
+        log_dir=Path(log_dir) if log_dir else None,
+    )
+    try:
+        config.load(args.config)
+        config.llm  # noqa: B018 - the LLM section is checked now, with one clear message
+        settings = config.web
+    except ConfigError as e:
+        _say(f"error: {e}")
+        return EXIT_CONFIG
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    allow_remote = settings.allow_remote if args.allow_remote is None else args.allow_remote
+    if args.max_steps is not None and args.max_steps < 1:
+        _say("error: --max-steps must be at least 1")
+        return EXIT_CONFIG
+    if not 0 <= port <= 65535:
+        _say("error: --port must be between 0 and 65535")
+        return EXIT_CONFIG
+    token = None
+    if not is_loopback(host):
+        if not allow_remote:
+            _say(
+                f"error: {host} is not a loopback address; listening there lets other "
+                "machines drive your agent. Pass --allow-remote (or [web] allow_remote = "
+                "true) to do it anyway; a token will be required."
+            )
+            return EXIT_CONFIG
+        token = os.environ.get("OPENMANUS_WEB_TOKEN") or secrets.token_urlsafe(32)
+        register_secret(token)
+    workspace = (
+        args.workspace.expanduser().absolute()
+        if args.workspace is not None
+        else config.workspace_root
+    )
+    use_data = args.data_analysis
+    if use_data is None:
+        use_data = config.run_flow_config.use_data_analysis_agent
+    options = {"max_steps": args.max_steps, "data_analysis": use_data}
+    manager = SessionManager(workspace / "web", options=options)
+    _install_web_input()
+
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)  # connections made before uvicorn starts wait in the backlog
+    except OSError as e:
+        _say(f"error: cannot listen on {host}:{port}: {e.strerror or e}")
+        sock.close()
+        return EXIT_CONFIG
+    port = sock.getsockname()[1]
+    policy = AccessPolicy(
+        host=host, port=port, token=token, allowed_hosts=list(settings.allowed_hosts)
+    )
+    limit = int(settings.max_upload_mb * 1024 * 1024)
+    app = create_app(manager, WebOptions(policy=policy, max_upload_bytes=limit))
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    # The one place the token is shown: the operator's terminal (stdout), never a log.
+    print(f"OpenManus web UI: {url}" + (f"?token={token}" if token else ""), flush=True)
+
+    class _Server(uvicorn.Server):
+        """Ends the event streams at once on shutdown, so it does not wait on them."""
+
+        def handle_exit(self, sig: int, frame: object) -> None:
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+            with contextlib.suppress(RuntimeError):
+                asyncio.get_running_loop().call_soon_threadsafe(manager.end_streams)
+
+    server = _Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            ws="none",
+        )
+    )
+    try:
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sock.close()
+    return EXIT_OK
+
+
+def _install_web_input() -> None:
+    """``ask_human`` tools built outside a web session (none should be) get no terminal:
+    a server has nobody at its stdin."""
+    from app.tool.ask_human import set_input_provider
+
+    set_input_provider(_NobodyProvider())
+
+
+class _NobodyProvider:
+    async def ask(self, question: str) -> str | None:
+        return None

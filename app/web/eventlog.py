@@ -1,0 +1,112 @@
+"""Each web session's numbered event log: what the page (and AG-UI clients) are sent.
+
+Entries are plain JSON-able dicts numbered from 1. A reader remembers the last number it has
+seen (the SSE ``Last-Event-ID``) and asks for everything after it, so a page that reconnects
+misses nothing while the task goes on without it. Everything that enters the log is redacted
+first: the page never receives a configured secret or anything shaped like a credential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import time
+from typing import Any
+
+from app.events import Event, PlanChanged, ToolResultEvent
+from app.logger import redact
+
+__all__ = ["MAX_ENTRIES", "EventLog", "redact_tree", "render_event"]
+
+#: Oldest entries are dropped past this many (a page then starts at the oldest kept).
+MAX_ENTRIES = 50_000
+#: Longest string sent in one entry (tool outputs are already capped by the agent).
+MAX_STRING = 200_000
+
+
+def redact_tree(value: Any) -> Any:
+    """``value`` with every string redacted (dicts and lists walked)."""
+    if isinstance(value, str):
+        text = redact(value)
+        return text if len(text) <= MAX_STRING else text[:MAX_STRING] + "\n…(cut)"
+    if isinstance(value, dict):
+        return {str(k): redact_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_tree(v) for v in value]
+    return value
+
+
+def render_event(event: Event, plan: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An agent or flow event as a log entry (``plan``: the flow's plan, for plan events)."""
+    data = event.to_json()
+    if isinstance(event, PlanChanged) and plan is not None:
+        data["plan"] = {
+            "title": plan.get("title", ""),
+            "steps": list(plan.get("steps", [])),
+            "step_statuses": list(plan.get("step_statuses", [])),
+            "step_notes": list(plan.get("step_notes", [])),
+        }
+    return redact_tree(data)
+
+
+def decode_image(event: ToolResultEvent) -> bytes | None:
+    """The screenshot a tool returned, as bytes (None when absent or not base64)."""
+    if not event.image:
+        return None
+    with contextlib.suppress(binascii.Error, ValueError):
+        return base64.b64decode(event.image, validate=False)
+    return None
+
+
+class EventLog:
+    """Append-only, numbered entries with waiters; lives on one event loop."""
+
+    def __init__(self, limit: int = MAX_ENTRIES) -> None:
+        self.limit = limit
+        self.entries: list[dict[str, Any]] = []
+        self._next = 1
+        self._changed = asyncio.Event()
+        self.closed = False
+
+    @property
+    def last_id(self) -> int:
+        return self._next - 1
+
+    def append(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """Number ``entry``, keep it and wake the readers; returns it."""
+        entry["id"] = self._next
+        entry.setdefault("t", round(time.time(), 3))
+        self._next += 1
+        self.entries.append(entry)
+        if len(self.entries) > self.limit:
+            del self.entries[: len(self.entries) - self.limit]
+        self._wake()
+        return entry
+
+    def close(self) -> None:
+        """No more entries will come (the server is shutting down)."""
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def since(self, last_id: int) -> list[dict[str, Any]]:
+        """Entries numbered after ``last_id``, oldest first."""
+        if not self.entries or last_id >= self.last_id:
+            return []
+        first = self.entries[0]["id"]
+        return self.entries[max(0, last_id + 1 - first) :]
+
+    async def wait(self, last_id: int, timeout: float) -> bool:
+        """Wait until an entry after ``last_id`` exists (True) or ``timeout`` passes."""
+        if last_id < self.last_id or self.closed:
+            return True
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True

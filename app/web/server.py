@@ -1,0 +1,385 @@
+"""The web UI's HTTP routes (Starlette): the page, the JSON API, the event streams.
+
+Every error is JSON ``{"error": message, "status": code}`` with the matching status code.
+Routes::
+
+    GET  /                              the page (static files under /static/)
+    GET  /api/info                      model, profile, limits
+    GET  /api/sessions                  open and stored sessions
+    POST /api/sessions                  {"mode": "agent"|"flow", "prompt"?: str} -> new session
+    POST /api/sessions/{id}/open        reopen a stored session (restored, history replayed)
+    POST /api/sessions/{id}/tasks       {"prompt": str}: run a task in the session
+    POST /api/sessions/{id}/continue    carry on a task cut short (after a restart)
+    POST /api/sessions/{id}/stop        stop the running task (as Ctrl-C does)
+    POST /api/sessions/{id}/answer      {"question_id", "answer"}: reply to ask_human
+    GET  /api/sessions/{id}/events      SSE of the session's event log (Last-Event-ID replay)
+    GET  /api/sessions/{id}/files       ?path=dir: a directory of the workspace
+    GET  /api/sessions/{id}/file        ?path=file[&download=1]: a file (preview/download)
+    PUT  /api/sessions/{id}/upload      ?path=file, the body is the file (size-limited)
+    GET  /api/sessions/{id}/screenshot  the latest browser screenshot
+    POST /api/agui                      AG-UI: RunAgentInput in, SSE of AG-UI events out
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from app.exceptions import SessionBusyError, SessionError
+from app.logger import logger
+from app.web.agui import AguiInputError, AguiTranslator, parse_run_input
+from app.web.files import FileProblem, Workspace
+from app.web.manager import SessionManager, UnknownSession
+from app.web.security import AccessPolicy, SecurityMiddleware
+from app.web.session import SessionBusy, WebSession
+
+__all__ = ["STATIC_DIR", "WebOptions", "create_app"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+_MAX_JSON = 1 << 20
+_PING = 15.0
+_PAGE_CSP = (
+    "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; "
+    "script-src 'self'; frame-src 'self'; connect-src 'self'; object-src 'none'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+#: What a previewed workspace file may do: nothing (no scripts, no same origin, no fetches).
+_FILE_CSP = (
+    "sandbox; default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'; media-src 'self'"
+)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class WebOptions:
+    """What ``create_app`` needs besides the sessions."""
+
+    def __init__(self, *, policy: AccessPolicy, max_upload_bytes: int) -> None:
+        self.policy = policy
+        self.max_upload_bytes = max_upload_bytes
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": message, "status": status},
+        status_code=status,
+        headers={"cache-control": "no-store"},
+    )
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > _MAX_JSON:
+        raise ApiError(413, "The JSON body is too large.")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > _MAX_JSON:
+            raise ApiError(413, "The JSON body is too large.")
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError as e:
+        raise ApiError(400, f"The body is not valid JSON: {e}") from e
+    if not isinstance(body, dict):
+        raise ApiError(400, "The body must be a JSON object.")
+    return body
+
+
+def _prompt_of(body: dict[str, Any], *, required: bool) -> str | None:
+    prompt = body.get("prompt")
+    if prompt is None and not required:
+        return None
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ApiError(400, "`prompt` must be a non-empty string.")
+    if len(prompt) > 200_000:
+        raise ApiError(413, "The prompt is too long.")
+    return prompt.strip()
+
+
+def _sse(entry: dict[str, Any]) -> bytes:
+    data = json.dumps(entry, ensure_ascii=False, default=str)
+    return f"id: {entry['id']}\ndata: {data}\n\n".encode()
+
+
+def create_app(manager: SessionManager, options: WebOptions) -> Any:
+    """The ASGI app: routes behind the security middleware."""
+
+    async def session_of(request: Request, *, open_stored: bool = False) -> WebSession:
+        sid = request.path_params["sid"]
+        try:
+            if open_stored:
+                return await manager.open(sid)
+            return manager.live(sid)
+        except UnknownSession as e:
+            raise ApiError(404, str(e)) from None
+        except SessionBusyError as e:
+            raise ApiError(409, str(e)) from None
+        except SessionError as e:
+            raise ApiError(400, str(e)) from None
+
+    async def info(request: Request) -> Response:
+        from app import __version__
+        from app.config import config
+
+        settings = config.llm.get("default")
+        return JSONResponse(
+            {
+                "version": __version__,
+                "model": settings.model if settings else "",
+                "profiles": sorted(config.llm),
+                "max_upload_bytes": options.max_upload_bytes,
+                "remote": options.policy.remote,
+            }
+        )
+
+    async def list_sessions(request: Request) -> Response:
+        return JSONResponse({"sessions": await manager.listing()})
+
+    async def new_session(request: Request) -> Response:
+        body = await _json_body(request)
+        mode = body.get("mode", "agent")
+        if mode not in ("agent", "flow"):
+            raise ApiError(400, "`mode` must be 'agent' or 'flow'.")
+        prompt = _prompt_of(body, required=False)
+        session = await manager.create(mode)
+        if prompt is not None:
+            session.start(prompt)
+        return JSONResponse(session.info(), status_code=201)
+
+    async def open_session(request: Request) -> Response:
+        return JSONResponse((await session_of(request, open_stored=True)).info())
+
+    async def run_task(request: Request) -> Response:
+        body = await _json_body(request)
+        prompt = _prompt_of(body, required=True)
+        session = await session_of(request, open_stored=True)
+        session.start(prompt)
+        return JSONResponse(session.info(), status_code=202)
+
+    async def continue_task(request: Request) -> Response:
+        session = await session_of(request, open_stored=True)
+        if not session.incomplete:
+            raise ApiError(409, "This session has no task cut short to carry on.")
+        session.start(None)
+        return JSONResponse(session.info(), status_code=202)
+
+    async def stop(request: Request) -> Response:
+        session = await session_of(request)
+        stopped = await session.stop()
+        return JSONResponse({"stopped": stopped, "session": session.info()})
+
+    async def answer(request: Request) -> Response:
+        body = await _json_body(request)
+        session = await session_of(request)
+        qid, text = body.get("question_id"), body.get("answer")
+        if not isinstance(qid, str) or not isinstance(text, str):
+            raise ApiError(400, "`question_id` and `answer` must be strings.")
+        if not session.answer(qid, text):
+            raise ApiError(404, f"No question {qid!r} is waiting for an answer.")
+        return JSONResponse({"answered": qid})
+
+    async def events(request: Request) -> Response:
+        session = await session_of(request)
+        raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
+        if not raw.isdigit():
+            raise ApiError(400, "Last-Event-ID must be an event number.")
+        return StreamingResponse(
+            _stream(session, int(raw), request),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
+        )
+
+    async def list_files(request: Request) -> Response:
+        session = await session_of(request, open_stored=True)
+        listing = await Workspace(session.workspace).listing(request.query_params.get("path"))
+        return JSONResponse(listing)
+
+    async def get_file(request: Request) -> Response:
+        session = await session_of(request, open_stored=True)
+        ws = Workspace(session.workspace)
+        fd, size, media, name = await ws.open(request.query_params.get("path"))
+        download = request.query_params.get("download") == "1"
+        head = b""
+        if not download:
+            head = await asyncio.to_thread(lambda: __import__("os").pread(fd, 4096, 0))
+        served = "application/octet-stream" if download else ws.inline_type(media, head)
+        disposition = "attachment" if download or served == "application/octet-stream" else "inline"
+        quoted = json.dumps(name.encode("ascii", "replace").decode())[1:-1]
+        from urllib.parse import quote
+
+        headers = {
+            "content-length": str(size),
+            "content-disposition": f'{disposition}; filename="{quoted}"; '
+            f"filename*=UTF-8''{quote(name)}",
+            "content-security-policy": _FILE_CSP,
+            "x-content-type-options": "nosniff",
+            "cache-control": "no-store",
+        }
+        return StreamingResponse(ws.chunks(fd), media_type=served, headers=headers)
+
+    async def upload(request: Request) -> Response:
+        session = await session_of(request, open_stored=True)
+        declared = request.headers.get("content-length")
+        result = await Workspace(session.workspace).upload(
+            request.query_params.get("path"),
+            request.stream(),
+            limit=options.max_upload_bytes,
+            declared=int(declared) if declared and declared.isdigit() else None,
+        )
+        session.note("file_uploaded", path=result["path"], size=result["size"])
+        return JSONResponse(result, status_code=201)
+
+    async def screenshot(request: Request) -> Response:
+        session = await session_of(request)
+        if session.screenshot is None:
+            raise ApiError(404, "No screenshot yet.")
+        return Response(
+            session.screenshot,
+            media_type="image/png",
+            headers={"cache-control": "no-store", "content-security-policy": _FILE_CSP},
+        )
+
+    async def agui(request: Request) -> Response:
+        body = await _json_body(request)
+        try:
+            thread, run, prompt, mode = parse_run_input(body)
+        except AguiInputError as e:
+            raise ApiError(422, str(e)) from None
+        sid = manager.threads.get(thread, thread)
+        try:
+            session = await manager.open(sid)
+        except UnknownSession:
+            session = await manager.create(mode)  # type: ignore[arg-type]
+            manager.threads[thread] = session.id
+        except SessionBusyError as e:
+            raise ApiError(409, str(e)) from None
+        start = session.log.last_id
+        session.start(prompt)
+        translator = AguiTranslator(thread, run)
+        return StreamingResponse(
+            _agui_stream(session, start, translator, request),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-store"},
+        )
+
+    async def page(request: Request) -> Response:
+        return FileResponse(
+            STATIC_DIR / "index.html",
+            headers={
+                "content-security-policy": _PAGE_CSP,
+                "cache-control": "no-store",
+                "referrer-policy": "no-referrer",
+                "x-content-type-options": "nosniff",
+            },
+        )
+
+    async def api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return _error(exc.status, exc.message)
+
+    async def file_problem(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, FileProblem)
+        return _error(exc.status, exc.message)
+
+    async def busy(request: Request, exc: Exception) -> Response:
+        return _error(409, str(exc))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return _error(exc.status_code, str(exc.detail))
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        logger.exception(f"web: {request.method} {request.url.path} failed")
+        return _error(500, f"Internal error: {type(exc).__name__}")
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await manager.shutdown()
+
+    routes = [
+        Route("/", page),
+        Route("/api/info", info),
+        Route("/api/sessions", list_sessions),
+        Route("/api/sessions", new_session, methods=["POST"]),
+        Route("/api/sessions/{sid}/open", open_session, methods=["POST"]),
+        Route("/api/sessions/{sid}/tasks", run_task, methods=["POST"]),
+        Route("/api/sessions/{sid}/continue", continue_task, methods=["POST"]),
+        Route("/api/sessions/{sid}/stop", stop, methods=["POST"]),
+        Route("/api/sessions/{sid}/answer", answer, methods=["POST"]),
+        Route("/api/sessions/{sid}/events", events),
+        Route("/api/sessions/{sid}/files", list_files),
+        Route("/api/sessions/{sid}/file", get_file),
+        Route("/api/sessions/{sid}/upload", upload, methods=["PUT", "POST"]),
+        Route("/api/sessions/{sid}/screenshot", screenshot),
+        Route("/api/agui", agui, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            ApiError: api_error,
+            FileProblem: file_problem,
+            SessionBusy: busy,
+            HTTPException: http_error,
+            Exception: server_error,
+        },
+        lifespan=lifespan,
+    )
+    app.state.manager = manager
+    return SecurityMiddleware(app, options.policy)
+
+
+async def _stream(session: WebSession, last_id: int, request: Request) -> AsyncIterator[bytes]:
+    """The session's entries after ``last_id``, then live ones; a comment every few seconds
+    keeps proxies from closing an idle stream. The task never depends on this reader."""
+    yield b"retry: 1000\n\n"
+    while True:
+        pending = session.log.since(last_id)
+        if pending:  # one write for everything ready: fewer syscalls under load
+            last_id = pending[-1]["id"]
+            yield b"".join(_sse(entry) for entry in pending)
+        if session.log.closed:
+            return
+        if not await session.log.wait(last_id, _PING):
+            if await request.is_disconnected():
+                return
+            yield b": ping\n\n"
+
+
+async def _agui_stream(
+    session: WebSession, last_id: int, translator: AguiTranslator, request: Request
+) -> AsyncIterator[bytes]:
+    while not translator.finished:
+        for entry in session.log.since(last_id):
+            last_id = entry["id"]
+            for event in translator.translate(entry):
+                yield f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n".encode()
+            if translator.finished:
+                return
+        if session.log.closed:
+            return
+        if not await session.log.wait(last_id, _PING):
+            if await request.is_disconnected():
+                return
+            yield b": ping\n\n"

@@ -1,0 +1,383 @@
+"""The web UI's HTTP API against hostile input: unknown ids, path escapes, wrong Host/Origin,
+missing tokens, oversized uploads, dropped streams; and the AG-UI stream against the
+protocol's own event models (``ag-ui-protocol``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
+from tests.conftest import TEST_API_KEY
+from tests.test_run_flow_e2e import plan_call
+from tests.web_ui_helpers import WebApp, sse_entries
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
+    web = WebApp(
+        tmp_path_factory.mktemp("webapi"), llm.base_url, extra_config="[web]\nmax_upload_mb = 0.01"
+    ).start()
+    yield web
+    web.stop()
+
+
+@pytest.fixture
+def client(app: WebApp, llm: ScriptedLLMServer) -> Iterator[httpx.Client]:
+    assert llm.remaining == 0, "a previous test left replies unused"
+    with app.client() as c:
+        yield c
+
+
+@pytest.fixture
+def session(app: WebApp, client: httpx.Client) -> str:
+    return app.new_session(client)
+
+
+def assert_error(response: httpx.Response, status: int, words: str = "") -> None:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert isinstance(body["error"], str) and body["error"]
+    assert words.lower() in body["error"].lower()
+
+
+# ---- unknown sessions and bad bodies -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sid", ["nope", "20200101-000000-abcdef", "..", "a%2F..%2F..", "%00"])
+def test_unknown_session_ids_are_404(client: httpx.Client, sid: str) -> None:
+    for method, path in [
+        ("GET", "events"),
+        ("POST", "stop"),
+        ("GET", "files"),
+        ("POST", "tasks"),
+        ("POST", "open"),
+        ("GET", "screenshot"),
+    ]:
+        response = client.request(
+            method,
+            f"/api/sessions/{sid}/{path}",
+            json={"prompt": "x"} if method == "POST" else None,
+        )
+        assert response.status_code in (404,), (method, path, response.text)
+        assert response.json()["error"]
+
+
+def test_bad_bodies_are_clear_400s(client: httpx.Client, session: str) -> None:
+    assert_error(client.post("/api/sessions", json={"mode": "robot"}), 400, "mode")
+    assert_error(
+        client.post(
+            "/api/sessions", content=b"{not json", headers={"content-type": "application/json"}
+        ),
+        400,
+        "json",
+    )
+    assert_error(client.post("/api/sessions", json=[1, 2]), 400, "object")
+    assert_error(
+        client.post(f"/api/sessions/{session}/tasks", json={"prompt": "  "}), 400, "prompt"
+    )
+    assert_error(
+        client.post(f"/api/sessions/{session}/answer", json={"question_id": "nope", "answer": "x"}),
+        404,
+        "question",
+    )
+    assert_error(client.post(f"/api/sessions/{session}/continue", json={}), 409, "cut short")
+    assert_error(client.get("/api/nothing-here"), 404)
+    assert client.post(f"/api/sessions/{session}/stop", json={}).json()["stopped"] is False
+
+
+def test_a_second_task_while_one_runs_is_409(client, app, llm) -> None:
+    llm.push(slow(1.0, text("first")), text("second"))
+    sid = app.new_session(client, "first task")
+    assert_error(
+        client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "more"}), 409, "already running"
+    )
+    app.wait_idle(client, sid)
+    assert client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "more"}).status_code == 202
+    app.wait_idle(client, sid)
+
+
+# ---- the file API --------------------------------------------------------------------------------
+
+
+def test_path_escapes_are_refused(
+    client: httpx.Client, app: WebApp, session: str, tmp_path: Path
+) -> None:
+    ws = app.workspace / "web" / session
+    (ws / "inside.txt").write_text("ok")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("TOP SECRET")
+    os.symlink(outside, ws / "planted-file")
+    os.symlink(tmp_path, ws / "planted-dir")
+    base = f"/api/sessions/{session}"
+    assert client.get(f"{base}/file", params={"path": "inside.txt"}).text == "ok"
+    for path, status in [
+        ("../outside.txt", 403),
+        ("../../../../etc/passwd", 403),
+        ("sub/../../x", 403),
+        ("/etc/passwd", 400),
+        (str(outside), 400),
+        ("planted-file", 403),
+        ("planted-dir/outside.txt", 403),
+        ("inside.txt\x00.png", 400),
+        ("", 400),
+        ("nothing.txt", 404),
+    ]:
+        response = client.get(f"{base}/file", params={"path": path})
+        assert_error(response, status)
+        assert "TOP SECRET" not in response.text
+    for raw in ["path=%2e%2e%2foutside.txt", "path=%2E%2E/outside.txt", "path=inside.txt%00"]:
+        response = client.get(f"{base}/file?{raw}")
+        assert response.status_code in (400, 403), response.text
+        assert "TOP SECRET" not in response.text
+    # Double encoding is a literal name, not a way out.
+    assert_error(client.get(f"{base}/file?path=%252e%252e%252foutside.txt"), 404)
+    assert_error(client.get(f"{base}/files", params={"path": "planted-dir"}), 403)
+    assert_error(client.get(f"{base}/files", params={"path": "../"}), 403)
+    listing = client.get(f"{base}/files").json()["entries"]
+    kinds = {e["name"]: e["kind"] for e in listing}
+    assert kinds == {"inside.txt": "file", "planted-file": "link", "planted-dir": "link"}
+    for path in ["../evil.txt", "/tmp/evil.txt", "planted-dir/evil.txt", "planted-file"]:
+        response = client.put(f"{base}/upload", params={"path": path}, content=b"x")
+        assert response.status_code in (400, 403), (path, response.text)
+    assert not (tmp_path / "evil.txt").exists() and outside.read_text() == "TOP SECRET"
+
+
+def test_previews_are_sandboxed(client: httpx.Client, app: WebApp, session: str) -> None:
+    ws = app.workspace / "web" / session
+    (ws / "page.html").write_text("<script>fetch('/api/sessions')</script>")
+    response = client.get(f"/api/sessions/{session}/file", params={"path": "page.html"})
+    assert response.headers["content-security-policy"].startswith("sandbox")
+    assert response.headers["x-content-type-options"] == "nosniff"
+    download = client.get(
+        f"/api/sessions/{session}/file", params={"path": "page.html", "download": "1"}
+    )
+    assert download.headers["content-disposition"].startswith("attachment")
+    assert download.headers["content-type"] == "application/octet-stream"
+
+
+def test_uploads_are_size_limited_and_leave_nothing(client, app, session) -> None:
+    ws = app.workspace / "web" / session
+    base = f"/api/sessions/{session}/upload"
+    ok = client.put(base, params={"path": "data/in.csv"}, content=b"a,b\n1,2\n")
+    assert ok.status_code == 201 and (ws / "data" / "in.csv").read_bytes() == b"a,b\n1,2\n"
+    limit = int(0.01 * 1024 * 1024)
+    assert_error(
+        client.put(base, params={"path": "big.bin"}, content=b"x" * (limit + 1)), 413, "limited"
+    )
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the stream itself is cut off
+        for _ in range(limit // 1000 + 5):
+            yield b"y" * 1000
+
+    assert_error(client.put(base, params={"path": "streamed.bin"}, content=chunks()), 413)
+    assert sorted(p.name for p in ws.rglob("*")) == ["data", "in.csv"]
+
+
+# ---- Host, Origin and tokens ---------------------------------------------------------------------
+
+
+def test_wrong_host_and_origin_are_refused(client: httpx.Client, app: WebApp, session: str) -> None:
+    port = app.port
+    assert_error(
+        client.get("/api/sessions", headers={"host": f"evil.example:{port}"}), 421, "rebinding"
+    )
+    assert_error(client.get("/api/sessions", headers={"host": "127.0.0.1:1"}), 421)
+    assert client.get("/api/sessions", headers={"host": f"localhost:{port}"}).status_code == 200
+    evil = {"origin": "http://evil.example"}
+    assert_error(client.post("/api/sessions", json={"mode": "agent"}, headers=evil), 403)
+    assert_error(client.get(f"/api/sessions/{session}/events", headers=evil), 403)
+    assert_error(client.post("/api/sessions", json={}, headers={"origin": "null"}), 403)
+    same = {"origin": app.base}
+    assert client.post("/api/sessions", json={"mode": "agent"}, headers=same).status_code == 201
+
+
+def test_remote_needs_allow_remote_and_a_token(tmp_path: Path, llm) -> None:
+    refused = WebApp(tmp_path / "a", llm.base_url, args=("--host", "0.0.0.0"))
+    with pytest.raises(AssertionError, match="not a loopback address"):
+        refused.start()
+    app = WebApp(tmp_path / "b", llm.base_url, args=("--host", "0.0.0.0", "--allow-remote"))
+    app.start()
+    try:
+        token = app.url.split("?token=", 1)[1]
+        assert len(token) >= 32
+        base = f"http://127.0.0.1:{app.port}"
+        with httpx.Client(base_url=base, timeout=30) as c:
+            assert_error(c.get("/api/sessions"), 401, "token")
+            assert_error(c.get("/"), 401)
+            assert_error(c.get("/api/sessions", headers={"authorization": "Bearer wrong"}), 401)
+            assert_error(c.get("/?token=wrong"), 401)
+            bearer = {"authorization": f"Bearer {token}"}
+            assert c.get("/api/sessions", headers=bearer).status_code == 200
+            first = c.get("/", params={"token": token})
+            assert first.status_code == 303 and first.headers["location"] == "/"
+            assert "HttpOnly" in first.headers["set-cookie"]
+        with httpx.Client(base_url=base, timeout=30, cookies={"openmanus_token": token}) as c:
+            sid = c.post("/api/sessions", json={"mode": "agent"}).json()["id"]
+            with c.stream("GET", f"/api/sessions/{sid}/events") as stream:
+                assert stream.status_code == 200
+        with httpx.Client(base_url=base, timeout=30, cookies={"openmanus_token": "x"}) as c:
+            assert_error(c.get(f"/api/sessions/{sid}/events"), 401)
+    finally:
+        app.stop()
+    assert token not in "".join(app.stderr)
+    for log in (tmp_path / "b" / "logs").rglob("*"):
+        if log.is_file():
+            assert token not in log.read_text(errors="replace")
+
+
+# ---- streams -------------------------------------------------------------------------------------
+
+
+def test_a_dropped_stream_loses_nothing(client, app, llm) -> None:
+    llm.push(
+        tool_calls(call("bash", {"command": "echo one"})),
+        slow(0.5, tool_calls(call("bash", {"command": "echo two"}))),
+        slow(0.5, text("done after the client left")),
+    )
+    sid = app.new_session(client, "count")
+    with client.stream("GET", f"/api/sessions/{sid}/events") as stream:
+        seen = []
+        for event_id, _entry in sse_entries(stream, until="tool_call"):
+            seen.append(event_id)
+    last = seen[-1]  # the client went away mid-task
+    item = app.wait_idle(client, sid)
+    assert item["state"] == "finished"
+    with client.stream(
+        "GET", f"/api/sessions/{sid}/events", headers={"last-event-id": str(last)}
+    ) as stream:
+        rest = list(sse_entries(stream))
+    ids = [i for i, _ in rest]
+    assert ids == list(range(last + 1, last + 1 + len(ids)))  # nothing skipped or repeated
+    assert rest[-1][1]["final_answer"] == "done after the client left"
+    assert any(e.get("output", "").endswith("two") for _, e in rest)
+    assert_error(client.get(f"/api/sessions/{sid}/events", headers={"last-event-id": "x"}), 400)
+
+
+def test_secrets_never_reach_the_page(client, app, llm) -> None:
+    llm.push(tool_calls(call("bash", {"command": f"echo {TEST_API_KEY}"})), text("ok"))
+    sid = app.new_session(client, f"my key is {TEST_API_KEY}")
+    app.wait_idle(client, sid)
+    with client.stream("GET", f"/api/sessions/{sid}/events") as stream:
+        raw = json.dumps([e for _, e in sse_entries(stream)])
+    assert TEST_API_KEY not in raw and "***" in raw
+    assert TEST_API_KEY not in client.get("/api/sessions").text
+
+
+# ---- AG-UI ---------------------------------------------------------------------------------------
+
+
+def agui_events(client: httpx.Client, body: dict) -> list[dict]:
+    events = []
+    with client.stream("POST", "/api/agui", json=body) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    return events
+
+
+def run_input(prompt: str, thread: str = "thread-1", **extra: object) -> dict:
+    return {
+        "threadId": thread,
+        "runId": "run-1",
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+        **extra,
+        "messages": [{"id": "m1", "role": "user", "content": prompt}],
+    }
+
+
+def validate(events: list[dict]) -> list[str]:
+    agui = pytest.importorskip("ag_ui.core")
+    from pydantic import TypeAdapter
+
+    adapter = TypeAdapter(agui.Event)
+    for event in events:
+        adapter.validate_python(event)  # raises on anything off the protocol's schema
+    return [e["type"] for e in events]
+
+
+def test_agui_stream_follows_the_protocol(client, llm) -> None:
+    llm.push(
+        tool_calls(call("bash", {"command": "echo agui"}), content="Running it."),
+        text("All done via AG-UI."),
+    )
+    events = agui_events(client, run_input("say hi"))
+    types = validate(events)
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert events[0]["threadId"] == "thread-1" and events[-1]["result"] == "All done via AG-UI."
+    for kind in (
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "STEP_STARTED",
+        "STEP_FINISHED",
+    ):
+        assert kind in types, kind
+    assert (
+        types.index("TOOL_CALL_START")
+        < types.index("TOOL_CALL_END")
+        < types.index("TOOL_CALL_RESULT")
+    )
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert "agui" in result["content"]
+    text_out = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert "Running it." in text_out and "All done via AG-UI." in text_out
+    starts = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
+    ends = [e["stepName"] for e in events if e["type"] == "STEP_FINISHED"]
+    assert sorted(starts) == sorted(ends)
+    # The same thread continues the same conversation.
+    llm.push(text("Second run."))
+    second = agui_events(client, run_input("again"))
+    assert validate(second)[-1] == "RUN_FINISHED"
+    assert "say hi" in str(llm.requests[-1].messages)
+
+
+def test_agui_flow_state_and_errors(client, llm) -> None:
+    llm.push(
+        plan_call("[MANUS] One", "[MANUS] Two"),
+        tool_calls(call("terminate", {"status": "success"}), content="one done"),
+        tool_calls(call("terminate", {"status": "success"}), content="two done"),
+        text("Flow summary."),
+    )
+    events = agui_events(
+        client, run_input("plan it", thread="flow-thread", forwardedProps={"mode": "flow"})
+    )
+    types = validate(events)
+    assert "STATE_SNAPSHOT" in types and "STATE_DELTA" in types
+    snapshot = next(e for e in events if e["type"] == "STATE_SNAPSHOT")["snapshot"]
+    assert snapshot["plan"]["steps"] == ["[MANUS] One", "[MANUS] Two"]
+    paths = [op["path"] for e in events if e["type"] == "STATE_DELTA" for op in e["delta"]]
+    assert "/plan/step_statuses/1" in paths
+    assert types[-1] == "RUN_FINISHED"
+    # A run that fails (the model cannot be reached) ends in RUN_ERROR.
+    llm.push(tool_calls(call("bash", {"command": "echo 1"})))
+    failed = agui_events(client, run_input("loop", thread="fail-thread"))
+    assert validate(failed)[-1] == "RUN_ERROR"
+    assert failed[-1]["message"]
+    for bad in [
+        {},
+        {"threadId": "t", "runId": "r", "messages": []},
+        [1],
+        {"threadId": "t", "runId": "r", "messages": [{"role": "user", "content": ""}]},
+        run_input("x", forwardedProps={"mode": "robot"}),
+    ]:
+        assert_error(client.post("/api/agui", json=bad), 422 if isinstance(bad, dict) else 400)
