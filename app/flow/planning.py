@@ -194,7 +194,7 @@ class PlanningFlow(BaseFlow):
             args["plan_id"] = self.active_plan_id
             args.setdefault("title", _default_title(request))
             try:
-                await self.planning_tool.execute(**args)
+                await self.planning_tool.execute(**self.planning_tool.validate_arguments(args))
             except (ToolError, TypeError) as e:
                 logger.warning(f"The model's plan was not usable: {e}")
                 continue
@@ -235,7 +235,7 @@ class PlanningFlow(BaseFlow):
                 continue
             args["plan_id"] = self.active_plan_id
             try:
-                await self.planning_tool.execute(**args)
+                await self.planning_tool.execute(**self.planning_tool.validate_arguments(args))
             except (ToolError, TypeError) as e:
                 logger.warning(f"The revised plan was not usable: {e}")
                 continue
