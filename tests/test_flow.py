@@ -213,11 +213,10 @@ async def test_unusable_plan_falls_back_to_the_default_plan(llm_server, make_llm
 
 async def test_a_plan_of_the_wrong_shape_is_checked_against_the_schema(llm_server, make_llm,
                                                                        workspace):
-    """Steps that are not strings and an unknown argument: the planner's call is checked like
-    any tool call, so the flow falls back instead of storing a plan of numbers."""
+    """Steps that are not strings: the planner's call is checked like any tool call, so the
+    flow falls back instead of storing a plan of numbers."""
     llm_server.push(
-        tool_calls(call("planning", {"command": "create", "title": "Odd", "steps": [1, 2],
-                                     "colour": "red"})),
+        tool_calls(call("planning", {"command": "create", "title": "Odd", "steps": [1, 2]})),
         text("a"), text("b"), text("c"), text("summary"),
     )
     result = await make_flow(make_llm, workspace).execute("x")
