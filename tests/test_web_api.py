@@ -302,7 +302,7 @@ def run_input(prompt: str, thread: str = "thread-1", **extra: object) -> dict:
 
 
 def validate(events: list[dict]) -> list[str]:
-    agui = pytest.importorskip("ag_ui.core")
+    import ag_ui.core as agui  # the protocol's own event models (the dev extra installs them)
     from pydantic import TypeAdapter
 
     adapter = TypeAdapter(agui.Event)
