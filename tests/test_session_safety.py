@@ -84,7 +84,7 @@ def test_two_resumes_of_one_session_at_once_the_second_is_refused(tmp_path, llm_
     # The first resume waits (in its own bash) until the test says go: it holds the session.
     wait = "until [ -e go ]; do sleep 0.05; done; echo went"
     llm_server.push(
-        tool_calls(call("bash", {"command": wait, "timeout": 60})),
+        tool_calls(call("bash", {"command": wait})),
         tool_calls(call("terminate", {"status": "success"}), content="Done once."),
     )
     first = subprocess.Popen(
