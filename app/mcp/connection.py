@@ -376,7 +376,7 @@ class MCPConnection:
             raise ToolError(f"MCP server '{self.server_id}' rejected {what}: {e.message}") from e
         except TimeoutError as e:
             raise await self._lost(what, e) from e
-        except (OSError, EOFError, _anyio_closed_errors()) as e:
+        except (OSError, EOFError, *_anyio_closed_errors()) as e:
             raise await self._lost(what, e) from e
 
     async def _lost(self, what: str, cause: BaseException) -> MCPConnectionLost:
