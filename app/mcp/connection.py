@@ -12,6 +12,7 @@ that starts or reconnects it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import tempfile
@@ -79,6 +80,9 @@ class MCPConnection:
         self.inherit_env = inherit_env
         self.on_tools_changed = on_tools_changed
         self.features = features
+        #: The server's recent log messages (``notifications/message``), newest last.
+        self.server_log: collections.deque[str] = collections.deque(maxlen=100)
+        self._log_arrived: asyncio.Event | None = None
         self.session: Any = None
         self.server_name: str | None = None
         self.tools_changed = False
@@ -216,7 +220,7 @@ class MCPConnection:
         """The SDK callbacks for the server's requests to us (declares the capabilities)."""
         features = self.features
         if features is None:
-            return {}
+            return {"logging_callback": self._on_log}
 
         async def sampling(context: Any, params: Any) -> Any:
             return await features.sample(self.server_id, self.config.sampling, params)
@@ -228,10 +232,28 @@ class MCPConnection:
             return await features.list_roots(context)
 
         return {
+            "logging_callback": self._on_log,
             "sampling_callback": sampling,
             "elicitation_callback": elicitation,
             "list_roots_callback": list_roots,
         }
+
+    async def _on_log(self, params: Any) -> None:
+        data = params.data
+        text = data if isinstance(data, str) else repr(data)
+        logger.debug(f"MCP server '{self.server_id}' [{params.level}]: {text[:500]}")
+        self.server_log.append(text)
+        if self._log_arrived is not None:
+            self._log_arrived.set()
+
+    async def wait_for_log(self, predicate: Callable[[str], bool]) -> str:
+        """Wait until the server logs a message ``predicate`` accepts (kept or future)."""
+        while True:
+            for entry in list(self.server_log):
+                if predicate(entry):
+                    return entry
+            self._log_arrived = asyncio.Event()
+            await self._log_arrived.wait()
 
     async def notify_roots_changed(self) -> None:
         """Tell a connected server that our roots (the workspace) changed."""
