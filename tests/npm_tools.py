@@ -36,11 +36,17 @@ def npm_bin(name: str) -> Path:
 
 def node_env(**extra: str) -> dict[str, str]:
     """The environment for Node tools: no update checks, no telemetry, no proxies."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.lower().endswith("_proxy") and not k.startswith(("OPENAI", "OPENMANUS"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.lower().endswith("_proxy") and not k.startswith(("OPENAI", "OPENMANUS"))
+    }
     env.update(
-        NO_UPDATE_NOTIFIER="1", npm_config_update_notifier="false", DO_NOT_TRACK="1",
-        NODE_NO_WARNINGS="1", **extra,
+        NO_UPDATE_NOTIFIER="1",
+        npm_config_update_notifier="false",
+        DO_NOT_TRACK="1",
+        NODE_NO_WARNINGS="1",
+        **extra,
     )
     return env
 
@@ -57,8 +63,12 @@ def everything_http() -> Iterator[str]:
     program = npm_bin("mcp-server-everything")
     port = _free_port()
     proc = subprocess.Popen(
-        [str(program), "streamableHttp"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True, env=node_env(PORT=str(port)),
+        [str(program), "streamableHttp"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=node_env(PORT=str(port)),
     )
     try:
         seen = []

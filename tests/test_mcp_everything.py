@@ -31,9 +31,14 @@ LONG = "mcp_everything_trigger-long-running-operation"
 
 def stdio_config(**overrides: object) -> MCPServerConfig:
     values: dict[str, object] = {
-        "type": "stdio", "command": str(npm_bin("mcp-server-everything")), "args": ["stdio"],
-        "env": {k: v for k, v in node_env().items() if k in {"PATH", "NO_UPDATE_NOTIFIER",
-                                                               "DO_NOT_TRACK", "HOME"}},
+        "type": "stdio",
+        "command": str(npm_bin("mcp-server-everything")),
+        "args": ["stdio"],
+        "env": {
+            k: v
+            for k, v in node_env().items()
+            if k in {"PATH", "NO_UPDATE_NOTIFIER", "DO_NOT_TRACK", "HOME"}
+        },
     }
     values.update(overrides)
     return MCPServerConfig(**values)  # type: ignore[arg-type]
@@ -57,8 +62,9 @@ async def everything(request, tmp_path) -> AsyncIterator[Setup]:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     inputs = QueueInputProvider()
-    clients = MCPClients(connect_timeout=60, features=MCPClientFeatures(
-        workspace=workspace, input_provider=inputs))
+    clients = MCPClients(
+        connect_timeout=60, features=MCPClientFeatures(workspace=workspace, input_provider=inputs)
+    )
     with contextlib.ExitStack() as stack:
         if request.param == "stdio":
             base = stdio_config()
@@ -102,7 +108,8 @@ async def test_sampling_answered_by_the_agents_llm(everything, llm_server, make_
     assert body["max_tokens"] == 42 and body["temperature"] == 0.7
     assert body["messages"][0] == {"role": "system", "content": "You are a helpful test server."}
     assert body["messages"][-1]["content"] == (
-        "Resource trigger-sampling-request context: Capital of France?")
+        "Resource trigger-sampling-request context: Capital of France?"
+    )
 
 
 async def test_sampling_refused_unless_allowed(everything, llm_server, make_llm):
@@ -110,7 +117,8 @@ async def test_sampling_refused_unless_allowed(everything, llm_server, make_llm)
     clients.llm = make_llm()
     await everything.connect()  # "sampling" defaults to false
     result = await clients.execute(
-        name="mcp_everything_trigger-sampling-request", tool_input={"prompt": "hi"})
+        name="mcp_everything_trigger-sampling-request", tool_input={"prompt": "hi"}
+    )
     assert isinstance(result, ToolFailure)
     assert "Sampling is not allowed for MCP server 'everything'" in result.error
     assert '"sampling": true' in result.error
@@ -123,8 +131,7 @@ async def test_elicitation_goes_to_the_input_provider(everything):
     # A wrong answer is explained and asked again; then a valid one is accepted.
     inputs.answer('{"name": "Ada", "integer": 500}')
     inputs.answer('{"name": "Ada", "integer": 7, "untitledSingleSelectEnum": "Joey"}')
-    result = await clients.execute(name="mcp_everything_trigger-elicitation-request",
-                                   tool_input={})
+    result = await clients.execute(name="mcp_everything_trigger-elicitation-request", tool_input={})
     assert not isinstance(result, ToolFailure), result
     first = await inputs.next_question()
     assert "MCP server 'everything' asks: Please provide inputs" in first
@@ -138,12 +145,14 @@ async def test_elicitation_goes_to_the_input_provider(everything):
     assert '"firstLine": "It was a dark and stormy night."' in result.output
 
     inputs.answer("decline")
-    declined = await clients.execute(name="mcp_everything_trigger-elicitation-request",
-                                     tool_input={})
+    declined = await clients.execute(
+        name="mcp_everything_trigger-elicitation-request", tool_input={}
+    )
     assert "declined" in declined.output.lower()
     inputs.answer(None)  # nobody there: the question is dismissed
-    cancelled = await clients.execute(name="mcp_everything_trigger-elicitation-request",
-                                      tool_input={})
+    cancelled = await clients.execute(
+        name="mcp_everything_trigger-elicitation-request", tool_input={}
+    )
     assert "cancel" in cancelled.output.lower()
 
 
@@ -168,13 +177,16 @@ async def test_roots_are_the_workspace(everything, tmp_path):
 async def test_resource_links_and_text_blobs_reach_the_model(everything):
     clients = everything.clients
     await everything.connect()
-    links = await clients.execute(name="mcp_everything_get-resource-links",
-                                  tool_input={"count": 2})
-    assert ("[resource link: Blob Resource 1 <demo://resource/dynamic/blob/1> (text/plain) — "
-            "Resource 1: plaintext resource]") in links.output
+    links = await clients.execute(name="mcp_everything_get-resource-links", tool_input={"count": 2})
+    assert (
+        "[resource link: Blob Resource 1 <demo://resource/dynamic/blob/1> (text/plain) — "
+        "Resource 1: plaintext resource]"
+    ) in links.output
     assert "[resource link: Text Resource 2 <demo://resource/dynamic/text/2>" in links.output
-    blob = await clients.execute(name="mcp_everything_get-resource-reference",
-                                 tool_input={"resourceType": "Blob", "resourceId": 3})
+    blob = await clients.execute(
+        name="mcp_everything_get-resource-reference",
+        tool_input={"resourceType": "Blob", "resourceId": 3},
+    )
     assert "[embedded resource demo://resource/dynamic/blob/3 (text/plain)]" in blob.output
     assert "Resource 3: This is a base64 blob created at" in blob.output
 
@@ -185,7 +197,8 @@ async def test_progress_events_and_the_timeout_they_extend(everything, llm_serve
     clients = everything.clients
     await everything.connect(timeout=0.9)
     llm_server.push(
-        tool_calls(call(LONG, {"duration": 1.5, "steps": 3}, id="call_long")), text("done"))
+        tool_calls(call(LONG, {"duration": 1.5, "steps": 3}, id="call_long")), text("done")
+    )
     agent = ToolCallAgent(llm=make_llm(), available_tools=clients, max_steps=3)
     events = []
     agent.events.subscribe(events.append)

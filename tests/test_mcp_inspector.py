@@ -39,7 +39,11 @@ def inspect(target: tuple[list[str], Path], *args: str) -> subprocess.CompletedP
     return subprocess.run(
         # The target first: --tool-arg takes every value after it.
         [str(npm_bin("mcp-inspector")), "--cli", *reach, *args],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
         stdin=subprocess.DEVNULL,
     )
 
@@ -66,8 +70,13 @@ def test_tools_list_has_our_exact_schemas(target):
 
 def test_tools_call_works_and_failures_set_is_error(target):
     ws = target[1]
-    created = call(target, "str_replace_editor", command="create", path="hello.py",
-                   file_text="print('hi from the inspector')")
+    created = call(
+        target,
+        "str_replace_editor",
+        command="create",
+        path="hello.py",
+        file_text="print('hi from the inspector')",
+    )
     assert created["isError"] is False
     assert (ws / "hello.py").read_text() == "print('hi from the inspector')"
 

@@ -166,8 +166,10 @@ def _check_value(value: Any, spec: dict[str, Any]) -> str | None:
     if kind == "string":
         if not isinstance(value, str):
             return "must be text"
-        for key, test in (("minLength", len(value) >= spec.get("minLength", 0)),
-                          ("maxLength", len(value) <= spec.get("maxLength", len(value)))):
+        for key, test in (
+            ("minLength", len(value) >= spec.get("minLength", 0)),
+            ("maxLength", len(value) <= spec.get("maxLength", len(value))),
+        ):
             if not test:
                 return f"breaks {key} {spec[key]}"
     elif kind == "boolean":
