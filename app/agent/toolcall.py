@@ -437,9 +437,17 @@ class ToolCallAgent(ReActAgent):
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             if self._events.active:
-                await self._events.emit(ToolProgress(
-                    self.name, step=step, call_id=command.id, name=name, progress=progress,
-                    total=total, message=redact_registered(message) if message else message))
+                await self._events.emit(
+                    ToolProgress(
+                        self.name,
+                        step=step,
+                        call_id=command.id,
+                        name=name,
+                        progress=progress,
+                        total=total,
+                        message=redact_registered(message) if message else message,
+                    )
+                )
 
         with tool_call_context(ToolCallContext(command.id, name, report)):
             result = await self.available_tools.execute(name=name, tool_input=args)

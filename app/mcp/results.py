@@ -36,12 +36,25 @@ MAX_TOOL_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Characters of one embedded text resource the model gets; the rest is cut with a note.
 MAX_EMBEDDED_TEXT = 100_000
-_TEXT_APPLICATION = frozenset({
-    "application/json", "application/xml", "application/javascript", "application/ecmascript",
-    "application/x-yaml", "application/yaml", "application/toml", "application/x-toml",
-    "application/sql", "application/graphql", "application/x-sh", "application/x-python",
-    "application/csv", "application/ld+json", "application/x-www-form-urlencoded",
-})
+_TEXT_APPLICATION = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/x-toml",
+        "application/sql",
+        "application/graphql",
+        "application/x-sh",
+        "application/x-python",
+        "application/csv",
+        "application/ld+json",
+        "application/x-www-form-urlencoded",
+    }
+)
 
 
 def tool_name(server_id: str, name: str, taken: Collection[str] = ()) -> str:
