@@ -20,11 +20,12 @@ from app.events import (
     TextDelta,
     Thought,
     ToolCallEvent,
+    ToolProgress,
     ToolResultEvent,
     UsageReport,
 )
 
-__all__ = ["EventRenderer", "render_plan_change"]
+__all__ = ["EventRenderer", "render_plan_change", "render_progress"]
 
 _PREVIEW = 300
 
@@ -86,6 +87,8 @@ class EventRenderer:
             return f"{who}💭 {event.source} is thinking: {_preview(event.text)}"
         if isinstance(event, ToolCallEvent):
             return f"{who}🔧 {event.name} {_preview(event.arguments)}"
+        if isinstance(event, ToolProgress):
+            return f"{who}⏳ {event.name} {render_progress(event)}"
         if isinstance(event, ToolResultEvent):
             return f"{who}🎯 {event.name} → {_preview(event.output)}"
         if isinstance(event, Compacted):
@@ -113,6 +116,16 @@ def render_plan_change(event: PlanChanged) -> str | None:
         note = f" — {event.note}" if event.note else ""
         return f"{mark} Step {event.step_index} {event.status}{note}"
     return None
+
+
+def render_progress(event: ToolProgress) -> str:
+    """``3/5 (60%) message``, or ``3 message`` when the total is unknown."""
+    done = f"{event.progress:g}"
+    if event.total:
+        percent = max(0.0, min(100.0, 100.0 * event.progress / event.total))
+        done = f"{done}/{event.total:g} ({percent:.0f}%)"
+    message = f" {_preview(event.message)}" if event.message else ""
+    return done + message
 
 
 def _preview(value: Any) -> str:

@@ -246,6 +246,10 @@ class MCPServerConfig(_Settings):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
     timeout: PositiveFloat | None = None  # seconds per tool call; None: the client's default
+    #: Upper bound for one call however often the server reports progress (None: 10 × timeout).
+    max_timeout: PositiveFloat | None = None
+    #: Whether this server may have the agent's LLM answer its ``sampling/createMessage``.
+    sampling: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -36,6 +36,7 @@ __all__ = [
     "TextDelta",
     "Thought",
     "ToolCallEvent",
+    "ToolProgress",
     "ToolResultEvent",
     "UsageReport",
     "event_from_json",
@@ -122,6 +123,20 @@ class ToolCallEvent(Event):
     call_id: str = ""
     name: str = ""
     arguments: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgress(Event):
+    """A running tool reported how far it got (e.g. an MCP server's progress notification);
+    ``total`` and ``message`` are None when the tool did not say."""
+
+    kind: ClassVar[str] = "tool_progress"
+    step: int = 0
+    call_id: str = ""
+    name: str = ""
+    progress: float = 0.0
+    total: float | None = None
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,5 +17,8 @@ if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; the
       apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap >/dev/null; }
 fi
 
+# The MCP interop tests talk to Node.js MCP tools (pinned, into .npm-tools/; offline-tolerant).
+bash scripts/setup-npm-tools.sh
+
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
 exec "$VENV/bin/python" -m pytest "$@"

@@ -254,3 +254,20 @@ async def test_tool_result_error_flag_comes_from_the_result_not_its_text(llm_ser
     events = [event async for event in agent.run_stream("look")]
     flags = {e.call_id: e.error for e in events if isinstance(e, ToolResultEvent)}
     assert flags == {"a": True, "b": False, "c": True}
+
+
+async def test_a_failed_python_run_is_an_error_result_event(llm_server, make_llm, tmp_path):
+    """python_execute keeps upstream's dict result; its ``success: false`` is the flag."""
+    from app.tool.python_execute import PythonExecute
+    from app.tool.tool_collection import ToolCollection
+
+    llm_server.push(
+        tool_calls(call("python_execute", {"code": "raise SystemExit(3)"}, id="bad"),
+                   call("python_execute", {"code": "print('Error is just a word')"}, id="ok")),
+        text("done"),
+    )
+    tool = PythonExecute(workspace=tmp_path)
+    agent = ToolCallAgent(llm=make_llm(), available_tools=ToolCollection(tool))
+    events = [event async for event in agent.run_stream("run it")]
+    flags = {e.call_id: e.error for e in events if isinstance(e, ToolResultEvent)}
+    assert flags == {"bad": True, "ok": False}

@@ -254,3 +254,56 @@ def test_mcp_json_errors_name_the_server_and_key(tmp_path):
     assert "mcpServers.slowpoke.timeout" in message and "greater than 0" in message
     assert "mcpServers.web" in message and '"http" server needs "url"' in message
     assert "mcpServers.ok" not in message
+
+
+def test_embedded_resources_and_links_keep_what_the_model_needs():
+    import base64
+
+    from mcp import types
+
+    from app.mcp.results import MAX_EMBEDDED_TEXT, convert_result
+
+    def blob(data: bytes, mime: str | None) -> types.EmbeddedResource:
+        return types.EmbeddedResource(type="resource", resource=types.BlobResourceContents(
+            uri="file:///x", mime_type=mime, blob=base64.b64encode(data).decode()))
+
+    result = convert_result(types.CallToolResult(content=[
+        blob('{"a": "é"}'.encode(), "application/json"),
+        blob(b"\xff\xfe bad utf-8", "text/plain; charset=utf-8"),
+        blob(b"\x00\x01\x02", "application/octet-stream"),
+        types.ResourceLink(type="resource_link", uri="file:///r.csv", name="r.csv",
+                           description="The report", mime_type="text/csv", size=12),
+    ]))
+    lines = result.output.splitlines()
+    assert lines[:2] == ["[embedded resource file:///x (application/json)]", '{"a": "é"}']
+    assert lines[3] == "\ufffd\ufffd bad utf-8"  # decoded with replacement, never a crash
+    assert "[embedded resource file:///x (application/octet-stream, 3 bytes) not shown]" in lines
+    assert lines[-1] == "[resource link: r.csv <file:///r.csv> (text/csv, 12 bytes) — The report]"
+
+    # A hostile server's huge text blob is cut, not decoded whole.
+    huge = convert_result(types.CallToolResult(content=[blob(b"x" * 10_000_000, "text/plain")]))
+    assert len(huge.output) < MAX_EMBEDDED_TEXT + 200
+    assert huge.output.endswith("more characters not shown]")
+
+
+def test_elicitation_answers_are_checked_against_the_schema():
+    from app.mcp.elicitation import ElicitationAnswer, parse_answer
+
+    schema = {"type": "object", "required": ["age"], "properties": {
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+        "ok": {"type": "boolean"}}}
+    assert parse_answer('{"age": 30, "ok": true}', schema) == ElicitationAnswer(
+        "accept", {"age": 30, "ok": True, "color": "red"})
+    assert parse_answer('{"age": 200}', schema) == "'age' must be at most 150."
+    assert parse_answer('{"age": "30"}', schema) == "'age' must be an integer."
+    assert parse_answer('{"color": "green"}', schema) == (
+        "'age' is required; 'color' must be one of red, blue.")
+    assert parse_answer('{"age": 1, "admin": true}', schema) == "unknown field(s): admin."
+    assert parse_answer("30", schema).startswith("This form has several fields")
+    assert parse_answer("{not json", schema).startswith("That is not valid JSON")
+    assert parse_answer("decline", schema) == ElicitationAnswer("decline")
+    assert parse_answer("", schema) == ElicitationAnswer("cancel")
+    assert parse_answer(None, schema) == ElicitationAnswer("cancel")
+    one = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}
+    assert parse_answer("2.5", one) == ElicitationAnswer("accept", {"n": 2.5})

@@ -182,3 +182,39 @@ async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
         assert not isinstance(result, ToolFailure), result
         assert processes_mentioning(str(temp)), "Chromium should be running for the server"
         await clients.disconnect()  # closes stdin: the server stops its browser and exits
+
+
+async def test_code_failures_are_flagged_and_unknown_tools_rejected(clients, tmp_path):
+    await connect_stdio(clients, tmp_path)
+    crash = await clients.execute(name="mcp_openmanus_python_execute",
+                                  tool_input={"code": "raise KeyError('gone')"})
+    assert isinstance(crash, ToolFailure)  # the server set isError
+    assert "KeyError: 'gone'" in crash.error
+    assert crash.structured_content["success"] is False
+    slow = await clients.execute(name="mcp_openmanus_python_execute",
+                                 tool_input={"code": "import time; time.sleep(30)",
+                                             "timeout": 0.5})
+    assert isinstance(slow, ToolFailure) and "timed out" in slow.error.lower()
+    # A name the server does not have is a protocol error (-32602), not a tool result.
+    connection = clients.connections["openmanus"]
+    from app.exceptions import ToolError
+
+    with pytest.raises(ToolError, match="Unknown tool: 'no_such_tool'"):
+        await connection.call_tool("no_such_tool", {})
+
+
+async def test_our_server_gets_workspace_and_config_without_our_environment(tmp_path):
+    """Started as upstream's run_mcp does (no inherited environment, no --workspace), our
+    own server still works in the client's workspace."""
+    from app.mcp.client_features import MCPClientFeatures
+
+    ws = tmp_path / "client ws"
+    clients = MCPClients(connect_timeout=30, features=MCPClientFeatures(workspace=ws))
+    try:
+        await clients.connect_stdio(sys.executable, SERVER, env=guarded_env())
+        args = clients.connections["openmanus"].config.args
+        assert args[args.index("--workspace") + 1] == str(ws.resolve())
+        shell = await clients.execute(name="mcp_openmanus_bash", tool_input={"command": "pwd"})
+        assert shell.output.strip() == str(ws.resolve())
+    finally:
+        await clients.disconnect()

@@ -63,6 +63,7 @@ class MCPAgent(MCPHostAgent):
     ) -> None:
         """Connect to a server: ``stdio`` starts ``command args``; ``sse``/``http`` reach
         ``server_url``. Raises ``MCPServerError`` when it cannot be reached."""
+        await self._attach_mcp_features()
         kind = _CONNECTION_TYPES.get((connection_type or self.connection_type).lower())
         if kind is None:
             raise ValueError(

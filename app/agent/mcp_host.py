@@ -4,6 +4,9 @@
 there, so interactive sessions lost their servers after the first task. Here a run only
 releases per-run resources, and ``cleanup()`` (the caller's "I am done") closes the
 connections; even then the tools stay listed and reconnect on their next call.
+
+The servers' own requests are answered with the agent's parts: sampling by its LLM (for
+servers allowed to sample), roots by its workspace (servers are told when it changes).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class MCPHostAgent(ToolCallAgent):
     async def connect_mcp_servers(self, servers: Mapping[str, MCPServerConfig]) -> dict[str, str]:
         """Connect every server; failures are logged and returned (``{id: reason}``), and the
         agent works on with the servers that did connect."""
+        await self._attach_mcp_features()
         failures = await self.mcp_clients.connect_all(servers)
         for server_id, config in servers.items():
             if server_id in failures:
@@ -53,6 +57,7 @@ class MCPHostAgent(ToolCallAgent):
         stdio_args: list[str] | None = None,
     ) -> list[str]:
         """Upstream's helper: ``server_url`` is a command when ``use_stdio``, else an SSE URL."""
+        await self._attach_mcp_features()
         if use_stdio:
             names = await self.mcp_clients.connect_stdio(server_url, stdio_args or [], server_id)
         else:
@@ -73,6 +78,15 @@ class MCPHostAgent(ToolCallAgent):
             self.connected_servers.clear()
         self._sync_mcp_tools()
 
+    async def _attach_mcp_features(self) -> None:
+        """The agent's LLM answers sampling; its workspace is the servers' root."""
+        clients = self.mcp_clients
+        if clients.llm is None:
+            clients.llm = self.llm
+        workspace = getattr(self, "workspace", None)
+        if workspace is not None and clients.workspace != workspace:
+            await clients.set_workspace(workspace)
+
     # ---- keeping the tool list in step ---------------------------------------------------------
 
     def _sync_mcp_tools(self) -> None:
@@ -89,6 +103,7 @@ class MCPHostAgent(ToolCallAgent):
                 tools.add_tool(tool)
 
     async def think(self) -> bool:
+        await self._attach_mcp_features()
         self._sync_mcp_tools()
         return await super().think()
 

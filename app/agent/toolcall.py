@@ -15,7 +15,14 @@ from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
 from app.agent.result import StopReason
 from app.config_models import CompactionSettings
-from app.events import Reasoning, TextDelta, Thought, ToolCallEvent, ToolResultEvent
+from app.events import (
+    Reasoning,
+    TextDelta,
+    Thought,
+    ToolCallEvent,
+    ToolProgress,
+    ToolResultEvent,
+)
 from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
 from app.llm.model import ModelResponse
@@ -30,9 +37,10 @@ from app.prompt.toolcall import (
 )
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
-from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output
+from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output, result_failed
 from app.tool.concurrency import plan_batches
 from app.tool.create_chat_completion import CreateChatCompletion
+from app.tool.progress import ToolCallContext, tool_call_context
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
@@ -425,7 +433,24 @@ class ToolCallAgent(ReActAgent):
             )
 
         logger.debug(f"🔧 Activating tool: '{name}'...")
-        result = await self.available_tools.execute(name=name, tool_input=args)
+        step = self.current_step
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            if self._events.active:
+                await self._events.emit(
+                    ToolProgress(
+                        self.name,
+                        step=step,
+                        call_id=command.id,
+                        name=name,
+                        progress=progress,
+                        total=total,
+                        message=redact_registered(message) if message else message,
+                    )
+                )
+
+        with tool_call_context(ToolCallContext(command.id, name, report)):
+            result = await self.available_tools.execute(name=name, tool_input=args)
         await self._handle_special_tool(name=name, result=result)
         if self._is_answer_tool(name) and not isinstance(result, ToolFailure):
             self._final_answer = _answer_text(result)
@@ -435,7 +460,7 @@ class ToolCallAgent(ReActAgent):
         image = getattr(result, "base64_image", None) or None
         if image:
             self._current_base64_image = image
-        failed = isinstance(result, ToolResult) and result.failed
+        failed = result_failed(result)
         text = redact_registered(format_output(result))  # no configured secret reaches the model
         if not text:
             return ToolOutcome(f"Cmd `{name}` completed with no output", image, failed)

@@ -12,10 +12,11 @@ that starts or reconnects it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 from app.config_models import MCPServerConfig
@@ -25,6 +26,7 @@ from app.logger import logger
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "MAX_TIMEOUT_FACTOR",
     "MCPCallTimeout",
     "MCPConnection",
     "MCPConnectionLost",
@@ -35,6 +37,11 @@ DEFAULT_CALL_TIMEOUT = 300.0
 _STOP_TIMEOUT = 10.0
 _STDERR_TAIL = 1500
 _TOOLS_CHANGED = "notifications/tools/list_changed"
+#: Without ``max_timeout``, progress may extend a call to at most this many times its timeout.
+MAX_TIMEOUT_FACTOR = 10.0
+
+#: Receives (progress, total, message) for one call.
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class MCPConnectionLost(MCPServerError):
@@ -49,9 +56,10 @@ class MCPConnection:
     """A live session with one MCP server, reconnected on demand.
 
     ``config`` says how to reach it (``MCPServerConfig``: type stdio/sse/http, command, args,
-    env, url, headers, timeout). ``inherit_env`` passes this process's whole environment to
-    a stdio server (for our own server); otherwise it gets the SDK's safe minimum plus
-    ``config.env``, as other MCP clients do.
+    env, url, headers, timeout, max_timeout, sampling). ``inherit_env`` passes this process's
+    whole environment to a stdio server (for our own server); otherwise it gets the SDK's safe
+    minimum plus ``config.env``, as other MCP clients do. ``features`` answers the server's
+    own requests (sampling, elicitation, roots); without it they are refused.
     """
 
     def __init__(
@@ -63,6 +71,7 @@ class MCPConnection:
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         inherit_env: bool = False,
         on_tools_changed: Callable[[MCPConnection], None] | None = None,
+        features: Any = None,
     ) -> None:
         self.server_id = server_id
         self.config = config
@@ -70,6 +79,10 @@ class MCPConnection:
         self.call_timeout = config.timeout or call_timeout
         self.inherit_env = inherit_env
         self.on_tools_changed = on_tools_changed
+        self.features = features
+        #: The server's recent log messages (``notifications/message``), newest last.
+        self.server_log: collections.deque[str] = collections.deque(maxlen=100)
+        self._log_arrived: asyncio.Event | None = None
         self.session: Any = None
         self.server_name: str | None = None
         self.tools_changed = False
@@ -172,6 +185,7 @@ class MCPConnection:
                         write,
                         message_handler=self._on_message,
                         client_info=Implementation(name="openmanus", version="0.1.0"),
+                        **self._callbacks(),
                     )
                 )
                 init = await session.initialize()
@@ -201,6 +215,55 @@ class MCPConnection:
             self.session = None
             if errlog is not None:
                 errlog.close()
+
+    def _callbacks(self) -> dict[str, Any]:
+        """The SDK callbacks for the server's requests to us (declares the capabilities)."""
+        features = self.features
+        if features is None:
+            return {"logging_callback": self._on_log}
+
+        async def sampling(context: Any, params: Any) -> Any:
+            return await features.sample(self.server_id, self.config.sampling, params)
+
+        async def elicitation(context: Any, params: Any) -> Any:
+            return await features.elicit(self.server_id, params)
+
+        async def list_roots(context: Any) -> Any:
+            return await features.list_roots(context)
+
+        return {
+            "logging_callback": self._on_log,
+            "sampling_callback": sampling,
+            "elicitation_callback": elicitation,
+            "list_roots_callback": list_roots,
+        }
+
+    async def _on_log(self, params: Any) -> None:
+        data = params.data
+        text = data if isinstance(data, str) else repr(data)
+        logger.debug(f"MCP server '{self.server_id}' [{params.level}]: {text[:500]}")
+        self.server_log.append(text)
+        if self._log_arrived is not None:
+            self._log_arrived.set()
+
+    async def wait_for_log(self, predicate: Callable[[str], bool]) -> str:
+        """Wait until the server logs a message ``predicate`` accepts (kept or future)."""
+        while True:
+            for entry in list(self.server_log):
+                if predicate(entry):
+                    return entry
+            self._log_arrived = asyncio.Event()
+            await self._log_arrived.wait()
+
+    async def notify_roots_changed(self) -> None:
+        """Tell a connected server that our roots (the workspace) changed."""
+        session = self.session if self.connected else None
+        if session is None:
+            return
+        try:
+            await session.send_roots_list_changed()
+        except Exception as e:  # the server may be gone; the next call notices
+            logger.debug(f"MCP server '{self.server_id}': roots notification failed: {e}")
 
     def _transport(self, errlog: IO[str] | None) -> contextlib.AbstractAsyncContextManager[Any]:
         cfg = self.config
@@ -254,42 +317,88 @@ class MCPConnection:
 
         return self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
 
+    @property
+    def max_timeout(self) -> float:
+        """The most one call may take, however often the server reports progress."""
+        return self.config.max_timeout or self.call_timeout * MAX_TIMEOUT_FACTOR
+
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None, timeout: float | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> Any:
-        """``tools/call`` on the server. Raises ``MCPServerError`` (unreachable or lost),
-        ``MCPCallTimeout``, or ``ToolError`` for a protocol-level error from the server."""
+        """``tools/call`` on the server, with a progress token. Each progress notification
+        restarts the ``timeout`` (up to ``max_timeout`` in all) and goes to ``on_progress``.
+        Raises ``MCPServerError`` (unreachable or lost), ``MCPCallTimeout``, or ``ToolError``
+        for a protocol-level error from the server."""
         await self.connect()
         limit = timeout or self.call_timeout
-        result = await self._request(
-            self.session.call_tool(name, arguments or {}, read_timeout_seconds=limit),
-            f"'{name}'",
-            limit,
-        )
+        result = await self._progressive_call(name, arguments or {}, limit, on_progress)
         # Notifications sent before the result (e.g. tools/list_changed) are handled in tasks
         # the SDK already scheduled; let them run so callers see their effect at once.
         await asyncio.sleep(0)
         return result
 
-    async def _request(self, request: Any, what: str, limit: float) -> Any:
+    async def _progressive_call(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        limit: float,
+        on_progress: ProgressCallback | None,
+    ) -> Any:
+        """The call under an inactivity timeout that progress notifications push back."""
+        loop = asyncio.get_running_loop()
+        hard_deadline = loop.time() + max(limit, self.max_timeout)
+        window: asyncio.Timeout | None = None
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            if window is not None and not window.expired():
+                window.reschedule(min(loop.time() + limit, hard_deadline))
+            if on_progress is not None:
+                try:
+                    await on_progress(value, total, message)
+                except Exception as e:  # a display problem must not break the call
+                    logger.debug(f"Progress callback failed: {e}")
+
+        # No SDK timeout: ours is the one that progress extends (the SDK's is fixed).
+        request = self.session.call_tool(name, arguments, progress_callback=progress)
+        try:
+            async with asyncio.timeout(limit) as window:
+                return await self._request(request, f"'{name}'", None)
+        except TimeoutError:
+            if window is None or not window.expired():
+                raise
+            if loop.time() >= hard_deadline - 0.05:
+                raise MCPCallTimeout(
+                    f"MCP server '{self.server_id}' did not finish '{name}' within "
+                    f"{max(limit, self.max_timeout):g} s in all (its max_timeout), although "
+                    "it kept reporting progress"
+                ) from None
+            raise MCPCallTimeout(
+                f"MCP server '{self.server_id}' did not answer '{name}' within {limit:g} s"
+            ) from None
+
+    async def _request(self, request: Any, what: str, limit: float | None) -> Any:
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
         try:
             # The SDK enforces ``limit``; the outer bound only guards against a stuck transport.
-            async with asyncio.timeout(limit + 5):
+            async with asyncio.timeout(None if limit is None else limit + 5):
                 return await request
         except MCPError as e:
             if e.code == REQUEST_TIMEOUT:
                 raise MCPCallTimeout(
-                    f"MCP server '{self.server_id}' did not answer {what} within {limit:g} s"
+                    f"MCP server '{self.server_id}' did not answer {what} within {limit or 0:g} s"
                 ) from e
             if e.code == CONNECTION_CLOSED:
                 raise await self._lost(what, e) from e
             raise ToolError(f"MCP server '{self.server_id}' rejected {what}: {e.message}") from e
         except TimeoutError as e:
             raise await self._lost(what, e) from e
-        except (OSError, EOFError, _anyio_closed_errors()) as e:
+        except (OSError, EOFError, *_anyio_closed_errors()) as e:
             raise await self._lost(what, e) from e
 
     async def _lost(self, what: str, cause: BaseException) -> MCPConnectionLost:

@@ -3,11 +3,15 @@
 Upstream kept only the text of a result, so images vanished and ``isError`` results looked
 like successes to the model. Here every part survives: text, the first image (as
 ``base64_image``, which the agent sends to the model as an image), structured content, and
-errors as ``ToolFailure``.
+errors as ``ToolFailure``. Resource links keep their name, description, type and URI;
+embedded resources sent as base64 blobs are decoded when their type is text (``text/*``,
+JSON, XML, YAML, ...), up to ``MAX_EMBEDDED_TEXT`` characters.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Collection
@@ -17,11 +21,40 @@ from pydantic import Field
 
 from app.tool.base import ToolFailure, ToolResult
 
-__all__ = ["MAX_TOOL_NAME", "MCPToolFailure", "MCPToolResult", "convert_result", "tool_name"]
+__all__ = [
+    "MAX_EMBEDDED_TEXT",
+    "MAX_TOOL_NAME",
+    "MCPToolFailure",
+    "MCPToolResult",
+    "convert_result",
+    "is_text_mime",
+    "tool_name",
+]
 
 #: OpenAI function names: ``^[a-zA-Z0-9_-]{1,64}$``.
 MAX_TOOL_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: Characters of one embedded text resource the model gets; the rest is cut with a note.
+MAX_EMBEDDED_TEXT = 100_000
+_TEXT_APPLICATION = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/javascript",
+        "application/ecmascript",
+        "application/x-yaml",
+        "application/yaml",
+        "application/toml",
+        "application/x-toml",
+        "application/sql",
+        "application/graphql",
+        "application/x-sh",
+        "application/x-python",
+        "application/csv",
+        "application/ld+json",
+        "application/x-www-form-urlencoded",
+    }
+)
 
 
 def tool_name(server_id: str, name: str, taken: Collection[str] = ()) -> str:
@@ -63,9 +96,13 @@ def convert_result(result: Any) -> ToolResult:
         elif kind == "audio":
             texts.append(f"[audio content ({block.mime_type}) not shown]")
         elif kind == "resource":
-            texts.append(_describe_resource(block.resource))
+            embedded_image = _embedded_image(block.resource)
+            if embedded_image is not None:
+                images.append(embedded_image)
+            else:
+                texts.append(_describe_resource(block.resource))
         elif kind == "resource_link":
-            texts.append(f"[resource link: {block.uri}]")
+            texts.append(_describe_link(block))
         else:
             texts.append(f"[{kind or 'unknown'} content not shown]")
     structured = getattr(result, "structured_content", None)
@@ -86,9 +123,62 @@ def convert_result(result: Any) -> ToolResult:
     return MCPToolResult(output=text, base64_image=image, structured_content=structured)
 
 
+def is_text_mime(mime: str | None) -> bool:
+    """Whether content of this type is text a model can read."""
+    if not mime:
+        return False
+    base = mime.split(";", 1)[0].strip().lower()
+    return (
+        base.startswith("text/")
+        or base in _TEXT_APPLICATION
+        or base.endswith(("+json", "+xml", "+yaml"))
+    )
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_EMBEDDED_TEXT:
+        return text
+    cut = len(text) - MAX_EMBEDDED_TEXT
+    return text[:MAX_EMBEDDED_TEXT] + f"\n[... {cut} more characters not shown]"
+
+
 def _describe_resource(resource: Any) -> str:
+    uri = str(getattr(resource, "uri", "") or "")
+    mime = getattr(resource, "mime_type", None)
     text = getattr(resource, "text", None)
     if text is not None:
-        return text
-    mime = getattr(resource, "mime_type", None) or "binary"
-    return f"[embedded resource {getattr(resource, 'uri', '')} ({mime}) not shown]"
+        return _cap(text)
+    blob = getattr(resource, "blob", None) or ""
+    try:
+        raw = base64.b64decode(blob, validate=False)
+    except (binascii.Error, ValueError):
+        return f"[embedded resource {uri} ({mime or 'binary'}): undecodable base64 data]"
+    if is_text_mime(mime):
+        # Decode only what is shown (a hostile server may send a huge blob).
+        head = raw[: MAX_EMBEDDED_TEXT * 4 + 4].decode("utf-8", "replace")
+        if len(raw) > MAX_EMBEDDED_TEXT * 4 + 4 and len(head) <= MAX_EMBEDDED_TEXT:
+            head += "\n[... the rest of the resource is not shown]"
+        return f"[embedded resource {uri} ({mime})]\n{_cap(head)}"
+    return f"[embedded resource {uri} ({mime or 'binary'}, {len(raw)} bytes) not shown]"
+
+
+def _embedded_image(resource: Any) -> str | None:
+    mime = (getattr(resource, "mime_type", None) or "").lower()
+    blob = getattr(resource, "blob", None)
+    if blob and mime in {"image/png", "image/jpeg", "image/gif", "image/webp"}:
+        return str(blob)
+    return None
+
+
+def _describe_link(link: Any) -> str:
+    """A resource link with everything the server said about it (the model may fetch it)."""
+    name = getattr(link, "title", None) or getattr(link, "name", None) or ""
+    parts = [f"[resource link: {name}" if name else "[resource link:", f"<{link.uri}>"]
+    mime = getattr(link, "mime_type", None)
+    size = getattr(link, "size", None)
+    details = ", ".join(x for x in (mime, f"{size} bytes" if size is not None else None) if x)
+    if details:
+        parts.append(f"({details})")
+    description = getattr(link, "description", None)
+    text = " ".join(parts)
+    return f"{text} — {description}]" if description else f"{text}]"

@@ -29,7 +29,7 @@ from typing import Any
 
 from app.logger import logger
 from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
-from app.tool.base import BaseTool, ToolFailure, ToolResult, format_output
+from app.tool.base import BaseTool, ToolResult, format_output, result_failed
 from app.tool.tool_collection import ToolCollection
 
 __all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main", "parse_args"]
@@ -123,7 +123,14 @@ class MCPServer:
         self, name: str, arguments: dict[str, Any] | None, session: str | None = None
     ) -> Any:
         """Run a tool in ``session``'s tool set (None: the server's own, as on stdio); every
-        failure comes back as an ``is_error`` result, never a crash."""
+        failure of the tool comes back as an ``is_error`` result, never a crash. An unknown
+        tool name is a protocol error (JSON-RPC -32602, as the MCP spec asks)."""
+        if name not in self.tools.tool_map:
+            from mcp.shared.exceptions import MCPError
+            from mcp.types import INVALID_PARAMS
+
+            known = ", ".join(self.tools.tool_map)
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name!r} (tools: {known})")
         logger.info(f"🔧 MCP call: {name}")
         result = await self.sessions.execute(session, name, dict(arguments or {}))
         return _to_call_result(result)
@@ -313,13 +320,12 @@ def _to_call_result(result: Any) -> Any:
 
     image = getattr(result, "base64_image", None)
     structured = None
+    is_error = result_failed(result)
     if isinstance(result, ToolResult):
-        is_error = isinstance(result, ToolFailure) or bool(result.error)
-        text = result.error if is_error else format_output(result.output)
+        text = result.error if result.error else format_output(result.output)
         if isinstance(result.output, dict):
             structured = result.output
     else:
-        is_error = False
         text = format_output(result)
         if isinstance(result, dict):
             structured = result

@@ -12,7 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.tool.validation import validator_for
 
-__all__ = ["BaseTool", "CLIResult", "ToolFailure", "ToolOutcome", "ToolResult", "format_output"]
+__all__ = [
+    "BaseTool",
+    "CLIResult",
+    "ToolFailure",
+    "ToolOutcome",
+    "ToolResult",
+    "format_output",
+    "result_failed",
+]
 
 
 class ToolResult(BaseModel):
@@ -76,6 +84,15 @@ class CLIResult(ToolResult):
 
 class ToolFailure(ToolResult):
     """A result that represents a failure."""
+
+
+def result_failed(result: Any) -> bool:
+    """Whether a tool's return value reports a failure, from its type, never its text: a
+    failed ``ToolResult``, or the ``{"success": false, ...}`` dict of the tools that keep
+    upstream's dict results (``python_execute``)."""
+    if isinstance(result, ToolResult):
+        return result.failed
+    return isinstance(result, Mapping) and result.get("success") is False
 
 
 def format_output(value: Any) -> str:

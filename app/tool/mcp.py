@@ -1,6 +1,12 @@
 """MCP servers' tools as our tools: ``MCPClientTool`` (one remote tool) and ``MCPClients`` (a
 ``ToolCollection`` of every tool of every connected server).
 
+Servers may ask us things too: an LLM completion (sampling, only where ``mcp.json`` allows
+it), input from the user (elicitation, through ``ask_human``'s input provider) and the
+workspace roots; ``features`` (``app.mcp.client_features``) answers them. Tools a server can
+only run as MCP *tasks* (``execution.taskSupport: "required"``) are not offered: the SDK's
+client cannot run tasks, so every call would fail.
+
 Each server's tools are named ``mcp_{server_id}_{tool}``, made safe for function calling
 (``[A-Za-z0-9_-]``, at most 64 characters) and unique. Connections belong to the collection
 instance (upstream kept them on the class, shared by every agent). A call on a server that
@@ -11,6 +17,7 @@ leave the collection until a later ``refresh()`` finds it again.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +29,7 @@ from pydantic import Field
 from app.config_models import MCPServerConfig
 from app.exceptions import MCPServerError
 from app.logger import logger
+from app.mcp.client_features import MCPClientFeatures
 from app.mcp.connection import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -31,9 +39,10 @@ from app.mcp.connection import (
 )
 from app.mcp.results import convert_result, tool_name
 from app.tool.base import BaseTool, ToolFailure, ToolResult
+from app.tool.progress import current_tool_call
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["MCPClientTool", "MCPClients", "ToolChanges"]
+__all__ = ["MCPClientTool", "MCPClients", "ToolChanges", "own_server_args"]
 
 
 class MCPClientTool(BaseTool):
@@ -52,8 +61,11 @@ class MCPClientTool(BaseTool):
     async def execute(self, **kwargs: Any) -> ToolResult:
         if self.connection is None:
             return ToolFailure(error="Not connected to MCP server")
+        call = current_tool_call()
         try:
-            result = await self.connection.call_tool(self.original_name, kwargs)
+            result = await self.connection.call_tool(
+                self.original_name, kwargs, on_progress=call.report if call else None
+            )
         except (MCPCallTimeout, MCPConnectionLost) as e:
             return ToolFailure(error=str(e))
         except MCPServerError as e:  # could not (re)connect
@@ -94,10 +106,15 @@ class MCPClients(ToolCollection):
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        features: MCPClientFeatures | None = None,
     ) -> None:
         super().__init__()
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
+        #: Answers the servers' sampling, elicitation and roots requests.
+        self.features = features or MCPClientFeatures()
+        #: Tools left out because they need MCP tasks: ``{tool name: reason}``.
+        self.skipped: dict[str, str] = {}
         self.connections: dict[str, MCPConnection] = {}
         self._schemas: dict[str, tuple[str, str]] = {}
         self._changed: asyncio.Event | None = None
@@ -127,6 +144,30 @@ class MCPClients(ToolCollection):
         logger.debug(f"MCP server '{connection.server_id}' changed its tool list")
         self._change_event().set()
 
+    # ---- what servers may ask of us ------------------------------------------------------------
+
+    @property
+    def llm(self) -> Any:
+        """The LLM that answers sampling requests (of servers allowed to make them)."""
+        return self.features.llm
+
+    @llm.setter
+    def llm(self, llm: Any) -> None:
+        self.features.llm = llm
+
+    @property
+    def workspace(self) -> Path | None:
+        """The directory offered to servers as their root (None: the configured one)."""
+        return self.features.workspace
+
+    async def set_workspace(self, workspace: Path | None) -> None:
+        """Change the root offered to servers and tell the connected ones."""
+        before = self.features.workspace
+        self.features.workspace = workspace
+        if before != workspace:
+            for connection in self.connections.values():
+                await connection.notify_roots_changed()
+
     # ---- connecting ----------------------------------------------------------------------------
 
     async def connect(
@@ -141,6 +182,7 @@ class MCPClients(ToolCollection):
         An empty ``server_id`` becomes the name the server reports (else its command or URL).
         """
         config = server if isinstance(server, MCPServerConfig) else MCPServerConfig(**server)
+        config = own_server_args(config, self.features)
         label = server_id or _unique_id(_default_id(config), self.connections)
         if label in self.connections:
             await self.disconnect(label)
@@ -151,6 +193,7 @@ class MCPClients(ToolCollection):
             call_timeout=self.call_timeout,
             inherit_env=inherit_env,
             on_tools_changed=self._on_tools_changed,
+            features=self.features,
         )
         try:
             await connection.connect()
@@ -220,6 +263,16 @@ class MCPClients(ToolCollection):
         self._drop_server(connection.server_id)
         names = []
         for tool in tools:
+            support = getattr(getattr(tool, "execution", None), "task_support", None)
+            if support == "required":
+                key = f"{connection.server_id}/{tool.name}"
+                if key not in self.skipped:
+                    logger.warning(
+                        f"MCP server '{connection.server_id}': tool '{tool.name}' is not offered:"
+                        " it runs only as an MCP task, which this client does not support"
+                    )
+                self.skipped[key] = "runs only as an MCP task (taskSupport: required)"
+                continue
             name = tool_name(connection.server_id, tool.name, self.tool_map)
             schema = tool.input_schema or {"type": "object", "properties": {}}
             description = tool.description or f"Tool '{tool.name}' of MCP server."
@@ -306,6 +359,43 @@ class MCPClients(ToolCollection):
         """Close every connection, keeping the tools: their next call reconnects."""
         for connection in self.connections.values():
             await connection.close()
+
+
+def own_server_args(config: MCPServerConfig, features: MCPClientFeatures) -> MCPServerConfig:
+    """Our own server (``python -m app.mcp.server``) started over stdio gets the workspace
+    and config file explicitly: it may not inherit our environment or working directory."""
+    if config.type != "stdio" or not _runs_our_server(config.args):
+        return config
+    args = list(config.args)
+    if not {"-w", "--workspace"} & set(args) and not _has_option(args, "--workspace"):
+        args += ["--workspace", str(features.root_path())]
+    if not {"-c", "--config"} & set(args) and not _has_option(args, "--config"):
+        path = _config_file()
+        if path is not None:
+            args += ["--config", str(path)]
+    return config.model_copy(update={"args": args})
+
+
+def _config_file() -> Path | None:
+    from app.config import config as app_config
+    from app.exceptions import ConfigError
+
+    try:
+        path = app_config.config_path
+    except ConfigError:  # no (valid) config file: the server uses its defaults
+        return None
+    return Path(path).resolve() if path is not None else None
+
+
+def _runs_our_server(args: list[str]) -> bool:
+    from app.config import config as app_config
+
+    modules = {"app.mcp.server", app_config.section_or_default("mcp_config").server_reference}
+    return any(a == "-m" and b in modules for a, b in itertools.pairwise(args))
+
+
+def _has_option(args: list[str], option: str) -> bool:
+    return any(a.startswith(option + "=") for a in args)
 
 
 def _default_id(config: MCPServerConfig) -> str:

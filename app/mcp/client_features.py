@@ -1,0 +1,196 @@
+"""What our MCP client answers when a server asks *it* something.
+
+* **sampling** (``sampling/createMessage``): the server wants a completion. It is answered by
+  the agent's own LLM, only for servers allowed to (``"sampling": true`` in ``mcp.json``);
+  others get a clear refusal. ``maxTokens`` caps the answer (never above the LLM's own
+  limit), ``systemPrompt`` and ``temperature`` are used, model preferences are only logged
+  as hints. Configured secrets are redacted from what goes back to the server.
+* **elicitation** (``elicitation/create``): the server wants input from the user. The
+  question goes to ``ask_human``'s input provider (see ``app.mcp.elicitation``).
+* **roots** (``roots/list``): the workspace directory as a ``file://`` root; servers are
+  notified when it changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from app.exceptions import OpenManusError
+from app.logger import logger, redact_registered
+from app.mcp.elicitation import ElicitationAnswer, describe_form, parse_answer
+
+__all__ = ["SAMPLING_REFUSED", "MCPClientFeatures"]
+
+#: JSON-RPC code for "the user (here: the configuration) rejected the request" (MCP spec).
+SAMPLING_REFUSED = -1
+_MAX_SAMPLING_MESSAGES = 200
+
+
+class MCPClientFeatures:
+    """Sampling, elicitation and roots for every connection of one ``MCPClients``.
+
+    ``llm`` answers sampling requests (None: refused, saying no model is attached);
+    ``input_provider`` answers elicitations (None: ``ask_human``'s process-wide provider);
+    ``workspace`` is the root offered to servers (None: the configured workspace).
+    """
+
+    def __init__(
+        self,
+        *,
+        llm: Any = None,
+        input_provider: Any = None,
+        workspace: Path | None = None,
+        elicitation_attempts: int = 3,
+        elicitation_timeout: float | None = 600.0,
+    ) -> None:
+        self.llm = llm
+        self.input_provider = input_provider
+        self.workspace = workspace
+        self.elicitation_attempts = max(1, elicitation_attempts)
+        self.elicitation_timeout = elicitation_timeout
+
+    # ---- roots ---------------------------------------------------------------------------------
+
+    def root_path(self) -> Path:
+        if self.workspace is not None:
+            return Path(self.workspace).resolve()
+        from app.tool.file_access import resolve_workspace
+
+        return Path(resolve_workspace(None)).resolve()
+
+    async def list_roots(self, context: Any = None) -> Any:
+        from mcp import types
+
+        path = self.root_path()
+        return types.ListRootsResult(roots=[types.Root(uri=path.as_uri(), name=path.name)])
+
+    # ---- sampling ------------------------------------------------------------------------------
+
+    async def sample(self, server_id: str, allowed: bool, params: Any) -> Any:
+        """Answer ``sampling/createMessage`` with our LLM, or an error saying why not."""
+        from mcp import types
+
+        if not allowed:
+            logger.warning(f"MCP server '{server_id}' asked for an LLM completion: refused")
+            return types.ErrorData(
+                code=SAMPLING_REFUSED,
+                message=f"Sampling is not allowed for MCP server '{server_id}': this client "
+                'answers sampling requests only for servers with "sampling": true in mcp.json.',
+            )
+        if self.llm is None:
+            return types.ErrorData(
+                code=SAMPLING_REFUSED,
+                message="Sampling is unavailable: no LLM is attached to this MCP client.",
+            )
+        if getattr(params, "tools", None):
+            return types.ErrorData(
+                code=types.INVALID_PARAMS,
+                message="Sampling with tools is not supported by this client.",
+            )
+        try:
+            messages = _to_messages(params.messages)
+        except ValueError as e:
+            return types.ErrorData(code=types.INVALID_PARAMS, message=str(e))
+        hints = getattr(getattr(params, "model_preferences", None), "hints", None) or []
+        names = [h.name for h in hints if getattr(h, "name", None)]
+        if names:
+            logger.debug(f"MCP server '{server_id}' prefers models {names}; using {self.llm.model}")
+        llm = self.llm
+        limit = max(1, min(int(params.max_tokens), int(getattr(llm, "max_tokens", 4096))))
+        key = "max_completion_tokens" if getattr(llm, "is_reasoning_model", False) else "max_tokens"
+        extra: dict[str, Any] = {key: limit}
+        if params.stop_sequences:
+            extra["stop"] = list(params.stop_sequences)[:4]
+        from app.schema import Message
+
+        system = [Message.system_message(params.system_prompt)] if params.system_prompt else None
+        logger.info(f"🧠 MCP server '{server_id}' asked for a completion ({limit} tokens max)")
+        try:
+            response = await llm.request(
+                messages, system, temperature=params.temperature, stream=False, **extra
+            )
+        except (TimeoutError, OpenManusError, OSError) as e:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=redact_registered(f"The LLM failed: {e}")
+            )
+        text = redact_registered(response.message.content or "")
+        stop = "maxTokens" if response.finish_reason == "length" else "endTurn"
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=text),
+            model=str(getattr(llm, "model", "unknown")),
+            stop_reason=stop,
+        )
+
+    # ---- elicitation ---------------------------------------------------------------------------
+
+    async def elicit(self, server_id: str, params: Any) -> Any:
+        """Put the server's question to the user; accept/decline/cancel as they answer."""
+        from mcp import types
+
+        answer = await self._ask_until_valid(server_id, params)
+        logger.info(f"MCP server '{server_id}' asked the user; answer: {answer.action}")
+        if answer.action != "accept":
+            return types.ElicitResult(action=answer.action)  # type: ignore[arg-type]
+        if getattr(params, "mode", "form") == "url":
+            return types.ElicitResult(action="accept")
+        return types.ElicitResult(action="accept", content=answer.content or {})
+
+    async def _ask_until_valid(self, server_id: str, params: Any) -> ElicitationAnswer:
+        from app.tool.ask_human import get_input_provider
+
+        provider = self.input_provider or get_input_provider()
+        if getattr(params, "mode", "form") == "url":
+            schema: dict[str, Any] = {}
+            question = (
+                f"MCP server '{server_id}' asks you to open this address: {params.url}\n"
+                f"{params.message}\nType ok once you have done it, 'decline' to refuse, "
+                "'cancel' or an empty line to dismiss."
+            )
+        else:
+            schema = dict(params.requested_schema or {})
+            question = describe_form(server_id, params.message, schema)
+        for attempt in range(self.elicitation_attempts):
+            try:
+                reply = await asyncio.wait_for(provider.ask(question), self.elicitation_timeout)
+            except TimeoutError:
+                return ElicitationAnswer("cancel")
+            except Exception as e:  # a frontend's failure is a dismissed question, not a crash
+                logger.warning(f"Could not ask the user for MCP server '{server_id}': {e}")
+                return ElicitationAnswer("cancel")
+            answer = parse_answer(reply, schema)
+            if isinstance(answer, ElicitationAnswer):
+                return answer
+            if attempt + 1 < self.elicitation_attempts:
+                question = f"{answer} Please answer again.\n" + question.split("\n", 1)[-1]
+        return ElicitationAnswer("cancel")
+
+
+def _to_messages(messages: list[Any]) -> list[Any]:
+    """The server's conversation as our messages (text, and images as images)."""
+    from app.schema import Message
+
+    if not messages:
+        raise ValueError("sampling needs at least one message")
+    if len(messages) > _MAX_SAMPLING_MESSAGES:
+        raise ValueError(f"sampling takes at most {_MAX_SAMPLING_MESSAGES} messages")
+    out = []
+    for message in messages:
+        texts: list[str] = []
+        image: str | None = None
+        for block in message.content_as_list:
+            kind = getattr(block, "type", None)
+            if kind == "text":
+                texts.append(block.text)
+            elif kind == "image" and image is None:
+                image = block.data
+            else:
+                texts.append(f"[{kind} content omitted]")
+        text = "\n".join(texts)
+        if message.role == "assistant":
+            out.append(Message.assistant_message(text))
+        else:
+            out.append(Message.user_message(text, base64_image=image))
+    return out

@@ -1,0 +1,46 @@
+"""The tool call running in this task, so a long tool can report progress to the agent.
+
+The agent sets the context around each call (``tool_call_context``); a tool that learns how
+far it got (an MCP server's progress notifications, for one) calls ``report_progress``, and
+the agent turns that into a ``ToolProgress`` event. Outside an agent nothing is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+__all__ = ["ProgressReporter", "ToolCallContext", "current_tool_call", "tool_call_context"]
+
+#: Receives (progress, total, message).
+ProgressReporter = Callable[[float, float | None, str | None], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallContext:
+    """Which call is running (``call_id`` from the model, tool ``name``) and where its
+    progress goes."""
+
+    call_id: str
+    name: str
+    report: ProgressReporter
+
+
+_CURRENT: ContextVar[ToolCallContext | None] = ContextVar("tool_call_context", default=None)
+
+
+def current_tool_call() -> ToolCallContext | None:
+    """The call running in this task, if an agent runs it."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def tool_call_context(context: ToolCallContext) -> Iterator[ToolCallContext]:
+    """Make ``context`` the current call for the block (restored afterwards)."""
+    token = _CURRENT.set(context)
+    try:
+        yield context
+    finally:
+        _CURRENT.reset(token)
