@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.testing.keyed import KeyedScripts, keyed_server
+    from app.testing.llama import LlamaServer, model_path
+    from app.testing.proxy import RecordingProxy
     from app.testing.replies import (
         DropReply,
         ErrorReply,
@@ -38,7 +40,9 @@ __all__ = [
     "DropReply",
     "ErrorReply",
     "KeyedScripts",
+    "LlamaServer",
     "RawReply",
+    "RecordingProxy",
     "Reply",
     "ScriptedLLMServer",
     "SlowReply",
@@ -51,6 +55,7 @@ __all__ = [
     "error",
     "keyed_server",
     "load_script",
+    "model_path",
     "raw",
     "slow",
     "text",
@@ -59,12 +64,19 @@ __all__ = [
 
 _SERVER_NAMES = {"CapturedRequest", "ScriptedLLMServer"}
 _KEYED_NAMES = {"KeyedScripts", "keyed_server"}
+_OTHER_MODULES = {
+    "LlamaServer": "app.testing.llama",
+    "model_path": "app.testing.llama",
+    "RecordingProxy": "app.testing.proxy",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name in _KEYED_NAMES:
+    if name in _OTHER_MODULES:
+        module = _OTHER_MODULES[name]
+    elif name in _KEYED_NAMES:
         module = "app.testing.keyed"
     elif name in _SERVER_NAMES:
         module = "app.testing.server"

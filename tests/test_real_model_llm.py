@@ -1,0 +1,131 @@
+"""The model layer against a real server (llama-cpp-python, SmolLM2-135M / Gemma 3 270M).
+
+Every assertion is about what the framework sent, read or raised; none needs the model to be
+clever. Where an outcome would depend on the model, the server's own sampling controls make it
+deterministic (``logit_bias`` banning the end-of-text tokens, a small ``max_tokens``).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from app.exceptions import ContextWindowExceededError, LLMTimeoutError
+from app.llm import LLM
+from app.llm.model import ModelResponse
+from app.schema import Message
+from tests.real_model_fixtures import real_settings
+
+pytestmark = pytest.mark.real_model
+
+#: SmolLM2's end tokens (<|endoftext|>, <|im_end|>): banned, the model writes until max_tokens.
+SMOLLM2_NO_EOS = {"0": -100, "2": -100}
+
+
+def user(text: str) -> list[Message]:
+    return [Message.user_message(text)]
+
+
+@pytest.mark.parametrize("config", ["smollm2", "smollm2-fc", "gemma3"])
+async def test_ask_and_request_report_what_the_server_said(config, real_llm, recording_proxy):
+    """ask() returns the text; request() a ModelResponse whose finish reason, usage and text
+    are exactly what the server reported for the non-streamed request we sent."""
+    proxy = recording_proxy(config)
+    llm = real_llm(config, base_url=proxy.base_url, max_tokens=24)
+
+    text = await llm.ask(user("Say hello in one short sentence."), stream=False)
+    assert isinstance(text, str) and text.strip()
+
+    response = await llm.request(user("Name a colour."))
+    assert isinstance(response, ModelResponse)
+    exchange = proxy.chat_requests()[-1]
+    sent, served = exchange.body, exchange.response_json()
+    assert exchange.status == 200 and served is not None
+    assert sent["model"] == "local" and sent["max_tokens"] == 24 and not sent.get("stream")
+    assert "tools" not in sent
+    assert response.finish_reason in ("stop", "length")
+    assert response.finish_reason == served["choices"][0]["finish_reason"]
+    assert not response.usage.estimated
+    assert response.usage.prompt_tokens == served["usage"]["prompt_tokens"] > 0
+    assert response.usage.completion_tokens == served["usage"]["completion_tokens"]
+    assert 0 < response.usage.completion_tokens <= 24
+    assert (response.message.content or "").strip() == (
+        served["choices"][0]["message"]["content"] or ""
+    ).strip()
+    # The LLM's running total counts both calls, from the server's numbers.
+    assert llm.usage.requests == 2 and not llm.usage.estimated
+
+
+async def test_streamed_turn_hands_out_the_text_and_estimates_usage(real_llm, recording_proxy):
+    """With on_delta the turn is streamed: the pieces join to the returned text, and since the
+    server reports no usage in streams the usage is counted locally and marked estimated."""
+    proxy = recording_proxy("smollm2")
+    llm = real_llm("smollm2", base_url=proxy.base_url, max_tokens=16)
+    deltas: list[str] = []
+    response = await llm.request(
+        user("Describe the sea."), on_delta=deltas.append, logit_bias=SMOLLM2_NO_EOS
+    )
+    exchange = proxy.chat_requests()[-1]
+    assert exchange.stream and exchange.status == 200
+    assert len(deltas) > 1  # it arrived in pieces, as generated
+    assert "".join(deltas) == response.message.content
+    assert response.finish_reason == "length" and response.truncated
+    assert response.usage.estimated
+    assert response.usage.completion_tokens > 0 and response.usage.prompt_tokens > 0
+
+
+async def test_cut_answer_says_length(real_llm):
+    """A reply cut at max_tokens comes back with finish_reason "length" (truncated)."""
+    llm = real_llm("smollm2", max_tokens=2)
+    response = await llm.request(
+        user("Describe the sea in three sentences."), logit_bias=SMOLLM2_NO_EOS
+    )
+    assert response.finish_reason == "length" and response.truncated
+    assert response.usage.completion_tokens == 2
+
+
+async def test_context_overflow_is_a_typed_error_with_the_servers_window(real_llm, recording_proxy):
+    """An over-long prompt: the server answers 400 context_length_exceeded; the framework
+    raises ContextWindowExceededError with the window it learned from the message, and does
+    not retry it (retrying the same request cannot help)."""
+    proxy = recording_proxy("smollm2-2k")
+    llm = real_llm("smollm2-2k", base_url=proxy.base_url, max_retries=3)
+    big = " ".join(f"item{i}" for i in range(3000))
+    with pytest.raises(ContextWindowExceededError) as info:
+        await llm.request(user(big))
+    chats = proxy.chat_requests()
+    assert [e.status for e in chats] == [400]
+    assert "context_length_exceeded" in chats[0].response.decode()
+    assert info.value.status_code == 400
+    assert info.value.limit == 2048
+
+
+async def test_timeout_names_the_stall_and_frees_the_one_slot_server(llama_pool):
+    """A request that outlives its timeout fails with an error naming the model, the endpoint
+    and the time waited; the connection is given up, so the server (one slot) answers the next
+    small request long before the abandoned generation could have finished."""
+    server = llama_pool.start_private("smollm2", "timeout")
+    try:
+        llm = LLM.create(llm_config=real_settings(server.base_url, max_tokens=3800))
+        started = time.monotonic()
+        with pytest.raises(LLMTimeoutError) as info:
+            # No end token allowed: 3800 tokens at <= 90 tokens/s take over 40 s.
+            await llm.request(
+                user("Write the numbers from 1 to 5000, separated by commas."),
+                timeout=3.0,
+                logit_bias=SMOLLM2_NO_EOS,
+            )
+        assert time.monotonic() - started < 3.0 + 10.0
+        message = str(info.value)
+        assert "'local'" in message and server.base_url.split("/v1")[0] in message
+        assert re.search(r"\b3(\.0+)?\s*(s|sec|seconds)\b", message), message
+
+        started = time.monotonic()
+        quick = await llm.request(user("Say hi."), max_tokens=4, timeout=40.0)
+        waited = time.monotonic() - started
+        assert quick.message.content is not None
+        assert waited < 40.0, f"the server was still busy with the abandoned request: {waited}"
+    finally:
+        server.stop()
