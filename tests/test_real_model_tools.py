@@ -160,3 +160,25 @@ async def test_text_mode_parses_the_call_at_the_model_layer(real_llm, recording_
     calls = response.message.tool_calls or []
     assert [c.function.name for c in calls] == ["terminate"]
     assert json.loads(calls[0].function.arguments) == {"status": "success"}
+
+
+async def test_auto_falls_back_to_text_and_remembers_it(tmp_path, real_llm, recording_proxy):
+    """tool_calling = "auto" against SmolLM2's own template, which drops the tools it is sent
+    (llama-cpp-python never rejects tools with an HTTP error; a server that does is covered by
+    the scripted-server tests). The first request offers the tools natively; the answer is a
+    tool call written as text (forced by a grammar): it is executed, text mode is remembered
+    for the endpoint, and the next turn sends no tools field but describes them in the prompt.
+    """
+    proxy = recording_proxy("smollm2", rewrite=force_text(TEXT_CALL))
+    llm = real_llm("smollm2", base_url=proxy.base_url, tool_calling="auto", max_tokens=96)
+    agent = agent_on(llm, max_steps=2)
+    first = await agent.run("Finish the task.")
+    assert first.state == AgentState.FINISHED and first.steps == 1, repr(first)
+    assert proxy.chat_requests()[0].has_tools  # native first
+
+    await agent.run("Finish this one too.")
+    later = proxy.chat_requests()[1:]
+    assert later and not any(e.has_tools for e in later), "auto did not switch to text"
+    assert Terminate().description in later[0].messages[0]["content"]
+    memory = tmp_path / "cache" / "endpoints.json"
+    assert memory.is_file() and "text" in memory.read_text()
