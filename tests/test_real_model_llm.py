@@ -92,7 +92,7 @@ async def test_context_overflow_is_a_typed_error_with_the_servers_window(real_ll
     not retry it (retrying the same request cannot help)."""
     proxy = recording_proxy("smollm2-2k")
     llm = real_llm("smollm2-2k", base_url=proxy.base_url, max_retries=3)
-    big = " ".join(f"item{i}" for i in range(3000))
+    big = " ".join(f"item{i}" for i in range(1500))
     with pytest.raises(ContextWindowExceededError) as info:
         await llm.request(user(big))
     chats = proxy.chat_requests()
@@ -129,3 +129,22 @@ async def test_timeout_names_the_stall_and_frees_the_one_slot_server(llama_pool)
         assert waited < 40.0, f"the server was still busy with the abandoned request: {waited}"
     finally:
         server.stop()
+
+
+async def test_streamed_overflow_is_not_mistaken_for_a_refused_stream(real_llm, recording_proxy):
+    """llama-cpp-python answers a *streamed* over-long request with HTTP 200 and no events, the
+    same shape as its refusal to stream tool calls. The framework still raises
+    ContextWindowExceededError (from the non-streamed retry), and does not conclude that the
+    endpoint cannot stream: the next small streamed turn is streamed."""
+    proxy = recording_proxy("smollm2-2k")
+    llm = real_llm("smollm2-2k", base_url=proxy.base_url, max_tokens=8)
+    big = " ".join(f"item{i}" for i in range(1500))
+    with pytest.raises(ContextWindowExceededError):
+        await llm.request(user(big), on_delta=lambda _: None)
+    proxy.clear()
+    deltas: list[str] = []
+    await llm.request(user("Say hi."), on_delta=deltas.append)
+    assert [e.stream for e in proxy.chat_requests()] == [True], (
+        "one overflow made the framework stop streaming to this endpoint"
+    )
+    assert deltas

@@ -256,11 +256,12 @@ class LlamaServer:
                 )
 
     def stop(self) -> None:
-        """SIGTERM to the process group, SIGKILL after 10 s; idempotent."""
+        """SIGTERM to the process group, SIGKILL after 5 s (uvicorn waits for running
+        requests on SIGTERM); idempotent."""
         process, self.process = self.process, None
         _LIVE.discard(self)
         if process is not None:
-            for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+            for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, sig)
                 try:
