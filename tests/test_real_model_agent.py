@@ -136,11 +136,12 @@ def test_main_finishes_with_exit_0_when_the_model_terminates(tmp_path, recording
     proc = run_main(tmp_path, config, "-p", "Say hello, then finish.", "--max-steps", "3")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Executing step 1/3" in proc.stderr
-    assert_only_the_answer_on_stdout(proc.stdout)
     chats = proxy.chat_requests()
+    print("USAGE", [e.response_json() and e.response_json().get("usage") for e in chats])
     assert len(chats) == 1 and chats[0].has_tools
     names = {t["function"]["name"] for t in chats[0].tools}
     assert {"terminate", "python_execute", "str_replace_editor"} <= names
+    assert_only_the_answer_on_stdout(proc.stdout)
 
 
 def test_main_ends_in_a_documented_state_whatever_the_model_writes(tmp_path, recording_proxy):

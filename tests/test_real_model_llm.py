@@ -28,7 +28,7 @@ def user(text: str) -> list[Message]:
     return [Message.user_message(text)]
 
 
-@pytest.mark.parametrize("config", ["smollm2", "smollm2-fc", "gemma3"])
+@pytest.mark.parametrize("config", ["smollm2", "smollm2-fc", "gemma3", "gemma3-fc"])
 async def test_ask_and_request_report_what_the_server_said(config, real_llm, recording_proxy):
     """ask() returns the text; request() a ModelResponse whose finish reason, usage and text
     are exactly what the server reported for the non-streamed request we sent."""
