@@ -93,13 +93,13 @@ class LlamaPool:
         self._servers[name] = server
         return server
 
-    def start_private(self, name: str, label: str) -> LlamaServer:
+    def start_private(self, name: str, label: str, n_ctx: int | None = None) -> LlamaServer:
         """A server of configuration ``name`` the caller owns (and must stop)."""
         cfg = CONFIGS[name]
         return LlamaServer(
             cfg.model,
             chat_format=cfg.chat_format,
-            n_ctx=cfg.n_ctx,
+            n_ctx=n_ctx or cfg.n_ctx,
             log_path=self.log_dir / f"{name}-{label}.log",
         ).start()
 

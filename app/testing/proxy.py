@@ -2,8 +2,9 @@
 what went through (request bodies, response statuses), so a test can assert what the framework
 *sent* to a real model server without reading that server's logs.
 
-Responses are relayed as they arrive (event streams stay streams); when the client leaves,
-the upstream connection is closed too, so the server sees the disconnect as it would directly.
+Responses are relayed as they arrive (event streams stay streams). When the client leaves,
+even while the upstream is still thinking, the exchange's ``client_left`` event is set and the
+upstream connection is shut, so the server sees the disconnect as it would directly.
 
 ``rewrite`` may change a JSON request body on its way upstream (the recorded body stays what the
 client sent): tests use it to add server-side sampling constraints (a llama.cpp ``grammar``, a
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import select
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +53,8 @@ class ProxiedExchange:
     status: int | None = None
     response: bytes = b""
     done: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: Set when the client closed its connection before the whole answer was relayed.
+    client_left: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def is_chat(self) -> bool:
@@ -183,8 +188,15 @@ class _Handler(BaseHTTPRequestHandler):
             raw = json.dumps(rewrite(json.loads(raw))).encode()
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
         upstream = http.client.HTTPConnection(*self.owner._upstream, timeout=600)
+        watcher = threading.Thread(
+            target=self._watch_client,
+            args=(exchange, upstream),
+            daemon=True,
+            name="recording-proxy-watch",
+        )
         try:
             upstream.request(self.command, self.path, body=raw or None, headers=headers)
+            watcher.start()
             response = upstream.getresponse()
             exchange.status = response.status
             self.send_response(response.status)
@@ -201,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             exchange.response = bytes(kept)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client left: closing upstream below tells the server
+            exchange.client_left.set()  # closing upstream below tells the server
         except OSError as e:
             if exchange.status is None:
                 with contextlib.suppress(OSError):
@@ -209,3 +221,25 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             upstream.close()
             exchange.done.set()
+
+    def _watch_client(
+        self, exchange: ProxiedExchange, upstream: http.client.HTTPConnection
+    ) -> None:
+        """Notice the client hanging up while the upstream has not answered yet (a blocking
+        read would only find out when the answer is written) and pass the hang-up on."""
+        client = self.connection
+        while not exchange.done.is_set():
+            try:
+                readable, _, _ = select.select([client], [], [], 0.1)
+                if not readable:
+                    continue
+                if client.recv(1, socket.MSG_PEEK):
+                    return  # the client sent more data: not a hang-up
+            except (OSError, ValueError):
+                pass
+            if not exchange.done.is_set():
+                exchange.client_left.set()
+                if upstream.sock is not None:
+                    with contextlib.suppress(OSError):
+                        upstream.sock.shutdown(socket.SHUT_RDWR)
+            return
