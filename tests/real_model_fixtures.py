@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,6 +208,3 @@ def write_config(path: Path, base_url: str, **extra: Any) -> Path:
     lines = ["[llm]", *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
     path.write_text("\n".join(lines) + "\n")
     return path
-
-
-PYTHON = sys.executable
