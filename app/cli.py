@@ -1,7 +1,9 @@
 """``main.py``: the interactive terminal program around Manus.
 
 Progress (steps, thoughts, tool calls, results, token usage) goes to stderr through the
-logger; only final answers go to stdout, so ``python main.py -p ... > answer.txt`` works.
+logger; only final answers go to stdout, so ``python main.py -p ... > answer.txt`` works. A run
+that does not complete prints nothing on stdout; its reason goes to stderr and the exit code
+is 1.
 Ctrl-C stops the running task and returns to the prompt; a second Ctrl-C quits. The session
 loop, options and exit codes are shared with ``run_flow.py`` (``app.cli_common``).
 """
@@ -21,6 +23,7 @@ from app.cli_common import (
     TerminalSession,
     add_common_options,
     check_common_args,
+    exit_code_for,
     say,
 )
 
@@ -102,19 +105,16 @@ class _Session(TerminalSession):
         return self.agent.resume()
 
     def report(self, result: RunResult) -> int:
-        from app.logger import logger
-
-        answer = result.final_answer or (result.step_results[-1] if result.step_results else "")
-        if answer:
-            print(answer, flush=True)
+        """stdout gets the final answer of a completed run and nothing else (no step log);
+        stderr gets the usage and, for a run that did not complete, why it stopped."""
+        if result.ok and result.final_answer:
+            print(result.final_answer, flush=True)
+        elif result.ok:
+            say("(the task finished without a written answer)")
         say(f"Tokens: {result.usage}")
-        if result.error is not None:
-            say(f"error: {result.error}")
-            return EXIT_FAILED
         if not result.ok:
-            logger.warning(f"Stopped after {result.steps} steps without finishing the task")
-            return EXIT_FAILED
-        return EXIT_OK
+            say(f"error: {result.failure} (stop reason: {result.stop_reason})")
+        return exit_code_for(result.stop_reason)
 
     async def cleanup(self) -> None:
         if self.agent is not None:

@@ -28,11 +28,14 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_SESSION_BUSY",
+    "EXIT_SESSION_WRITE",
     "EXIT_WORDS",
     "TerminalSession",
     "add_common_options",
     "add_session_options",
     "check_common_args",
+    "exit_code_for",
     "say",
     "stdin_is_tty",
 ]
@@ -40,8 +43,17 @@ __all__ = [
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2
+EXIT_SESSION_BUSY = 3  # --resume of a session another process is running
+EXIT_SESSION_WRITE = 4  # the session file could not be written (disk full...)
 EXIT_INTERRUPTED = 130
 EXIT_WORDS = frozenset({"exit", "quit"})
+
+
+def exit_code_for(stop_reason: Any) -> int:
+    """The exit code of a run that stopped for ``stop_reason`` (a ``StopReason``): 0 only
+    when it completed; every failure (max_steps, stuck, empty or cut replies, context
+    overflow, LLM error) is 1."""
+    return EXIT_OK if str(stop_reason) == "completed" else EXIT_FAILED
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, max_steps_help: str) -> None:
@@ -179,7 +191,13 @@ class TerminalSession(ABC):
     # ---- the program ---------------------------------------------------------------------------
 
     async def run(self) -> int:
-        from app.exceptions import ConfigError, MCPServerError, ReplayError, SessionError
+        from app.exceptions import (
+            ConfigError,
+            MCPServerError,
+            ReplayError,
+            SessionBusyError,
+            SessionError,
+        )
 
         if getattr(self.args, "list_sessions", False):
             return self._list_sessions()
@@ -196,6 +214,9 @@ class TerminalSession(ABC):
                 await self.build()
                 resumed = self._open_session()
                 self._watch()
+            except SessionBusyError as e:
+                say(f"error: {e}")
+                return EXIT_SESSION_BUSY
             except (ConfigError, SessionError, ReplayError) as e:
                 say(f"error: {e}")
                 return EXIT_CONFIG
@@ -236,14 +257,18 @@ class TerminalSession(ABC):
         import time
 
         from app.config import config
-        from app.exceptions import ConfigError
+        from app.exceptions import ConfigError, SessionError
         from app.session import SessionStore
 
         if self.args.config is not None:
             with contextlib.suppress(ConfigError):
                 config.load(self.args.config)
         store = SessionStore.for_workspace(self.workspace())
-        infos = store.list(limit=20)
+        try:
+            infos = store.list(limit=20)
+        except (SessionError, OSError) as e:
+            say(f"error: {e}")
+            return EXIT_CONFIG
         if not infos:
             say(f"No sessions in {store.directory}")
             return EXIT_OK
@@ -270,23 +295,23 @@ class TerminalSession(ABC):
         """Start (or, with ``--resume``, reopen and restore) the session file."""
         if getattr(self.args, "no_session", False):
             return None
+        from app.exceptions import SessionWriteError
         from app.session import SessionStore
 
         store = SessionStore.for_workspace(self.workspace())
         resume = getattr(self.args, "resume", None)
         if resume:
-            data = store.load(resume)
+            data, self.recorder = store.resume(resume)  # locked until the program ends
             for problem in data.problems:
                 say(f"warning: session {data.id}: {problem}")
             self.restore_session(data)
-            self.recorder = store.reopen(data)
             self.attach_session(self.recorder, already_written=True)
             say(f"Resumed session {data.id} ({data.state}; {self.recorder.path})")
             return data
         try:
             self.recorder = store.start(self.session_kind, program=self.log_name,
                                         workspace=str(self.workspace()), **self.session_header())
-        except OSError as e:  # an unwritable workspace must not stop the program
+        except (OSError, SessionWriteError) as e:  # nothing is lost yet: run without one
             say(f"warning: no session file ({e})")
             return None
         self.attach_session(self.recorder, already_written=False)
@@ -348,7 +373,15 @@ class TerminalSession(ABC):
             return EXIT_INTERRUPTED
         finally:
             self.task = None
-        return self.report(result)
+        code = self.report(result)
+        return self._session_failure() or code
+
+    def _session_failure(self) -> int | None:
+        """A failed session write is an error of the run (its history is incomplete)."""
+        if self.recorder is None or self.recorder.error is None:
+            return None
+        say(f"error: {self.recorder.error}")
+        return EXIT_SESSION_WRITE
 
     async def _one_shot(self, prompt: str) -> int:
         if not prompt.strip():
@@ -373,7 +406,10 @@ class TerminalSession(ABC):
             await self._run_task(text)
         if interactive:
             say("Goodbye.")
-        return EXIT_INTERRUPTED if self.quitting else EXIT_OK
+        if self.quitting:
+            return EXIT_INTERRUPTED
+        failed = self.recorder is not None and self.recorder.error is not None
+        return EXIT_SESSION_WRITE if failed else EXIT_OK
 
 
 def say(message: str) -> None:

@@ -15,6 +15,7 @@ from app.events import (
     Compacted,
     Event,
     PlanChanged,
+    Reasoning,
     StepStarted,
     TextDelta,
     Thought,
@@ -81,6 +82,8 @@ class EventRenderer:
             if (event.source, event.step) in self._streamed:
                 return None  # already shown as it streamed
             return f"{who}✨ {event.source}'s thoughts: {event.text}"
+        if isinstance(event, Reasoning):
+            return f"{who}💭 {event.source} is thinking: {_preview(event.text)}"
         if isinstance(event, ToolCallEvent):
             return f"{who}🔧 {event.name} {_preview(event.arguments)}"
         if isinstance(event, ToolResultEvent):

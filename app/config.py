@@ -100,7 +100,6 @@ PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
 )
 
 
-
 # --- loading --------------------------------------------------------------------------------
 
 
@@ -141,15 +140,57 @@ def _missing_file_error(path: Path, source: str) -> ConfigError:
     )
 
 
+#: Config files above this size are refused before parsing (bounded time and memory).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: Tables and arrays nested deeper than this are refused (nothing valid comes close).
+MAX_CONFIG_DEPTH = 32
+
+
+def _read_limited(path: Path) -> bytes:
+    """The file's bytes, refused with a clear error above :data:`MAX_CONFIG_BYTES`."""
+    with path.open("rb") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+        size = max(len(data), os.fstat(fh.fileno()).st_size)
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{path}: config file too large ({size / 1e6:.0f} MB, limit "
+            f"{MAX_CONFIG_BYTES // (1024 * 1024)} MB)"
+        )
+    return data
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether tables/arrays nest deeper than :data:`MAX_CONFIG_DEPTH` (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def _nested_error(path: Path) -> ConfigError:
+    return ConfigError(
+        f"{path}: {path.name} is nested too deeply (more than {MAX_CONFIG_DEPTH} levels of "
+        "tables or arrays)"
+    )
+
+
 def _read_toml(path: Path, source: str) -> dict[str, Any]:
     if not path.is_file():
         raise _missing_file_error(path, source)
     try:
-        data = path.read_bytes()
+        data = _read_limited(path)
     except OSError as exc:
         raise ConfigError(f"Cannot read configuration file {path}: {exc}") from exc
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        document = tomllib.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise _nested_error(path) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"Configuration file {path} is not valid UTF-8 text (byte {exc.start})"
@@ -157,6 +198,9 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's message carries "(at line L, column C)".
         raise ConfigError(f"Invalid TOML in {path}: {exc}") from exc
+    if _too_deep(document):
+        raise _nested_error(path)
+    return document
 
 
 def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
@@ -199,7 +243,14 @@ class _Problems:
 
 
 _TOP_LEVEL_KEYS = (
-    "llm", "browser", "search", "sandbox", "mcp", "runflow", "pricing", "compaction",
+    "llm",
+    "browser",
+    "search",
+    "sandbox",
+    "mcp",
+    "runflow",
+    "pricing",
+    "compaction",
     "workspace_root",
 )
 
@@ -312,8 +363,10 @@ def _load_pricing(raw: dict[str, Any], problems: _Problems) -> dict[str, ModelPr
     prices: dict[str, ModelPrice] = {}
     for model, table in section.items():
         if not isinstance(table, dict):
-            problems.error(f'pricing.{model}: must be a table like [pricing."{model}"] with '
-                           f"input and output prices, got {short_repr(table)}")
+            problems.error(
+                f'pricing.{model}: must be a table like [pricing."{model}"] with '
+                f"input and output prices, got {short_repr(table)}"
+            )
             continue
         for key_path, hint in unknown_keys(ModelPrice, table, ("pricing", model)):
             problems.unknown.append(toml_key(raw, key_path) + hint)
@@ -330,17 +383,21 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     if not path.is_file():
         return {}
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_limited(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"Cannot read MCP server file {path}: {exc}") from exc
     if not text.strip():
         return {}
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise _nested_error(path) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"Invalid JSON in {path}: {exc.msg} (at line {exc.lineno}, column {exc.colno})"
         ) from exc
+    if _too_deep(data):
+        raise _nested_error(path)
     problems = _Problems(path)
     if not isinstance(data, dict):
         raise ConfigError(

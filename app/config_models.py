@@ -71,9 +71,18 @@ class LLMSettings(_Settings):
     retry_max_wait: NonNegativeFloat = 60.0
     supports_images: bool | None = None
     reasoning_model: bool | None = None
-    #: Stream answers when someone watches the text (terminal, ``run_stream``); endpoints
-    #: that refuse streaming are detected and asked without it.
+    #: Stream every turn (a server stops generating an abandoned streamed answer; ``timeout``
+    #: then bounds the silence between chunks). Endpoints that refuse are asked without it.
     stream: bool = True
+    #: How tools reach the model: ``native`` (the API's ``tools``), ``text`` (described in the
+    #: system prompt, calls parsed from the answer) or ``auto`` (native, text once refused).
+    tool_calling: Literal["auto", "native", "text"] = "auto"
+    #: ``httpx`` (plain HTTP, the default), ``openai`` (the SDK; always used for Azure), or
+    #: ``auto``.
+    transport: Literal["auto", "httpx", "openai"] = "auto"
+    #: Remember what an endpoint refused (streaming with tools, tools, images) across runs,
+    #: in ``$OPENMANUS_CACHE_DIR`` or ``~/.cache/openmanus/endpoints.json``.
+    capability_cache: bool = True
     #: Requests one LLM instance has in flight at once; more wait their turn (many agents
     #: sharing one LLM then share a bounded connection pool instead of opening one each).
     max_concurrent_requests: PositiveInt = 100
@@ -88,6 +97,11 @@ class LLMSettings(_Settings):
     def _strip_optional(cls, value: Any) -> Any:
         value = _blank_to_none(value)
         return value.strip() if isinstance(value, str) else value
+
+    @field_validator("tool_calling", "transport", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("api_type", mode="before")
     @classmethod
@@ -104,6 +118,8 @@ class LLMSettings(_Settings):
             raise ValueError(
                 'api_type "azure" needs api_version (for example api_version = "2024-10-21")'
             )
+        if self.api_type == "azure" and self.transport == "httpx":
+            raise ValueError('api_type "azure" needs the openai SDK: use transport = "openai"')
         if self.retry_max_wait < self.retry_min_wait:
             raise ValueError(
                 f"retry_max_wait ({self.retry_max_wait}) is smaller than retry_min_wait "
@@ -124,7 +140,7 @@ class BrowserSettings(_Settings):
     """How the browser tool starts or attaches to a browser; ``headless=None`` means auto."""
 
     headless: bool | None = None
-    disable_security: bool = True
+    disable_security: bool = False
     extra_chromium_args: list[str] = Field(default_factory=list)
     chrome_instance_path: str | None = None
     wss_url: str | None = None

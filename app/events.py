@@ -28,6 +28,7 @@ __all__ = [
     "EventStream",
     "Listener",
     "PlanChanged",
+    "Reasoning",
     "RunFinished",
     "RunStarted",
     "StepFinished",
@@ -98,6 +99,18 @@ class Thought(Event):
     """The model's whole text for this step (after any deltas)."""
 
     kind: ClassVar[str] = "thought"
+    step: int = 0
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning(Event):
+    """The model's reasoning for this step (``reasoning_content`` or a ``<think>`` block).
+
+    Shown as thinking, never taken as the answer and never stored in the agent's memory.
+    """
+
+    kind: ClassVar[str] = "reasoning"
     step: int = 0
     text: str = ""
 
@@ -181,7 +194,11 @@ class ErrorEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class RunFinished(Event):
-    """The run ended; ``result`` (in memory only) is what ``run()`` returns."""
+    """The run ended; ``result`` (in memory only) is what ``run()`` returns.
+
+    ``stop_reason`` is a ``StopReason`` value (``completed``, ``max_steps``, ``stuck``, ...);
+    ``failure`` says in words why a run that did not complete stopped.
+    """
 
     kind: ClassVar[str] = "run_finished"
     state: str = ""
@@ -189,6 +206,8 @@ class RunFinished(Event):
     final_answer: str | None = None
     usage: Any = None
     cost: float | None = None
+    stop_reason: str = ""
+    failure: str | None = None
     #: Lives only in memory (not written to session files).
     result: Any = field(default=None, compare=False, repr=False, metadata={"transient": True})
 

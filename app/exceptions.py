@@ -33,7 +33,9 @@ __all__ = [
     "ReplayError",
     "SandboxError",
     "SandboxUnavailableError",
+    "SessionBusyError",
     "SessionError",
+    "SessionWriteError",
     "TokenLimitExceeded",
     "ToolError",
     "ToolsNotSupportedError",
@@ -68,6 +70,15 @@ class AgentStateError(AgentError):
 
 class SessionError(OpenManusError):
     """A session file cannot be found or read (unknown id, not a session, unreadable)."""
+
+
+class SessionBusyError(SessionError):
+    """Another process is running this session (its file is locked); exit code 3."""
+
+
+class SessionWriteError(SessionError):
+    """A session record could not be written (disk full...): the file stops at the last good
+    record and reads as incomplete; exit code 4."""
 
 
 class SandboxError(OpenManusError):
@@ -170,8 +181,10 @@ class ImagesNotSupportedError(LLMBadRequestError):
     """Images were sent to a model configured without image support."""
 
 
-class LLMResponseError(LLMError):
-    """The endpoint answered with something that is not a usable chat completion."""
+class LLMResponseError(LLMTransientError):
+    """The endpoint answered with something that is not a usable chat completion (invalid
+    JSON, a missing or malformed message, a stream cut short). Retried, a bounded number of
+    times: a model that sampled garbage once may answer properly the next time."""
 
 
 class ReplayError(LLMError):

@@ -50,7 +50,9 @@ def fifty_tasks(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, list[Re
     for i in range(5):  # the endpoint rejects the key
         add(f"auth-{i}", [error(401, "bad key")], agent="toolcall")
     for i in range(4):  # runs out of steps
-        step = tool_calls(call("create_chat_completion", {"response": "more"}), usage=USAGE)
+        # (an unknown tool: its error result lets the run go on; create_chat_completion
+        # would end it with an answer)
+        step = tool_calls(call("keep_going", {"step": "more"}), usage=USAGE)
         add(f"steps-{i}", [step, step], agent="toolcall", max_steps=2)
     for i in range(3):  # hangs far past its timeout
         add(f"hang-{i}", [slow(60, text("too late"))], agent="toolcall", timeout=1.5)

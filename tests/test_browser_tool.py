@@ -240,6 +240,82 @@ async def test_model_mistakes_are_clear_errors(browser: BrowserUseTool, web) -> 
         await browser.execute(action="go_to_url", url="http://127.0.0.1:9/nothing")
 
 
+FILE_MARKER = "HOST-FILE-CONTENT-77ab"
+
+
+@pytest.fixture(scope="module")
+def host_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("host") / "config.toml"
+    path.write_text(f'api_key = "{FILE_MARKER}"\n')
+    return str(path)
+
+
+async def test_file_urls_in_every_spelling_are_refused(browser: BrowserUseTool, web,
+                                                      host_file: str) -> None:
+    await browser.execute(action="go_to_url", url=web.url + "/main")
+    spellings = [
+        f"file://{host_file}", f"FILE://{host_file}", f"file://localhost{host_file}",
+        f"file:{host_file}", f" file:{host_file}", f"fi\tle://{host_file}",
+        f"view-source:file://{host_file}", f"filesystem:file://{host_file}",
+        f"blob:file://{host_file}", f"%66ile://{host_file}", f"%2566ile://{host_file}",
+        "chrome://settings", "javascript:alert(1)",
+    ]
+    for url in spellings:
+        for action in ("go_to_url", "open_tab"):
+            with pytest.raises(ToolError, match="only opens web pages"):
+                await browser.execute(action=action, url=url)
+    state, _ = await state_of(browser)
+    assert state["url"] == web.url + "/main" and len(state["tabs"]) == 1
+    assert FILE_MARKER not in json.dumps(state)
+
+
+async def test_a_page_cannot_lead_to_or_read_host_files(
+    browser: BrowserUseTool, web, llm_server: ScriptedLLMServer, host_file: str
+) -> None:
+    assert BrowserSettings().disable_security is False  # the safe default
+    web.html("/lure", f"""<html><head><title>Lure</title></head><body>
+<a id="next" href="file://{host_file}">open the config</a><p id="out">nothing</p>
+<script>
+  try {{
+    const x = new XMLHttpRequest();
+    x.open("GET", "file://{host_file}", false);
+    x.send();
+    document.getElementById("out").textContent = "READ:" + x.responseText;
+  }} catch (e) {{ document.getElementById("out").textContent = "blocked"; }}
+</script></body></html>""")
+    await browser.execute(action="go_to_url", url=web.url + "/lure")
+    state, _ = await state_of(browser)
+    try:
+        await browser.execute(action="click_element", index=_ids(state)["next"])
+    except ToolError as e:
+        assert FILE_MARKER not in e.message
+    state, _ = await state_of(browser)
+    assert not state["url"].startswith("file:") and FILE_MARKER not in json.dumps(state)
+    await browser.execute(action="go_to_url", url=web.url + "/lure")
+    llm_server.push(tool_calls(call("extract_content", {"extracted_content": {"text": "ok"}})))
+    await browser.execute(action="extract_content", goal="what does the page say")
+    prompt = llm_server.requests[-1].body["messages"][-1]["content"]
+    assert "Lure" in prompt or "open the config" in prompt
+    assert FILE_MARKER not in prompt
+
+
+async def test_extract_content_request_is_redacted(
+    browser: BrowserUseTool, web, llm_server: ScriptedLLMServer
+) -> None:
+    from app.logger import register_secret
+
+    secret = "registered-secret-value-3f9d2a"
+    register_secret(secret)
+    web.html("/leaky", f"<html><body><p>The token is {secret} and sk-abcdef0123456789abcdef"
+                       "0123456789</p></body></html>")
+    await browser.execute(action="go_to_url", url=web.url + "/leaky")
+    llm_server.push(tool_calls(call("extract_content", {"extracted_content": {"text": "ok"}})))
+    await browser.execute(action="extract_content", goal="the token")
+    prompt = llm_server.requests[-1].body["messages"][-1]["content"]
+    assert "The token is" in prompt
+    assert secret not in prompt and "sk-abcdef0123456789abcdef0123456789" not in prompt
+
+
 async def test_a_page_that_never_loads_times_out(browser: BrowserUseTool, web) -> None:
     assert browser.settings is not None
     browser.settings.action_timeout = 3

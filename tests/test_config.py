@@ -550,3 +550,52 @@ def test_workspace_env_overrides_file(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("OPENMANUS_WORKSPACE", str(tmp_path / "env-ws"))
     app = load_config(write_config(tmp_path, 'workspace_root = "my-ws"\n' + MINIMAL))
     assert app.workspace_root == tmp_path / "env-ws"
+
+
+# --- hostile files: bounded time, one clear error ---------------------------------------------
+
+
+def _base_config(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text('[llm]\nmodel = "m"\napi_key = "k"\n' + extra)
+    return path
+
+
+@pytest.mark.parametrize(
+    "nesting",
+    [
+        "deep = " + "[" * 50_000 + "]" * 50_000 + "\n",  # RecursionError inside tomllib
+        "deep = " + "[" * 200 + "]" * 200 + "\n",  # parses, but nothing valid nests so deep
+        "[" + ".".join(f"t{n}" for n in range(2000)) + "]\nx = 1\n",  # dotted tables
+        "deep = " + "{a = " * 500 + "1" + "}" * 500 + "\n",
+    ],
+)
+def test_deeply_nested_config_is_a_clear_error(tmp_path: Path, nesting: str) -> None:
+    path = _base_config(tmp_path, nesting)
+    with pytest.raises(ConfigError, match=r"config\.toml is nested too deeply"):
+        load_config(path)
+
+
+def test_huge_config_is_refused_before_parsing(tmp_path: Path) -> None:
+    import time
+
+    path = _base_config(tmp_path)
+    with path.open("ab") as fh:  # 107 MB of comments, written sparse-free but fast
+        block = b"# " + b"x" * (1 << 20) + b"\n"
+        for _ in range(107):
+            fh.write(block)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=r"config file too large \(112 MB, limit 4 MB\)"):
+        load_config(path)
+    assert time.monotonic() - started < 2
+
+
+def test_hostile_mcp_json_is_a_clear_error(tmp_path: Path) -> None:
+    path = _base_config(tmp_path)
+    mcp = tmp_path / "mcp.json"
+    mcp.write_text('{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ConfigError, match=r"mcp\.json is nested too deeply"):
+        load_config(path)
+    mcp.write_text('{"mcpServers": {}, "pad": "' + "x" * (5 << 20) + '"}')
+    with pytest.raises(ConfigError, match="config file too large"):
+        load_config(path)

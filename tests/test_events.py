@@ -36,7 +36,7 @@ async def test_event_sequence_of_a_scripted_run(llm_server, make_llm):
                                                          "completion_tokens": 7}),
         text("The answer is 42.", usage={"prompt_tokens": 80, "completion_tokens": 5}),
     )
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     events = [event async for event in agent.run_stream("what is six times seven?")]
 
     assert kinds(events) == [
@@ -70,7 +70,7 @@ async def test_event_sequence_of_a_scripted_run(llm_server, make_llm):
 
 async def test_callbacks_see_the_same_events_and_run_is_unchanged(llm_server, make_llm):
     llm_server.push(tool_calls(call("create_chat_completion", {"response": "x"})), text("done"))
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     seen_sync: list[Event] = []
     seen_async: list[Event] = []
 
@@ -111,11 +111,12 @@ async def test_streamed_text_arrives_in_several_deltas(llm_server, make_llm):
     assert llm_server.requests[0].body["stream_options"] == {"include_usage": True}
 
 
-async def test_nobody_listening_means_no_streaming(llm_server, make_llm):
+async def test_turns_stream_even_when_nobody_is_listening(llm_server, make_llm):
+    """Streamed by default: an abandoned streamed answer stops the server's generation."""
     llm_server.push(text("plain"))
     result = await ToolCallAgent(llm=make_llm()).run("hi")
     assert result.final_answer == "plain"
-    assert llm_server.requests[0].stream is False
+    assert llm_server.requests[0].stream is True
 
 
 async def test_tool_call_deltas_reassemble_into_the_same_calls(llm_server, make_llm):
@@ -132,7 +133,8 @@ async def test_tool_call_deltas_reassemble_into_the_same_calls(llm_server, make_
     messages = [{"role": "user", "content": "do three things"}]
     deltas: list[str] = []
     streamed = await llm.ask_tool(messages, tools=[], on_delta=deltas.append)
-    whole = await llm.ask_tool(messages, tools=[])
+    whole = await llm.request(messages, tools=[], stream=False)
+    whole = whole.message
     assert [r.stream for r in llm_server.requests] == [True, False]
     assert streamed.tool_calls == whole.tool_calls
     assert [c.id for c in streamed.tool_calls] == ["call_a", "call_b", "call_c"]
@@ -153,12 +155,12 @@ async def test_endpoint_that_refuses_streaming_is_asked_without(llm_server, make
         return next(answers)
 
     llm_server.responder = respond
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     events = [event async for event in agent.run_stream("hi")]
     assert events[-1].final_answer == "Answered without streaming."
     # One refused streamed request, then only plain ones: the refusal is remembered.
     assert [r.stream for r in llm_server.requests] == [True, False, False]
-    assert agent.llm.streams_refused
+    assert "stream_tools" in agent.llm.refused_features
     # The watcher still gets the text, in one piece.
     assert [e.text for e in events if isinstance(e, TextDelta)] == [
         "Answered without streaming."]
@@ -174,7 +176,7 @@ async def test_endpoint_answering_a_stream_request_with_json(llm_server, make_ll
     events = [event async for event in agent.run_stream("hi")]
     assert events[-1].final_answer == "plain JSON answer"
     assert events[-1].usage.total_tokens == 7
-    assert agent.llm.streams_refused and len(llm_server.requests) == 1
+    assert "stream_tools" in agent.llm.refused_features and len(llm_server.requests) == 1
 
 
 async def test_stream_setting_off_keeps_requests_plain(llm_server, make_llm):
@@ -188,7 +190,7 @@ async def test_stream_setting_off_keeps_requests_plain(llm_server, make_llm):
 async def test_leaving_the_stream_early_stops_the_run(llm_server, make_llm):
     llm_server.push(*[tool_calls(call("create_chat_completion", {"response": str(i)}))
                       for i in range(5)])
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     async with agent.run_stream("loop") as stream:
         async for event in stream:
             if isinstance(event, StepStarted) and event.step == 2:
@@ -227,3 +229,28 @@ async def test_flow_stream_has_plan_changes_and_agent_events(llm_server, make_ll
         < order.index("run_finished") < order.index("plan:step_finished")
     # After the flow, the agent's events are no longer forwarded.
     assert not agent.events.active
+
+
+async def test_tool_result_error_flag_comes_from_the_result_not_its_text(llm_server, make_llm):
+    from app.tool.base import BaseTool
+    from app.tool.tool_collection import ToolCollection
+
+    class Lookup(BaseTool):
+        name: str = "lookup"
+        description: str = "Look a key up."
+        parameters: dict = {"type": "object", "properties": {"key": {"type": "string"}}}
+
+        async def execute(self, key: str = "") -> object:
+            if key == "missing":
+                return self.fail_response("no such key")  # a failure without "Error" up front
+            return self.success_response("Error codes: none today")  # a success that says Error
+
+    llm_server.push(
+        tool_calls(call("lookup", {"key": "missing"}, id="a"), call("lookup", {"key": "x"}, id="b"),
+                   call("nosuch", {}, id="c")),
+        text("done"),
+    )
+    agent = ToolCallAgent(llm=make_llm(), available_tools=ToolCollection(Lookup()))
+    events = [event async for event in agent.run_stream("look")]
+    flags = {e.call_id: e.error for e in events if isinstance(e, ToolResultEvent)}
+    assert flags == {"a": True, "b": False, "c": True}

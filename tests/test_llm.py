@@ -42,7 +42,9 @@ async def test_ask_tool_returns_message_and_usage(llm_server, make_llm):
     assert msg.tool_calls[0].function.name == "echo"
     assert msg.tool_calls[0].function.arguments == '{"text": "x"}'
     assert (llm.total_input_tokens, llm.total_completion_tokens) == (11, 7)
-    assert llm.last_usage.total_tokens == 18 and not llm.last_usage.estimated
+    llm_server.push(text("x"))
+    response = await llm.request(USER)
+    assert response.finish_reason == "stop" and response.usage.requests == 1
     req = llm_server.requests[0]
     assert req.headers["authorization"] == f"Bearer {TEST_API_KEY}"
     assert req.body["max_tokens"] == 4096 and "temperature" in req.body
@@ -54,10 +56,11 @@ async def test_usage_accumulates_and_is_estimated_when_missing(llm_server, make_
         text("b", usage=False),
     )
     llm = make_llm()
-    await llm.ask(USER, stream=False)
-    await llm.ask(USER, stream=False)
+    first = await llm.request(USER, stream=False)
+    second = await llm.request(USER, stream=False)
     assert llm.usage.requests == 2
-    assert llm.last_usage.estimated and llm.last_usage.prompt_tokens > 0
+    assert first.usage.total_tokens == 6 and not first.usage.estimated
+    assert second.usage.estimated and second.usage.prompt_tokens > 0
     assert llm.usage.estimated and llm.usage.prompt_tokens > 5
 
 
@@ -120,7 +123,7 @@ async def test_retries_give_up_cleanly(llm_server, make_llm, failure, kind):
     with pytest.raises(kind, match="gave up after 4 attempts") as info:
         await llm.ask_tool(USER)
     assert len(llm_server.requests) == 4
-    assert info.value.__cause__ is not None  # translated from the SDK error
+    assert info.value.attempts == 4
 
 
 async def test_retry_after_is_honoured(llm_server, make_llm):
@@ -168,7 +171,8 @@ async def test_timeout_gives_up(llm_server, make_llm):
 async def test_final_errors_are_not_retried(llm_server, make_llm, failure, kind):
     llm_server.push(failure, text("never reached"))
     with pytest.raises(kind) as info:
-        await make_llm().ask_tool(USER, tools=[{"type": "function", "function": {"name": "x"}}])
+        await make_llm(tool_calling="native").ask_tool(
+            USER, tools=[{"type": "function", "function": {"name": "x"}}])
     assert len(llm_server.requests) == 1
     assert "gpt-4o-mini" in str(info.value) or kind is LLMAuthenticationError
 
@@ -176,31 +180,54 @@ async def test_final_errors_are_not_retried(llm_server, make_llm, failure, kind)
 async def test_tools_rejection_names_the_model(llm_server, make_llm):
     llm_server.push(error(400, "tools is not supported for this model"))
     with pytest.raises(ToolsNotSupportedError, match=r"Model 'gpt-4o-mini'.*function calling"):
-        await make_llm().ask_tool(USER, tools=[{"type": "function", "function": {"name": "x"}}])
+        await make_llm(tool_calling="native").ask_tool(
+            USER, tools=[{"type": "function", "function": {"name": "x"}}])
 
 
 async def test_context_window_is_checked_before_sending(llm_server, make_llm):
+    """With an exact count (a real encoding) an oversized request never leaves."""
+    from app.tokens import clear_encoding_cache, register_encoding
+    from tests.test_tokens import tiny_encoding
+
+    register_encoding(tiny_encoding(), name="o200k_base")
+    try:
+        llm = make_llm(max_input_tokens=50)
+        with pytest.raises(ContextWindowExceededError) as info:
+            await llm.ask_tool([Message.user_message("word " * 400)])
+        assert info.value.limit == 50 and info.value.tokens > 50
+        assert llm_server.requests == []
+        # A request that fits goes through: the limit is per request, not a lifetime budget.
+        llm_server.push(text("a"), text("b"))
+        await llm.ask(USER, stream=False)
+        await llm.ask(USER, stream=False)
+    finally:
+        clear_encoding_cache()
+
+
+async def test_an_estimated_count_never_refuses_a_request(llm_server, make_llm):
+    """Offline (no tiktoken encoding) the count is a guess: the server decides."""
+    from app.tokens import clear_encoding_cache
+
+    clear_encoding_cache()
     llm = make_llm(max_input_tokens=50)
-    with pytest.raises(ContextWindowExceededError) as info:
-        await llm.ask_tool([Message.user_message("word " * 400)])
-    assert info.value.limit == 50 and info.value.tokens > 50
-    assert llm_server.requests == []
-    # A request that fits goes through: the limit is per request, not a lifetime budget.
-    llm_server.push(text("a"), text("b"))
-    await llm.ask(USER, stream=False)
-    await llm.ask(USER, stream=False)
+    assert llm.token_counter.estimated
+    llm_server.push(text("fits after all"))
+    assert await llm.ask([Message.user_message("word " * 400)]) == "fits after all"
 
 
 async def test_malformed_response_body(llm_server, make_llm):
-    llm_server.push(raw(200, b"{not json"))
+    """Invalid JSON is retried a bounded number of times (3 attempts), then reported."""
+    llm_server.push(*[raw(200, b"{not json")] * 4)
     with pytest.raises(LLMResponseError, match="invalid JSON"):
-        await make_llm().ask_tool(USER)
+        await make_llm(max_retries=5).ask_tool(USER)
+    assert len(llm_server.requests) == 3
 
 
 async def test_response_without_choices(llm_server, make_llm):
-    llm_server.push(raw(200, b'{"choices": []}'))
+    llm_server.push(*[raw(200, b'{"choices": []}')] * 3)
     with pytest.raises(LLMResponseError, match="no choices"):
-        await make_llm().ask_tool(USER)
+        await make_llm().request(USER, stream=False)
+    assert len(llm_server.requests) == 3  # bounded retries of a malformed reply
 
 
 async def test_reasoning_models_use_max_completion_tokens(llm_server, make_llm):

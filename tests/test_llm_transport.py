@@ -1,77 +1,111 @@
-"""The fast request path: same errors as the SDK's own path, lean headers, bounded
-concurrency per LLM."""
+"""Transports under the LLM: plain HTTP (httpx) by default, the openai SDK on request; the same
+errors either way; stalls, cut streams and cancelled requests; retries counted honestly;
+what an endpoint refused remembered across instances (and processes)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from typing import Any
 
-import openai
 import pytest
 
-from app.llm.transport import ChatTransport, fast_transport
-from app.testing import ScriptedLLMServer, drop, error, raw, text
-from tests.conftest import TEST_API_KEY
+from app.exceptions import (
+    ContextWindowExceededError,
+    LLMConnectionError,
+    LLMError,
+    LLMServerError,
+    LLMTimeoutError,
+)
+from app.llm import LLM
+from app.llm.http_transport import HttpTransport
+from app.logger import logger
+from app.schema import Message
+from app.testing import ScriptedLLMServer, call, cut, drop, error, raw, stall, text, tool_calls
+from tests.conftest import TEST_API_KEY, llm_settings
 
-BODY = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
+USER = [Message.user_message("hi")]
+TOOLS = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}]
 
 FAILURES = [
     pytest.param(error(401, "bad key"), id="401"),
     pytest.param(error(404, "no such model"), id="404"),
     pytest.param(error(429, "slow down", headers={"Retry-After": "7"}), id="429"),
+    pytest.param(
+        error(429, "You exceeded your current quota", code="insufficient_quota"), id="quota"
+    ),
+    pytest.param(
+        error(
+            400,
+            "Requested tokens (2100) exceed context window of 2048",
+            code="context_length_exceeded",
+        ),
+        id="context",
+    ),
+    pytest.param(error(400, "gemma does not support tools"), id="tools"),
     pytest.param(error(500, "oops"), id="500"),
     pytest.param(raw(502, b"<html>bad gateway</html>", content_type="text/html"), id="502-html"),
     pytest.param(drop(), id="drop"),
 ]
 
 
-async def _outcome(attempt: Any) -> tuple[Any, ...]:
-    try:
-        await attempt()
-    except openai.APIStatusError as e:
-        return type(e), e.status_code, str(e), e.body, e.response.headers.get("retry-after")
-    except openai.OpenAIError as e:
-        return (type(e),)
-    raise AssertionError("no error raised")
+def _outcome(e: LLMError) -> tuple[Any, ...]:
+    return (
+        type(e),
+        e.status_code,
+        getattr(e, "retry_after", None),
+        getattr(e, "limit", None),
+        getattr(e, "tokens", None),
+    )
 
 
 @pytest.mark.parametrize("reply", FAILURES)
-async def test_failures_raise_what_the_sdk_raises(llm_server: ScriptedLLMServer, reply: Any):
-    client = openai.AsyncOpenAI(api_key=TEST_API_KEY, base_url=llm_server.base_url,
-                                max_retries=0)
-    transport = fast_transport(client, "/chat/completions")
-    assert isinstance(transport, ChatTransport)
+async def test_both_transports_raise_the_same_errors(llm_server, make_llm, reply):
     llm_server.push(reply, reply)
-    ours = await _outcome(lambda: transport.post(BODY, 10.0))
-    sdks = await _outcome(lambda: client.post("/chat/completions", content=BODY, cast_to=bytes,
-                                              options={"security": {"bearer_auth": True}}))
-    assert ours == sdks
-    await client.close()
+    outcomes = []
+    for transport in ("httpx", "openai"):
+        llm = make_llm(transport=transport, max_retries=0, tool_calling="native")
+        with pytest.raises(LLMError) as info:
+            await llm.request(USER, tools=TOOLS, stream=False)
+        outcomes.append(_outcome(info.value))
+        assert "gpt-4o-mini" in str(info.value)
+        await llm.aclose()
+    assert outcomes[0] == outcomes[1]
 
 
-async def test_success_returns_the_body_with_lean_headers(llm_server: ScriptedLLMServer):
-    client = openai.AsyncOpenAI(api_key=TEST_API_KEY, base_url=llm_server.base_url,
-                                max_retries=0, default_headers={"X-Custom": "kept"})
-    transport = fast_transport(client, "/chat/completions")
-    assert transport is not None
+async def test_default_transport_is_httpx_with_lean_headers(llm_server, make_llm):
+    llm = make_llm()
+    assert isinstance(llm.transport, HttpTransport)
     llm_server.push(text("hello"))
-    body = await transport.post(BODY, 10.0)
-    assert b'"hello"' in body
+    assert await llm.ask(USER) == "hello"
     headers = llm_server.requests[-1].headers
     assert headers["authorization"] == f"Bearer {TEST_API_KEY}"
     assert headers["content-type"] == "application/json"
-    assert headers["x-custom"] == "kept"
     assert not [h for h in headers if h.startswith("x-stainless")]
-    await client.close()
+    await llm.aclose()
 
 
-def test_clients_the_fast_path_does_not_handle():
-    azure = openai.AsyncAzureOpenAI(api_key="k", api_version="2024-10-21",
-                                    azure_endpoint="http://127.0.0.1:9")
-    assert fast_transport(azure, "/chat/completions") is None
-    with_query = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1",
-                                    default_query={"tenant": "x"})
-    assert fast_transport(with_query, "/chat/completions") is None
+def test_a_request_over_httpx_never_imports_openai():
+    code = """
+import asyncio, sys
+from app.llm import LLM
+from app.config import LLMSettings
+from app.testing import ScriptedLLMServer, text, tool_calls, call
+async def main():
+    with ScriptedLLMServer([text("a"), tool_calls(call("x", {}))]) as server:
+        llm = LLM.create(llm_config=LLMSettings(model="m", base_url=server.base_url))
+        assert await llm.ask([{"role": "user", "content": "hi"}]) == "a"
+        reply = await llm.request([{"role": "user", "content": "hi"}],
+            tools=[{"type": "function", "function": {"name": "x"}}], stream=False)
+        assert reply.message.tool_calls[0].function.name == "x"
+        await llm.aclose()
+asyncio.run(main())
+assert "openai" not in sys.modules, "openai imported"
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
 async def test_requests_in_flight_are_bounded(llm_server: ScriptedLLMServer, make_llm):
@@ -93,8 +127,244 @@ async def test_requests_in_flight_are_bounded(llm_server: ScriptedLLMServer, mak
 
     llm_server.responder = responder
     llm = make_llm(max_concurrent_requests=2)
-    answers = await asyncio.gather(*(llm.ask([{"role": "user", "content": str(i)}],
-                                             stream=False) for i in range(6)))
+    answers = await asyncio.gather(
+        *(llm.ask([{"role": "user", "content": str(i)}], stream=False) for i in range(6))
+    )
     assert answers == ["ok"] * 6
     assert state["max"] == 2
     await llm.aclose()
+
+
+# --- stalls, cut streams, abandoned requests ------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["httpx", "openai"])
+async def test_a_stalled_stream_is_a_timeout_that_says_what_stalled(
+    llm_server, make_llm, transport
+):
+    llm_server.push(stall(text("one two three four five"), after=3, seconds=30))
+    llm = make_llm(timeout=0.5, max_retries=0, transport=transport)
+    seen: list[str] = []
+    with pytest.raises(LLMTimeoutError) as info:
+        await llm.request(USER, on_delta=seen.append)
+    message = str(info.value)
+    assert "stalled" in message and "gpt-4o-mini" in message
+    assert llm_server.base_url in message and " s " in message
+    assert "".join(seen) == "one two "  # what came before the stall was shown
+    # The abandoned answer's connection was closed: the server can stop generating.
+    assert await asyncio.to_thread(llm_server.wait_for_disconnects, 1, 5.0)
+    await llm.aclose()
+
+
+async def test_a_stall_is_retried_and_the_text_is_not_shown_twice(llm_server, make_llm):
+    llm_server.push(
+        stall(text("alpha beta gamma delta"), after=3, seconds=30), text("alpha beta gamma delta")
+    )
+    llm = make_llm(timeout=0.5)
+    seen: list[str] = []
+    response = await llm.request(USER, on_delta=seen.append)
+    assert response.message.content == "alpha beta gamma delta"
+    assert "".join(seen) == "alpha beta gamma delta"
+    assert len(llm_server.requests) == 2
+
+
+async def test_a_cancelled_request_closes_its_connection(llm_server, make_llm):
+    llm_server.push(stall(text("never finished here"), after=2, seconds=30))
+    llm = make_llm()
+    task = asyncio.ensure_future(llm.request(USER))
+    assert await llm_server.wait_for_requests_async(1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(llm_server.wait_for_disconnects, 1, 5.0)
+    assert llm_server.disconnects == [0]
+
+
+async def test_a_timed_out_plain_request_closes_its_connection(llm_server, make_llm):
+    llm_server.push(stall(text("slow"), after=0, seconds=30))
+    with pytest.raises(LLMTimeoutError, match=r"timed out.*timeout 0.3 s"):
+        await make_llm(timeout=0.3, max_retries=0).request(USER, stream=False)
+    assert await asyncio.to_thread(llm_server.wait_for_disconnects, 1, 5.0)
+
+
+CUT_STREAM = b'data: {"choices":[{"index":0,"delta":{"content":"half an ans"}}]}\n\n'
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(raw(200, CUT_STREAM, content_type="text/event-stream"), id="no-done"),
+        pytest.param(cut(text("half an answer and the rest"), after=3), id="connection-cut"),
+    ],
+)
+async def test_a_stream_cut_short_is_an_error_not_an_answer(llm_server, make_llm, reply):
+    llm_server.push(reply)
+    with pytest.raises(LLMConnectionError) as info:
+        await make_llm(max_retries=0).request(USER)
+    assert "gpt-4o-mini" in str(info.value)
+    if "no-done" in str(reply)[:0] or isinstance(reply, type(raw(200, b""))):
+        assert "ended before the answer was complete" in str(info.value)
+    # Retried like any broken connection:
+    llm_server.push(reply, text("whole"))
+    assert (await make_llm().request(USER)).message.content == "whole"
+
+
+async def test_a_plain_body_cut_short_is_retried(llm_server, make_llm):
+    llm_server.push(cut(text("x" * 200), after=0), text("ok"))
+    assert (await make_llm().request(USER, stream=False)).message.content == "ok"
+    assert len(llm_server.requests) == 2
+
+
+# --- retries: the log counts right ------------------------------------------------------------
+
+
+@pytest.fixture
+def warnings() -> Iterator[list[str]]:
+    seen: list[str] = []
+    handler = logger.add(lambda m: seen.append(m.record["message"]), level="WARNING")
+    yield seen
+    logger.remove(handler)
+
+
+@pytest.mark.parametrize("max_retries", [0, 1, 3])
+async def test_retry_log_counts_only_retries_that_happen(
+    llm_server, make_llm, warnings, max_retries
+):
+    llm_server.push(*[error(500)] * (max_retries + 2))
+    with (
+        pytest.raises(LLMServerError, match="gave up")
+        if max_retries
+        else pytest.raises(LLMServerError)
+    ):
+        await make_llm(max_retries=max_retries).request(USER)
+    retries = [w for w in warnings if "retry" in w]
+    assert [w.split("retry ")[1].split(" ")[0] for w in retries] == [
+        f"{k}/{max_retries}" for k in range(1, max_retries + 1)
+    ]
+    assert len(llm_server.requests) == max_retries + 1
+
+
+# --- context window ----------------------------------------------------------------------------
+
+
+async def test_context_overflow_carries_and_teaches_the_window(llm_server, make_llm):
+    llm_server.push(
+        error(
+            400,
+            "Requested tokens (2100) exceed context window of 2048",
+            code="context_length_exceeded",
+        )
+    )
+    llm = make_llm(model="local-smollm")
+    assert llm.context_window is None  # not configured, not known by name
+    with pytest.raises(ContextWindowExceededError) as info:
+        await llm.request(USER, tools=TOOLS)
+    assert (info.value.limit, info.value.tokens) == (2048, 2100)
+    assert llm.context_window == 2048
+    assert len(llm_server.requests) == 1  # never retried
+    assert make_llm().context_window == 128_000  # known by name
+    assert make_llm(max_input_tokens=1000).context_window == 1000
+
+
+async def test_llama_cpp_overflow_body_fields(llm_server, make_llm):
+    body = {
+        "error": {
+            "code": 400,
+            "type": "exceed_context_size_error",
+            "n_ctx": 4096,
+            "n_prompt_tokens": 5000,
+            "message": "the request exceeds the available context size",
+        }
+    }
+    llm_server.push(raw(400, json.dumps(body)))
+    with pytest.raises(ContextWindowExceededError) as info:
+        await make_llm(model="local").request(USER)
+    assert (info.value.limit, info.value.tokens) == (4096, 5000)
+
+
+# --- what the endpoint refused is remembered ---------------------------------------------------
+
+
+def _refuses_streaming_with_tools(server: ScriptedLLMServer) -> None:
+    """llama.cpp's answer to a streamed request with tools: HTTP 200, an empty event stream."""
+
+    def respond(request: Any) -> Any:
+        if request.stream and request.tools:
+            return raw(200, b"", content_type="text/event-stream")
+        return tool_calls(call("echo", {"text": "x"})) if request.tools else text("plain")
+
+    server.responder = respond
+
+
+async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_server, make_llm):
+    _refuses_streaming_with_tools(llm_server)
+    first = make_llm()
+    reply = await first.request(USER, tools=TOOLS)
+    assert reply.message.tool_calls[0].function.name == "echo"
+    assert [r.stream for r in llm_server.requests] == [True, False]
+    assert "stream_tools" in first.refused_features and not first.streams_refused
+    # Without tools this endpoint still streams.
+    assert (await first.request(USER)).message.content == "plain"
+    assert llm_server.requests[-1].stream is True
+    # A new instance (as in a new process) does not ask again.
+    second = make_llm()
+    await second.request(USER, tools=TOOLS)
+    assert llm_server.requests[-1].stream is False
+    assert len(llm_server.requests) == 4
+
+
+def test_the_memory_survives_a_new_process(llm_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENMANUS_CACHE_DIR", str(tmp_path))
+    _refuses_streaming_with_tools(llm_server)
+    code = f"""
+import asyncio
+from app.llm import LLM
+from app.config import LLMSettings
+async def main():
+    llm = LLM.create(llm_config=LLMSettings(model="m", base_url={llm_server.base_url!r}))
+    await llm.request([{{"role": "user", "content": "hi"}}],
+                      tools=[{{"type": "function", "function": {{"name": "echo"}}}}])
+asyncio.run(main())
+"""
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert [r.stream for r in llm_server.requests] == [True, False, False]
+
+
+async def test_capability_cache_off_keeps_it_in_the_instance(llm_server, make_llm):
+    _refuses_streaming_with_tools(llm_server)
+    await make_llm(capability_cache=False).request(USER, tools=TOOLS)
+    await make_llm(capability_cache=False).request(USER, tools=TOOLS)
+    assert [r.stream for r in llm_server.requests] == [True, False, True, False]
+
+
+async def test_stream_false_in_the_profile_never_streams(llm_server, make_llm):
+    llm_server.push(text("a"), text("b"))
+    llm = make_llm(stream=False)
+    seen: list[str] = []
+    await llm.request(USER, on_delta=seen.append)
+    await llm.ask(USER)
+    assert [r.stream for r in llm_server.requests] == [False, False]
+    assert seen == ["a"]
+
+
+# --- nothing on stdout -----------------------------------------------------------------------
+
+
+async def test_token_counting_never_prints(llm_server, make_llm, capfd):
+    """Usage not reported -> counted locally (tiktoken cannot download here): stdout stays
+    clean, the streamed answer is not interleaved with warnings."""
+    from app.tokens import clear_encoding_cache
+
+    clear_encoding_cache()
+    llm_server.push(text("streamed answer", usage=False))
+    response = await make_llm(model="gpt-4o").request(USER, on_delta=lambda _: None)
+    assert response.usage.estimated
+    assert capfd.readouterr().out == ""
+    clear_encoding_cache()
+
+
+def test_settings_reject_azure_over_httpx(llm_server):
+    with pytest.raises(ValueError, match="transport"):
+        llm_settings(llm_server, api_type="azure", api_version="2024-10-21", transport="httpx")
+    LLM.create(llm_config=llm_settings(llm_server, tool_calling="TEXT"))  # case-insensitive

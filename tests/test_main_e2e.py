@@ -244,3 +244,49 @@ def test_help_is_fast_and_imports_nothing_heavy():
                           cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "usage: main.py" in proc.stdout
+
+
+# ---- stdout carries the answer only -----------------------------------------------------------
+
+
+def test_stdout_is_exactly_the_answer_of_a_run_that_used_tools(tmp_path, workspace, llm_server):
+    llm_server.push(
+        tool_calls(call("python_execute", {"code": "print(6 * 7)"}), content="Computing."),
+        tool_calls(call("terminate", {"status": "success"}), content="The answer is 42."),
+    )
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "six times seven", "-c", str(cfg), "-w", str(workspace))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "The answer is 42.\n"
+    assert "Observed output" in llm_server.requests[1].body["messages"][-2]["content"]
+
+
+def test_max_steps_prints_no_step_log_on_stdout(tmp_path, workspace, llm_server):
+    llm_server.push(*[tool_calls(call("python_execute", {"code": f"print({i})"}),
+                                 content=f"Trying {i}.") for i in range(2)])
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "loop", "-c", str(cfg), "-w", str(workspace),
+                    "--max-steps", "2")
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert "error: stopped at max_steps=2 without finishing the task" in proc.stderr
+    assert "(stop reason: max_steps)" in proc.stderr
+
+
+def test_empty_replies_fail_with_their_reason(tmp_path, workspace, llm_server):
+    llm_server.push(text(""), text(""), text(""))
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "hi", "-c", str(cfg), "-w", str(workspace), "--quiet")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "error: the model returned 3 empty replies in a row" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(llm_server.requests) == 3
+
+
+def test_an_answer_cut_at_max_tokens_is_not_success(tmp_path, workspace, llm_server):
+    llm_server.push(*[text(f"Part {i} of a long", finish_reason="length") for i in range(3)])
+    cfg = write_config(tmp_path, llm_server.base_url)
+    proc = run_main(tmp_path, "-p", "write an essay", "-c", str(cfg), "-w", str(workspace))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "the answer was cut at max_tokens" in proc.stderr
+    assert "(stop reason: truncated)" in proc.stderr

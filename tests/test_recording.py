@@ -138,7 +138,8 @@ async def test_run_usage_and_cost_per_step_and_run(llm_server, tmp_path):
                        usage={"prompt_tokens": 1000, "completion_tokens": 100}),
             text("done", usage={"prompt_tokens": 2000, "completion_tokens": 50}),
         )
-        agent = ToolCallAgent(llm=LLM.create(llm_config=settings))
+        agent = ToolCallAgent(llm=LLM.create(llm_config=settings),
+                               answer_tool_names=[])
         reports: list[UsageReport] = []
         agent.subscribe(lambda e: reports.append(e) if isinstance(e, UsageReport) else None)
         result = await agent.run("go")

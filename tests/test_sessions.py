@@ -31,7 +31,7 @@ async def test_a_run_is_written_as_it_goes_and_restores_into_a_fresh_agent(
         text("all done", usage={"prompt_tokens": 20, "completion_tokens": 3}),
     )
     store = SessionStore.for_workspace(tmp_path)
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     recorder = store.start("agent", program="test")
     recorder.attach_agent(agent)
     await agent.run("the task")
@@ -64,7 +64,7 @@ async def test_trimmed_memory_is_written_whole_and_restored_exactly(llm_server, 
                                                                      tmp_path):
     llm_server.push(*[tool_calls(call("create_chat_completion", {"response": str(i)}))
                       for i in range(6)], text("end"))
-    agent = ToolCallAgent(llm=make_llm())
+    agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     agent.memory.max_messages = 6
     store = SessionStore(tmp_path / "s")
     recorder = store.start("agent")

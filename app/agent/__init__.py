@@ -14,6 +14,7 @@ __all__ = [
     "ReActAgent",
     "RunResult",
     "SWEAgent",
+    "StopReason",
     "ToolCallAgent",
 ]
 
@@ -26,6 +27,7 @@ _LOCATIONS = {
     "ReActAgent": "app.agent.react",
     "RunResult": "app.agent.result",
     "SWEAgent": "app.agent.swe",
+    "StopReason": "app.agent.result",
     "ToolCallAgent": "app.agent.toolcall",
 }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from app.agent.result import RunResult
+from app.agent.result import RunResult, StopReason
 from app.events import (
     ErrorEvent,
     Event,
@@ -25,7 +25,7 @@ from app.events import (
     UsageReport,
     stream_events,
 )
-from app.exceptions import AgentStateError, LLMError
+from app.exceptions import AgentStateError, ContextWindowExceededError, LLMError
 from app.llm import LLM, Usage
 from app.logger import logger
 from app.prompt.toolcall import STUCK_PROMPT
@@ -38,8 +38,10 @@ class BaseAgent(BaseModel, ABC):
     """Runs ``step()`` until the agent finishes, fails, or uses up ``max_steps``.
 
     After ``run()`` the state says how it ended: FINISHED (done), ERROR (the model could not be
-    reached or a step raised), IDLE (stopped at ``max_steps`` or interrupted). ``run()`` may be
-    called again for a follow-up: the memory is kept and the step budget starts afresh.
+    reached, a step raised, or the run was failed: stuck, empty or cut replies, context
+    overflow), IDLE (stopped at ``max_steps`` or interrupted); ``RunResult.stop_reason`` says
+    which. ``run()`` may be called again for a follow-up: the memory is kept and the step
+    budget starts afresh.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
@@ -58,8 +60,13 @@ class BaseAgent(BaseModel, ABC):
     current_step: int = Field(default=0, description="Current step in execution")
 
     duplicate_threshold: int = 2
+    #: Stuck hints given in a row before a model that keeps repeating itself fails the run.
+    max_stuck_hints: int = 2
 
     _stuck_hint: str | None = PrivateAttr(default=None)
+    _stuck_hints: int = PrivateAttr(default=0)
+    _stop_reason: StopReason | None = PrivateAttr(default=None)
+    _failure: str | None = PrivateAttr(default=None)
     _run_usage: Usage = PrivateAttr(default_factory=Usage)
     _events: EventBus = PrivateAttr(default_factory=EventBus)
 
@@ -149,13 +156,17 @@ class BaseAgent(BaseModel, ABC):
             self.current_step = 0
             self._run_usage = Usage()
         self._stuck_hint = None
+        self._stuck_hints = 0
+        self._stop_reason = None
+        self._failure = None
         self._begin_run()
         if request:
             self.update_memory("user", request)
         bus = self._events
         if bus.active:
-            await bus.emit(RunStarted(self.name, prompt=request, max_steps=self.max_steps,
-                                      resumed=resume))
+            await bus.emit(
+                RunStarted(self.name, prompt=request, max_steps=self.max_steps, resumed=resume)
+            )
 
         results: list[str] = []
         error: BaseException | None = None
@@ -164,39 +175,49 @@ class BaseAgent(BaseModel, ABC):
                 while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
                     self.current_step += 1
                     # When someone listens, they show the progress; the log keeps it at DEBUG.
-                    logger.log("DEBUG" if bus.active else "INFO",
-                               f"Executing step {self.current_step}/{self.max_steps}")
+                    logger.log(
+                        "DEBUG" if bus.active else "INFO",
+                        f"Executing step {self.current_step}/{self.max_steps}",
+                    )
                     if bus.active:
-                        await bus.emit(StepStarted(self.name, step=self.current_step,
-                                                   max_steps=self.max_steps))
+                        await bus.emit(
+                            StepStarted(self.name, step=self.current_step, max_steps=self.max_steps)
+                        )
                     try:
                         step_result = await self.step()
-                    except LLMError as e:
+                    except LLMError as e:  # after its retries: the run fails, with the reason
                         error = e
-                        logger.error(f"Step {self.current_step} failed: {e}")
-                        results.append(f"Step {self.current_step}: Error: {e}")
-                        self.state = AgentState.ERROR
-                        if bus.active:
-                            await bus.emit(ErrorEvent(self.name, step=self.current_step,
-                                                      message=str(e),
-                                                      error_type=type(e).__name__))
+                        await self._step_failed(e, results)
                         break
-                    if self.is_stuck():
-                        self.handle_stuck_state()
+                    if self.state == AgentState.RUNNING:
+                        self._watch_repeats()
                     results.append(f"Step {self.current_step}: {step_result}")
                     if bus.active:
-                        await bus.emit(StepFinished(self.name, step=self.current_step,
-                                                    result=step_result))
+                        await bus.emit(
+                            StepFinished(self.name, step=self.current_step, result=step_result)
+                        )
+                    if self._stop_reason is not None and self._failure is not None:
+                        await self._announce_failure()
 
                 if self.current_step >= self.max_steps and self.state == AgentState.RUNNING:
                     results.append(f"Terminated: Reached max steps ({self.max_steps})")
                     logger.warning(f"Agent '{self.name}' stopped at max_steps={self.max_steps}")
+                    self._stop_reason = StopReason.MAX_STEPS
+                    self._failure = (
+                        f"stopped at max_steps={self.max_steps} without finishing the task"
+                    )
         except BaseException as e:
             if bus.active:
                 await self._emit_interrupted(e)
             raise
 
         log = "\n".join(results) if results else "No steps executed"
+        reason = self._stop_reason
+        if reason is None:  # a subclass set the state itself
+            reason = {
+                AgentState.FINISHED: StopReason.COMPLETED,
+                AgentState.ERROR: StopReason.ERROR,
+            }.get(self.state, StopReason.MAX_STEPS)
         result = RunResult(
             log,
             final_answer=self.final_answer(),
@@ -205,20 +226,87 @@ class BaseAgent(BaseModel, ABC):
             step_results=results,
             usage=self._run_usage.model_copy(),
             error=error,
+            stop_reason=reason,
+            failure=self._failure,
         )
         if bus.active:
-            await bus.emit(RunFinished(self.name, state=self.state.value, steps=self.current_step,
-                                       final_answer=result.final_answer,
-                                       usage=result.usage, cost=result.usage.cost,
-                                       result=result))
+            await bus.emit(
+                RunFinished(
+                    self.name,
+                    state=self.state.value,
+                    steps=self.current_step,
+                    final_answer=result.final_answer,
+                    usage=result.usage,
+                    cost=result.usage.cost,
+                    stop_reason=result.stop_reason.value,
+                    failure=result.failure,
+                    result=result,
+                )
+            )
         return result
+
+    # ---- failures ------------------------------------------------------------------------------
+
+    def fail(self, reason: StopReason, message: str) -> None:
+        """End the run after this step as a failure (ERROR state) for ``reason``; ``message``
+        is what the user is told (``RunResult.failure``)."""
+        self._stop_reason = reason
+        self._failure = message
+        self.state = AgentState.ERROR
+        logger.warning(f"Agent '{self.name}' stopped: {message}")
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        """Why the current (or last) run stopped, once a step decided it."""
+        return self._stop_reason
+
+    async def _announce_failure(self) -> None:
+        if self._events.active:
+            assert self._stop_reason is not None
+            await self._events.emit(
+                ErrorEvent(
+                    self.name,
+                    step=self.current_step,
+                    message=self._failure or "",
+                    error_type=self._stop_reason.value,
+                )
+            )
+
+    async def _step_failed(self, error: LLMError, results: list[str]) -> None:
+        """The model failed (after the LLM layer's retries: unreachable, refused, a malformed
+        reply, a request too long even after compaction): the run ends in ERROR with the
+        reason. Other exceptions are bugs in an agent and propagate."""
+        logger.error(f"Step {self.current_step} failed: {error}")
+        message = str(error)
+        results.append(f"Step {self.current_step}: Error: {error}")
+        self.state = AgentState.ERROR
+        self._stop_reason = (
+            StopReason.CONTEXT_OVERFLOW
+            if isinstance(error, ContextWindowExceededError)
+            else StopReason.ERROR
+        )
+        self._failure = message
+        if self._events.active:
+            await self._events.emit(
+                ErrorEvent(
+                    self.name,
+                    step=self.current_step,
+                    message=str(error),
+                    error_type=type(error).__name__,
+                )
+            )
 
     async def _emit_interrupted(self, error: BaseException) -> None:
         """A run cut short by cancellation or a crash still tells its listeners how it ended
         (shielded: a cancelled task may not await anything else)."""
         state = AgentState.IDLE if not isinstance(error, Exception) else AgentState.ERROR
-        event = RunFinished(self.name, state=state.value, steps=self.current_step,
-                            usage=self._run_usage.model_copy(), cost=self._run_usage.cost)
+        event = RunFinished(
+            self.name,
+            state=state.value,
+            steps=self.current_step,
+            usage=self._run_usage.model_copy(),
+            cost=self._run_usage.cost,
+        )
         with contextlib.suppress(BaseException):
             await asyncio.shield(self._events.emit(event))
 
@@ -237,9 +325,16 @@ class BaseAgent(BaseModel, ABC):
         self._run_usage.add(usage)
         if self._events.active:
             run = self._run_usage.model_copy()
-            await self._events.emit(UsageReport(self.name, step=self.current_step,
-                                                usage=usage.model_copy(), run_usage=run,
-                                                cost=usage.cost, run_cost=run.cost))
+            await self._events.emit(
+                UsageReport(
+                    self.name,
+                    step=self.current_step,
+                    usage=usage.model_copy(),
+                    run_usage=run,
+                    cost=usage.cost,
+                    run_cost=run.cost,
+                )
+            )
 
     @abstractmethod
     async def step(self) -> str:
@@ -264,6 +359,32 @@ class BaseAgent(BaseModel, ABC):
             if repeats >= self.duplicate_threshold:
                 return True
         return False
+
+    def _watch_repeats(self) -> None:
+        """Hint a repeating model to change course; fail the run when the hints do not help."""
+        if not self.is_stuck():
+            self._stuck_hints = 0
+            return
+        if self._stuck_hints >= self.max_stuck_hints:
+            self.fail(
+                StopReason.STUCK, f"the model repeated the same action {self._repeat_count()} times"
+            )
+            return
+        self._stuck_hints += 1
+        self.handle_stuck_state()
+
+    def _repeat_count(self) -> int:
+        """How many times in a row the model's last answer was given."""
+        assistants = [m for m in reversed(self.memory.messages) if m.role == "assistant"]
+        if not assistants:
+            return 0
+        last = _signature(assistants[0])
+        count = 0
+        for message in assistants:
+            if _signature(message) != last:
+                break
+            count += 1
+        return count
 
     def handle_stuck_state(self) -> None:
         """Add a one-off hint to the next request; it is not kept in the prompts afterwards."""

@@ -8,6 +8,13 @@ conversation down to ``target``, in order of how much is lost:
 2. the older turns are summarized by one LLM call into a single message;
 3. if the newest turns alone are still too big, fewer of them are kept word for word.
 
+The summary is made only when it can bring the request down to ``target``: the fixed part of
+every request (system prompt, tool schemas, next-step prompt), the task and the newest turn are
+counted first, and when they alone pass the target no LLM call is spent. A compaction that
+falls short of its target is followed by a few steps of rest, so compaction never runs at
+every step. When the endpoint refuses a request as too long, the window it names is learned
+and the conversation compacted to it (``compact_after_overflow``).
+
 The system prompt, the task (first user message), the summary and the newest turns stay; a
 turn (a model answer and its tool results) is kept or condensed whole, so no tool result is
 ever separated from its call. Each compaction is reported as a ``Compacted`` event.
@@ -22,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.config_models import CompactionSettings
 from app.events import Compacted
-from app.exceptions import LLMError, LLMResponseError
+from app.exceptions import ContextWindowExceededError, LLMError, LLMResponseError
+from app.llm.windows import KNOWN_WINDOWS, known_window
 from app.logger import logger
 from app.prompt.compaction import SUMMARY_INTRO, SUMMARY_REQUEST, SUMMARY_SYSTEM, TRUNCATED_NOTE
 from app.schema import Message
@@ -32,56 +40,45 @@ if TYPE_CHECKING:
 
 __all__ = ["KNOWN_WINDOWS", "Compactor", "known_window"]
 
-#: Context windows (input tokens) of common models, by name prefix; longest prefix wins.
-KNOWN_WINDOWS: dict[str, int] = {
-    "gpt-4o": 128_000,
-    "gpt-4.1": 1_000_000,
-    "gpt-4-turbo": 128_000,
-    "gpt-4": 8_192,
-    "gpt-3.5-turbo": 16_385,
-    "gpt-5": 272_000,
-    "o1": 200_000,
-    "o3": 200_000,
-    "o4-mini": 200_000,
-    "claude": 200_000,
-    "gemini-1.5": 1_000_000,
-    "gemini-2": 1_000_000,
-    "deepseek": 64_000,
-    "qwen": 32_768,
-    "llama3": 8_192,
-    "llama-3.1": 128_000,
-    "llama3.1": 128_000,
-}
-
 _STUB_HEAD = 200
 _CHARS_PER_TOKEN_BOUND = 2  # text has at least this many characters per token (a safe bound)
-
-
-def known_window(model: str) -> int | None:
-    """The context window of ``model`` from :data:`KNOWN_WINDOWS`, if it is listed."""
-    name = model.lower().rsplit("/", 1)[-1]
-    best = None
-    for prefix, window in KNOWN_WINDOWS.items():
-        if name.startswith(prefix) and (best is None or len(prefix) > best[0]):
-            best = (len(prefix), window)
-    return best[1] if best else None
+_REST_STEPS = 3  # steps without compaction after one that could not reach its target
+_MIN_SUMMARY_TOKENS = 64  # a summary shorter than this is not worth an LLM call
+_SUMMARY_OVERHEAD = 40  # tokens of the summary message's framing
 
 
 class Compactor:
-    """Watches one agent's requests and compacts its memory when they grow too large."""
+    """Watches one agent's requests and compacts its memory when they grow too large.
+
+    The fixed part of every request (system prompt, tool schemas, next-step prompt) is counted
+    with the rest, so a target the fixed part alone fills is recognised: then nothing is
+    summarized (an LLM call that cannot reach the target is never made), long outputs are
+    stubbed, and compaction rests for a few steps instead of running at every one.
+    """
 
     def __init__(self, settings: CompactionSettings | None = None) -> None:
         self.settings = settings or CompactionSettings()
         self._window_key: tuple[Any, ...] | None = None
         self._window: int | None = None
+        self._learned: int | None = None  # the window an overflow revealed (our token counts)
+        self._rest_until = 0  # no compaction before this step (after one that fell short)
         self._seen = 0  # memory length at the last check
+        #: Summary requests made so far (each is one LLM call).
+        self.summaries = 0
 
     def window(self, agent: ToolCallAgent) -> int | None:
+        """The context window in input tokens: ``max_input_tokens``, else what the LLM knows
+        (``context_window``), else a known window for the model; never more than an overflow
+        showed it to be."""
         llm = agent.llm
-        key = (id(llm), llm.model, llm.max_input_tokens)
+        known = llm.context_window
+        key = (id(llm), llm.model, llm.max_input_tokens, known, self._learned)
         if key != self._window_key:
             self._window_key = key
-            self._window = llm.max_input_tokens or known_window(llm.model)
+            window = llm.max_input_tokens or known or known_window(llm.model)
+            if self._learned is not None:
+                window = min(window, self._learned) if window else self._learned
+            self._window = window
         return self._window
 
     async def maybe_compact(self, agent: ToolCallAgent) -> Compacted | None:
@@ -89,16 +86,42 @@ class Compactor:
         if not self.settings.enabled:
             return None
         window = self.window(agent)
-        if window is None:
+        if window is None or agent.current_step < self._rest_until:
             return None
         trigger = int(window * self.settings.trigger)
-        if agent.llm.max_input_tokens is None and self._clearly_below(agent, trigger):
+        if (
+            agent.llm.max_input_tokens is None
+            and self._learned is None
+            and self._clearly_below(agent, trigger)
+        ):
             return None
         before = await self._count(agent, agent.memory.messages)
         self._seen = len(agent.memory.messages)
         if before <= trigger:
             return None
         return await self._compact(agent, before, window)
+
+    async def compact_after_overflow(
+        self, agent: ToolCallAgent, error: ContextWindowExceededError
+    ) -> Compacted | None:
+        """The endpoint refused a request as too long: learn the window from ``error`` and
+        compact to it now. None when compaction is off or could not make the request smaller
+        (then retrying is pointless)."""
+        if not self.settings.enabled:
+            return None
+        counted = await self._count(agent, agent.memory.messages)
+        limit = error.limit or self.window(agent)
+        if error.tokens and limit and counted:
+            # The endpoint counts differently from us: scale its window to our counts.
+            window = int(limit * min(1.0, counted / error.tokens))
+        elif limit and counted > limit:
+            window = limit
+        else:  # we count fewer tokens than the endpoint: the window is below our count
+            window = int(counted * 0.9)
+        window = max(window, 1)
+        self._learned = min(window, self._learned) if self._learned else window
+        event = await self._compact(agent, counted, self.window(agent) or window)
+        return event if event.after_tokens < event.before_tokens else None
 
     def _clearly_below(self, agent: ToolCallAgent, trigger: int) -> bool:
         """A cheap upper bound: the last request's prompt tokens plus the text added since
@@ -108,13 +131,17 @@ class Compactor:
             self._seen = 0
         last = agent.last_usage
         if last is None or self._seen == 0:
-            base, start, limit = len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND, 0, \
-                trigger // 2
+            base, start, limit = (
+                len(agent.system_prompt or "") // _CHARS_PER_TOKEN_BOUND,
+                0,
+                trigger // 2,
+            )
         else:
             base, start, limit = last.prompt_tokens, self._seen, trigger
-        added = sum(len(m.content or "") + sum(len(c.function.arguments)
-                                               for c in m.tool_calls or ())
-                    for m in messages[start:])
+        added = sum(
+            len(m.content or "") + sum(len(c.function.arguments) for c in m.tool_calls or ())
+            for m in messages[start:]
+        )
         self._seen = len(messages)
         return base + added // _CHARS_PER_TOKEN_BOUND < limit
 
@@ -123,61 +150,114 @@ class Compactor:
         return await agent.llm.count_request_tokens(messages, system, tools)
 
     async def _compact(self, agent: ToolCallAgent, before: int, window: int) -> Compacted:
-        target = int(window * self.settings.target)
-        original = list(agent.memory.messages)
-        messages = original
-        tokens = before
-        stubbed = summarized = 0
-        for keep in range(self.settings.keep_recent_turns, 0, -1):
-            start = _recent_start(messages, keep)
-            messages, count = _stub_outputs(messages, start, self.settings.stub_chars)
+        settings = self.settings
+        target = int(window * settings.target)
+        messages = list(agent.memory.messages)
+        messages, stubbed = _stub_outputs(
+            messages, _recent_start(messages, settings.keep_recent_turns), settings.stub_chars
+        )
+        tokens = await self._count(agent, messages) if stubbed else before
+        summarized = 0
+        if tokens > target:
+            plan = await self._plan_summary(agent, messages, target)
+            if plan is not None:
+                messages, start, budget, count = plan
+                stubbed += count
+                messages, summarized = await self._summarize(agent, messages, start, window, budget)
+                tokens = await self._count(agent, messages)
+        if tokens > target:  # no summary could help: shorten everything before the newest turn
+            messages, count = _stub_outputs(
+                messages, _recent_start(messages, 1), settings.stub_chars
+            )
             stubbed += count
-            tokens = await self._count(agent, messages)
-            if tokens <= target:
+            if count:
+                tokens = await self._count(agent, messages)
+        # The newest turn alone is too big: shorten all but its last output, then that too.
+        for end in (len(messages) - 1, len(messages)):
+            if tokens <= window:
                 break
-            messages, count = await self._summarize(agent, messages, start, window)
-            summarized += count
-            tokens = await self._count(agent, messages)
-            if tokens <= target:
-                break
-        if tokens > window:  # the newest turn alone is too big: shorten all but its last output
-            messages, count = _stub_outputs(messages, len(messages) - 1, self.settings.stub_chars)
+            messages, count = _stub_outputs(messages, end, settings.stub_chars)
             stubbed += count
-            tokens = await self._count(agent, messages)
+            if count:
+                tokens = await self._count(agent, messages)
         agent.memory.messages = messages
         self._seen = len(messages)
-        logger.info(f"Compacted the context of '{agent.name}': {before} → {tokens} tokens "
-                    f"(window {window}; {stubbed} outputs shortened, {summarized} messages "
-                    "summarized)")
-        event = Compacted(agent.name, step=agent.current_step, before_tokens=before,
-                          after_tokens=tokens, window=window, stubbed=stubbed,
-                          summarized=summarized)
+        if tokens > target:
+            self._rest_until = agent.current_step + _REST_STEPS
+            logger.warning(
+                f"Compaction of '{agent.name}' could not reach its target ({tokens} > {target} "
+                f"tokens of a {window}-token window; the system prompt, tools and newest turn "
+                f"alone are too big); next try at step {self._rest_until} at the earliest"
+            )
+        logger.info(
+            f"Compacted the context of '{agent.name}': {before} → {tokens} tokens "
+            f"(window {window}; {stubbed} outputs shortened, {summarized} messages "
+            "summarized)"
+        )
+        event = Compacted(
+            agent.name,
+            step=agent.current_step,
+            before_tokens=before,
+            after_tokens=tokens,
+            window=window,
+            stubbed=stubbed,
+            summarized=summarized,
+        )
         if agent.events.active:
             await agent.events.emit(event)
         return event
 
+    async def _plan_summary(
+        self, agent: ToolCallAgent, messages: list[Message], target: int
+    ) -> tuple[list[Message], int, int, int] | None:
+        """Where a summary should start and how long it may be so the request reaches
+        ``target``: keeps as many recent turns as fit. None when no summary can reach it
+        (the fixed part, the task and the newest turn alone are too big)."""
+        task_index = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+        if task_index is None:
+            return None
+        head = [m for m in messages[:task_index] if m.role == "system"]
+        for keep in range(self.settings.keep_recent_turns, 0, -1):
+            start = _recent_start(messages, keep)
+            if start <= task_index + 1:
+                continue  # nothing between the task and the kept turns
+            candidate, count = _stub_outputs(messages, start, self.settings.stub_chars)
+            rest = await self._count(agent, [*head, candidate[task_index], *candidate[start:]])
+            budget = min(self.settings.summary_max_tokens, target - rest - _SUMMARY_OVERHEAD)
+            if budget >= _MIN_SUMMARY_TOKENS:
+                return candidate, start, budget, count
+        return None
+
     async def _summarize(
-        self, agent: ToolCallAgent, messages: list[Message], start: int, window: int
+        self,
+        agent: ToolCallAgent,
+        messages: list[Message],
+        start: int,
+        window: int,
+        budget: int,
     ) -> tuple[list[Message], int]:
-        """Replace the turns between the task and ``start`` by one summary message."""
+        """Replace the turns between the task and ``start`` by one summary message of at most
+        ``budget`` tokens (one LLM call)."""
         head = [m for m in messages[:start] if m.role == "system"]
         task_index = next((i for i, m in enumerate(messages[:start]) if m.role == "user"), None)
         if task_index is None:
             return messages, 0
         task = messages[task_index]
-        middle = [m for m in messages[task_index + 1:start] if m.role != "system"]
+        middle = [m for m in messages[task_index + 1 : start] if m.role != "system"]
         if not middle:
             return messages, 0
-        budget_chars = max(window - self.settings.summary_max_tokens - 400, 200) \
-            * _CHARS_PER_TOKEN_BOUND - len(task.content or "")
+        budget_chars = max(window - budget - 400, 200) * _CHARS_PER_TOKEN_BOUND - len(
+            task.content or ""
+        )
         history = _render(middle, max(budget_chars, 400))
         prompt = SUMMARY_REQUEST.format(task=task.content or "", history=history)
         limit_key = "max_completion_tokens" if agent.llm.is_reasoning_model else "max_tokens"
+        self.summaries += 1
         try:
             reply = await agent.llm.request(
                 [Message.user_message(prompt)],
                 system_msgs=[Message.system_message(SUMMARY_SYSTEM)],
-                **{limit_key: self.settings.summary_max_tokens},
+                **{limit_key: budget},
             )
             await agent._report_usage(reply.usage)
             summary = (reply.message.content or "").strip()
@@ -207,10 +287,13 @@ def _stub_outputs(messages: list[Message], end: int, limit: int) -> tuple[list[M
         content = message.content or ""
         if message.role != "tool" or len(content) <= limit:
             continue
-        stub = (f"{content[:_STUB_HEAD]}\n… [output shortened to fit the context window: "
-                f"{len(content) - _STUB_HEAD} more characters]")
-        result[index] = Message.tool_message(stub, name=message.name or "",
-                                             tool_call_id=message.tool_call_id or "")
+        stub = (
+            f"{content[:_STUB_HEAD]}\n… [output shortened to fit the context window: "
+            f"{len(content) - _STUB_HEAD} more characters]"
+        )
+        result[index] = Message.tool_message(
+            stub, name=message.name or "", tool_call_id=message.tool_call_id or ""
+        )
         count += 1
     return result, count
 
@@ -221,8 +304,9 @@ def _render(messages: list[Message], budget: int) -> str:
     for message in messages:
         text = message.content or ""
         if message.tool_calls:
-            calls = "; ".join(f"{c.function.name}({c.function.arguments})"
-                              for c in message.tool_calls)
+            calls = "; ".join(
+                f"{c.function.name}({c.function.arguments})" for c in message.tool_calls
+            )
             text = f"{text}\n[calls: {calls}]" if text else f"[calls: {calls}]"
         who = f"tool {message.name}" if message.role == "tool" else message.role
         lines.append(f"## {who}\n{text}")

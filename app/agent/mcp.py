@@ -12,9 +12,10 @@ from typing import Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from app.agent.mcp_host import MCPHostAgent
+from app.agent.result import StopReason
 from app.logger import logger
 from app.prompt.mcp import NEXT_STEP_PROMPT, SYSTEM_PROMPT, TOOLS_CHANGED_PROMPT, UNAVAILABLE_ANSWER
-from app.schema import AgentState, Message
+from app.schema import Message
 from app.tool.tool_collection import ToolCollection
 
 __all__ = ["MCPAgent"]
@@ -123,9 +124,8 @@ class MCPAgent(MCPHostAgent):
 
     def _give_up(self, reason: str) -> bool:
         answer = UNAVAILABLE_ANSWER.format(reason=reason)
-        logger.error(answer)
         self._final_answer = answer
-        self.state = AgentState.ERROR
+        self.fail(StopReason.ERROR, answer)
         return False
 
 

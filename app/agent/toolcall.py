@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from contextvars import ContextVar
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -12,14 +13,24 @@ from pydantic import Field, PrivateAttr
 
 from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
+from app.agent.result import StopReason
 from app.config_models import CompactionSettings
-from app.events import TextDelta, Thought, ToolCallEvent, ToolResultEvent
+from app.events import Reasoning, TextDelta, Thought, ToolCallEvent, ToolResultEvent
+from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
+from app.llm.model import ModelResponse
 from app.logger import log_enabled, logger, redact_registered
-from app.prompt.toolcall import NEXT_STEP_PROMPT, REQUIRED_TOOL_PROMPT, SYSTEM_PROMPT
+from app.prompt.toolcall import (
+    CONTINUE_PROMPT,
+    CUT_ARGUMENTS_ERROR,
+    EMPTY_REPLY_PROMPT,
+    NEXT_STEP_PROMPT,
+    REQUIRED_TOOL_PROMPT,
+    SYSTEM_PROMPT,
+)
 from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
-from app.tool.base import ToolFailure, format_output
+from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output
 from app.tool.concurrency import plan_batches
 from app.tool.create_chat_completion import CreateChatCompletion
 from app.tool.terminate import Terminate
@@ -38,7 +49,14 @@ class ToolCallAgent(ReActAgent):
     everything else runs one at a time, in the model's order.
 
     A plain text answer (no tool call) ends the run with that text as the final answer,
-    unless ``text_answer_ends_run`` is False (then the loop goes on, as upstream did).
+    unless ``text_answer_ends_run`` is False (then the loop goes on, as upstream did). A
+    successful call of an answer tool (``answer_tool_names``: ``create_chat_completion``)
+    ends it with the tool's result as the final answer.
+
+    Replies that are no answer are not taken as one: an empty reply is pointed out to the
+    model (``max_empty_replies`` in a row fail the run); an answer cut at ``max_tokens`` is
+    kept and the model asked to continue (``max_continuations`` times, then the run fails);
+    a request that overflows the context window is compacted and sent once more.
     """
 
     name: str = "toolcall"
@@ -53,13 +71,28 @@ class ToolCallAgent(ReActAgent):
     tool_choices: TOOL_CHOICE_TYPE = ToolChoice.AUTO.value  # type: ignore[assignment]
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
+    #: Tools whose successful result is the final answer (they end the run like terminate).
+    answer_tool_names: list[str] = Field(
+        default_factory=lambda: [CreateChatCompletion.model_fields["name"].default]
+    )
+
     tool_calls: list[ToolCall] = Field(default_factory=list)
     #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``.
     compaction: CompactionSettings | None = None
+    #: Empty replies (no text, no tool call) in a row before the run fails.
+    max_empty_replies: int = 3
+    #: Times in a row an answer cut at ``max_tokens`` is continued before the run fails.
+    max_continuations: int = 2
     _compactor: Compactor | None = PrivateAttr(default=None)
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
     _last_usage: Usage | None = PrivateAttr(default=None)
+    _notes: list[str] = PrivateAttr(default_factory=list)  # one-off notes for the next request
+    _step_notes: list[str] = PrivateAttr(default_factory=list)  # ... taken for this step
+    _step_note: str | None = PrivateAttr(default=None)  # the step log line when think is False
+    _empty_replies: int = PrivateAttr(default=0)
+    _partial: list[str] = PrivateAttr(default_factory=list)  # parts of a cut answer
+    _reply_cut: bool = PrivateAttr(default=False)
 
     max_steps: int = 30
     max_observe: int | bool | None = None
@@ -70,25 +103,39 @@ class ToolCallAgent(ReActAgent):
 
     # ---- think ---------------------------------------------------------------------------------
 
+    def add_note(self, text: str) -> None:
+        """Tell the model ``text`` in the next request only (before the next-step prompt);
+        the note is not stored in memory."""
+        if text not in self._notes:
+            self._notes.append(text)
+
+    def _take_step_notes(self) -> None:
+        hint = self.take_stuck_hint()
+        self._step_notes = [*([hint] if hint else []), *self._notes]
+        self._notes = []
+
+    def _step_prompt(self) -> Message | None:
+        prompts = [p for p in (*self._step_notes, self.next_step_prompt) if p]
+        return _prompt_message("user", "\n\n".join(prompts)) if prompts else None
+
     def _request_messages(self) -> list[Message]:
-        """Memory plus this step's prompt. The next-step prompt is sent with every request
-        but not stored, so it never piles up in the history."""
-        prompts = [p for p in (self.take_stuck_hint(), self.next_step_prompt) if p]
-        if not prompts:
-            return list(self.messages)
-        return [*self.messages, _prompt_message("user", "\n\n".join(prompts))]
+        """Memory plus this step's prompt. The next-step prompt (and any one-off note) is sent
+        with the request but not stored, so it never piles up in the history."""
+        prompt = self._step_prompt()
+        return [*self.messages, prompt] if prompt is not None else list(self.messages)
 
     def _compaction_request(
         self, memory: list[Message]
     ) -> tuple[list[Message], list[Message] | None, list[dict[str, Any]]]:
         """What a request over ``memory`` would hold: messages, system prompt and tools."""
-        prompts = [p for p in (self._stuck_hint, self.next_step_prompt) if p]
-        messages = [*memory, _prompt_message("user", "\n\n".join(prompts))] if prompts \
-            else list(memory)
+        prompt = self._step_prompt()
+        messages = [*memory, prompt] if prompt is not None else list(memory)
         system = [_prompt_message("system", self.system_prompt)] if self.system_prompt else None
         return messages, system, self.available_tools.to_params()
 
-    async def _compact_if_needed(self) -> None:
+    @property
+    def compactor(self) -> Compactor:
+        """This agent's compactor (``compaction``, else the config's ``[compaction]``)."""
         compactor = self._compactor
         if compactor is None:
             settings = self.compaction
@@ -97,11 +144,58 @@ class ToolCallAgent(ReActAgent):
 
                 settings = config.app_config.compaction if config.is_loaded else None
             compactor = self._compactor = Compactor(settings)
-        await compactor.maybe_compact(self)
+        return compactor
+
+    async def _compact_if_needed(self) -> None:
+        await self.compactor.maybe_compact(self)
+
+    async def step(self) -> str:
+        self._step_note = None
+        if not await self.think():
+            return self._step_note or "Thinking complete - no action needed"
+        return await self.act()
 
     async def think(self) -> bool:
         choice = _choice_value(self.tool_choices)
+        self._take_step_notes()
         await self._compact_if_needed()
+        reply = await self._request_turn(choice)
+        return await self.process_reply(reply)
+
+    async def _request_turn(self, choice: str) -> ModelResponse:
+        """Ask the model; a request that overflows the context window is compacted (to the
+        window the error names) and sent once more. A second overflow ends the step."""
+        try:
+            return await self._ask(choice)
+        except ContextWindowExceededError as e:
+            if not self.compactor.settings.enabled:
+                raise
+            logger.warning(
+                f"The request of '{self.name}' does not fit the context window "
+                f"({e}); compacting and retrying once"
+            )
+            if await self.compactor.compact_after_overflow(self, e) is None:
+                raise ContextWindowExceededError(
+                    f"the request does not fit the model's context window, and compacting the "
+                    f"conversation could not make it smaller: {e}",
+                    tokens=e.tokens,
+                    limit=e.limit,
+                    model=e.model,
+                    status_code=e.status_code,
+                ) from e
+        try:
+            return await self._ask(choice)
+        except ContextWindowExceededError as e:
+            raise ContextWindowExceededError(
+                f"the request does not fit the model's context window, even after compacting "
+                f"the conversation: {e}",
+                tokens=e.tokens,
+                limit=e.limit,
+                model=e.model,
+                status_code=e.status_code,
+            ) from e
+
+    async def _ask(self, choice: str) -> ModelResponse:
         bus = self._events
         extra: dict[str, Any] = {}
         if bus.active:  # someone watches: stream the text to them as it is written
@@ -111,7 +205,7 @@ class ToolCallAgent(ReActAgent):
                 await bus.emit(TextDelta(name, step=step, text=text))
 
             extra["on_delta"] = on_delta
-        reply = await self.llm.request(
+        return await self.llm.request(
             self._request_messages(),
             system_msgs=[_prompt_message("system", self.system_prompt)]
             if self.system_prompt
@@ -120,27 +214,52 @@ class ToolCallAgent(ReActAgent):
             tool_choice=choice,
             **extra,
         )
+
+    async def process_reply(self, reply: ModelResponse) -> bool:
+        """Take one model turn into the run: record it, show it, and decide whether there is
+        something to act on (False: the step ends here, ``_step_note`` says why)."""
+        choice = _choice_value(self.tool_choices)
+        bus = self._events
         self._last_usage = reply.usage
         await self._report_usage(reply.usage)
         response = reply.message
+        watched = bus.active  # listeners show progress; the log then stays quiet
+        reasoning = (reply.reasoning or "").strip()
+        if reasoning:  # shown as thinking; never the answer, never stored
+            if watched:
+                await bus.emit(Reasoning(self.name, step=self.current_step, text=reasoning))
+            elif log_enabled("INFO"):
+                logger.info(f"💭 {self.name} is thinking: {_preview(reasoning)}")
 
         tool_calls = list(response.tool_calls or [])
         content = response.content or ""
+        if choice == ToolChoice.NONE.value and tool_calls:
+            logger.warning(f"{self.name} asked for tools while tools are disabled; ignored")
+            tool_calls = []
+        if not content.strip() and not tool_calls:
+            return self._empty_reply()
+        self._empty_replies = 0
+        self._reply_cut = reply.truncated
+        if reply.truncated and not tool_calls:
+            return await self._cut_answer(content)
+        if self._partial and not tool_calls:  # the last part of an answer cut before
+            content_answer = "".join(self._partial) + content
+        else:
+            content_answer = content
+        self._partial = []
         if content.strip():
-            self._last_text = content
-        watched = bus.active  # listeners show progress; the log then stays quiet
+            self._last_text = content_answer
         if content and not watched and log_enabled("INFO"):
             logger.info(f"✨ {self.name}'s thoughts: {content}")
         if tool_calls and not watched and log_enabled("INFO"):
             names = ", ".join(call.function.name for call in tool_calls)
             logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
             for call in tool_calls:
-                logger.info(f"🔧 {call.function.name} arguments: "
-                            f"{_preview(call.function.arguments)}")
+                logger.info(
+                    f"🔧 {call.function.name} arguments: {_preview(call.function.arguments)}"
+                )
 
         if choice == ToolChoice.NONE.value:
-            if tool_calls:
-                logger.warning(f"{self.name} asked for tools while tools are disabled; ignored")
             self.tool_calls = []
             if content:
                 self.memory.add_message(Message.assistant_message(content))
@@ -157,13 +276,56 @@ class ToolCallAgent(ReActAgent):
             if content:
                 await bus.emit(Thought(self.name, step=self.current_step, text=content))
             for call in tool_calls:
-                await bus.emit(ToolCallEvent(self.name, step=self.current_step, call_id=call.id,
-                                             name=call.function.name,
-                                             arguments=call.function.arguments))
+                await bus.emit(
+                    ToolCallEvent(
+                        self.name,
+                        step=self.current_step,
+                        call_id=call.id,
+                        name=call.function.name,
+                        arguments=call.function.arguments,
+                    )
+                )
 
         if choice == ToolChoice.REQUIRED.value:
             return True  # act() handles a missing call
         return bool(tool_calls or content)
+
+    def _empty_reply(self) -> bool:
+        """No text and no tool call: tell the model; fail after ``max_empty_replies``."""
+        self._empty_replies += 1
+        count = self._empty_replies
+        self.tool_calls = []
+        logger.warning(f"{self.name}: the model returned an empty reply ({count} in a row)")
+        if count >= self.max_empty_replies:
+            self.fail(
+                StopReason.EMPTY_REPLIES, f"the model returned {count} empty replies in a row"
+            )
+        else:
+            self.add_note(EMPTY_REPLY_PROMPT)
+        self._step_note = "Error: the model returned an empty reply"
+        return False
+
+    async def _cut_answer(self, content: str) -> bool:
+        """A text answer cut at ``max_tokens`` is not the answer: keep the part, ask the
+        model to go on; after ``max_continuations`` cut parts in a row the run fails."""
+        self.tool_calls = []
+        self.memory.add_message(Message.assistant_message(content))
+        self._partial.append(content)
+        self._last_text = "".join(self._partial)
+        if self._events.active:
+            await self._events.emit(Thought(self.name, step=self.current_step, text=content))
+        cuts = len(self._partial)
+        logger.warning(f"{self.name}: the answer was cut at max_tokens ({cuts} in a row)")
+        if cuts > self.max_continuations:
+            self.fail(
+                StopReason.TRUNCATED,
+                f"the answer was cut at max_tokens (max_tokens={self.llm.max_tokens}) "
+                f"{cuts} times in a row; raise max_tokens or ask for a shorter answer",
+            )
+        else:
+            self.add_note(CONTINUE_PROMPT)
+        self._step_note = "Error: the answer was cut at max_tokens; asked the model to continue"
+        return False
 
     # ---- act -----------------------------------------------------------------------------------
 
@@ -192,12 +354,12 @@ class ToolCallAgent(ReActAgent):
                 logger.info(f"⚡ Running {len(batch)} read-only tool calls at once")
                 outcomes = await asyncio.gather(*(self._run_tool_call(c) for c in batch))
             # Results go into memory in the model's order, whatever order they finished in.
-            for command, (result, image) in zip(batch, outcomes, strict=True):
+            for command, outcome in zip(batch, outcomes, strict=True):
+                result, image = outcome.text, outcome.image
                 if self.max_observe and isinstance(self.max_observe, int):
                     result = _truncate(result, self.max_observe)
                 if not self._events.active and log_enabled("INFO"):
-                    logger.info(f"🎯 Tool '{command.function.name}' completed: "
-                                f"{_preview(result)}")
+                    logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
                 self.memory.add_message(
                     Message.tool_message(
                         content=result,
@@ -211,15 +373,17 @@ class ToolCallAgent(ReActAgent):
                     await self._events.emit(ToolResultEvent(
                         self.name, step=self.current_step, call_id=command.id,
                         name=command.function.name, output=result,
-                        error=result.startswith("Error")))
+                        error=outcome.failed))
         return "\n\n".join(results)
 
-    async def _run_tool_call(self, command: ToolCall) -> tuple[str, str | None]:
-        """One call and the image it produced. Concurrent calls run as separate tasks, each
-        with its own context, so each sees only its own ``_current_base64_image``."""
+    async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
+        """One call, typed: its text, image and whether it failed. Concurrent calls run as
+        separate tasks, each with its own context, so each sees only its own image."""
         self._current_base64_image = None
-        result = await self.execute_tool(command)
-        return result, self._current_base64_image
+        outcome = await self.run_tool(command)
+        if outcome.image is None and self._current_base64_image:
+            outcome = replace(outcome, image=self._current_base64_image)
+        return outcome
 
     @property
     def _current_base64_image(self) -> str | None:
@@ -231,33 +395,47 @@ class ToolCallAgent(ReActAgent):
         _CURRENT_IMAGE.set(image)
 
     async def execute_tool(self, command: ToolCall) -> str:
-        """Run one tool call; every problem becomes an ``Error: ...`` text for the model."""
+        """Run one tool call; every problem becomes an ``Error: ...`` text for the model
+        (upstream's interface: :meth:`run_tool` keeps the outcome typed)."""
+        return (await self.run_tool(command)).text
+
+    async def run_tool(self, command: ToolCall) -> ToolOutcome:
+        """Run one tool call; problems become failed outcomes with text for the model."""
         if not command or not command.function or not command.function.name:
-            return "Error: Invalid command format"
+            return ToolOutcome("Error: Invalid command format", failed=True)
         name = command.function.name
         if name not in self.available_tools.tool_map:
             known = ", ".join(self.available_tools.tool_map) or "none"
-            return f"Error: Unknown tool '{name}'. Available tools: {known}."
+            return ToolOutcome(f"Error: Unknown tool '{name}'. Available tools: {known}.",
+                               failed=True)
         try:
             args = parse_arguments(command.function.arguments)
         except ValueError as e:
-            logger.warning(f"Bad arguments for '{name}': {command.function.arguments!r}")
-            return (
+            logger.warning(f"Bad arguments for '{name}': {_preview(command.function.arguments)}")
+            if self._reply_cut:
+                return ToolOutcome(CUT_ARGUMENTS_ERROR.format(name=name, problem=e), failed=True)
+            return ToolOutcome(
                 f"Error: Could not parse the arguments of tool '{name}': {e}. "
-                "Send the arguments as one JSON object matching the tool's schema."
+                "Send the arguments as one JSON object matching the tool's schema.",
+                failed=True,
             )
 
         logger.debug(f"🔧 Activating tool: '{name}'...")
         result = await self.available_tools.execute(name=name, tool_input=args)
         await self._handle_special_tool(name=name, result=result)
+        if self._is_answer_tool(name) and not isinstance(result, ToolFailure):
+            self._final_answer = _answer_text(result)
+            self.state = AgentState.FINISHED
+            logger.info(f"🏁 '{name}' gave the final answer; the run is complete")
 
-        image = getattr(result, "base64_image", None)
+        image = getattr(result, "base64_image", None) or None
         if image:
             self._current_base64_image = image
+        failed = isinstance(result, ToolResult) and result.failed
         text = redact_registered(format_output(result))  # no configured secret reaches the model
         if not text:
-            return f"Cmd `{name}` completed with no output"
-        return f"Observed output of cmd `{name}` executed:\n{text}"
+            return ToolOutcome(f"Cmd `{name}` completed with no output", image, failed)
+        return ToolOutcome(f"Observed output of cmd `{name}` executed:\n{text}", image, failed)
 
     async def _handle_special_tool(self, name: str, result: Any, **kwargs: Any) -> None:
         if not self._is_special_tool(name):
@@ -275,12 +453,20 @@ class ToolCallAgent(ReActAgent):
     def _is_special_tool(self, name: str) -> bool:
         return name.lower() in [n.lower() for n in self.special_tool_names]
 
+    def _is_answer_tool(self, name: str) -> bool:
+        return name.lower() in [n.lower() for n in self.answer_tool_names]
+
     # ---- run -----------------------------------------------------------------------------------
 
     def _begin_run(self) -> None:
         self._final_answer = None
         self._last_text = None
         self.tool_calls = []
+        self._notes = []
+        self._step_notes = []
+        self._empty_replies = 0
+        self._partial = []
+        self._reply_cut = False
 
     @property
     def last_usage(self) -> Usage | None:
@@ -310,6 +496,15 @@ def _prompt_message(role: str, text: str) -> Message:
     return Message(role=role, content=text)
 
 
+def _answer_text(result: Any) -> str:
+    """The final answer an answer tool produced, as text."""
+    if hasattr(result, "model_dump_json") and not isinstance(result, ToolResult):
+        return result.model_dump_json()
+    if isinstance(result, ToolResult):
+        return result.output if isinstance(result.output, str) else format_output(result.output)
+    return format_output(result)
+
+
 def _choice_value(choice: Any) -> str:
     return choice.value if isinstance(choice, ToolChoice) else str(choice)
 
@@ -324,4 +519,3 @@ def _preview(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = text.replace("\n", " ")
     return text if len(text) <= _LOG_PREVIEW else text[:_LOG_PREVIEW] + "…"
-

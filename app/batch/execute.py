@@ -184,6 +184,8 @@ async def _run(task: BatchTask, workspace: Path, settings: ExecutionSettings,
     }
     if result.error is not None:
         fields["error"] = f"{type(result.error).__name__}: {result.error}"
+    elif result.failure and result.stop_reason.value != "max_steps":  # stuck, empty, cut ...
+        fields["error"] = result.failure
     elif result.state.value != "FINISHED":
         fields["error"] = f"stopped at max_steps ({result.steps}) without finishing"
     return fields

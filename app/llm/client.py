@@ -1,54 +1,74 @@
 """``LLM``: the one place requests to the model are built, sent, retried and accounted for.
 
-Requests skip ``chat.completions.create``, whose per-call parameter processing costs tens of
-milliseconds per step on long histories. The body is built from JSON encoded once per message
-(``app.llm.formatting``, ``app.llm.wire``) and sent on the SDK client's own connection pool,
-with its auth and its error types (``app.llm.transport``; Azure and streams use the SDK's
-``post``). The openai package is imported on the first request, not before.
+One path for every request: ``request()`` (and upstream's ``ask*`` methods on top of it)
+formats the messages, builds the body from JSON encoded once per message (``app.llm.formatting``,
+``app.llm.wire``) and hands it to a transport (``app.llm.transport``): plain HTTP with httpx by
+default, the openai SDK for Azure or when asked, or an in-process function in unit tests.
+Turns are streamed by default (a server stops generating when a streamed request is abandoned;
+it does not for a plain one); an endpoint that refuses streaming, or tools, is remembered per
+endpoint and model (``app.llm.endpoint_memory``), across processes unless the profile says
+``capability_cache = false``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
-from urllib.parse import quote
 
 from app.exceptions import (
     ContextWindowExceededError,
     ImagesNotSupportedError,
-    LLMConnectionError,
-    LLMError,
+    LLMBadRequestError,
     LLMResponseError,
+    ToolsNotSupportedError,
 )
 from app.llm.capabilities import default_reasoning_model, default_supports_images
 from app.llm.context import request_gate, usage_sink
-from app.llm.errors import translate_error
-from app.llm.model import ModelResponse
 from app.llm.messages import (
+    Completion,
     Formatted,
+    attach_images,
     format_messages,
-    image_part,
-    message_from_response,
+    parse_completion,
     prepare_messages,
 )
+from app.llm.model import ModelResponse
 from app.llm.pricing import cost_of, price_for
-from app.llm.recording import active_tape
+from app.llm.profiles import resolve_settings, transport_for
+from app.llm.recording import TapedTransport, active_tape
 from app.llm.retry import with_retries
-from app.llm.transport import ChatTransport, fast_transport
+from app.llm.streaming import DeltaRelay, ThinkFilter
+from app.llm.transport import (
+    ChatRequest,
+    DeltaCallback,
+    GatedTransport,
+    NoStream,
+    Transport,
+    deliver,
+)
 from app.llm.usage import Usage
+from app.llm.windows import known_window
 from app.llm.wire import count_tokens, dumps, encode_body
 from app.logger import logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from app.config import LLMSettings
-    from app.llm.streaming import DeltaCallback
+    from app.llm.endpoint_memory import EndpointMemory
     from app.tokens import TokenCounter
 
 __all__ = ["LLM"]
+
+#: One endpoint memory per cache file (the file's place follows $OPENMANUS_CACHE_DIR).
+_MEMORIES: dict[Path, EndpointMemory] = {}
+
+Messages = list[Message | dict[str, Any]]
+
 
 class LLM:
     """A chat model behind an OpenAI-compatible endpoint (OpenAI, Azure, Ollama, vLLM, ...).
@@ -73,7 +93,7 @@ class LLM:
         if getattr(self, "_initialized", False):
             return
         try:
-            self._setup(config_name, _resolve_settings(config_name, llm_config))
+            self._setup(config_name, resolve_settings(config_name, llm_config))
         except BaseException:
             type(self)._instances.pop(config_name, None)
             raise
@@ -81,18 +101,20 @@ class LLM:
 
     @classmethod
     def create(
-        cls, config_name: str = "default", llm_config: Any = None, **overrides: Any
+        cls, config_name: str = "default", llm_config: Any = None, *,
+        transport: Transport | None = None, **overrides: Any,
     ) -> LLM:
         """An independent instance, not shared and not registered as the singleton.
 
         ``llm_config`` may be an ``LLMSettings``, a dict of settings, or a dict of profiles;
-        ``overrides`` replace individual settings (e.g. ``base_url=...``).
+        ``overrides`` replace individual settings (e.g. ``base_url=...``). ``transport``
+        replaces the HTTP transport (e.g. ``app.testing.FunctionModel`` in unit tests).
         """
         instance = super().__new__(cls)
-        settings = _resolve_settings(config_name, llm_config)
+        settings = resolve_settings(config_name, llm_config)
         if overrides:
             settings = settings.model_copy(update=overrides)
-        instance._setup(config_name, settings)
+        instance._setup(config_name, settings, transport)
         instance._initialized = True
         return instance
 
@@ -101,7 +123,8 @@ class LLM:
         """Forget the shared instances (after the config changed, and in tests)."""
         cls._instances.clear()
 
-    def _setup(self, config_name: str, settings: LLMSettings) -> None:
+    def _setup(self, config_name: str, settings: LLMSettings,
+               transport: Transport | None = None) -> None:
         self.config_name = config_name
         self.settings = settings
         self.model: str = settings.model
@@ -126,16 +149,19 @@ class LLM:
             else default_supports_images(settings.model)
         )
         self.usage = Usage()
+        #: Deprecated: the usage of the most recent call. Use ``request()``'s
+        #: ``ModelResponse.usage`` (concurrent callers overwrite this one).
         self.last_usage: Usage | None = None
-        self._client: Any = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._transport: ChatTransport | None = None
+        self._transport = transport
+        #: A transport given in code (a FunctionModel) has no endpoint worth remembering.
+        self._own_transport = transport is None
         self._tools_cache: tuple[Any, bytes] | None = None
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._counter: TokenCounter | None = None
         self._warned_images = False
-        #: Set once the endpoint refused a streamed request; later turns are not streamed.
-        self.streams_refused = False
+        self._learned_window: int | None = None
+        self._refused: set[str] | None = None  # loaded from the endpoint memory on first use
 
     def __repr__(self) -> str:
         return (
@@ -175,7 +201,7 @@ class LLM:
             sink.add(usage)
         logger.debug(f"LLM usage: {usage} | cumulative: {self.usage}")
 
-    # ---- token counting ----------------------------------------------------------------------
+    # ---- token counting and the context window ------------------------------------------------
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -187,7 +213,7 @@ class LLM:
 
     async def _loaded_counter(self) -> TokenCounter:
         """The counter, loaded off the event loop the first time (loading may read files or
-        wait on a download)."""
+        wait on a download; it logs, never prints)."""
         counter = self.token_counter
         if not counter.loaded:
             await asyncio.to_thread(counter.load)
@@ -199,22 +225,35 @@ class LLM:
     def count_message_tokens(self, messages: list[dict[str, Any]]) -> int:
         return self.token_counter.count_messages(messages)
 
+    @property
+    def context_window(self) -> int | None:
+        """Input tokens a request may take: ``max_input_tokens``, else the window the server
+        named when it rejected an oversized request, else a known window for the model."""
+        return self.max_input_tokens or self._learned_window or known_window(self.model)
+
     def check_token_limit(self, input_tokens: int) -> bool:
         """True when ``input_tokens`` fits the per-request window (``max_input_tokens``)."""
         return self.max_input_tokens is None or input_tokens <= self.max_input_tokens
 
     def get_limit_error_message(self, input_tokens: int) -> str:
         return (
-            f"The request needs about {input_tokens} input tokens, more than max_input_tokens="
+            f"The request needs {input_tokens} input tokens, more than max_input_tokens="
             f"{self.max_input_tokens} for model '{self.model}'."
         )
 
     async def _check_window(
         self, formatted: Formatted, tools: list[dict[str, Any]] | None
     ) -> None:
+        """Refuse a request before sending it only when ``max_input_tokens`` is set and the
+        count is exact: an offline estimate is a guess, and the server has the last word."""
         if self.max_input_tokens is None:
             return
         counter = await self._loaded_counter()
+        exact = getattr(counter, "exact", None)
+        if exact is None:  # counters without the flag: exact unless estimating
+            exact = not counter.estimated
+        if not exact:
+            return
         needed = count_tokens(counter, formatted.messages, formatted.entries)
         needed += counter.count_tools(tools)
         if not self.check_token_limit(needed):
@@ -225,19 +264,34 @@ class LLM:
                 model=self.model,
             )
 
+    async def count_request_tokens(
+        self,
+        messages: Messages,
+        system_msgs: Messages | None = None,
+        tools: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """Input tokens a request over these messages, system prompt and tools would take."""
+        formatted = self._prepare(messages, system_msgs)
+        counter = await self._loaded_counter()
+        return count_tokens(counter, formatted.messages, formatted.entries) \
+            + counter.count_tools(tools)
+
     # ---- message formatting --------------------------------------------------------------------
 
     def format_messages(
-        self, messages: list[Message | dict[str, Any]], supports_images: bool | None = None
+        self, messages: Messages, supports_images: bool | None = None
     ) -> list[dict[str, Any]]:
         """Wire-format messages (upstream's name); images follow this model's abilities.
 
         Returns fresh dicts the caller may change.
         """
-        allowed = self.supports_images if supports_images is None else supports_images
+        allowed = self._images_allowed() if supports_images is None else supports_images
         formatted, omitted = format_messages(messages, supports_images=allowed, model=self.model)
         self._warn_omitted(omitted)
         return formatted
+
+    def _images_allowed(self) -> bool:
+        return self.supports_images and "images" not in self.refused_features
 
     def _warn_omitted(self, omitted: int) -> None:
         if omitted and not self._warned_images:
@@ -248,13 +302,10 @@ class LLM:
                 "accepts them."
             )
 
-    def _prepare(
-        self,
-        messages: list[Message | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None,
-    ) -> Formatted:
+    def _prepare(self, messages: Messages, system_msgs: Messages | None) -> Formatted:
         formatted = prepare_messages(
-            messages, system=system_msgs, supports_images=self.supports_images, model=self.model
+            messages, system=system_msgs, supports_images=self._images_allowed(),
+            model=self.model,
         )
         self._warn_omitted(formatted.omitted)
         return formatted
@@ -294,99 +345,139 @@ class LLM:
         self._tools_cache = (copy.deepcopy(tools), encoded)
         return encoded
 
+    # ---- what the endpoint refused ------------------------------------------------------------
+
+    @property
+    def refused_features(self) -> frozenset[str]:
+        """What this endpoint and model refused (``stream``, ``stream_tools``, ``tools``,
+        ``images``), learned in this process or, with ``capability_cache``, an earlier one."""
+        if self._refused is None:
+            self._refused = set()
+            memory = self._memory()
+            if memory is not None:
+                self._refused |= memory.refused(self.base_url or "", self.model)
+        return frozenset(self._refused)
+
+    @property
+    def streams_refused(self) -> bool:
+        """The endpoint refused streamed requests (they are sent plain from then on)."""
+        return "stream" in self.refused_features
+
+    def _memory(self) -> EndpointMemory | None:
+        """The endpoint memory at the current cache path (``None`` when disabled)."""
+        if not self.settings.capability_cache or not self._own_transport:
+            return None
+        from app.llm.endpoint_memory import EndpointMemory, default_cache_path
+
+        path = default_cache_path()
+        memory = _MEMORIES.get(path)
+        if memory is None:
+            memory = _MEMORIES[path] = EndpointMemory(path)
+        return memory
+
+    async def _refuse(self, feature: str, why: str) -> None:
+        if feature in self.refused_features:
+            return
+        assert self._refused is not None
+        self._refused.add(feature)
+        memory = self._memory()
+        if memory is not None:  # locks and fsyncs a file: off the event loop
+            await asyncio.to_thread(memory.remember, self.base_url or "", self.model, feature)
+        logger.info(f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
+                    "remembered for this endpoint")
+
+    def _may_stream(self, tools: bool) -> bool:
+        refused = self.refused_features
+        return self.settings.stream and "stream" not in refused and not (
+            tools and "stream_tools" in refused)
+
     # ---- transport -----------------------------------------------------------------------------
 
-    def _get_client(self) -> Any:
-        """The SDK client, one per event loop (a connection pool cannot outlive its loop)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            import openai
+    @property
+    def transport(self) -> Transport:
+        """The transport requests go through (built from the profile on first use)."""
+        if self._transport is None:
+            self._transport = transport_for(self.settings)
+        return self._transport
 
-            key = self.api_key or "no-key-configured"
-            if self.api_type == "azure":
-                self._client = openai.AsyncAzureOpenAI(
-                    api_key=key,
-                    api_version=self.api_version,
-                    azure_endpoint=self.base_url,
-                    max_retries=0,
-                    timeout=self.timeout,
-                )
-            else:
-                self._client = openai.AsyncOpenAI(
-                    api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-                )
-            self._client_loop = loop
-            self._transport = fast_transport(self._client, self._chat_path(self._client))
-            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
-        return self._client
-
-    def _chat_path(self, client: Any) -> str:
-        """The endpoint path. Azure wants the deployment in it; its client would read the
-        model from a dict body, but ours is ready-made JSON, so the path is built here."""
-        if self.api_type == "azure" and "/deployments" not in str(client.base_url.path):
-            return f"/deployments/{quote(self.model, safe='')}/chat/completions"
-        return "/chat/completions"
-
-    async def _post(self, body: bytes, *, timeout: float | None, stream: bool) -> Any:
-        """One HTTP attempt; SDK errors come out as our types.
-
-        At most ``max_concurrent_requests`` attempts of this LLM are on the wire at once.
-        A recording or replay (``app.llm.recording``) sees every non-streamed exchange.
-        """
-        tape = active_tape.get()
-        if tape is not None and not stream:
-            return await tape.exchange(self, body, lambda: self._post_http(body, timeout, False))
-        return await self._post_http(body, timeout, stream)
-
-    async def _post_http(self, body: bytes, timeout: float | None, stream: bool) -> Any:
-        import openai
-
+    def _pipeline(self) -> Transport:
+        """The transport, wrapped for this request's context: a rate-limit gate, a tape."""
+        transport = self.transport
         gate = request_gate.get()
-        if gate is not None:  # e.g. the batch runner's shared rate limit
-            await gate()
+        if gate is not None:
+            transport = GatedTransport(transport, gate)
+        tape = active_tape.get()
+        if tape is not None:
+            transport = TapedTransport(transport, tape)
+        return transport
 
-        client = self._get_client()
-        transport = self._transport
-        path = self._chat_path(client)
-        options = {"security": {"bearer_auth": True}, "timeout": timeout or self.timeout}
+    def _slots_here(self) -> asyncio.Semaphore:
+        """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._slots_loop is not loop:
+            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
+            self._slots_loop = loop
+        return self._slots
+
+    async def _send(self, body: bytes, *, stream: bool, timeout: float | None,
+                    relay: DeltaRelay | None) -> Completion:
+        """One request, retried on transient failures (a malformed reply included: it is
+        checked inside the attempt); streamed text goes through ``relay`` (reasoning blocks
+        held back, text already shown before a retry not shown again)."""
+        seconds = timeout or self.timeout
+
+        async def attempt() -> Completion:
+            on_delta: DeltaCallback | None = None
+            if relay is not None and stream:
+                relay.attempt()
+                think = ThinkFilter()
+
+                async def on_delta(piece: str) -> None:
+                    await deliver(relay.target, relay.new_text(think.feed(piece)))
+
+            request = ChatRequest(body, stream, seconds, self.model, on_delta)
+            async with self._slots_here():
+                data = await self._pipeline().send(request)
+            return parse_completion(data, self.model)
+
         try:
-            async with self._slots:
-                if stream:
-                    from openai import AsyncStream
-                    from openai.types.chat import ChatCompletionChunk
+            return await with_retries(attempt, max_retries=self.max_retries,
+                                       settings=self.settings)
+        except ContextWindowExceededError as e:
+            if e.limit and not self.max_input_tokens:
+                self._learned_window = e.limit
+            raise
 
-                    return await client.post(
-                        path,
-                        content=body,
-                        cast_to=ChatCompletionChunk,
-                        options=options,
-                        stream=True,
-                        stream_cls=AsyncStream[ChatCompletionChunk],
-                    )
-                if transport is not None:
-                    raw = await transport.post(body, timeout or self.timeout)
-                else:
-                    raw = await client.post(path, content=body, cast_to=bytes, options=options)
-        except openai.OpenAIError as e:
-            raise translate_error(e, model=self.model, base_url=self.base_url) from e
-        return self._decode(raw)
+    async def _exchange(
+        self, formatted: Formatted, *, extra: dict[str, Any], temperature: float | None,
+        timeout: float | None, relay: DeltaRelay | None, stream: bool,
+    ) -> Completion:
+        """The completion for one turn: streamed unless the profile or the endpoint
+        says otherwise (a refusal is remembered, and the turn asked again plainly)."""
+        tools = bool(extra.get("tools"))
+        if stream and self._may_stream(tools):
+            feature = "stream_tools" if tools else "stream"
+            body = self._body(formatted, temperature=temperature, stream=True, extra=extra)
+            try:
+                return await self._send(body, stream=True, timeout=timeout, relay=relay)
+            except NoStream as e:
+                await self._refuse(feature, e.why)
+                if e.data is not None:
+                    try:
+                        return parse_completion(e.data, self.model)
+                    except LLMResponseError as bad:  # asked again plainly, with retries
+                        logger.warning(f"{bad}; asking again")
+            except LLMBadRequestError as e:
+                if isinstance(e, ContextWindowExceededError | ToolsNotSupportedError) or \
+                        "stream" not in e.message.lower():
+                    raise
+                await self._refuse(feature, e.message)
+        body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
+        return await self._send(body, stream=False, timeout=timeout, relay=None)
 
-    def _decode(self, raw: bytes) -> Any:
-        try:
-            return json.loads(raw)
-        except ValueError as e:
-            raise LLMResponseError(
-                f"Model '{self.model}' ({self.base_url}) answered with invalid JSON: "
-                f"{raw[:200]!r}",
-                model=self.model,
-            ) from e
-
-    async def _with_retries(self, attempt: Callable[[], Any]) -> Any:
-        """``attempt`` again on transient failures only (see ``app.llm.retry``)."""
-        return await with_retries(attempt, max_retries=self.max_retries, settings=self.settings)
-
-    async def _usage_from(self, data: dict[str, Any], formatted: Formatted, text: str) -> Usage:
-        usage = Usage.from_api(data.get("usage"))
+    async def _usage_from(self, reported: dict[str, Any] | None, formatted: Formatted,
+                          text: str) -> Usage:
+        usage = Usage.from_api(reported)
         if usage is None:  # the endpoint reported none: estimate, and say so
             counter = await self._loaded_counter()
             prompt = count_tokens(counter, formatted.messages, formatted.entries)
@@ -401,30 +492,124 @@ class LLM:
         self._record_usage(usage)
         return usage
 
-    # ---- public API ----------------------------------------------------------------------------
+    # ---- the one request path ------------------------------------------------------------------
+
+    async def request(
+        self,
+        messages: Messages,
+        system_msgs: Messages | None = None,
+        *,
+        timeout: float | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: ToolChoice | str = ToolChoice.AUTO,
+        temperature: float | None = None,
+        on_delta: DeltaCallback | None = None,
+        stream: bool = True,
+        **kwargs: Any,
+    ) -> ModelResponse:
+        """One model turn that may call tools.
+
+        ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
+        lenient servers are decoded); malformed text is kept verbatim for the agent to report.
+        The turn is streamed (unless the profile's ``stream`` is off or the endpoint refused),
+        and with ``on_delta`` each piece of the answer's text is handed to it as it arrives.
+        """
+        choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
+        if choice not in TOOL_CHOICE_VALUES:
+            raise ValueError(f"Invalid tool_choice: {tool_choice!r}")
+        if tools:
+            for tool in tools:
+                if not isinstance(tool, dict) or "type" not in tool:
+                    raise ValueError("Each tool must be a dict with a 'type' field")
+        formatted = self._prepare(messages, system_msgs)
+        await self._check_window(formatted, tools)
+        if tools and self._text_tools():
+            return await self._text_turn(formatted, tools, choice, temperature=temperature,
+                                         timeout=timeout, on_delta=on_delta, stream=stream,
+                                         extra=kwargs)
+        extra = dict(kwargs)
+        if tools:
+            extra["tools"] = tools
+            extra["tool_choice"] = choice
+        try:
+            return await self._turn(formatted, extra=extra, temperature=temperature,
+                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        except ToolsNotSupportedError as e:
+            if not tools or self.settings.tool_calling != "auto":
+                raise
+            await self._refuse("tools", e.message)
+            return await self._text_turn(formatted, tools, choice, temperature=temperature,
+                                         timeout=timeout, on_delta=on_delta, stream=stream,
+                                         extra=kwargs)
+
+    async def _text_turn(
+        self, formatted: Formatted, tools: list[dict[str, Any]], choice: Any, *,
+        temperature: float | None, timeout: float | None, on_delta: DeltaCallback | None,
+        stream: bool, extra: dict[str, Any],
+    ) -> ModelResponse:
+        """A turn with the tools in the prompt and the calls parsed from the answer."""
+        from app.llm.text_mode import text_mode_messages, text_mode_response, tool_names
+
+        if choice == "none":
+            return await self._turn(formatted, extra=extra, temperature=temperature,
+                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        rewritten = text_mode_messages(formatted, tools, choice)
+        response = await self._turn(rewritten, extra=extra, temperature=temperature,
+                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        return text_mode_response(response, tool_names(tools))
+
+    def _text_tools(self) -> bool:
+        """Tools are described in the prompt instead of sent (profile, or a past refusal)."""
+        mode = self.settings.tool_calling
+        return mode == "text" or (mode == "auto" and "tools" in self.refused_features)
+
+    async def _turn(
+        self, formatted: Formatted, *, extra: dict[str, Any], temperature: float | None,
+        timeout: float | None, on_delta: DeltaCallback | None, stream: bool,
+    ) -> ModelResponse:
+        relay = DeltaRelay(on_delta) if on_delta is not None else None
+        completion = await self._exchange(formatted, extra=extra, temperature=temperature,
+                                          timeout=timeout, relay=relay, stream=stream)
+        return await self._respond(completion, formatted, relay)
+
+    async def _respond(self, completion: Completion, formatted: Formatted,
+                       relay: DeltaRelay | None) -> ModelResponse:
+        """The response for a parsed completion: usage recorded, unstreamed text delivered."""
+        message = completion.message
+        if completion.finish_reason == "length" and not message.tool_calls:
+            logger.warning(
+                f"The answer of model '{self.model}' was cut at max_tokens={self.max_tokens}"
+            )
+        if relay is not None and not relay.delivered:  # not streamed: the text in one piece
+            await deliver(relay.target, message.content)
+        usage = await self._usage_from(completion.usage, formatted, _produced_text(message))
+        return ModelResponse(message=message, usage=usage,
+                             finish_reason=completion.finish_reason,
+                             reasoning=completion.reasoning)
+
+    # ---- upstream's API on top of request() -------------------------------------------------
 
     async def ask(
         self,
-        messages: list[Message | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None = None,
+        messages: Messages,
+        system_msgs: Messages | None = None,
         stream: bool = True,
         temperature: float | None = None,
         **kwargs: Any,
     ) -> str:
         """A plain text answer. With ``stream`` the reply is read as it is generated."""
+        return await self._text(messages, system_msgs, stream=stream, temperature=temperature,
+                                on_delta=None, kwargs=kwargs)
+
+    async def _text(self, messages: Messages, system_msgs: Messages | None, *, stream: bool,
+                    temperature: float | None, on_delta: DeltaCallback | None,
+                    kwargs: dict[str, Any]) -> str:
+        timeout = kwargs.pop("timeout", None)
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, None)
-        timeout = kwargs.pop("timeout", None)
-        stream = stream and active_tape.get() is None  # a tape records whole answers
-        body = self._body(formatted, temperature=temperature, stream=stream, extra=kwargs)
-        if stream:
-            text = await self._with_retries(lambda: self._stream_text(body, formatted, timeout))
-        else:
-            data = await self._with_retries(lambda: self._post(body, timeout=timeout,
-                                                               stream=False))
-            message = self._first_message(data)
-            text = message.content or ""
-            await self._usage_from(data, formatted, text)
+        response = await self._turn(formatted, extra=kwargs, temperature=temperature,
+                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        text = response.message.content
         if not text:
             raise LLMResponseError(f"Model '{self.model}' returned an empty answer",
                                    model=self.model)
@@ -432,52 +617,38 @@ class LLM:
 
     async def ask_stream(
         self,
-        messages: list[Message | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None = None,
+        messages: Messages,
+        system_msgs: Messages | None = None,
         temperature: float | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[str]:
-        """Yield the answer's text as it arrives (no retry once text has been yielded)."""
-        if active_tape.get() is not None:  # recorded or replayed: the whole answer at once
-            yield await self.ask(messages, system_msgs, stream=False, temperature=temperature,
-                                 **kwargs)
-            return
-        formatted = self._prepare(messages, system_msgs)
-        await self._check_window(formatted, None)
-        timeout = kwargs.pop("timeout", None)
-        body = self._body(formatted, temperature=temperature, stream=True, extra=kwargs)
-        stream = await self._with_retries(lambda: self._post(body, timeout=timeout, stream=True))
-        async for delta in self._deltas(stream, formatted):
-            yield delta
+        """Yield the answer's text as it arrives (a retried stream does not repeat text)."""
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
 
-    async def _stream_text(
-        self, body: bytes, formatted: Formatted, timeout: float | None
-    ) -> str:
-        stream = await self._post(body, timeout=timeout, stream=True)
-        return "".join([delta async for delta in self._deltas(stream, formatted)])
+        async def run() -> str:
+            try:
+                return await self._text(messages, system_msgs, stream=True,
+                                        temperature=temperature, on_delta=queue.put_nowait,
+                                        kwargs=kwargs)
+            finally:
+                queue.put_nowait(None)
 
-    async def _deltas(self, stream: Any, formatted: Formatted) -> AsyncIterator[str]:
-        """The text deltas of an SSE stream; usage is recorded once the stream ends."""
-        parts: list[str] = []
-        usage_data: dict[str, Any] | None = None
+        task = asyncio.ensure_future(run())
         try:
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    usage_data = chunk.usage.model_dump()
-                for choice in chunk.choices or []:
-                    delta = choice.delta.content if choice.delta else None
-                    if delta:
-                        parts.append(delta)
-                        yield delta
-        except Exception as e:
-            raise _stream_error(e, self) from e
-        await self._usage_from({"usage": usage_data}, formatted, "".join(parts))
+            while (piece := await queue.get()) is not None:
+                yield piece
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def ask_with_images(
         self,
-        messages: list[Message | dict[str, Any]],
+        messages: Messages,
         images: list[str | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None = None,
+        system_msgs: Messages | None = None,
         stream: bool = False,
         temperature: float | None = None,
         **kwargs: Any,
@@ -489,31 +660,14 @@ class LLM:
                 "with a vision model, or set supports_images = true if this model accepts them.",
                 model=self.model,
             )
-        if not images:
-            raise ValueError("ask_with_images needs at least one image")
-        dicts = [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages]
-        if not dicts or dicts[-1].get("role") != "user":
-            raise ValueError("The last message must be a user message to attach images to")
-        last = dicts[-1]
-        content = last.get("content")
-        parts: list[dict[str, Any]] = (
-            [{"type": "text", "text": content}] if isinstance(content, str) and content
-            else list(content or [])
-        )
-        for image in images:
-            if isinstance(image, dict):
-                url = image.get("url") or (image.get("image_url") or {}).get("url")
-                parts.append(image_part(url, image.get("detail")))
-            else:
-                parts.append(image_part(image))
-        last["content"] = parts
+        dicts = attach_images(messages, images)
         return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature,
                               **kwargs)
 
     async def ask_tool(
         self,
-        messages: list[Message | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None = None,
+        messages: Messages,
+        system_msgs: Messages | None = None,
         timeout: float | None = None,
         tools: list[dict[str, Any]] | None = None,
         tool_choice: ToolChoice | str = ToolChoice.AUTO,
@@ -529,93 +683,10 @@ class LLM:
         )
         return response.message
 
-    async def request(
-        self,
-        messages: list[Message | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None = None,
-        *,
-        timeout: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: ToolChoice | str = ToolChoice.AUTO,
-        temperature: float | None = None,
-        on_delta: DeltaCallback | None = None,
-        **kwargs: Any,
-    ) -> ModelResponse:
-        """One model turn that may call tools.
-
-        ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
-        lenient servers are decoded); malformed text is kept verbatim for the agent to report.
-        With ``on_delta`` the answer is streamed (when the profile's ``stream`` allows and the
-        endpoint supports it) and each piece of text is handed to it as it arrives.
-        """
-        choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
-        if choice not in TOOL_CHOICE_VALUES:
-            raise ValueError(f"Invalid tool_choice: {tool_choice!r}")
-        if tools:
-            for tool in tools:
-                if not isinstance(tool, dict) or "type" not in tool:
-                    raise ValueError("Each tool must be a dict with a 'type' field")
-        formatted = self._prepare(messages, system_msgs)
-        await self._check_window(formatted, tools)
-        extra = dict(kwargs)
-        if tools:
-            extra["tools"] = tools
-            extra["tool_choice"] = choice
-        if on_delta is not None and self.settings.stream:
-            from app.llm.streaming import streamed_turn
-
-            data = await streamed_turn(self, formatted, temperature=temperature, extra=extra,
-                                       timeout=timeout, on_delta=on_delta)
-        else:
-            body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
-            data = await self._with_retries(
-                lambda: self._post(body, timeout=timeout, stream=False)
-            )
-        message = self._first_message(data)
-        usage = await self._usage_from(data, formatted, _produced_text(message))
-        finish = None
-        try:
-            finish = data["choices"][0].get("finish_reason")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            pass
-        return ModelResponse(message=message, usage=usage,
-                             finish_reason=finish if isinstance(finish, str) else None)
-
-    async def count_request_tokens(
-        self,
-        messages: list[Message | dict[str, Any]],
-        system_msgs: list[Message | dict[str, Any]] | None = None,
-        tools: list[dict[str, Any]] | None = None,
-    ) -> int:
-        """Input tokens a request over these messages, system prompt and tools would take."""
-        formatted = self._prepare(messages, system_msgs)
-        counter = await self._loaded_counter()
-        return count_tokens(counter, formatted.messages, formatted.entries) \
-            + counter.count_tools(tools)
-
-    def _first_message(self, data: Any) -> Message:
-        try:
-            choice = data["choices"][0]
-            raw = choice["message"]
-        except (KeyError, IndexError, TypeError) as e:
-            detail = data.get("error") if isinstance(data, dict) else None
-            raise LLMResponseError(
-                f"Model '{self.model}' returned no choices"
-                + (f": {detail}" if detail else f" (got {str(data)[:200]})"),
-                model=self.model,
-            ) from e
-        if choice.get("finish_reason") == "length" and not raw.get("tool_calls"):
-            logger.warning(
-                f"The answer of model '{self.model}' was cut at max_tokens={self.max_tokens}"
-            )
-        return message_from_response(raw)
-
     async def aclose(self) -> None:
         """Close the HTTP connection pool (optional: it is also released at exit)."""
-        client, self._client = self._client, None
-        self._transport = None
-        if client is not None and self._client_loop is asyncio.get_running_loop():
-            await client.close()
+        if self._transport is not None:
+            await self._transport.aclose()
 
 
 def _produced_text(message: Message) -> str:
@@ -624,39 +695,3 @@ def _produced_text(message: Message) -> str:
     for call in message.tool_calls or ():
         text += call.function.name + call.function.arguments
     return text
-
-
-def _stream_error(error: Exception, llm: LLM) -> LLMError:
-    import openai
-
-    if isinstance(error, LLMError):
-        return error
-    if isinstance(error, openai.OpenAIError):
-        return translate_error(error, model=llm.model, base_url=llm.base_url)
-    if type(error).__module__.startswith(("httpx", "httpcore", "anyio")):
-        return LLMConnectionError(
-            f"The connection to model '{llm.model}' broke mid-stream: {error}", model=llm.model
-        )
-    return LLMResponseError(f"The stream from model '{llm.model}' broke: {error}", model=llm.model)
-
-
-def _resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
-    """Settings from an explicit ``llm_config`` or from the config file's profiles."""
-    from app.config import LLMSettings, config
-
-    if llm_config is None:
-        profiles = config.llm
-    elif isinstance(llm_config, LLMSettings):
-        return llm_config
-    elif isinstance(llm_config, dict) and "model" in llm_config:
-        return LLMSettings(**llm_config)
-    elif isinstance(llm_config, dict):
-        profiles = llm_config
-    else:
-        raise TypeError(
-            f"llm_config must be LLMSettings or a dict, not {type(llm_config).__name__}"
-        )
-    settings = profiles.get(config_name) or profiles.get("default")
-    if settings is None:
-        raise ValueError(f"No LLM profile named {config_name!r} and no 'default' profile")
-    return settings if isinstance(settings, LLMSettings) else LLMSettings(**settings)

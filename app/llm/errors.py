@@ -1,4 +1,9 @@
-"""Translation of openai SDK errors into our exception tree, at the adapter edge."""
+"""Our exception types from an endpoint's failure, at the adapter edge.
+
+The HTTP transport builds them from the status code, body and headers directly
+(:func:`error_from_response`), without the openai package; the SDK transport translates the
+SDK's exceptions (:func:`translate_error`), which reach the same function.
+"""
 
 from __future__ import annotations
 
@@ -19,13 +24,15 @@ from app.exceptions import (
     LLMTimeoutError,
     ToolsNotSupportedError,
 )
+from app.llm.arguments import loads_safely
+from app.llm.windows import context_numbers
 from app.logger import redact
 
-__all__ = ["parse_retry_after", "translate_error"]
+__all__ = ["error_from_response", "parse_retry_after", "translate_error"]
 
 _CONTEXT_PATTERNS = re.compile(
-    r"context[_ ]length|maximum context|context window|too many tokens|prompt is too long|"
-    r"input is too long|reduce the length",
+    r"context[_ ]length|maximum context|context window|context size|too many tokens|"
+    r"prompt is too long|input is too long|reduce the length|exceed_context",
     re.IGNORECASE,
 )
 _TOOLS_PATTERNS = re.compile(
@@ -36,47 +43,71 @@ _TOOLS_PATTERNS = re.compile(
 )
 
 
-def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLMError:
-    """Map an openai SDK exception to our type; the caller raises it ``from error``.
-
-    Providers echo rejected keys back ("Incorrect API key provided: sk-..."), so the message
-    is cleaned of anything credential-shaped: it ends up in run results and on screens.
-    """
-    translated = _translate(error, model=model, base_url=base_url)
-    clean = redact(translated.message)
-    if clean != translated.message:
-        translated.message = clean
-        translated.args = (clean,)
-    return translated
+def _clean(error: LLMError) -> LLMError:
+    """Providers echo rejected keys back ("Incorrect API key provided: sk-..."), so the message
+    is cleaned of anything credential-shaped: it ends up in run results and on screens."""
+    clean = redact(error.message)
+    if clean != error.message:
+        error.message = clean
+        error.args = (clean,)
+    return error
 
 
-def _translate(error: Exception, *, model: str, base_url: str) -> LLMError:
-    import openai
-
+def error_from_response(
+    status: int,
+    body: bytes | str | Any,
+    headers: Any = None,
+    *,
+    model: str,
+    base_url: str = "",
+) -> LLMError:
+    """Our error for an HTTP error response (status >= 400); the caller raises it."""
     where = f" ({base_url})" if base_url else ""
-    if isinstance(error, openai.APITimeoutError):
-        return LLMTimeoutError(f"Request to model '{model}'{where} timed out", model=model)
-    if isinstance(error, openai.APIConnectionError):
-        cause = error.__cause__ or error.__context__
-        detail = f": {cause}" if cause else ""
-        return LLMConnectionError(
-            f"Could not reach the LLM endpoint{where} for model '{model}'{detail}", model=model
-        )
-    if isinstance(error, openai.APIStatusError):
-        return _from_status(error, model=model, where=where)
-    if isinstance(error, openai.APIResponseValidationError | openai.APIError):
-        return LLMResponseError(f"Unusable response from model '{model}'{where}: {error}",
-                                model=model)
-    return LLMError(f"LLM request failed for model '{model}'{where}: {error}", model=model)
+    data: Any = body
+    if isinstance(body, bytes | str):
+        try:
+            data = loads_safely(body)
+        except ValueError:
+            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+            data = text.strip()[:500] or f"HTTP {status}"
+    text, code = _error_text(data, status)
+    return _clean(_from_status(status, text, code, data, headers, model=model, where=where))
 
 
-def _from_status(error: Any, *, model: str, where: str) -> LLMError:
-    status = int(error.status_code)
-    text, code = _error_text(error)
-    kw = {"status_code": status, "model": model}
+def _error_text(data: Any, status: int) -> tuple[str, str | None]:
+    message: Any = None
+    code: Any = None
+    if isinstance(data, dict):
+        inner = data.get("error", data)
+        if isinstance(inner, dict):
+            message = inner.get("message") or inner.get("detail")
+            code = inner.get("code") or inner.get("type")
+        elif isinstance(inner, str):
+            message = inner
+        if message is None and isinstance(data.get("detail"), str):
+            message = data["detail"]
+    elif isinstance(data, str):
+        message = data
+    if not isinstance(message, str) or not message:
+        message = str(data)[:500] if data else f"HTTP {status}"
+    return message, code if isinstance(code, str) else None
+
+
+def _from_status(
+    status: int,
+    text: str,
+    code: str | None,
+    data: Any,
+    headers: Any,
+    *,
+    model: str,
+    where: str,
+) -> LLMError:
+    kw: dict[str, Any] = {"status_code": status, "model": model}
     if status in (401, 403):
         return LLMAuthenticationError(
-            f"The LLM endpoint{where} refused the credentials (HTTP {status}): {text}. "
+            f"The LLM endpoint{where} refused the credentials for model '{model}' "
+            f"(HTTP {status}): {text}. "
             "Check `api_key` in the [llm] section of your config (or $OPENAI_API_KEY).",
             **kw,
         )
@@ -84,20 +115,28 @@ def _from_status(error: Any, *, model: str, where: str) -> LLMError:
         if code == "insufficient_quota" or "quota" in text.lower():
             return LLMQuotaError(f"Quota exhausted for model '{model}'{where}: {text}", **kw)
         return LLMRateLimitError(
-            f"Rate limited by the LLM endpoint{where} (HTTP 429): {text}",
-            retry_after=parse_retry_after(error.response.headers),
+            f"Rate limited by the LLM endpoint{where} for model '{model}' (HTTP 429): {text}",
+            retry_after=parse_retry_after(headers),
+            **kw,
+        )
+    if code in ("context_length_exceeded", "exceed_context_size_error") or (
+        status < 500 and _CONTEXT_PATTERNS.search(text)
+    ):
+        limit, tokens = context_numbers(text, data)
+        return ContextWindowExceededError(
+            f"The request does not fit the context window of model '{model}'{where}: {text}",
+            limit=limit,
+            tokens=tokens,
             **kw,
         )
     if status >= 500 or status in (408, 409):
-        return LLMServerError(f"The LLM endpoint{where} failed (HTTP {status}): {text}", **kw)
-    if code == "context_length_exceeded" or _CONTEXT_PATTERNS.search(text):
-        return ContextWindowExceededError(
-            f"The request does not fit the context window of model '{model}': {text}", **kw
+        return LLMServerError(
+            f"The LLM endpoint{where} failed for model '{model}' (HTTP {status}): {text}", **kw
         )
     if _TOOLS_PATTERNS.search(text):
         return ToolsNotSupportedError(
             f"Model '{model}'{where} rejected the tools in the request: {text}. "
-            "Choose a model that supports function calling.",
+            'Choose a model that supports function calling, or set tool_calling = "text".',
             **kw,
         )
     if status == 404:
@@ -106,21 +145,40 @@ def _from_status(error: Any, *, model: str, where: str) -> LLMError:
             "Check `model` and `base_url` in your config.",
             **kw,
         )
-    return LLMBadRequestError(f"Model '{model}'{where} rejected the request (HTTP {status}): "
-                              f"{text}", **kw)
+    return LLMBadRequestError(
+        f"Model '{model}'{where} rejected the request (HTTP {status}): {text}", **kw
+    )
 
 
-def _error_text(error: Any) -> tuple[str, str | None]:
-    body = getattr(error, "body", None)
-    message, code = None, getattr(error, "code", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict):
-            message = inner.get("message")
-            code = code or inner.get("code") or inner.get("type")
-        elif isinstance(inner, str):
-            message = inner
-    return str(message or getattr(error, "message", "") or error), code
+def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLMError:
+    """Map an openai SDK exception to our type (SDK transport only; the caller raises it
+    ``from error``). Status errors go through :func:`error_from_response`."""
+    import openai
+
+    where = f" ({base_url})" if base_url else ""
+    if isinstance(error, openai.APITimeoutError):
+        return LLMTimeoutError(f"Request to model '{model}'{where} timed out", model=model)
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error.__context__
+        detail = f": {cause}" if cause else ""
+        return _clean(
+            LLMConnectionError(
+                f"Could not reach the LLM endpoint{where} for model '{model}'{detail}", model=model
+            )
+        )
+    if isinstance(error, openai.APIStatusError):
+        response = error.response
+        body = error.body if error.body is not None else getattr(response, "text", "")
+        if isinstance(body, dict) and "error" not in body and "message" in body:
+            body = {"error": body}
+        return error_from_response(
+            int(error.status_code), body, response.headers, model=model, base_url=base_url
+        )
+    if isinstance(error, openai.APIResponseValidationError | openai.APIError):
+        return _clean(
+            LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
+        )
+    return _clean(LLMError(f"LLM request failed for model '{model}'{where}: {error}", model=model))
 
 
 def parse_retry_after(headers: Any) -> float | None:

@@ -1,29 +1,36 @@
 """Turning our messages into the wire format, and the API's reply back into a ``Message``.
 
 The request pass itself (with its repairs of orphaned tool calls and misplaced images) lives in
-``app.llm.formatting``; this module is its public face and the way back.
+``app.llm.formatting``; this module is its public face and the way back. The way back is the
+adapter edge for replies: whatever a broken or hostile server sends (a null message, lists that
+are not lists, calls that are not objects, arguments nested beyond any parser) becomes an
+``LLMResponseError`` here, or a value the agent can show the model, never a traceback.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
+from app.exceptions import LLMResponseError
+from app.llm.arguments import normalize_arguments
 from app.llm.formatting import IMAGE_OMITTED_NOTE, Formatted, image_part, prepare_messages
+from app.logger import logger
 from app.schema import Function, Message, ToolCall
-from app.tool.arguments import normalize_arguments
 
 __all__ = [
     "IMAGE_OMITTED_NOTE",
+    "Completion",
     "Formatted",
+    "attach_images",
     "format_messages",
     "image_part",
     "message_from_response",
+    "parse_completion",
     "prepare_messages",
 ]
-
-
 
 def format_messages(
     messages: Iterable[Message | dict[str, Any]],
@@ -49,29 +56,159 @@ def _copy_wire(wire: dict[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def message_from_response(data: dict[str, Any]) -> Message:
+def attach_images(
+    messages: Iterable[Message | dict[str, Any]], images: list[str | dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Message dicts with ``images`` (URLs, data URLs, base64 or ``{"url": ...}``) added to
+    the last message, which must be the user's."""
+    if not images:
+        raise ValueError("ask_with_images needs at least one image")
+    dicts = [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages]
+    if not dicts or dicts[-1].get("role") != "user":
+        raise ValueError("The last message must be a user message to attach images to")
+    last = dicts[-1]
+    content = last.get("content")
+    parts: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) and content
+        else list(content or [])
+    )
+    for image in images:
+        if isinstance(image, dict):
+            url = image.get("url") or (image.get("image_url") or {}).get("url")
+            parts.append(image_part(url, image.get("detail")))
+        else:
+            parts.append(image_part(image))
+    last["content"] = parts
+    return dicts
+
+
+@dataclass(slots=True)
+class Completion:
+    """A completion body, checked: the message, why it ended, the reasoning, the usage."""
+
+    message: Message
+    finish_reason: str | None
+    reasoning: str | None
+    usage: dict[str, Any] | None
+
+
+def parse_completion(data: Any, model: str = "") -> Completion:
+    """Check and read a chat-completion body (``LLMResponseError`` when it is not one)."""
+    if not isinstance(data, dict):
+        raise _bad(model, f"the body is a {type(data).__name__}, not an object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        detail = data.get("error")
+        if isinstance(detail, dict):
+            detail = detail.get("message") or detail
+        raise LLMResponseError(
+            f"Model '{model}' returned no choices"
+            + (f": {detail}" if detail else f" (got {str(data)[:200]})"),
+            model=model,
+        )
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise _bad(model, "choices[0] is not an object")
+    raw = choice.get("message")
+    if not isinstance(raw, dict):
+        raise _bad(model, f"choices[0].message is {'null' if raw is None else 'not an object'}")
+    finish = choice.get("finish_reason")
+    message, reasoning = _message(raw, model)
+    usage = data.get("usage")
+    return Completion(
+        message=message,
+        finish_reason=finish if isinstance(finish, str) and finish else None,
+        reasoning=reasoning,
+        usage=usage if isinstance(usage, dict) else None,
+    )
+
+
+def message_from_response(data: dict[str, Any], model: str = "") -> Message:
     """Our assistant ``Message`` from the API's ``choices[0].message`` object.
 
     Arguments arrive as text, as a JSON object, or as JSON text inside a JSON string; they are
     normalized to JSON text. Missing call ids (some local servers omit them) are generated.
+    Reasoning (``reasoning_content``, a leading ``<think>`` block) is left out of the message.
     """
-    calls = None
-    raw_calls = data.get("tool_calls")
-    if raw_calls:
-        calls = []
-        for raw in raw_calls:
-            fn = raw.get("function") or {}
-            calls.append(
-                ToolCall(
-                    id=str(raw.get("id") or f"call_{uuid.uuid4().hex[:24]}"),
-                    type=raw.get("type") or "function",
-                    function=Function(
-                        name=str(fn.get("name") or ""),
-                        arguments=normalize_arguments(fn.get("arguments")),
-                    ),
-                )
-            )
-    content = data.get("content")
+    if not isinstance(data, dict):
+        raise _bad(model, "the message is not an object")
+    return _message(data, model)[0]
+
+
+def _bad(model: str, what: str) -> LLMResponseError:
+    return LLMResponseError(f"Model '{model}' returned a malformed reply: {what}", model=model)
+
+
+def _message(data: dict[str, Any], model: str) -> tuple[Message, str | None]:
+    content = _content(data.get("content"), model)
+    reasoning = data.get("reasoning_content") or data.get("reasoning")
+    thoughts = [reasoning.strip()] if isinstance(reasoning, str) and reasoning.strip() else []
+    if content and _may_reason(content):
+        from app.llm.text_tools import split_reasoning  # its regexes cost ~60 ms to import
+
+        thought, answer = split_reasoning(content)
+        if thought:
+            thoughts.append(thought)
+            content = answer or None
+    calls = _tool_calls(data, model)
+    return (Message(role="assistant", content=content, tool_calls=calls),
+            "\n\n".join(thoughts) or None)
+
+
+def _may_reason(content: str) -> bool:
+    lowered = content[:4096].lower() if len(content) > 4096 else content.lower()
+    return "think" in lowered or "reasoning" in lowered or "</" in content
+
+
+def _content(content: Any, model: str) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
     if isinstance(content, list):  # some servers answer with content parts
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return Message(role="assistant", content=content, tool_calls=calls)
+        texts = []
+        for part in content:
+            if not isinstance(part, dict):
+                raise _bad(model, "a content part is not an object")
+            text = part.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+        return "".join(texts)
+    raise _bad(model, f"content is a {type(content).__name__}, not text")
+
+
+def _tool_calls(data: dict[str, Any], model: str) -> list[ToolCall] | None:
+    raw_calls = data.get("tool_calls")
+    if raw_calls is None:
+        legacy = data.get("function_call")
+        if legacy is None:
+            return None
+        raw_calls = [{"type": "function", "function": legacy}]  # the pre-tools API
+    if not isinstance(raw_calls, list):
+        raise _bad(model, f"tool_calls is a {type(raw_calls).__name__}, not a list")
+    if not raw_calls:
+        return None
+    calls = []
+    for raw in raw_calls:
+        if not isinstance(raw, dict):
+            raise _bad(model, "a tool call is not an object")
+        fn = raw.get("function")
+        if not isinstance(fn, dict):
+            raise _bad(model, "a tool call has no 'function' object")
+        name = fn.get("name")
+        if name is None:
+            name = ""
+        if not isinstance(name, str):
+            raise _bad(model, "a tool call's name is not text")
+        if not name.strip():
+            # Kept, not dropped: the agent answers it with "unknown tool" and the model can
+            # correct itself (llama.cpp's legacy function_call sometimes has an empty name).
+            logger.warning(f"Model '{model}' called a tool with an empty name")
+        call_id = raw.get("id")
+        calls.append(
+            ToolCall(
+                id=str(call_id) if isinstance(call_id, str | int) and call_id != ""
+                else f"call_{uuid.uuid4().hex[:24]}",
+                type=raw.get("type") if isinstance(raw.get("type"), str) else "function",
+                function=Function(name=name, arguments=normalize_arguments(fn.get("arguments"))),
+            )
+        )
+    return calls

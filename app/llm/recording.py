@@ -8,7 +8,9 @@ regression test. Each request is compared with the recorded one; the first diffe
 reported (a warning, or a ``ReplayError`` when replaying strictly).
 
 The tape is carried by a context variable, so it covers every ``LLM`` the run touches (the
-agent's, a flow's planner, a tool's) and nothing outside the block.
+agent's, a flow's planner, a tool's) and nothing outside the block. An ``LLM`` puts a
+:class:`TapedTransport` around its transport while a tape is active; the transports
+themselves know nothing of recording.
 """
 
 from __future__ import annotations
@@ -22,18 +24,17 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.exceptions import ReplayError
+from app.llm.transport import ChatRequest, Transport
 from app.logger import logger, redact_registered
-
-if TYPE_CHECKING:
-    from app.llm.client import LLM
 
 __all__ = [
     "Recorder",
     "Replayer",
     "Tape",
+    "TapedTransport",
     "active_tape",
     "describe_difference",
     "recording",
@@ -51,9 +52,24 @@ class Tape:
     """Sits between an ``LLM`` and the endpoint for every exchange."""
 
     async def exchange(
-        self, llm: LLM, body: bytes, send: Send, on_delta: DeltaSink | None = None
+        self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
     ) -> dict[str, Any]:
         raise NotImplementedError
+
+
+class TapedTransport(Transport):
+    """A transport whose every exchange passes through ``tape`` (recorded or replayed)."""
+
+    def __init__(self, inner: Transport, tape: Tape) -> None:
+        self.inner = inner
+        self.tape = tape
+        self.name = inner.name
+        self.endpoint = inner.endpoint
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        return await self.tape.exchange(
+            request.model, request.body, lambda: self.inner.send(request), request.on_delta
+        )
 
 
 active_tape: ContextVar[Tape | None] = ContextVar("openmanus_llm_tape", default=None)
@@ -76,11 +92,11 @@ class Recorder(Tape):
         self.path.write_text(json.dumps(header) + "\n", encoding="utf-8")
 
     async def exchange(
-        self, llm: LLM, body: bytes, send: Send, on_delta: DeltaSink | None = None
+        self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
     ) -> dict[str, Any]:
         response = await send()
         self.count += 1
-        entry = {"type": "exchange", "index": self.count - 1, "model": llm.model,
+        entry = {"type": "exchange", "index": self.count - 1, "model": model,
                  "request": _request_view(body), "response": response}
         line = redact_registered(json.dumps(entry, ensure_ascii=False)) + "\n"
         await asyncio.to_thread(self._append, line)
@@ -103,14 +119,14 @@ class Replayer(Tape):
         self.mismatches: list[str] = []
 
     async def exchange(
-        self, llm: LLM, body: bytes, send: Send, on_delta: DeltaSink | None = None
+        self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
     ) -> dict[str, Any]:
         index = self.served
         if index >= len(self.entries):
             raise ReplayError(
                 f"Replay of {self.path}: the run made request {index + 1}, but the recording "
                 f"holds only {len(self.entries)}. The run has departed from the recording.",
-                model=llm.model,
+                model=model,
             )
         entry = self.entries[index]
         self.served += 1
@@ -120,7 +136,7 @@ class Replayer(Tape):
                        f"recording: {difference}")
             self.mismatches.append(problem)
             if self.strict:
-                raise ReplayError(problem, model=llm.model)
+                raise ReplayError(problem, model=model)
             logger.warning(problem)
         response = entry.get("response") or {}
         if on_delta is not None:

@@ -1,81 +1,95 @@
-"""Sending a ready-made chat request through the openai client's own connection pool.
+"""What sits under an ``LLM``: a transport takes one ready chat request and gives back the
+completion body. Everything else (retries, rate limits, recording) wraps a transport.
 
-The SDK's request path (options models, header merging, URL building, idempotency keys) costs
-more per call than the HTTP exchange itself on a local server. For a plain API-key client none
-of it changes between calls, so it is done once: the URL and headers are taken from the SDK
-client when the transport is built, and each call is one request on the SDK's HTTP client.
-Failures come out as the SDK's own exception types, built by the SDK from the response, so
-error handling upstream of here is the same as on the SDK's path.
-
-Anything unusual (Azure routing, a key provider callable, an SDK without the hooks used here)
-goes through the SDK's ``post`` instead: correct first, fast where it is safe.
+Transports: :class:`app.llm.http_transport.HttpTransport` (plain HTTP with httpx, the default),
+:class:`app.llm.sdk_transport.OpenAITransport` (the openai SDK, for Azure or on request) and
+:class:`app.testing.FunctionModel` (in process, for unit tests). A streamed request hands each
+piece of text to ``on_delta`` as it arrives and still returns the whole answer, reassembled in
+the shape of a non-streamed completion, so there is one path above the transport.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ChatTransport", "fast_transport"]
+from app.llm.context import RequestGate
+
+__all__ = [
+    "ChatRequest",
+    "DeltaCallback",
+    "GatedTransport",
+    "NoStream",
+    "Transport",
+    "deliver",
+]
+
+#: Receives each piece of the model's text; may be a coroutine function.
+DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 
-class ChatTransport:
-    """POSTs JSON bytes to one URL with fixed headers; returns the response body."""
+@dataclass(slots=True)
+class ChatRequest:
+    """One chat-completions request, ready to send.
 
-    __slots__ = ("_client", "_headers", "_http", "_url")
+    ``body`` is the JSON body. ``timeout`` bounds a plain request as a whole and a streamed
+    one between two chunks (a stall), so a long answer that keeps coming is never cut.
+    """
 
-    def __init__(self, client: Any, http: Any, url: str, headers: dict[str, str]) -> None:
-        self._client = client
-        self._http = http
-        self._url = url
-        self._headers = headers
-
-    async def post(self, body: bytes, timeout: float) -> bytes:
-        """One attempt. Raises ``openai.APITimeoutError`` / ``APIConnectionError`` /
-        ``APIStatusError`` exactly as the SDK would."""
-        import httpx2
-        import openai
-
-        request = self._http.build_request(
-            "POST", self._url, content=body, headers=self._headers, timeout=timeout
-        )
-        try:
-            response = await self._http.send(request)
-        except httpx2.TimeoutException as e:
-            raise openai.APITimeoutError(request=request) from e
-        except (httpx2.RequestError, OSError) as e:
-            raise openai.APIConnectionError(request=request) from e
-        if response.status_code >= 400:
-            raise self._client._make_status_error_from_response(response)
-        return response.content
+    body: bytes
+    stream: bool
+    timeout: float
+    model: str
+    on_delta: DeltaCallback | None = None
 
 
-def fast_transport(client: Any, path: str) -> ChatTransport | None:
-    """A transport for ``client`` when it is a plain API-key OpenAI client, else None."""
-    import openai
+class NoStream(Exception):
+    """The endpoint answered a streamed request without a stream: an empty event stream
+    (llama.cpp with tools) or a plain JSON answer, carried in ``data`` when there was one."""
 
-    if type(client) is not openai.AsyncOpenAI:  # Azure and subclasses route differently
-        return None
-    http = getattr(client, "_client", None)
-    if not (
-        isinstance(getattr(client, "api_key", None), str)
-        and callable(getattr(client, "_make_status_error_from_response", None))
-        and callable(getattr(client, "_auth_headers", None))
-        and callable(getattr(http, "build_request", None))
-        and callable(getattr(http, "send", None))
-        and not getattr(client, "custom_auth", None)
-        and not getattr(client, "default_query", None)
-    ):
-        return None
-    try:
-        # The SDK's telemetry headers (X-Stainless-*) are left out: every header costs parsing
-        # and validation on both sides of every request, and they serve no purpose here.
-        headers = {
-            k: v for k, v in client.default_headers.items()
-            if isinstance(v, str) and not k.lower().startswith("x-stainless")
-        }
-        headers.update(client._auth_headers({"bearer_auth": True}))
-        base = str(client.base_url)
-    except Exception:  # an SDK whose internals moved: use its public path
-        return None
-    url = base.rstrip("/") + "/" + path.lstrip("/")
-    return ChatTransport(client, http, url, headers)
+    def __init__(self, data: dict[str, Any] | None, why: str) -> None:
+        super().__init__(why)
+        self.data = data
+        self.why = why
+
+
+class Transport:
+    """Sends chat requests to one endpoint. Raises our ``LLMError`` types only (and
+    :class:`NoStream`); a cancelled request closes its connection, so the server stops
+    generating an answer nobody will read."""
+
+    #: Short name for logs and config (``"httpx"``, ``"openai"``, ``"function"``).
+    name = "transport"
+    #: Where requests go (for messages), when there is such a place.
+    endpoint = ""
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Release connections (optional: they are also released at exit)."""
+
+
+class GatedTransport(Transport):
+    """Awaits a gate (e.g. the batch runner's shared rate limit) before every attempt."""
+
+    def __init__(self, inner: Transport, gate: RequestGate) -> None:
+        self.inner = inner
+        self.gate = gate
+        self.name = inner.name
+        self.endpoint = inner.endpoint
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        await self.gate()
+        return await self.inner.send(request)
+
+
+async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
+    """Hand ``text`` to ``on_delta`` (sync or async) when both are there."""
+    if on_delta is None or not text:
+        return
+    outcome = on_delta(text)
+    if inspect.isawaitable(outcome):
+        await outcome

@@ -1,6 +1,14 @@
 """Prompts of the generic tool-calling agent (our own words)."""
 
-__all__ = ["NEXT_STEP_PROMPT", "REQUIRED_TOOL_PROMPT", "STUCK_PROMPT", "SYSTEM_PROMPT"]
+__all__ = [
+    "CONTINUE_PROMPT",
+    "CUT_ARGUMENTS_ERROR",
+    "EMPTY_REPLY_PROMPT",
+    "NEXT_STEP_PROMPT",
+    "REQUIRED_TOOL_PROMPT",
+    "STUCK_PROMPT",
+    "SYSTEM_PROMPT",
+]
 
 SYSTEM_PROMPT = (
     "You are an agent that completes tasks by calling the tools you are given. "
@@ -20,4 +28,20 @@ STUCK_PROMPT = (
 REQUIRED_TOOL_PROMPT = (
     "A tool call is required at this step, but your answer contained none. "
     "Respond by calling one of the available tools."
+)
+
+EMPTY_REPLY_PROMPT = (
+    "Your last reply was empty: it had no text and no tool call. Reply with a tool call, or "
+    "with your answer if the task is done."
+)
+
+CONTINUE_PROMPT = (
+    "Your last reply was cut off at the length limit. Continue exactly where it stopped, "
+    "without repeating what you already wrote."
+)
+
+CUT_ARGUMENTS_ERROR = (
+    "Error: your reply was cut off at the length limit while writing the arguments of "
+    "`{name}`, so they are incomplete ({problem}). The tool was not run. Call it again with "
+    "shorter arguments (for example, write a long file in several parts)."
 )

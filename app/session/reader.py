@@ -53,6 +53,8 @@ class SessionData:
     problems: list[str] = field(default_factory=list)
     records: int = 0
     updated: float = 0.0
+    #: Why records were lost when a write failed (disk full...), else None.
+    write_failed: str | None = None
 
     @property
     def kind(self) -> str:
@@ -77,8 +79,9 @@ class SessionData:
 
     @property
     def state(self) -> str:
-        """``incomplete``, ``finished``, ``failed``, ``stopped`` (max steps) or ``empty``."""
-        if self.incomplete:
+        """``incomplete``, ``finished``, ``failed``, ``stopped`` (max steps) or ``empty``;
+        a session whose writing failed is ``incomplete`` whatever its records say."""
+        if self.incomplete or self.write_failed is not None:
             return "incomplete"
         if self.kind == "flow":
             plan = self.plans.get(self.active_plan_id or "")
@@ -128,12 +131,19 @@ class SessionData:
             flow.active_plan_id = self.active_plan_id
 
 
-def read_session(path: Path) -> SessionData:
-    """Read ``path``; raises ``SessionError`` only when it is not a session file at all."""
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise SessionError(f"Cannot read session file {path}: {e}") from e
+def read_session(path: Path, raw: bytes | None = None) -> SessionData:
+    """Read ``path`` (or its bytes already read, ``raw``), never through a symlink; raises
+    ``SessionError`` only when it is not a session file at all."""
+    if raw is None:
+        from app.session.files import open_session_dir, read_file
+
+        try:
+            with open_session_dir(path.parent, create=False) as dir_fd:
+                if dir_fd is None:
+                    raise FileNotFoundError(f"no directory {path.parent}")
+                raw = read_file(dir_fd, path)
+        except OSError as e:
+            raise SessionError(f"Cannot read session file {path}: {e}") from e
     lines = raw.decode("utf-8", errors="replace").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -162,7 +172,7 @@ def read_session(path: Path) -> SessionData:
         data.records += 1
     if data is None:
         raise SessionError(f"{path} is empty or not a session file")
-    data.problems = problems
+    data.problems = problems + data.problems
     return data
 
 
@@ -202,6 +212,9 @@ def _apply(data: SessionData, record: dict[str, Any]) -> None:
         data.active_plan_id = record.get("active_plan_id")
     elif kind == "flow_finished":
         data.flow_finished = True
+    elif kind == "write_failed":
+        data.write_failed = str(record.get("error") or "a write failed")
+        data.problems.append(f"records were lost: {data.write_failed}")
 
 
 def _agent(data: SessionData, key: str) -> AgentSnapshot:

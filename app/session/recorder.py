@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from app.agent.base import BaseAgent
+    from app.exceptions import SessionWriteError
     from app.schema import Message
 
 __all__ = ["SessionRecorder", "message_record"]
@@ -65,6 +66,11 @@ class SessionRecorder:
     @property
     def path(self) -> Any:
         return self.writer.path
+
+    @property
+    def error(self) -> SessionWriteError | None:
+        """Why writing the session failed (records from then on are lost), else None."""
+        return self.writer.error
 
     # ---- attaching -----------------------------------------------------------------------------
 

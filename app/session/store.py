@@ -1,7 +1,12 @@
-"""Where sessions live (``<workspace>/.sessions``), how they are named, listed and opened."""
+"""Where sessions live (``<workspace>/.sessions``), how they are named, listed and opened.
+
+Every file is opened beneath a descriptor of the directory, never through a symlink (see
+``app.session.files``), and a session being written is locked against a second writer.
+"""
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -10,6 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from app.exceptions import SessionError
+from app.session.files import (
+    is_locked,
+    open_session_dir,
+    open_session_file,
+    read_all,
+    read_file,
+    session_files,
+)
 from app.session.reader import SessionData, read_session
 from app.session.recorder import SessionRecorder
 from app.session.writer import SessionWriter
@@ -68,11 +81,33 @@ class SessionStore:
                     "kind": kind, "program": program, "created": round(time.time(), 3),
                     **header})
         writer.flush_now()
+        if writer.error is not None:
+            writer.close()
+            raise writer.error
         return SessionRecorder(writer, session_id)
 
-    def reopen(self, data: SessionData) -> SessionRecorder:
-        """Append to an existing session (after resuming it)."""
-        writer = SessionWriter(data.path, new=False)
+    def resume(self, session: str | Path) -> tuple[SessionData, SessionRecorder]:
+        """Take a session over: lock its file (``SessionBusyError`` when another process is
+        running it), read it under the lock, and append a ``resumed`` record."""
+        path = self.path(session)
+        with open_session_dir(path.parent, create=False) as dir_fd:
+            try:
+                if dir_fd is None:
+                    raise FileNotFoundError(path)
+                fd = open_session_file(dir_fd, path, new=False)
+            except FileNotFoundError:
+                raise self._unknown(session) from None
+        try:
+            data = read_session(path, read_all(fd))
+        except BaseException:
+            os.close(fd)
+            raise
+        return data, self.reopen(data, fd=fd)
+
+    def reopen(self, data: SessionData, *, fd: int | None = None) -> SessionRecorder:
+        """Append to an existing session (after resuming it); ``fd``: its file, already
+        opened and locked by :meth:`resume`."""
+        writer = SessionWriter(data.path, new=False, fd=fd)
         if data.problems:  # make sure a cut-off last line cannot swallow the next record
             writer.add({"type": "resumed", "t": round(time.time(), 3),
                         "problems": data.problems})
@@ -80,42 +115,50 @@ class SessionStore:
         else:
             writer.add({"type": "resumed", "t": round(time.time(), 3)})
         writer.flush_now()
+        if writer.error is not None:
+            writer.close()
+            raise writer.error
         return SessionRecorder(writer, data.id)
+
+    def _unknown(self, session: str | Path) -> SessionError:
+        known = ", ".join(info.id for info in self.list(limit=5)) or "none"
+        return SessionError(f"No session {str(session)!r} in {self.directory} "
+                            f"(recent: {known}); see --list-sessions")
 
     def load(self, session: str | Path) -> SessionData:
         path = self.path(session)
-        if not path.is_file():
-            known = ", ".join(info.id for info in self.list(limit=5)) or "none"
-            raise SessionError(f"No session {str(session)!r} in {self.directory} "
-                               f"(recent: {known}); see --list-sessions")
-        return read_session(path)
+        with open_session_dir(path.parent, create=False) as dir_fd:
+            try:
+                if dir_fd is None:
+                    raise FileNotFoundError(path)
+                raw = read_file(dir_fd, path)
+            except FileNotFoundError:
+                raise self._unknown(session) from None
+            except OSError as e:
+                raise SessionError(f"Cannot read session file {path}: {e}") from e
+        return read_session(path, raw)
 
     def list(self, limit: int | None = 20) -> list[SessionInfo]:
-        """Sessions, most recently changed first; unreadable files are listed as such."""
-        if not self.directory.is_dir():
-            return []
-        files = sorted(self.directory.glob("*.jsonl"), key=_mtime, reverse=True)
-        infos = []
-        for path in files[:limit] if limit else files:
-            try:
-                data = read_session(path)
-            except SessionError as e:
-                infos.append(SessionInfo(id=path.stem, path=path, kind="?", program="",
-                                         created=_mtime(path), updated=_mtime(path),
-                                         state="unreadable", first_prompt=None,
-                                         problems=(str(e),)))
-                continue
-            infos.append(SessionInfo(
-                id=data.id, path=path, kind=data.kind, program=str(data.header.get("program")),
-                created=float(data.header.get("created") or 0.0),
-                updated=data.updated or _mtime(path), state=data.state,
-                first_prompt=data.first_prompt, problems=tuple(data.problems),
-            ))
-        return infos
+        """Sessions, most recently changed first; unreadable files are listed as such, and
+        one another process is writing right now as ``running``."""
+        with open_session_dir(self.directory, create=False) as dir_fd:
+            if dir_fd is None:
+                return []
+            files = sorted(session_files(dir_fd), key=lambda item: item[1], reverse=True)
+            return [self._info(dir_fd, name, mtime)
+                    for name, mtime in (files[:limit] if limit else files)]
 
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+    def _info(self, dir_fd: int, name: str, mtime: float) -> SessionInfo:
+        path = self.directory / name
+        try:
+            data = read_session(path, read_file(dir_fd, path))
+        except (SessionError, OSError) as e:
+            return SessionInfo(id=path.stem, path=path, kind="?", program="", created=mtime,
+                               updated=mtime, state="unreadable", first_prompt=None,
+                               problems=(str(e),))
+        state = "running" if is_locked(dir_fd, name) else data.state
+        return SessionInfo(
+            id=data.id, path=path, kind=data.kind, program=str(data.header.get("program")),
+            created=float(data.header.get("created") or 0.0), updated=data.updated or mtime,
+            state=state, first_prompt=data.first_prompt, problems=tuple(data.problems),
+        )

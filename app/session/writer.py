@@ -1,19 +1,29 @@
 """Appending records to a session file: one JSON object per line, secrets replaced.
 
-Records are buffered as they come and written (and flushed to the OS) at each checkpoint, in
-a worker thread so the event loop never waits on the disk. A process killed at any moment
-leaves whole lines plus, at worst, one cut-off last line, which the reader reports and skips.
+Records are buffered as they come and written at each checkpoint, in a worker thread so the
+event loop never waits on the disk. A process killed at any moment leaves whole lines plus,
+at worst, one cut-off last line, which the reader reports and skips.
+
+A write that fails (a full disk) is not shrugged off: the writer keeps the error
+(:attr:`SessionWriter.error`, a ``SessionWriteError`` the program reports with its own exit
+code) and writes nothing more, so the file ends at the last good record and the cut-off run
+reads as incomplete rather than as a finished run with turns missing. At close it tries to
+add one ``write_failed`` record saying so.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
+import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from app.exceptions import SessionWriteError
 from app.logger import logger, redact_registered
+from app.session.files import open_session_dir, open_session_file
 
 __all__ = ["SessionWriter", "encode_record"]
 
@@ -25,16 +35,23 @@ def encode_record(record: dict[str, Any]) -> str:
 
 
 class SessionWriter:
-    """Owns one session file; ``add`` buffers, ``flush`` writes."""
+    """Owns one session file (and its lock); ``add`` buffers, ``flush`` writes."""
 
-    def __init__(self, path: Path, *, new: bool = True) -> None:
+    def __init__(self, path: Path, *, new: bool = True, fd: int | None = None) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._file: IO[str] | None = path.open("x" if new else "a", encoding="utf-8")
+        if fd is None:
+            with open_session_dir(path.parent, create=True) as dir_fd:
+                assert dir_fd is not None
+                fd = open_session_file(dir_fd, path, new=new)
+        self._fd: int | None = fd
         self._pending: list[str] = []
         self._thread_lock = threading.Lock()
         self._flush_lock: asyncio.Lock | None = None
-        self.failed = False
+        self.error: SessionWriteError | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
 
     def add(self, record: dict[str, Any]) -> None:
         self._pending.append(encode_record(record))
@@ -58,19 +75,40 @@ class SessionWriter:
 
     def _write(self, text: str) -> None:
         with self._thread_lock:
-            if self._file is None:
+            if self._fd is None or self.error is not None:
                 return
             try:
-                self._file.write(text)
-                self._file.flush()
+                _write_all(self._fd, text.encode("utf-8", "surrogateescape"))
             except OSError as e:
-                if not self.failed:
-                    logger.warning(f"Cannot write the session file {self.path}: {e}")
-                self.failed = True
+                self.error = SessionWriteError(
+                    f"Cannot write the session file {self.path}: {e.strerror or e}. It stops at "
+                    "the last record written and reads as incomplete; --resume carries on from "
+                    "there."
+                )
+                logger.error(str(self.error))
 
     def close(self) -> None:
         self.flush_now()
         with self._thread_lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            if self._fd is None:
+                return
+            if self.error is not None:  # best effort: the disk may have room again
+                note = encode_record(
+                    {
+                        "type": "write_failed",
+                        "t": round(time.time(), 3),
+                        "error": self.error.message,
+                    }
+                )
+                try:
+                    _write_all(self._fd, ("\n" + note).encode())
+                except OSError:
+                    pass
+            os.close(self._fd)  # releases the session's lock
+            self._fd = None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

@@ -1,8 +1,9 @@
 """Test helpers shipped with the package: a scripted OpenAI-compatible server, a network guard.
 
-They let our tests, and our users' tests, drive agents deterministically over real HTTP with
-the real ``openai`` client. Names load lazily so that ``python -m app.testing.server`` and
-``sitecustomize`` imports stay cheap and free of double-import warnings.
+They let our tests, and our users' tests, drive agents deterministically over real HTTP, or
+in process with ``FunctionModel`` for fast unit tests. Names load lazily so that
+``python -m app.testing.server`` and ``sitecustomize`` imports stay cheap and free of
+double-import warnings.
 """
 
 from __future__ import annotations
@@ -11,25 +12,30 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from app.testing.function_model import FunctionInfo, FunctionModel
     from app.testing.keyed import KeyedScripts, keyed_server
     from app.testing.llama import LlamaServer, model_path
     from app.testing.proxy import RecordingProxy
     from app.testing.replies import (
+        CutReply,
         DropReply,
         ErrorReply,
         RawReply,
         Reply,
         SlowReply,
+        StallReply,
         TextReply,
         ToolCall,
         ToolCallsReply,
         Usage,
         call,
+        cut,
         drop,
         error,
         load_script,
         raw,
         slow,
+        stall,
         text,
         tool_calls,
     )
@@ -37,8 +43,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapturedRequest",
+    "CutReply",
     "DropReply",
     "ErrorReply",
+    "FunctionInfo",
+    "FunctionModel",
     "KeyedScripts",
     "LlamaServer",
     "RawReply",
@@ -46,11 +55,13 @@ __all__ = [
     "Reply",
     "ScriptedLLMServer",
     "SlowReply",
+    "StallReply",
     "TextReply",
     "ToolCall",
     "ToolCallsReply",
     "Usage",
     "call",
+    "cut",
     "drop",
     "error",
     "keyed_server",
@@ -58,12 +69,14 @@ __all__ = [
     "model_path",
     "raw",
     "slow",
+    "stall",
     "text",
     "tool_calls",
 ]
 
 _SERVER_NAMES = {"CapturedRequest", "ScriptedLLMServer"}
 _KEYED_NAMES = {"KeyedScripts", "keyed_server"}
+_FUNCTION_NAMES = {"FunctionInfo", "FunctionModel"}
 _OTHER_MODULES = {
     "LlamaServer": "app.testing.llama",
     "model_path": "app.testing.llama",
@@ -78,6 +91,8 @@ def __getattr__(name: str) -> Any:
         module = _OTHER_MODULES[name]
     elif name in _KEYED_NAMES:
         module = "app.testing.keyed"
+    elif name in _FUNCTION_NAMES:
+        module = "app.testing.function_model"
     elif name in _SERVER_NAMES:
         module = "app.testing.server"
     else:

@@ -14,22 +14,26 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 __all__ = [
+    "CutReply",
     "DropReply",
     "ErrorReply",
     "RawReply",
     "Reply",
     "SlowReply",
+    "StallReply",
     "TextReply",
     "ToolCall",
     "ToolCallsReply",
     "Usage",
     "call",
     "coerce_reply",
+    "cut",
     "drop",
     "error",
     "load_script",
     "raw",
     "slow",
+    "stall",
     "text",
     "tool_calls",
 ]
@@ -328,6 +332,45 @@ class SlowReply(Reply):
 
 
 @dataclass(frozen=True)
+class StallReply(Reply):
+    """A streamed answer that goes silent after ``after`` events for ``seconds`` (ending
+    early when the client goes away), then goes on; a plain answer waits ``seconds`` first."""
+
+    kind: ClassVar[str] = "stall"
+
+    reply: Reply
+    after: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "reply": self.reply.to_json(), "after": self.after,
+                "seconds": self.seconds}
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> StallReply:
+        return stall(Reply.from_json(data["reply"]), after=int(data["after"]),
+                     seconds=float(data["seconds"]))
+
+
+@dataclass(frozen=True)
+class CutReply(Reply):
+    """A streamed answer whose connection is closed after ``after`` events: no
+    ``finish_reason``, no ``[DONE]``; a plain answer is cut halfway through its body."""
+
+    kind: ClassVar[str] = "cut"
+
+    reply: Reply
+    after: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.kind, "reply": self.reply.to_json(), "after": self.after}
+
+    @classmethod
+    def _from_fields(cls, data: Mapping[str, Any]) -> CutReply:
+        return cut(Reply.from_json(data["reply"]), after=int(data["after"]))
+
+
+@dataclass(frozen=True)
 class RawReply(Reply):
     """Any response at all, e.g. a malformed body or a hand-written event stream."""
 
@@ -448,6 +491,27 @@ def slow(seconds: float, reply: Reply | str) -> SlowReply:
     if seconds < 0:
         raise ValueError("slow() needs a non-negative delay")
     return SlowReply(seconds=float(seconds), reply=coerce_reply(reply))
+
+
+def stall(reply: Reply | str, *, after: int, seconds: float) -> StallReply:
+    """Stream ``reply`` but go silent for ``seconds`` after ``after`` events (the role chunk
+    is event 1, then one event per piece of text or arguments)."""
+    inner = coerce_reply(reply)
+    if not isinstance(inner, TextReply | ToolCallsReply):
+        raise TypeError("stall() needs a text or tool_calls reply")
+    if after < 0 or seconds < 0:
+        raise ValueError("stall() needs a non-negative event count and delay")
+    return StallReply(reply=inner, after=int(after), seconds=float(seconds))
+
+
+def cut(reply: Reply | str, *, after: int) -> CutReply:
+    """Stream ``reply`` but close the connection after ``after`` events."""
+    inner = coerce_reply(reply)
+    if not isinstance(inner, TextReply | ToolCallsReply):
+        raise TypeError("cut() needs a text or tool_calls reply")
+    if after < 0:
+        raise ValueError("cut() needs a non-negative event count")
+    return CutReply(reply=inner, after=int(after))
 
 
 def raw(

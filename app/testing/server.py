@@ -16,12 +16,10 @@ then exits 0.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import inspect
 import json
 import re
-import signal
 import sys
 import threading
 import time
@@ -39,16 +37,17 @@ from app.testing.http import (
     resolve_future,
 )
 from app.testing.replies import (
+    CutReply,
     DropReply,
     ErrorReply,
     RawReply,
     Reply,
     SlowReply,
+    StallReply,
     TextReply,
     ToolCallsReply,
     Usage,
     coerce_reply,
-    load_script,
 )
 
 __all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer", "main"]
@@ -173,6 +172,7 @@ class ScriptedLLMServer:
             tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]
         ] = []
         self._errors: list[BaseException] = []
+        self._disconnects: list[int] = []
         self._served = 0
         self._call_ids = 0
         self._completion_ids = 0
@@ -319,6 +319,27 @@ class ScriptedLLMServer:
         """Exceptions raised inside the server (a failing responder, say); empty when healthy."""
         with self._lock:
             return list(self._errors)
+
+    @property
+    def disconnects(self) -> list[int]:
+        """Indexes of the requests whose client went away before their answer was complete
+        (what a real server sees when a client gives up on a slow or stalled answer)."""
+        with self._lock:
+            return list(self._disconnects)
+
+    def _record_disconnect(self, index: int) -> None:
+        with self._changed:
+            if index in self._disconnects:
+                return
+            self._disconnects.append(index)
+            self._changed.notify_all()
+
+    def wait_for_disconnects(self, n: int, timeout: float = 5.0) -> bool:
+        """Block until ``n`` clients went away mid-answer; ``False`` on timeout."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._disconnects) >= n or self._closing,
+                                   timeout)
+            return len(self._disconnects) >= n
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
         """Block until ``n`` requests have arrived; ``False`` on timeout or when stopped.
@@ -502,9 +523,27 @@ class ScriptedLLMServer:
         self, conn: Connection, req: CapturedRequest, reply: Reply, model: str,
         keep_alive: bool, chunked_ok: bool,
     ) -> bool:
-        while isinstance(reply, SlowReply):
+        try:
+            return await self._send_reply_body(conn, req, reply, model, keep_alive, chunked_ok)
+        except (ConnectionError, asyncio.CancelledError):
+            if conn.gone.is_set() and not self._closing:  # the client hung up mid-answer
+                self._record_disconnect(req.index)
+            raise
+
+    async def _send_reply_body(
+        self, conn: Connection, req: CapturedRequest, reply: Reply, model: str,
+        keep_alive: bool, chunked_ok: bool,
+    ) -> bool:
+        stall: StallReply | CutReply | None = None
+        while isinstance(reply, SlowReply | StallReply | CutReply):
+            if isinstance(reply, StallReply | CutReply):
+                stall, reply = reply, reply.reply
+                if isinstance(stall, StallReply) and not req.stream:
+                    reply = SlowReply(stall.seconds, reply)
+                continue
             try:
                 await asyncio.wait_for(conn.gone.wait(), reply.seconds)
+                self._record_disconnect(req.index)
                 return False  # the client went away while we were waiting
             except TimeoutError:
                 reply = reply.reply
@@ -529,9 +568,9 @@ class ScriptedLLMServer:
         created = int(time.time())
         completion_id = self._next_completion_id()
         if req.stream:
-            await self._stream(conn, req, reply, calls, usage, model, completion_id, created,
-                               keep_alive and chunked_ok, chunked_ok)
-            return keep_alive and chunked_ok
+            finished = await self._stream(conn, req, reply, calls, usage, model, completion_id,
+                                          created, keep_alive and chunked_ok, chunked_ok, stall)
+            return finished and keep_alive and chunked_ok
         message: dict[str, Any] = {"role": "assistant", "content": reply.content,
                                    "refusal": None}
         if calls:
@@ -550,7 +589,14 @@ class ScriptedLLMServer:
         }
         if usage is not None:
             payload["usage"] = usage
-        self._send_plain(conn, 200, json.dumps(payload).encode("utf-8"), keep_alive=keep_alive)
+        data = json.dumps(payload).encode("utf-8")
+        if isinstance(stall, CutReply):  # announce the whole body, send half, hang up
+            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n")
+            conn.write(head.encode("latin-1") + data[: len(data) // 2])
+            await conn.drain()
+            return False
+        self._send_plain(conn, 200, data, keep_alive=keep_alive)
         return keep_alive
 
     @staticmethod
@@ -570,7 +616,10 @@ class ScriptedLLMServer:
         self, conn: Connection, req: CapturedRequest, reply: TextReply | ToolCallsReply,
         calls: list[tuple[Any, str]], usage: dict[str, int] | None, model: str,
         completion_id: str, created: int, keep_alive: bool, chunked: bool,
-    ) -> None:
+        interruption: StallReply | CutReply | None = None,
+    ) -> bool:
+        """Send the answer as an event stream; False when it was cut (the connection is
+        then closed without the end of the stream)."""
         options = req.body.get("stream_options") if isinstance(req.body, dict) else None
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
 
@@ -610,80 +659,32 @@ class ScriptedLLMServer:
         if chunked:
             head.append("Transfer-Encoding: chunked")
         conn.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-        for event in events:
+        for number, event in enumerate(events):
+            if interruption is not None and number == interruption.after:
+                if isinstance(interruption, CutReply):
+                    return False
+                try:
+                    await asyncio.wait_for(conn.gone.wait(), interruption.seconds)
+                    self._record_disconnect(req.index)
+                    return False
+                except TimeoutError:
+                    pass
             conn.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
             await conn.drain()
             await asyncio.sleep(0)  # let the event go out on its own and other clients run
         if chunked:
             conn.write(b"0\r\n\r\n")
+        return True
 
 
 # --- command line ------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve a JSON script until SIGTERM/SIGINT (or stdin EOF with ``--stdin-eof``)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m app.testing.server",
-        description="Scripted OpenAI-compatible server; prints its base URL, then serves.",
-    )
-    parser.add_argument("--script", required=True, help="JSON file holding a list of replies")
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
-    parser.add_argument("--model", default="scripted-model", help="model name for /v1/models")
-    parser.add_argument("--log", help="append every request to this file as JSON lines")
-    parser.add_argument("--stdin-eof", action="store_true",
-                        help="also stop when standard input reaches end of file")
-    args = parser.parse_args(argv)
+    """Serve a JSON script until SIGTERM/SIGINT (see ``app.testing.server_cli``)."""
+    from app.testing.server_cli import main as run
 
-    try:
-        script = load_script(args.script)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        print(f"scripted server: cannot load {args.script}: {exc}", file=sys.stderr)
-        return 2
-
-    log_file = open(args.log, "a", encoding="utf-8") if args.log else None
-
-    def log_request(request: CapturedRequest) -> None:
-        if log_file is not None:
-            log_file.write(json.dumps(request.to_json()) + "\n")
-            log_file.flush()
-
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    if args.stdin_eof:
-        def watch_stdin() -> None:
-            try:
-                while sys.stdin.buffer.read(65536):
-                    pass
-            finally:
-                stop.set()
-
-        threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
-
-    server = ScriptedLLMServer(script, port=args.port, model=args.model,
-                               on_request=log_request)
-    try:
-        server.start()
-    except OSError as exc:
-        print(f"scripted server: cannot listen on port {args.port}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        print(server.base_url, flush=True)
-        stop.wait()
-    finally:
-        server.stop()
-        if log_file is not None:
-            log_file.close()
-    print(
-        f"scripted server: {len(server.requests)} requests, {server.remaining} replies unused",
-        file=sys.stderr,
-    )
-    return 0
+    return run(argv)
 
 
 if __name__ == "__main__":

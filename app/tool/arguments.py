@@ -1,63 +1,8 @@
-"""Tool-call arguments as models really send them: a JSON string, a dict, or JSON-in-JSON."""
+"""Tool-call arguments as models send them (see ``app.llm.arguments``, where they are decoded
+at the model layer's edge); re-exported here for the tools."""
 
 from __future__ import annotations
 
-import json
-import re
-from typing import Any
+from app.llm.arguments import TOO_DEEP, normalize_arguments, parse_arguments
 
-__all__ = ["normalize_arguments", "parse_arguments"]
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-
-
-def parse_arguments(raw: Any) -> dict[str, Any]:
-    """Decode arguments into a dict; raise ``ValueError`` with a message the model can act on."""
-    if raw is None:
-        return {}
-    if isinstance(raw, dict):
-        return raw
-    if not isinstance(raw, str):
-        raise ValueError(f"arguments must be a JSON object, got {type(raw).__name__}")
-    text = raw.strip()
-    if not text:
-        return {}
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"arguments are not valid JSON ({e.msg} at position {e.pos})") from e
-    if isinstance(value, str):  # double-encoded: a JSON string holding the JSON object
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise ValueError("arguments are a JSON string, not a JSON object") from e
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"arguments must be a JSON object, got {type(value).__name__}")
-    return value
-
-
-def normalize_arguments(raw: Any) -> str:
-    """The JSON-object text of ``raw``: kept as sent when it already is one, re-encoded when it
-    came as a dict, fenced or double-encoded, and left unchanged when it cannot be decoded (so
-    the agent can show the model exactly what it sent)."""
-    if raw is None:
-        return "{}"
-    if not isinstance(raw, str):
-        try:
-            return json.dumps(raw, ensure_ascii=False)
-        except (TypeError, ValueError):
-            return str(raw)
-    try:
-        if isinstance(json.loads(raw), dict):
-            return raw
-    except json.JSONDecodeError:
-        pass
-    try:
-        return json.dumps(parse_arguments(raw), ensure_ascii=False)
-    except ValueError:
-        return raw
+__all__ = ["TOO_DEEP", "normalize_arguments", "parse_arguments"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["BaseTool", "CLIResult", "ToolFailure", "ToolResult", "format_output"]
+__all__ = ["BaseTool", "CLIResult", "ToolFailure", "ToolOutcome", "ToolResult", "format_output"]
 
 
 class ToolResult(BaseModel):
@@ -49,6 +50,22 @@ class ToolResult(BaseModel):
     def replace(self, **kwargs: Any) -> ToolResult:
         """A copy with some fields replaced."""
         return self.model_copy(update=kwargs)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the call failed: a ``ToolFailure`` or a result carrying an error."""
+        return isinstance(self, ToolFailure) or bool(self.error)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """One call as the agent keeps it until it goes into memory: the text for the model, the
+    image it produced, and whether it failed (known from the result, never guessed from text).
+    """
+
+    text: str
+    image: str | None = None
+    failed: bool = False
 
 
 class CLIResult(ToolResult):

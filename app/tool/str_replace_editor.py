@@ -3,7 +3,10 @@
 Same command set and argument names as upstream, without its defects: files are written back
 exactly as edited (tabs untouched, newline style and undecodable bytes preserved), paths are
 never passed to a shell, undo really undoes a create, and every path is confined to the
-workspace plus an explicit allow-list.
+workspace plus an explicit allow-list. Files are opened beneath a descriptor of the workspace
+(``app.sandbox.files``), so a symlink swapped in by the model's own code mid-call cannot lead
+outside, and writes are atomic (temporary file, fsync, rename): a full disk leaves the old
+content whole.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import json
 import os
 import stat
+from collections.abc import Callable
 from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -22,7 +26,7 @@ from pydantic import Field, PrivateAttr
 
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, CLIResult
-from app.tool.file_access import FileAccessPolicy
+from app.tool.file_access import ConfinedPath, FileAccessPolicy
 from app.tool.file_scan import displayable, list_dir, scan_file
 
 __all__ = [
@@ -183,17 +187,6 @@ def _parse_view_range(value: Any) -> tuple[int, int | None] | None:
     return start, end
 
 
-def _kind(path: Path) -> str:
-    """missing, dir, file or other (device, socket, pipe); symlinks followed."""
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return "missing"
-    if stat.S_ISDIR(mode):
-        return "dir"
-    return "file" if stat.S_ISREG(mode) else "other"
-
-
 @dataclass
 class _Snapshot:
     """A file's state before one edit: its bytes (None = it did not exist) and dirs we made."""
@@ -290,34 +283,37 @@ class StrReplaceEditor(BaseTool):
             raise ToolError(f"`path` is required for {command}.")
         if self.sandbox is not None and isinstance(path, str):
             path = self.sandbox.to_host_path(path)
-        real = self.policy().resolve(path)
+        target = self.policy().locate(path)
+        real = target.real
         # A view only reads, so it does not wait for (or hold up) the edit lock: several views
         # of one message run at the same time (see is_concurrency_safe).
         async with nullcontext() if command == "view" else self._get_lock():
             try:
                 if command == "view":
-                    output = await self._view(real, view_range)
+                    output = await self._view(target, view_range)
                 elif command == "create":
-                    output = await self._create(real, file_text)
+                    output = await self._create(target, file_text)
                 elif command == "str_replace":
-                    output = await self._str_replace(real, old_str, new_str)
+                    output = await self._str_replace(target, old_str, new_str)
                 elif command == "insert":
-                    output = await self._insert(real, insert_line, new_str)
+                    output = await self._insert(target, insert_line, new_str)
                 else:
-                    output = await self._undo(real)
+                    output = await self._undo(target)
             except ToolError:
                 raise
             except OSError as exc:
                 reason = exc.strerror or str(exc)
-                raise ToolError(f"{command} failed on {real}: {reason}.") from exc
+                unchanged = "" if command == "view" else " The file was left as it was."
+                raise ToolError(f"{command} failed on {real}: {reason}.{unchanged}") from exc
         if self.sandbox is not None:
             output = self.sandbox.to_sandbox_path(output)
         return CLIResult(output=clip_output(output, self.max_output_chars))
 
     # --- view -------------------------------------------------------------------------------
 
-    async def _view(self, real: Path, view_range: Any) -> str:
-        kind = await asyncio.to_thread(_kind, real)
+    async def _view(self, target: ConfinedPath, view_range: Any) -> str:
+        real = target.real
+        kind = await asyncio.to_thread(target.kind)
         if kind == "missing":
             raise ToolError(
                 f"Nothing exists at {real}. Check the path, or view the directory above it "
@@ -329,7 +325,7 @@ class StrReplaceEditor(BaseTool):
                     f"{real} is a directory; `view_range` only applies to files. "
                     "Call view without it to list the directory."
                 )
-            rows, truncated = await asyncio.to_thread(list_dir, real, 2, _MAX_DIR_ENTRIES)
+            rows, truncated = await asyncio.to_thread(self._list, target)
             header = f"Entries of {real} up to 2 levels deep (hidden ones excluded):\n"
             if not rows:
                 return header + "(no visible entries)\n"
@@ -341,10 +337,17 @@ class StrReplaceEditor(BaseTool):
                 )
             return clip_output(header + body, self.max_output_chars, "view a subdirectory")
         rng = _parse_view_range(view_range)
-        self._require_text_file(real, await asyncio.to_thread(self._sniff, real))
         first, last = rng if rng else (1, None)
         budget = max(self.max_output_chars - 400, 200)
-        scan = await asyncio.to_thread(scan_file, real, first, last, budget)
+
+        def read(fd: int) -> Any:
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fd)
+                self._require_text_file(real, (st, fh.read(_SNIFF_BYTES)))
+                fh.seek(0)
+                return scan_file(fh, first, last, budget)
+
+        scan = await asyncio.to_thread(self._with_file, target, read)
         total = scan.total
         if total == 0:
             if rng:
@@ -374,12 +377,17 @@ class StrReplaceEditor(BaseTool):
         return text
 
     @staticmethod
-    def _sniff(real: Path) -> tuple[os.stat_result, bytes]:
-        st = real.stat()
-        if not stat.S_ISREG(st.st_mode):
-            return st, b""
-        with real.open("rb") as fh:
-            return st, fh.read(_SNIFF_BYTES)
+    def _list(target: ConfinedPath) -> tuple[list[str], bool]:
+        fd = target.open_dir()
+        try:
+            return list_dir(target.real, fd, 2, _MAX_DIR_ENTRIES)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _with_file(target: ConfinedPath, use: Callable[[int], Any]) -> Any:
+        """Open the regular file beneath its root and hand the descriptor to ``use``."""
+        return use(target.open_read())
 
     @staticmethod
     def _require_text_file(real: Path, sniffed: tuple[os.stat_result, bytes]) -> None:
@@ -394,19 +402,23 @@ class StrReplaceEditor(BaseTool):
 
     # --- editing ----------------------------------------------------------------------------
 
-    def _load_sync(self, real: Path) -> _Doc:
-        if not real.exists():
+    def _load_sync(self, target: ConfinedPath) -> _Doc:
+        real = target.real
+        kind = target.kind()
+        if kind == "missing":
             raise ToolError(f"{real} does not exist. Use create to make a new file.")
-        if real.is_dir():
+        if kind == "dir":
             raise ToolError(f"{real} is a directory; this command needs a file.")
-        st, sample = self._sniff(real)
-        self._require_text_file(real, (st, sample))
-        if st.st_size > self.max_edit_bytes:
-            raise ToolError(
-                f"{real} is {st.st_size} bytes, over the {self.max_edit_bytes}-byte editing "
-                "limit; view it with view_range, and edit it with a script instead."
-            )
-        raw = real.read_bytes()
+        with os.fdopen(target.open_read(), "rb") as fh:
+            st = os.fstat(fh.fileno())
+            self._require_text_file(real, (st, fh.read(_SNIFF_BYTES)))
+            if st.st_size > self.max_edit_bytes:
+                raise ToolError(
+                    f"{real} is {st.st_size} bytes, over the {self.max_edit_bytes}-byte editing "
+                    "limit; view it with view_range, and edit it with a script instead."
+                )
+            fh.seek(0)
+            raw = fh.read(self.max_edit_bytes + 1)
         text = raw.decode("utf-8", "surrogateescape")
         newline = "\n"
         crlf = text.count("\r\n")
@@ -427,57 +439,68 @@ class StrReplaceEditor(BaseTool):
         end = min(len(lines), max(last_line, first_line) + SNIPPET_LINES)
         return _number(lines[start - 1 : end], start)
 
-    async def _create(self, real: Path, file_text: Any) -> str:
+    async def _write(
+        self, target: ConfinedPath, data: bytes, snapshot: _Snapshot | None, **kw: Any
+    ) -> None:
+        """Undo history first, then one atomic write; if the write fails, the file and the
+        history stay as they were (and directories made for it are removed again)."""
+        if snapshot is not None:
+            self._remember(target.real, snapshot)
+        try:
+            await asyncio.to_thread(target.write_atomic, data, **kw)
+        except BaseException:
+            history = self._history.get(target.real)
+            if snapshot is not None and history and history[-1] is snapshot:
+                history.pop()
+                if not history:
+                    del self._history[target.real]
+            if snapshot is not None and snapshot.created_dirs:
+                await asyncio.to_thread(target.remove_empty_dirs, snapshot.created_dirs)
+            raise
+        if snapshot is None:
+            self._history.pop(target.real, None)
+
+    async def _create(self, target: ConfinedPath, file_text: Any) -> str:
         if file_text is None:
             raise ToolError("create needs `file_text`: the full content of the file.")
         if not isinstance(file_text, str):
             raise ToolError("`file_text` must be a string.")
-        kind = await asyncio.to_thread(_kind, real)
+        real = target.real
+        kind = await asyncio.to_thread(target.kind)
         if kind == "dir":
             raise ToolError(f"{real} is a directory; give a file path to create.")
         if kind == "other":
             raise ToolError(f"{real} exists and is not a regular file; refusing to overwrite it.")
+        try:
+            data = file_text.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as exc:
+            raise ToolError(f"`file_text` cannot be written as UTF-8: {exc.reason}.") from exc
 
-        def work() -> tuple[_Snapshot | None, bool]:
-            previous: bytes | None = None
-            existed = real.exists()
-            if existed:
-                if real.stat().st_size > self.max_edit_bytes:
-                    previous = None
-                else:
-                    previous = real.read_bytes()
-            created: list[Path] = []
-            parent = real.parent
-            while not parent.exists():
-                created.append(parent)
-                parent = parent.parent
-            real.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                data = file_text.encode("utf-8", "surrogateescape")
-            except UnicodeEncodeError as exc:
-                raise ToolError(f"`file_text` cannot be written as UTF-8: {exc.reason}.") from exc
-            real.write_bytes(data)
-            if existed and previous is None:
-                return None, existed  # too big to keep: history cleared below
-            return _Snapshot(previous, created), existed
+        def before() -> _Snapshot | None:
+            if kind == "missing":
+                return _Snapshot(None, target.missing_parents())
+            with os.fdopen(target.open_read(), "rb") as fh:
+                if os.fstat(fh.fileno()).st_size > self.max_edit_bytes:
+                    return None  # too big to keep: the history is cleared after the write
+                return _Snapshot(fh.read())
 
-        snapshot, existed = await asyncio.to_thread(work)
+        snapshot = await asyncio.to_thread(before)
+        await self._write(target, data, snapshot, make_parents=kind == "missing")
         lines = len(_split_lines(file_text))
         if snapshot is None:
-            self._history.pop(real, None)
             return (
                 f"Overwrote {real} ({lines} lines). The old file was too large to keep a copy, "
                 "so this cannot be undone.\n"
             )
-        self._remember(real, snapshot)
-        if existed:
+        if kind == "file":
             return (
                 f"Overwrote the existing file {real} with {lines} lines; "
                 "undo_edit restores its previous content.\n"
             )
         return f"Created {real} ({lines} lines).\n"
 
-    async def _str_replace(self, real: Path, old_str: Any, new_str: Any) -> str:
+    async def _str_replace(self, target: ConfinedPath, old_str: Any, new_str: Any) -> str:
+        real = target.real
         if old_str is None:
             raise ToolError("str_replace needs `old_str`: the exact text to replace.")
         if not isinstance(old_str, str) or not isinstance(new_str, str | None):
@@ -486,7 +509,7 @@ class StrReplaceEditor(BaseTool):
             raise ToolError(
                 "`old_str` is empty; give the exact text to replace (to add text, use insert)."
             )
-        doc = await asyncio.to_thread(self._load_sync, real)
+        doc = await asyncio.to_thread(self._load_sync, target)
         old = doc.normalize(old_str)
         new = doc.normalize(new_str or "")
         text = doc.text
@@ -515,9 +538,7 @@ class StrReplaceEditor(BaseTool):
             raise ToolError("`old_str` and `new_str` are identical; nothing would change.")
         pos = positions[0]
         new_text = text[:pos] + new + text[pos + len(old) :]
-        data = doc.encode(new_text)
-        await asyncio.to_thread(doc.path.write_bytes, data)
-        self._remember(real, _Snapshot(doc.raw))
+        await self._write(target, doc.encode(new_text), _Snapshot(doc.raw))
         first_line = text.count("\n", 0, pos) + 1
         last_line = first_line + new.count("\n")
         return (
@@ -542,7 +563,8 @@ class StrReplaceEditor(BaseTool):
             return " (it does occur once leading/trailing whitespace is ignored)"
         return ""
 
-    async def _insert(self, real: Path, insert_line: Any, new_str: Any) -> str:
+    async def _insert(self, target: ConfinedPath, insert_line: Any, new_str: Any) -> str:
+        real = target.real
         if insert_line is None:
             raise ToolError("insert needs `insert_line`: the line after which to insert (0 = top).")
         line = _as_int(insert_line, "insert_line")
@@ -550,7 +572,7 @@ class StrReplaceEditor(BaseTool):
             raise ToolError("insert needs `new_str`: the text to insert.")
         if not isinstance(new_str, str):
             raise ToolError("`new_str` must be a string.")
-        doc = await asyncio.to_thread(self._load_sync, real)
+        doc = await asyncio.to_thread(self._load_sync, target)
         lines = _split_lines(doc.text)
         count = len(lines)
         if not 0 <= line <= count:
@@ -567,9 +589,7 @@ class StrReplaceEditor(BaseTool):
             if not block.endswith("\n"):
                 block += "\n"
             new_text = "".join(lines[:line]) + block + "".join(lines[line:])
-        data = doc.encode(new_text)
-        await asyncio.to_thread(doc.path.write_bytes, data)
-        self._remember(real, _Snapshot(doc.raw))
+        await self._write(target, doc.encode(new_text), _Snapshot(doc.raw))
         added = max(1, len(_split_lines(block)))
         return (
             f"Inserted {added} line(s) into {real} after line {line}. The region now reads:\n"
@@ -577,34 +597,28 @@ class StrReplaceEditor(BaseTool):
             "Check the result (indentation, no duplicated lines); undo_edit reverts it.\n"
         )
 
-    async def _undo(self, real: Path) -> str:
+    async def _undo(self, target: ConfinedPath) -> str:
+        real = target.real
         history = self._history.get(real)
         if not history:
             raise ToolError(
                 f"There is no edit to undo for {real}: this tool has not changed it (or every "
                 "change was already undone)."
             )
-        snapshot = history.pop()
-        if not history:
-            del self._history[real]
+        snapshot = history[-1]
 
         def work() -> bool:
             if snapshot.previous is None:
-                removed = False
-                if real.is_file() or real.is_symlink():
-                    real.unlink()
-                    removed = True
-                for directory in snapshot.created_dirs:  # deepest first
-                    try:
-                        directory.rmdir()
-                    except OSError:
-                        break
+                removed = target.unlink()
+                target.remove_empty_dirs(snapshot.created_dirs)  # deepest first
                 return removed
-            real.parent.mkdir(parents=True, exist_ok=True)
-            real.write_bytes(snapshot.previous)
+            target.write_atomic(snapshot.previous, make_parents=True)
             return True
 
-        done = await asyncio.to_thread(work)
+        done = await asyncio.to_thread(work)  # on failure the snapshot stays for a retry
+        history.pop()
+        if not history:
+            self._history.pop(real, None)
         if snapshot.previous is None:
             if not done:
                 return f"Undid the creation of {real}; the file was already gone.\n"

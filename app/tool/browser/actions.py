@@ -7,12 +7,14 @@ an unknown index or tab, a page that fails to load) raises ``ToolError``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.exceptions import ToolError
 from app.tool.browser.extract import extract_with_llm, page_markdown
 from app.tool.browser.state import current_title, refresh_selector_map
+from app.tool.browser.urls import check_url, is_blocked
 
 __all__ = ["ACTIONS", "REQUIRED", "BrowserActions"]
 
@@ -41,15 +43,6 @@ ACTIONS: tuple[str, ...] = tuple(REQUIRED)
 _MAX_WAIT = 60
 
 
-def _normalise_url(url: str) -> str:
-    url = url.strip()
-    if not url:
-        raise ToolError("The url is empty")
-    if "://" not in url and not url.startswith(("about:", "data:", "file:")):
-        url = "https://" + url
-    return url
-
-
 class BrowserActions:
     """The actions, bound to one connected session. Built per call by the tool."""
 
@@ -72,7 +65,26 @@ class BrowserActions:
 
     async def run(self, action: str, args: dict[str, Any]) -> str:
         handler = getattr(self, f"_{action}")
-        return await handler(**{key: args[key] for key in REQUIRED[action]}, extra=args)
+        await self._leave_local_page()  # e.g. reached by a script after the last action
+        try:
+            return await handler(**{key: args[key] for key in REQUIRED[action]}, extra=args)
+        finally:
+            await self._leave_local_page()
+
+    async def _leave_local_page(self) -> None:
+        """A page on a local address (a link or script led there) is left at once, before
+        anything of it reaches the model."""
+        try:
+            url = await self.session.get_current_page_url()
+        except Exception:  # no page yet
+            return
+        if url and is_blocked(url):
+            with contextlib.suppress(Exception):
+                await self._event(self.bu.events.NavigateToUrlEvent(url="about:blank"))
+            raise ToolError(
+                f"The page went to {url[:200]!r}, a local address the browser may not show; it "
+                "was closed. Only web pages (http, https) can be opened."
+            )
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -124,12 +136,12 @@ class BrowserActions:
     # ---- actions ---------------------------------------------------------------------------
 
     async def _go_to_url(self, url: str, extra: dict[str, Any]) -> str:
-        url = _normalise_url(str(url))
+        url = check_url(str(url))
         await self._navigate(url, new_tab=False, timeout=extra["_timeout"])
         return f"Navigated to {url}; now showing {await self._page_summary()}"
 
     async def _open_tab(self, url: str, extra: dict[str, Any]) -> str:
-        url = _normalise_url(str(url))
+        url = check_url(str(url))
         await self._navigate(url, new_tab=True, timeout=extra["_timeout"])
         return f"Opened a new tab with {url}; now showing {await self._page_summary()}"
 
@@ -236,7 +248,7 @@ class BrowserActions:
         results = getattr(response, "results", None) or []
         if not results:
             raise ToolError(f"The web search for {query!r} found nothing")
-        first = results[0].url
+        first = check_url(str(results[0].url))
         await self._navigate(first, new_tab=False, timeout=extra["_timeout"])
         return f"{response.output}\n\nOpened the first result: {first}"
 

@@ -1,5 +1,6 @@
 """``extract_content``: the page as markdown, then one LLM call that pulls out what the goal
-asks for. The page goes to the model as markdown (never raw HTML), capped in length."""
+asks for. The page goes to the model as markdown (never raw HTML), capped in length, with
+every registered secret (and key-shaped string) redacted like any other request."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from typing import Any
 
 from app.exceptions import LLMError, ToolError
+from app.logger import redact
 from app.schema import Message
 
 __all__ = ["EXTRACTION_TOOL", "extract_with_llm", "page_markdown"]
@@ -55,10 +57,9 @@ async def page_markdown(extract_clean_markdown: Any, session: Any, limit: int) -
 
 async def extract_with_llm(llm: Any, *, goal: str, url: str, page: str, full_length: int) -> str:
     """Ask the model for the goal's information; its answer, as text."""
-    note = (
-        f", first {len(page)} of {full_length} characters" if full_length > len(page) else ""
-    )
+    note = f", first {len(page)} of {full_length} characters" if full_length > len(page) else ""
     prompt = _INSTRUCTION.format(goal=goal, url=url, note=note, page=page or "(the page is empty)")
+    prompt = redact(prompt)  # like every other request: no registered secret leaves with it
     try:
         reply = await llm.ask_tool(
             [Message.user_message(prompt)], tools=[EXTRACTION_TOOL], tool_choice="required"

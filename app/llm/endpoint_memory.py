@@ -1,0 +1,347 @@
+"""What an endpoint refused, remembered across processes.
+
+Some servers refuse a feature in ways that cost seconds to discover: llama.cpp's server answers
+a streamed request with tools by HTTP 200 and an empty event stream, a model without function
+calling rejects ``tools``, a text-only model rejects images. Learning that once per process
+wasted 5-9 s on every start, so the refusals are kept in a small JSON file, keyed by the
+normalised base URL and the model name, each with the time it was learned. Entries expire
+(default 7 days) because a server may be upgraded.
+
+The file lives at ``$OPENMANUS_CACHE_DIR/endpoints.json``, else
+``$XDG_CACHE_HOME/openmanus/endpoints.json``, else ``~/.cache/openmanus/endpoints.json``.
+Deleting it (or :meth:`EndpointMemory.forget`) clears what was learned.
+
+Safety: writes are atomic (temp file in the same directory, fsync, ``os.replace``) and made
+under an ``fcntl`` lock file after re-reading the file, so processes writing at once keep each
+other's entries. The file is 0600 in a 0700 directory and holds no secrets: only the base
+URL without credentials, query or fragment, the model name and feature names. A corrupt or
+unreadable file, an unwritable directory or a symlink in place of the file never raises: the
+problem is logged once and the memory then works in this process only.
+
+Cost: :meth:`EndpointMemory.refused` answers from memory after one ``stat`` (a few
+microseconds; the file is re-read only when it changed), so callers on the event loop call it
+directly. :meth:`EndpointMemory.remember` and :meth:`EndpointMemory.forget` lock, fsync and
+replace the file (milliseconds, rarely): call them via ``asyncio.to_thread`` from async code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from app.logger import logger
+
+__all__ = [
+    "DEFAULT_TTL",
+    "FEATURES",
+    "EndpointMemory",
+    "default_cache_path",
+    "default_memory",
+    "normalize_base_url",
+]
+
+#: The features a server can be remembered to refuse.
+FEATURES = frozenset({"stream_tools", "tools", "images", "stream"})
+#: Seconds a learned refusal is trusted (a server may be upgraded meanwhile).
+DEFAULT_TTL = 7 * 24 * 3600.0
+_VERSION = 1
+_MAX_FILE_BYTES = 1 << 20  # a bigger file is not ours to parse
+_MAX_ENTRIES = 500  # oldest entries beyond this are dropped on write
+_FUTURE_SLACK = 24 * 3600.0  # timestamps further ahead than this are treated as invalid
+
+_Entries = dict[str, dict[str, Any]]
+
+
+def default_cache_path() -> Path:
+    """Where the memory lives unless a path is given (see the module docstring)."""
+    root = os.environ.get("OPENMANUS_CACHE_DIR")
+    if root:
+        return Path(root).expanduser() / "endpoints.json"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "openmanus" / "endpoints.json"
+
+
+def normalize_base_url(base_url: str) -> str:
+    """``HTTP://User:pw@Host:8080/v1/`` -> ``http://host:8080/v1``: one key per endpoint, and
+    no credentials, query or fragment ever reach the file."""
+    text = (base_url or "").strip()
+    try:
+        parts = urlsplit(text)
+        host = (parts.hostname or "").lower()
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        port = parts.port
+    except ValueError:
+        return text.rstrip("/").lower()
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _key(base_url: str, model: str) -> str:
+    return f"{normalize_base_url(base_url)} {model.strip()}"
+
+
+class EndpointMemory:
+    """Features each (base URL, model) refused, shared by every process of this user."""
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        ttl: float = DEFAULT_TTL,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._path = Path(path) if path is not None else default_cache_path()
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._entries: _Entries = {}
+        self._stamp: tuple[int, int, int] | None = None
+        self._local_only = False  # set once the file proved unusable
+        self._warned: set[str] = set()
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def persistent(self) -> bool:
+        """False once the file proved unusable and the memory keeps to this process."""
+        return not self._local_only
+
+    def __repr__(self) -> str:
+        return f"EndpointMemory({str(self._path)!r}, persistent={self.persistent})"
+
+    # ---- public API ----------------------------------------------------------------------
+
+    def refused(self, base_url: str, model: str) -> frozenset[str]:
+        """The features this endpoint refused within the TTL (cheap: no read unless changed)."""
+        with self._lock:
+            self._refresh()
+            entry = self._entries.get(_key(base_url, model))
+            if not entry:
+                return frozenset()
+            now = self._clock()
+            return frozenset(f for f, at in entry["features"].items() if self._fresh(at, now))
+
+    def remember(self, base_url: str, model: str, feature: str) -> None:
+        """Record that the endpoint refused ``feature`` (one of :data:`FEATURES`)."""
+        if feature not in FEATURES:
+            raise ValueError(
+                f"Unknown endpoint feature {feature!r}; expected one of {sorted(FEATURES)}"
+            )
+        key, now = _key(base_url, model), self._clock()
+
+        def change(entries: _Entries) -> None:
+            entry = entries.setdefault(
+                key,
+                {"base_url": normalize_base_url(base_url), "model": model.strip(), "features": {}},
+            )
+            entry["features"][feature] = now
+
+        self._update(change)
+
+    def forget(self, base_url: str, model: str) -> None:
+        """Drop everything learned about this endpoint (e.g. after a server upgrade)."""
+        key = _key(base_url, model)
+        self._update(lambda entries: entries.pop(key, None))
+
+    def clear(self) -> None:
+        """Forget every endpoint."""
+        self._update(lambda entries: entries.clear())
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def _fresh(self, learned_at: float, now: float) -> bool:
+        return now - self._ttl < learned_at <= now + _FUTURE_SLACK
+
+    def _warn_once(self, kind: str, message: str) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            logger.warning(
+                f"Endpoint capability cache {self._path}: {message}; keeping it in memory"
+            )
+
+    def _refresh(self) -> None:
+        """Reload the file when it changed since the last look (called with the lock held)."""
+        if self._local_only:
+            return
+        try:
+            st = os.stat(self._path, follow_symlinks=False)
+        except FileNotFoundError:
+            self._entries, self._stamp = {}, None
+            return
+        except OSError as e:
+            self._go_local("unreadable", f"cannot stat it ({e})")
+            return
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._stamp:
+            return
+        loaded = self._read()
+        if loaded is not None:
+            self._entries, self._stamp = loaded, stamp
+
+    def _read(self) -> _Entries | None:
+        """The file's valid entries; {} when absent or corrupt; None when it cannot be used."""
+        try:
+            fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            reason = "it is a symlink" if os.path.islink(self._path) else f"cannot read it ({e})"
+            self._go_local("unreadable", reason)
+            return None
+        try:
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    self._go_local("unreadable", "it is not a regular file")
+                    return None
+                raw = f.read(_MAX_FILE_BYTES + 1)
+        except OSError as e:
+            self._go_local("unreadable", f"cannot read it ({e})")
+            return None
+        if len(raw) > _MAX_FILE_BYTES:
+            self._warn_once("corrupt", "the file is too large; ignoring its content")
+            return {}
+        return self._parse(raw)
+
+    def _parse(self, raw: bytes) -> _Entries:
+        try:
+            data = json.loads(raw.decode("utf-8")) if raw.strip() else {}
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            self._warn_once("corrupt", "the file is not valid JSON; ignoring its content")
+            return {}
+        endpoints = data.get("endpoints") if isinstance(data, dict) else None
+        if not isinstance(endpoints, dict):
+            return {}
+        now = self._clock()
+        entries: _Entries = {}
+        for key, entry in endpoints.items():
+            if not isinstance(entry, dict) or not isinstance(entry.get("features"), dict):
+                continue
+            features = {
+                f: float(at)
+                for f, at in entry["features"].items()
+                if f in FEATURES
+                and isinstance(at, int | float)
+                and not isinstance(at, bool)
+                and self._fresh(float(at), now)
+            }
+            if features:
+                entries[str(key)] = {
+                    "base_url": str(entry.get("base_url", "")),
+                    "model": str(entry.get("model", "")),
+                    "features": features,
+                }
+        return entries
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def _go_local(self, kind: str, message: str) -> None:
+        self._warn_once(kind, message)
+        self._local_only = True
+
+    def _update(self, change: Callable[[_Entries], Any]) -> None:
+        """Apply ``change`` to the file's current content under the lock file, and to memory."""
+        with self._lock:
+            if not self._local_only:
+                try:
+                    self._update_file(change)
+                    return
+                except OSError as e:
+                    self._go_local("unwritable", f"cannot write it ({e})")
+            change(self._entries)
+
+    def _update_file(self, change: Callable[[_Entries], Any]) -> None:
+        directory = self._path.parent
+        if not directory.exists():
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with self._file_lock():
+            if os.path.islink(self._path):
+                raise OSError("the cache file is a symlink")
+            current = self._read()
+            if current is None:  # _read went local already; keep what we knew
+                raise OSError("the cache file cannot be read")
+            change(current)
+            self._write(self._pruned(current))
+            st = os.stat(self._path, follow_symlinks=False)
+            self._entries = current
+            self._stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """An exclusive ``flock`` on ``<file>.lock`` across processes (none where unsupported)."""
+        lock_path = self._path.with_name(self._path.name + ".lock")
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(lock_path, flags, 0o600)
+        try:
+            try:
+                import fcntl
+            except ImportError:  # pragma: no cover - not POSIX
+                yield
+                return
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _pruned(self, entries: _Entries) -> _Entries:
+        now = self._clock()
+        for entry in entries.values():
+            entry["features"] = {
+                f: at for f, at in entry["features"].items() if self._fresh(at, now)
+            }
+        live = {k: e for k, e in entries.items() if e["features"]}
+        if len(live) > _MAX_ENTRIES:
+            newest = sorted(live, key=lambda k: max(live[k]["features"].values()), reverse=True)
+            live = {k: live[k] for k in newest[:_MAX_ENTRIES]}
+        entries.clear()
+        entries.update(live)
+        return entries
+
+    def _write(self, entries: _Entries) -> None:
+        payload = json.dumps({"version": _VERSION, "endpoints": entries}, indent=1, sort_keys=True)
+        fd, tmp = tempfile.mkstemp(dir=self._path.parent, prefix=".endpoints.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self._path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        with contextlib.suppress(OSError):  # make the rename itself durable (best effort)
+            dir_fd = os.open(self._path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+
+_default: EndpointMemory | None = None
+_default_lock = threading.Lock()
+
+
+def default_memory() -> EndpointMemory:
+    """The process-wide memory at :func:`default_cache_path` (created on first use)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = EndpointMemory()
+        return _default

@@ -1,0 +1,141 @@
+"""The openai SDK as a transport: for Azure (deployment routing, ``api-key`` auth, API
+versions), or wherever a profile sets ``transport = "openai"``.
+
+The body is sent ready-made through the SDK client's ``post``; the SDK's exceptions are
+translated into ours here (``app.llm.errors.translate_error``). The openai package is imported
+on the first request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+from urllib.parse import quote
+
+from app.exceptions import LLMConnectionError, LLMError, LLMTimeoutError
+from app.llm.errors import translate_error
+from app.llm.http_transport import decode_completion, finish_stream
+from app.llm.streaming import StreamAssembler
+from app.llm.transport import ChatRequest, NoStream, Transport, deliver
+
+__all__ = ["OpenAITransport"]
+
+
+class OpenAITransport(Transport):
+    """Chat requests through ``openai.AsyncOpenAI`` / ``AsyncAzureOpenAI``."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        azure: bool = False,
+        api_version: str | None = None,
+        timeout: float = 300.0,
+    ) -> None:
+        self.base_url = base_url
+        self.api_key = api_key
+        self.model = model
+        self.azure = azure
+        self.api_version = api_version
+        self.timeout = timeout
+        self.endpoint = base_url or ""
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _sdk(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            import openai
+
+            key = self.api_key or "no-key-configured"
+            if self.azure:
+                self._client = openai.AsyncAzureOpenAI(
+                    api_key=key,
+                    api_version=self.api_version,
+                    azure_endpoint=self.base_url,
+                    max_retries=0,
+                    timeout=self.timeout,
+                )
+            else:
+                self._client = openai.AsyncOpenAI(
+                    api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+                )
+            self.endpoint = str(self._client.base_url)
+            self._loop = loop
+        return self._client
+
+    def _path(self, client: Any) -> str:
+        """Azure wants the deployment in the path; its client would read the model from a
+        dict body, but ours is ready-made JSON, so the path is built here."""
+        if self.azure and "/deployments" not in str(client.base_url.path):
+            return f"/deployments/{quote(self.model, safe='')}/chat/completions"
+        return "/chat/completions"
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        import openai
+
+        client = self._sdk()
+        options = {"security": {"bearer_auth": True}, "timeout": request.timeout}
+        try:
+            if request.stream:
+                return await self._stream(client, options, request)
+            raw = await client.post(
+                self._path(client), content=request.body, cast_to=bytes, options=options
+            )
+        except openai.OpenAIError as e:
+            raise translate_error(e, model=request.model, base_url=self.endpoint) from e
+        return decode_completion(raw, request.model, self.endpoint)
+
+    async def _stream(
+        self, client: Any, options: dict[str, Any], request: ChatRequest
+    ) -> dict[str, Any]:
+        from openai import AsyncStream
+        from openai.types.chat import ChatCompletionChunk
+
+        stream = await client.post(
+            self._path(client),
+            content=request.body,
+            cast_to=ChatCompletionChunk,
+            options=options,
+            stream=True,
+            stream_cls=AsyncStream[ChatCompletionChunk],
+        )
+        assembler = StreamAssembler(request.model)
+        last = time.monotonic()
+        try:
+            async for chunk in stream:
+                last = time.monotonic()
+                text = assembler.add(chunk.model_dump())
+                await deliver(request.on_delta, text)
+        except (LLMError, NoStream):
+            raise
+        except Exception as e:
+            import openai
+
+            if isinstance(e, openai.OpenAIError) and not isinstance(e, openai.APITimeoutError):
+                raise
+            if "timeout" in type(e).__name__.lower():
+                raise LLMTimeoutError(
+                    f"The stream from model '{request.model}' ({self.endpoint}) stalled: no "
+                    f"data for {time.monotonic() - last:.1f} s after {assembler.chunks} "
+                    f"chunk(s)",
+                    model=request.model,
+                ) from e
+            raise LLMConnectionError(
+                f"The stream from model '{request.model}' ({self.endpoint}) broke after "
+                f"{assembler.chunks} chunk(s): {type(e).__name__}: {e}",
+                model=request.model,
+            ) from e
+        finally:
+            await stream.close()
+        return finish_stream(assembler, request.model, self.endpoint)
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.close()

@@ -1,0 +1,654 @@
+"""Tool calling in plain text, for chat models that have no function-calling API.
+
+In "text" mode the tool definitions go into the system prompt (:func:`render_tool_prompt`) and
+the calls are read back out of the model's answer (:func:`parse_tool_calls`). We ask for
+``<tool_call>{json}</tool_call>`` blocks, but small open models answer in whatever format their
+training used, so the parser also accepts the common ones:
+
+* explicit markers: ``<tool_call>`` (Hermes/Qwen, also unterminated at the end),
+  Mistral's ``[TOOL_CALLS]`` (a JSON list, or ``name[ARGS]{...}``), Llama 3.x
+  ``<|python_tag|>``, and ``<function=name>{json}</function>`` (also with
+  ``<parameter=key>value</parameter>`` pairs);
+* implicit ones, only when the answer has no explicit marker: fenced ```json / ```tool_call /
+  ```tool_code blocks (JSON, or a Python-style ``tool(arg=...)`` call in the last two), an answer
+  that is one JSON object or list, and a call-shaped JSON object inside prose.
+
+Explicit markers leave no doubt that the model meant to call a tool, so their calls are kept
+even when the name is unknown or the JSON is broken: the agent then tells the model what was
+wrong, which it can fix. Implicit formats need a known tool name and the strict call shape
+(``{"name": ..., "arguments": {...}}`` and its ``tool``/``function``/``parameters`` spellings),
+so ordinary JSON in an answer stays text. Names match exactly, else ignoring case, ``-`` vs
+``_`` and a ``functions.``/``default_api.`` prefix when that picks one tool.
+
+Parsing never raises and its work is bounded (candidate counts, scan windows and a token
+budget), so a megabyte answer or a deeply nested one returns quickly. Callers strip reasoning
+first with :func:`split_reasoning`, so a call drafted inside ``<think>`` is not run.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import secrets
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from app.llm.lenient_json import (
+    MISSING,
+    ScanBudget,
+    arguments_text,
+    decode_at,
+    loads_lenient,
+    python_calls,
+)
+from app.prompt.text_tools import (
+    TOOL_LIST_HEADER,
+    TOOL_PROMPT_INTRO,
+    TOOL_RESULT_CLOSE,
+    TOOL_RESULT_OPEN,
+)
+from app.schema import Function, ToolCall
+
+__all__ = [
+    "MAX_CALLS",
+    "TextToolParse",
+    "new_call_id",
+    "parse_tool_calls",
+    "render_tool_prompt",
+    "render_tool_result",
+    "split_reasoning",
+]
+
+#: More calls than this in one answer are left as text (no model needs more in one step).
+MAX_CALLS = 64
+_MAX_CANDIDATES = 32  # call-shaped objects tried inside prose
+
+_ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
+_NAME_KEYS = ("name", "tool", "tool_name", "function")
+_SHAPE_KEYS = frozenset((*_ARG_KEYS, *_NAME_KEYS, "type", "id"))
+
+
+@dataclass(frozen=True)
+class TextToolParse:
+    """A model answer split into its text and the tool calls found in it."""
+
+    content: str
+    calls: list[ToolCall]
+
+
+def new_call_id() -> str:
+    """An id in the OpenAI style (``call_`` + 24 hex digits), unique enough for one run."""
+    return f"call_{secrets.token_hex(12)}"
+
+
+# ---- rendering -----------------------------------------------------------------------------
+
+
+def _type_text(schema: Any) -> str:
+    if not isinstance(schema, dict):
+        return "any"
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(str(k) for k in kind)
+    if kind == "array":
+        return f"array of {_type_text(schema.get('items'))}"
+    if kind == "object" and schema.get("properties"):
+        return json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    for union in ("anyOf", "oneOf"):
+        if isinstance(schema.get(union), list):
+            return "|".join(_type_text(s) for s in schema[union])
+    return str(kind or "any")
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
+
+
+def _describe(text: Any, brief: bool) -> str:
+    """A description on one line; only its first sentence when ``brief``."""
+    raw = str(text or "").strip()
+    if brief:
+        end = _SENTENCE_END.search(raw)
+        raw = raw[: end.start()] if end else raw
+    return " ".join(raw.split())
+
+
+def _render_tool(tool: dict[str, Any], brief: bool) -> str:
+    fn = tool.get("function", tool) if isinstance(tool, dict) else {}
+    name = str(fn.get("name", ""))
+    description = _describe(fn.get("description"), brief)
+    lines = [f"- {name}: {description}" if description else f"- {name}"]
+    params = fn.get("parameters") if isinstance(fn.get("parameters"), dict) else {}
+    required = set(params.get("required") or ())
+    properties = params.get("properties") or {}
+    if not isinstance(properties, dict):
+        properties = {}
+    for key, schema in properties.items():
+        mark = "*" if key in required else ""
+        text = f"  {key}{mark} ({_type_text(schema)})"
+        desc = schema.get("description") if isinstance(schema, dict) else None
+        if desc:
+            text += ": " + _describe(desc, brief)
+        lines.append(text)
+    if not properties:
+        lines.append("  (no arguments)")
+    return "\n".join(lines)
+
+
+def render_tool_prompt(tools: list[dict[str, Any]], *, brief: bool = False) -> str:
+    """The text to append to the system prompt: how to call tools, then the tools.
+
+    Arguments are a terse list (``name* (type): description``) rather than JSON schema:
+    about a quarter fewer tokens (Manus's tools: 1471 against 1956 Llama-3 tokens) and easier
+    for small models to read. Nested objects fall back to compact JSON schema; keys the list
+    cannot show (``dependencies`` etc.) are left out. ``brief`` keeps only the first sentence
+    of every description, for 2k-4k windows.
+    """
+    body = "\n".join(_render_tool(t, brief) for t in tools)
+    return f"{TOOL_PROMPT_INTRO}\n\n{TOOL_LIST_HEADER}\n{body}"
+
+
+def render_tool_result(name: str, call_id: str, content: str) -> str:
+    """A tool's result as text for the model (sent as a user message in text mode).
+
+    A closing tag inside the result is defused, so tool output cannot end the block early and
+    pose as the user or as a new call.
+    """
+    safe_name = json.dumps(name, ensure_ascii=False)[1:-1]
+    safe_id = json.dumps(call_id, ensure_ascii=False)[1:-1]
+    opener = TOOL_RESULT_OPEN.format(name=safe_name, call_id=safe_id)
+    body = _CLOSE_RESULT.sub("</tool_response >", content or "")
+    return f"{opener}\n{body}\n{TOOL_RESULT_CLOSE}"
+
+
+_CLOSE_RESULT = re.compile(r"</tool_response\s*>", re.IGNORECASE)
+
+# ---- reasoning -----------------------------------------------------------------------------
+
+_THINK_OPEN = re.compile(r"\A\s*<(think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_CLOSE_ANY = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
+_CALL_MARKERS = re.compile(r"<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<function=", re.IGNORECASE)
+
+
+def split_reasoning(text: str) -> tuple[str | None, str]:
+    """``(reasoning, answer)`` from an answer that may start with a ``<think>`` block.
+
+    Handles ``<think>``/``<thinking>`` blocks at the start (several in a row too), an
+    unterminated one (the answer is empty, unless a tool-call marker follows inside it: a
+    model that forgot to close its thoughts still gets its call run), and a closing
+    ``</think>`` with no opener, as DeepSeek-R1 distills emit when the template opened it.
+    ``reasoning`` is None when there is none (or it is empty); ``text`` is then unchanged.
+    """
+    if not isinstance(text, str) or ("think" not in text.lower() and "reasoning" not in text):
+        return None, text if isinstance(text, str) else ""
+    parts: list[str] = []
+    rest = text
+    found = False
+    while True:
+        opened = _THINK_OPEN.match(rest)
+        if opened is None:
+            break
+        found = True
+        close = re.compile(rf"</{opened.group(1)}>", re.IGNORECASE).search(rest, opened.end())
+        if close is None:
+            inner = rest[opened.end() :]
+            marker = _CALL_MARKERS.search(inner)
+            cut = marker.start() if marker else len(inner)
+            parts.append(inner[:cut])
+            rest = inner[cut:]
+            break
+        parts.append(rest[opened.end() : close.start()])
+        rest = rest[close.end() :]
+    if not found:
+        close = _THINK_CLOSE_ANY.search(text)
+        if close is None or re.search(r"<(think|thinking|reasoning)>", text[: close.start()], re.I):
+            return None, text
+        parts.append(text[: close.start()])
+        rest = text[close.end() :]
+    reasoning = "\n\n".join(p.strip() for p in parts if p.strip())
+    return (reasoning or None), rest.strip()
+
+
+# ---- call shapes and names -----------------------------------------------------------------
+
+
+class _Names:
+    """Resolves a model's spelling of a tool name to the real one."""
+
+    def __init__(self, names: Collection[str]) -> None:
+        self.exact = frozenset(n for n in names if isinstance(n, str))
+        loose: dict[str, str | None] = {}
+        for name in self.exact:
+            key = self._key(name)
+            loose[key] = None if key in loose and loose[key] != name else name
+        self.loose = loose
+
+    @staticmethod
+    def _key(name: str) -> str:
+        return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+    def resolve(self, name: str) -> str | None:
+        if name in self.exact:
+            return name
+        candidates = [name.strip()]
+        for prefix in ("functions.", "default_api.", "tools.", "tool."):
+            if name.strip().lower().startswith(prefix):
+                candidates.append(name.strip()[len(prefix) :])
+        for candidate in candidates:
+            if candidate in self.exact:
+                return candidate
+            found = self.loose.get(self._key(candidate))
+            if found:
+                return found
+        return None
+
+
+def _shape(obj: Any, strict: bool) -> tuple[str, Any] | None:
+    """``(name, arguments)`` when ``obj`` looks like a call; strict also wants the arguments
+    key and no foreign keys (so ``{"name": "bash", "description": ...}`` is not a call)."""
+    if not isinstance(obj, dict):
+        return None
+    fn = obj.get("function")
+    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+        if strict and not set(obj) <= _SHAPE_KEYS:
+            return None
+        args = next((fn[k] for k in _ARG_KEYS if k in fn), MISSING)
+        if args is MISSING:
+            args = next((obj[k] for k in _ARG_KEYS if k in obj), MISSING)
+        if strict and args is MISSING and len(fn) > 1:
+            return None
+        return fn["name"], args
+    name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
+    if not name or not name.strip():
+        return None
+    args = next((obj[k] for k in _ARG_KEYS if k in obj), MISSING)
+    if strict and (args is MISSING or not set(obj) <= _SHAPE_KEYS):
+        return None
+    return name, args
+
+
+def _call(name: str, args: Any) -> ToolCall:
+    return ToolCall(id=new_call_id(), function=Function(name=name, arguments=arguments_text(args)))
+
+
+# ---- the parser ----------------------------------------------------------------------------
+
+_TOOL_CALL_OPEN = re.compile(r"<tool_call>", re.IGNORECASE)
+_TOOL_CALL_CLOSE = re.compile(r"</tool_call>", re.IGNORECASE)
+_FUNCTION_OPEN = re.compile(r"<function=\s*[\"']?([^>\"'\s]{1,200})[\"']?\s*>", re.IGNORECASE)
+_FUNCTION_CLOSE = re.compile(r"</function>", re.IGNORECASE)
+_PARAMETER = re.compile(
+    r"<parameter=\s*[\"']?([^>\"'\s]{1,200})[\"']?\s*>(.*?)(?:</parameter>|(?=<parameter=)|\Z)",
+    re.IGNORECASE | re.DOTALL,
+)
+_MISTRAL = re.compile(r"\[TOOL_CALLS\]")
+_MISTRAL_V11 = re.compile(r"\s*([A-Za-z_][\w.\-]{0,200})\s*\[ARGS\]\s*")
+_PYTHON_TAG = re.compile(r"<\|python_tag\|>")
+_PYTHON_TAG_END = re.compile(r"<\|(?:eom_id|eot_id)\|>")
+_FENCE = re.compile(r"```")
+_FENCE_LANG = re.compile(r"[\w\-]*")
+_CANDIDATE = re.compile(
+    r"""\{\s*["'](?:name|tool|tool_name|function|arguments|parameters)["']\s*:"""
+)
+_RECOVER_NAME = re.compile(
+    r"""["']?(?:name|tool|tool_name|function)["']?\s*:\s*["']([^"'\n]{1,200})["']"""
+)
+_RECOVER_ARGS = re.compile(r"""["']?(?:arguments|parameters|args)["']?\s*:\s*""")
+_LEADING_NAME = re.compile(r"\A([A-Za-z_][\w.\-]{0,200})\s*[:(]?\s*(?=[{(])")
+_LEFTOVER = re.compile(r"</tool_call>|<\|(?:eom_id|eot_id|python_tag)\|>", re.IGNORECASE)
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_JSON_FENCES = frozenset(("", "json", "json5", "javascript"))
+_CALL_FENCES = frozenset(("tool_call", "tool_calls", "toolcall", "tool_code", "function_call"))
+_SPECIAL_VALUE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null")
+
+
+def _param_value(raw: str) -> Any:
+    """A ``<parameter=...>`` value: JSON for objects, lists, numbers, booleans; else text."""
+    value = raw.strip("\n")
+    stripped = value.strip()
+    if stripped[:1] in ("{", "[") or _SPECIAL_VALUE.fullmatch(stripped):
+        parsed = loads_lenient(stripped)
+        if parsed is not MISSING:
+            return parsed
+    return value
+
+
+class _Parser:
+    def __init__(self, text: str, names: _Names) -> None:
+        self.text = text
+        self.names = names
+        self.budget = ScanBudget()
+        self.spans: list[tuple[int, int, list[tuple[str, Any]]]] = []
+        self.fences: list[tuple[int, int]] = []
+        self.count = 0
+
+    # -- bookkeeping
+
+    def taken(self, pos: int, fences: bool = False) -> bool:
+        if any(s <= pos < e for s, e, _ in self.spans):
+            return True
+        return fences and any(s <= pos < e for s, e in self.fences)
+
+    def add(self, start: int, end: int, calls: list[tuple[str, Any]]) -> bool:
+        if self.count + len(calls) > MAX_CALLS or len(self.spans) >= 2 * MAX_CALLS:
+            return False
+        self.spans.append((start, end, calls))
+        self.count += len(calls)
+        return True
+
+    def explicit_name(self, name: str) -> str:
+        return self.names.resolve(name) or name.strip()
+
+    # -- explicit bodies
+
+    def explicit_value(self, value: Any) -> list[tuple[str, Any]] | None:
+        items = value if isinstance(value, list) else [value]
+        shaped = [_shape(item, strict=False) for item in items[: MAX_CALLS + 1]]
+        if not items or any(s is None for s in shaped):
+            return None
+        return [(self.explicit_name(n), a) for n, a in shaped if n is not None]
+
+    def sequence(self, body: str) -> list[Any] | None:
+        """Several JSON values in a row, separated by blanks, commas or semicolons."""
+        values, pos = [], 0
+        while len(values) <= MAX_CALLS:
+            while pos < len(body) and body[pos] in " \t\r\n,;":
+                pos += 1
+            if pos >= len(body):
+                return values or None
+            decoded = decode_at(body, pos, self.budget)
+            if decoded is None:
+                return None
+            values.append(decoded[0])
+            pos = decoded[1]
+        return None
+
+    def explicit_body(self, body: str) -> list[tuple[str, Any]]:
+        text = body.strip()
+        if text.startswith("```"):
+            text = text[3:]
+            text = text[_FENCE_LANG.match(text).end() :].strip()  # type: ignore[union-attr]
+            text = text.removesuffix("```").strip()
+        if not text:
+            return []
+        if text[:10].lower().startswith("<function="):
+            return self.function_calls(text)
+        value = loads_lenient(text) if text[0] in "{[" else MISSING
+        if value is not MISSING:
+            calls = self.explicit_value(value)
+            if calls:
+                return calls
+        if text[0] in "{[":
+            values = self.sequence(text)
+            if values:
+                shaped = [self.explicit_value(v) for v in values]
+                if all(shaped):
+                    return [c for group in shaped if group for c in group]
+        python = python_calls(text)
+        if python:
+            return [(self.explicit_name(n), a) for n, a in python]
+        return [self.recover(text)]
+
+    def recover(self, text: str) -> tuple[str, Any]:
+        """A broken call: the name if it can be found, the arguments verbatim."""
+        name_match = _RECOVER_NAME.search(text)
+        if name_match:
+            name = name_match.group(1)
+            args_match = _RECOVER_ARGS.search(text, name_match.end()) or _RECOVER_ARGS.search(text)
+            if args_match:
+                args = text[args_match.end() :].rstrip()
+                if text.lstrip().startswith("{") and args.endswith("}"):
+                    args = args[:-1].rstrip()
+                return self.explicit_name(name), args or text
+            return self.explicit_name(name), text
+        leading = _LEADING_NAME.match(text)
+        if leading:
+            args = text[leading.end() :].strip()
+            if args.startswith("(") and args.endswith(")"):
+                args = args[1:-1].strip()
+            return self.explicit_name(leading.group(1)), args
+        return "", text
+
+    def function_calls(self, text: str) -> list[tuple[str, Any]]:
+        """``<function=name>...</function>`` blocks inside an already explicit region."""
+        return [calls[0] for _, _, calls in self.function_blocks(text) if calls]
+
+    def function_blocks(self, text: str) -> Iterator[tuple[int, int, list[tuple[str, Any]]]]:
+        opens = list(_iter_capped(_FUNCTION_OPEN, text))
+        closes = [m.start() for m in _iter_capped(_FUNCTION_CLOSE, text, 4 * MAX_CALLS)]
+        for i, opened in enumerate(opens[: MAX_CALLS + 1]):
+            body_end, span_end = _pair(opens, i, closes, len("</function>"), len(text))
+            whole = _json_then_close(text, opened.end(), _FUNCTION_CLOSE)
+            if whole is not None:
+                body_end, span_end = whole
+            body = text[opened.end() : body_end]
+            yield (
+                opened.start(),
+                span_end,
+                [(self.explicit_name(opened.group(1)), self.function_args(body))],
+            )
+
+    def function_args(self, body: str) -> Any:
+        if re.search(r"<parameter=", body, re.IGNORECASE):
+            return {
+                m.group(1): _param_value(m.group(2))
+                for m in _iter_capped(_PARAMETER, body, 4 * MAX_CALLS)
+            }
+        stripped = body.strip()
+        if not stripped:
+            return {}
+        value = loads_lenient(stripped)
+        return stripped if value is MISSING else value
+
+    # -- passes
+
+    def tool_call_tags(self) -> None:
+        text = self.text
+        opens = list(_iter_capped(_TOOL_CALL_OPEN, text))
+        closes = [m.start() for m in _iter_capped(_TOOL_CALL_CLOSE, text, 4 * MAX_CALLS)]
+        for i, opened in enumerate(opens[: MAX_CALLS + 1]):
+            body_end, span_end = _pair(opens, i, closes, len("</tool_call>"), len(text))
+            whole = _json_then_close(text, opened.end(), _TOOL_CALL_CLOSE)
+            if whole is not None:  # a closing tag inside a JSON string does not end the block
+                body_end, span_end = whole
+            if not self.add(
+                opened.start(), span_end, self.explicit_body(text[opened.end() : body_end])
+            ):
+                return
+
+    def function_tags(self) -> None:
+        for start, end, calls in self.function_blocks(self.text):
+            if not self.taken(start) and not self.add(start, end, calls):
+                return
+
+    def mistral(self) -> None:
+        text = self.text
+        markers = [m for m in _iter_capped(_MISTRAL, text) if not self.taken(m.start())]
+        for i, marker in enumerate(markers[: MAX_CALLS + 1]):
+            limit = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+            pos = marker.end()
+            while pos < limit and text[pos].isspace():
+                pos += 1
+            v11 = _MISTRAL_V11.match(text, pos, limit)
+            if v11:
+                decoded = decode_at(text[:limit], v11.end(), self.budget)
+                if decoded:
+                    call = (self.explicit_name(v11.group(1)), decoded[0])
+                    end = decoded[1]
+                else:
+                    call, end = (
+                        (self.explicit_name(v11.group(1)), text[v11.end() : limit].strip()),
+                        limit,
+                    )
+                calls = [call]
+            else:
+                decoded = (
+                    decode_at(text[:limit], pos, self.budget)
+                    if text[pos : pos + 1] in ("[", "{")
+                    else None
+                )
+                value_calls = self.explicit_value(decoded[0]) if decoded else None
+                if decoded and value_calls:
+                    calls, end = value_calls, decoded[1]
+                else:
+                    calls, end = self.explicit_body(text[pos:limit]), limit
+            if not self.add(marker.start(), end, calls):
+                return
+
+    def python_tags(self) -> None:
+        text = self.text
+        markers = [m for m in _iter_capped(_PYTHON_TAG, text) if not self.taken(m.start())]
+        for i, marker in enumerate(markers[: MAX_CALLS + 1]):
+            limit = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+            end_token = _PYTHON_TAG_END.search(text, marker.end(), limit)
+            body_end = end_token.start() if end_token else limit
+            span_end = end_token.end() if end_token else limit
+            if not self.add(
+                marker.start(), span_end, self.explicit_body(text[marker.end() : body_end])
+            ):
+                return
+
+    def implicit_value(self, value: Any, strict: bool) -> list[tuple[str, Any]] | None:
+        items = value if isinstance(value, list) else [value]
+        if not items or len(items) > MAX_CALLS:
+            return None
+        calls = []
+        for item in items:
+            shaped = _shape(item, strict=strict)
+            if shaped is None or (strict is False and not set(item) <= _SHAPE_KEYS):
+                return None
+            name = self.names.resolve(shaped[0])
+            if name is None:
+                return None
+            calls.append((name, shaped[1]))
+        return calls
+
+    def fenced(self) -> None:
+        text = self.text
+        ticks = [
+            m.start()
+            for m in _iter_capped(_FENCE, text, 8 * MAX_CALLS)
+            if not self.taken(m.start())
+        ]
+        for a, b in zip(ticks[::2], ticks[1::2], strict=False):
+            self.fences.append((a, b + 3))
+            inner = text[a + 3 : b]
+            lang_end = _FENCE_LANG.match(inner).end()  # type: ignore[union-attr]
+            lang = inner[:lang_end].lower()
+            body = inner[lang_end:].strip()
+            if (lang not in _JSON_FENCES and lang not in _CALL_FENCES) or not body:
+                continue
+            value = loads_lenient(body) if body[0] in "{[" else MISSING
+            calls = None
+            if value is not MISSING:
+                calls = self.implicit_value(value, strict=lang not in _CALL_FENCES)
+            if calls is None and lang in _CALL_FENCES:
+                python = python_calls(body)
+                if python:
+                    resolved = [(self.names.resolve(n), args) for n, args in python]
+                    if all(n for n, _ in resolved):
+                        calls = [(n, args) for n, args in resolved if n]
+            if calls and not self.add(a, b + 3, calls):
+                return
+
+    def whole(self) -> None:
+        stripped = self.text.strip()
+        if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
+            return
+        value = loads_lenient(stripped)
+        calls = self.implicit_value(value, strict=False) if value is not MISSING else None
+        if calls:
+            self.add(0, len(self.text), calls)
+
+    def embedded(self) -> None:
+        tried = 0
+        for match in _CANDIDATE.finditer(self.text):
+            if tried >= _MAX_CANDIDATES or self.budget.left <= 0:
+                return
+            start = match.start()
+            if self.taken(start, fences=True):
+                continue
+            tried += 1
+            decoded = decode_at(self.text, start, self.budget)
+            if decoded is None:
+                continue
+            calls = self.implicit_value(decoded[0], strict=True)
+            if calls and not self.add(start, decoded[1], calls):
+                return
+
+    def run(self) -> TextToolParse:
+        for explicit in (self.tool_call_tags, self.function_tags, self.mistral, self.python_tags):
+            explicit()
+        if self.count == 0:
+            self.fenced()
+            if not self.spans:
+                self.whole()
+            if self.count == 0:
+                self.embedded()
+        self.spans.sort(key=lambda span: span[0])
+        pieces, pos = [], 0
+        calls: list[ToolCall] = []
+        for start, end, found in self.spans:
+            pieces.append(self.text[pos:start])
+            pos = max(pos, end)
+            calls.extend(_call(name, args) for name, args in found)
+        pieces.append(self.text[pos:])
+        content = "".join(pieces)
+        if calls:
+            content = _BLANK_RUNS.sub("\n\n", _LEFTOVER.sub("", content))
+        return TextToolParse(content=content.strip(), calls=calls)
+
+
+def _iter_capped(
+    pattern: re.Pattern[str], text: str, cap: int = MAX_CALLS + 2
+) -> Iterator[re.Match[str]]:
+    for count, match in enumerate(pattern.finditer(text)):
+        if count >= cap:
+            return
+        yield match
+
+
+def _json_then_close(text: str, pos: int, close: re.Pattern[str]) -> tuple[int, int] | None:
+    """Body end and span end when a well-formed JSON value follows ``pos`` and then ``close``."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    if text[pos : pos + 1] not in ("{", "["):
+        return None
+    try:
+        end = _DECODER.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError):
+        return None
+    gap = end
+    while gap < len(text) and gap - end < 64 and text[gap].isspace():
+        gap += 1
+    closed = close.match(text, gap)
+    return (closed.start(), closed.end()) if closed else None
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _pair(
+    opens: list[re.Match[str]], i: int, closes: list[int], close_len: int, end: int
+) -> tuple[int, int]:
+    """Body end and span end of opener ``i``: its closer, else the next opener or the end."""
+    next_open = opens[i + 1].start() if i + 1 < len(opens) else end
+    j = bisect.bisect_left(closes, opens[i].end())
+    if j < len(closes) and closes[j] < next_open:
+        return closes[j], closes[j] + close_len
+    return next_open, next_open
+
+
+def parse_tool_calls(text: str, tool_names: Collection[str]) -> TextToolParse:
+    """The tool calls in a model's answer and the answer without them. Never raises."""
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    if not tool_names or not text:
+        return TextToolParse(content=text.strip(), calls=[])
+    try:
+        return _Parser(text, _Names(tool_names)).run()
+    except (RecursionError, MemoryError, ValueError, TypeError):  # a last guard, not a path
+        return TextToolParse(content=text.strip(), calls=[])

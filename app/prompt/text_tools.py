@@ -1,0 +1,29 @@
+"""Prompts for calling tools in plain text, for models without function calling (our words).
+
+Small local models read this with 2k-8k token windows, so every sentence has to earn its place.
+"""
+
+__all__ = [
+    "TOOL_LIST_HEADER",
+    "TOOL_PROMPT_INTRO",
+    "TOOL_RESULT_CLOSE",
+    "TOOL_RESULT_OPEN",
+]
+
+TOOL_PROMPT_INTRO = (
+    "# Tools\n"
+    "You can use the tools below. To use a tool, write a block like this, with the "
+    "arguments as one JSON object:\n"
+    '<tool_call>{"name": "tool_name", "arguments": {"argument": "value"}}</tool_call>\n'
+    "Use one block per call; several blocks in one answer are allowed. After your blocks, "
+    "stop and wait: each result comes back to you in a <tool_response> block. "
+    "An answer with no <tool_call> block is your final answer."
+)
+
+#: Introduces the list of tools; each tool follows as ``- name: description`` with its
+#: arguments indented below it (``* required`` marks the ones that must be given).
+TOOL_LIST_HEADER = "Available tools (arguments marked * are required):"
+
+#: How a tool's result is shown to the model: ``{name}`` and ``{call_id}`` are filled in.
+TOOL_RESULT_OPEN = '<tool_response name="{name}" id="{call_id}">'
+TOOL_RESULT_CLOSE = "</tool_response>"

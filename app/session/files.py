@@ -1,0 +1,161 @@
+"""Opening session files without following links, and one process per session at a time.
+
+Sessions live in the workspace, which the model can write: it could replace ``.sessions`` (or
+a session file) with a symlink to make the next run write its history elsewhere. So the
+directory is opened with ``O_NOFOLLOW`` (its parent being the operator's workspace) and every
+file beneath it relative to that descriptor, again with ``O_NOFOLLOW``: a link there is an
+error, never followed.
+
+A session being written is held with an exclusive ``flock`` on its own file for the whole run,
+so a second ``--resume`` of it fails at once (:class:`SessionBusyError`) instead of running the
+cut-off task twice and mixing both histories into one file.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from app.exceptions import SessionBusyError, SessionError
+
+__all__ = ["is_locked", "open_session_dir", "open_session_file", "read_all", "session_files"]
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+
+
+def _link_error(path: Path) -> SessionError:
+    return SessionError(
+        f"{path} is a symbolic link (or not a regular file/directory); session files are "
+        "never written or read through links. Remove it, or choose another workspace."
+    )
+
+
+@contextmanager
+def open_session_dir(directory: Path, *, create: bool) -> Iterator[int | None]:
+    """A descriptor of the sessions directory (created if asked; None if missing)."""
+    parent = directory.parent
+    if create:
+        parent.mkdir(parents=True, exist_ok=True)
+    try:
+        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+    except FileNotFoundError:
+        if create:
+            raise
+        yield None
+        return
+    try:
+        if create:
+            try:
+                os.mkdir(directory.name, 0o700, dir_fd=parent_fd)
+            except FileExistsError:
+                pass
+        try:
+            fd = os.open(directory.name, _DIR_FLAGS, dir_fd=parent_fd)
+        except FileNotFoundError:
+            if create:
+                raise
+            yield None
+            return
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _link_error(directory) from e
+            raise
+    finally:
+        os.close(parent_fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_session_file(dir_fd: int, path: Path, *, new: bool, lock: bool = True) -> int:
+    """Open ``path``'s name beneath ``dir_fd`` for appending (``new``: it must not exist),
+    never through a link, holding the session's lock when ``lock``."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
+    if new:
+        flags |= os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(path.name, flags, 0o600, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _link_error(path) from e
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _link_error(path)
+        if lock:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as e:
+                raise SessionBusyError(
+                    f"Session {path.stem} is in use by another process (a run of it has not "
+                    "ended); wait for it to finish, or start a new session."
+                ) from e
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_all(fd: int) -> bytes:
+    """The whole file from its start, whatever the descriptor's position."""
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def read_file(dir_fd: int, path: Path) -> bytes:
+    """A session file's bytes, opened beneath ``dir_fd`` without following a link."""
+    try:
+        fd = os.open(
+            path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _link_error(path) from e
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _link_error(path)
+        return read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def is_locked(dir_fd: int, name: str) -> bool:
+    """Whether a process is writing this session right now."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def session_files(dir_fd: int) -> list[tuple[str, float]]:
+    """``(name, mtime)`` of the regular ``*.jsonl`` files in the directory; links skipped."""
+    found = []
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".jsonl"):
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append((entry.name, st.st_mtime))
+    return found

@@ -1,0 +1,80 @@
+"""The scripted server's command line: ``python -m app.testing.server --script replies.json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+
+from app.testing.replies import load_script
+from app.testing.server import CapturedRequest, ScriptedLLMServer
+
+__all__ = ["main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve a JSON script until SIGTERM/SIGINT (or stdin EOF with ``--stdin-eof``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app.testing.server",
+        description="Scripted OpenAI-compatible server; prints its base URL, then serves.",
+    )
+    parser.add_argument("--script", required=True, help="JSON file holding a list of replies")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
+    parser.add_argument("--model", default="scripted-model", help="model name for /v1/models")
+    parser.add_argument("--log", help="append every request to this file as JSON lines")
+    parser.add_argument(
+        "--stdin-eof", action="store_true", help="also stop when standard input reaches end of file"
+    )
+    args = parser.parse_args(argv)
+
+    try:
+        script = load_script(args.script)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        print(f"scripted server: cannot load {args.script}: {exc}", file=sys.stderr)
+        return 2
+
+    log_file = open(args.log, "a", encoding="utf-8") if args.log else None
+
+    def log_request(request: CapturedRequest) -> None:
+        if log_file is not None:
+            log_file.write(json.dumps(request.to_json()) + "\n")
+            log_file.flush()
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.stdin_eof:
+
+        def watch_stdin() -> None:
+            try:
+                while sys.stdin.buffer.read(65536):
+                    pass
+            finally:
+                stop.set()
+
+        threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
+
+    server = ScriptedLLMServer(script, port=args.port, model=args.model, on_request=log_request)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"scripted server: cannot listen on port {args.port}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        print(server.base_url, flush=True)
+        stop.wait()
+    finally:
+        server.stop()
+        if log_file is not None:
+            log_file.close()
+    print(
+        f"scripted server: {len(server.requests)} requests, {server.remaining} replies unused",
+        file=sys.stderr,
+    )
+    return 0

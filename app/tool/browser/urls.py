@@ -1,0 +1,99 @@
+"""Which addresses the browser may open: the web, never the host's files.
+
+A page from ``file:`` can read other local files (and, with ``disable_security``, send them
+anywhere), so every spelling of a local address is refused: ``file:``, ``FILE:``,
+``file://localhost/...``, ``file:/x``, percent-encoded schemes (``%66ile:``), tabs or
+newlines inside the scheme (which browsers drop), and wrappers that carry another URL
+(``view-source:``, ``filesystem:``, ``blob:``, ``jar:``). Only ``http``, ``https``, ``data``
+and ``about:blank`` pass.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit
+
+from app.exceptions import ToolError
+
+__all__ = ["ALLOWED_SCHEMES", "check_url", "is_blocked"]
+
+ALLOWED_SCHEMES = frozenset({"http", "https", "data"})
+_WRAPPERS = frozenset({"view-source", "filesystem", "blob", "jar"})
+#: Schemes refused even without ``//`` (``file:/etc/passwd``, ``javascript:...``).
+_LOCAL = frozenset(
+    {
+        "file",
+        "javascript",
+        "vbscript",
+        "chrome",
+        "chrome-extension",
+        "chrome-untrusted",
+        "devtools",
+        *_WRAPPERS,
+    }
+)
+_TAB_NEWLINE = re.compile(r"[\t\n\r]")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
+
+
+def _scheme_and_rest(url: str) -> tuple[str | None, str]:
+    # WHATWG: strip leading/trailing C0 controls and spaces, drop tabs and newlines anywhere.
+    text = _TAB_NEWLINE.sub(
+        "",
+        url.strip(
+            "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b"
+            "\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17"
+            "\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f "
+        ),
+    )
+    for _ in range(5):  # %66ile: and doubly encoded forms
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    match = _SCHEME.match(text)
+    if match is None:
+        return None, text
+    return match.group(1).lower(), text[match.end() :]
+
+
+def is_blocked(url: str) -> bool:
+    """Whether ``url`` (in any spelling) is something other than the web."""
+    scheme, rest = _scheme_and_rest(url)
+    depth = 0
+    while scheme in _WRAPPERS and depth < 5:
+        scheme, rest = _scheme_and_rest(rest)
+        depth += 1
+        if scheme is None:
+            return True  # a wrapper around something that is not a URL
+    if scheme is None:
+        return False  # no scheme: taken as https://<text> by check_url
+    if scheme == "about":
+        return rest.split("#", 1)[0].split("?", 1)[0].lower() not in ("blank", "srcdoc")
+    if scheme in ("http", "https"):
+        host = (urlsplit(f"{scheme}:{rest}").hostname or "").lower()
+        return host == ""
+    return scheme not in ALLOWED_SCHEMES or depth > 0
+
+
+def check_url(url: str) -> str:
+    """The address to open (``https://`` added to a bare host such as ``localhost:8000``), or
+    a ``ToolError`` for a local file or another non-web address."""
+    url = url.strip()
+    if not url:
+        raise ToolError("The url is empty")
+    scheme, _ = _scheme_and_rest(url)
+    bare = scheme is None or (
+        "://" not in url
+        and scheme not in _LOCAL
+        and scheme not in ALLOWED_SCHEMES
+        and scheme != "about"
+    )
+    candidate = "https://" + url if bare else url
+    if is_blocked(candidate):
+        raise ToolError(
+            f"The browser only opens web pages (http, https); {url[:200]!r} is refused: local "
+            "files and browser-internal addresses are off limits. Read workspace files with "
+            "str_replace_editor instead."
+        )
+    return candidate
