@@ -127,7 +127,7 @@ async def test_text_mode_sends_no_tools_and_describes_them_in_the_system_prompt(
     result = await agent.run("Finish the task by calling the terminate tool.")
     assert result.steps <= 3
     assert result.state in (AgentState.FINISHED, AgentState.IDLE, AgentState.ERROR)
-    assert result.ok or result.error is not None or result.state == AgentState.IDLE
+    assert result.ok or result.failure, repr(result)  # finished, or failed saying why
     chats = proxy.chat_requests()
     assert chats and all(not e.has_tools for e in chats)
     for exchange in chats:
@@ -144,8 +144,8 @@ async def test_a_tool_call_written_as_text_is_executed(real_llm, recording_proxy
     llm = real_llm("smollm2", base_url=proxy.base_url, tool_calling="text", max_tokens=96)
     agent = agent_on(llm, max_steps=3)
     result = await agent.run("Finish the task.")
-    served = proxy.chat_requests()[0].response_json()
-    assert TEXT_CALL in served["choices"][0]["message"]["content"]  # the trick worked
+    served = proxy.chat_requests()[0].completion()
+    assert served and TEXT_CALL in served["content"]  # the trick worked
     assert result.state == AgentState.FINISHED and result.steps == 1, repr(result)
     outputs = [m.content for m in agent.memory.messages if m.role == "tool"]
     assert any("completed with status: success" in (o or "") for o in outputs), outputs

@@ -85,6 +85,41 @@ class ProxiedExchange:
         except ValueError:
             return None
 
+    def chunks(self) -> list[dict[str, Any]]:
+        """The JSON events of a streamed response (``data: {...}`` lines), in order."""
+        events = []
+        for line in self.response.decode("utf-8", "replace").splitlines():
+            if line.startswith("data:") and line[5:].strip().startswith("{"):
+                with contextlib.suppress(ValueError):
+                    events.append(json.loads(line[5:]))
+        return events
+
+    def completion(self) -> dict[str, Any] | None:
+        """What the server answered, streamed or not, as ``{"content", "finish_reason",
+        "usage"}`` (``usage`` None when the server sent none); None when it answered nothing
+        usable (an error, an empty stream)."""
+        data = self.response_json()
+        if isinstance(data, dict) and data.get("choices"):
+            choice = data["choices"][0]
+            return {
+                "content": (choice.get("message") or {}).get("content"),
+                "finish_reason": choice.get("finish_reason"),
+                "usage": data.get("usage"),
+            }
+        chunks = self.chunks()
+        if not chunks:
+            return None
+        parts: list[str] = []
+        finish, usage = None, None
+        for chunk in chunks:
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                piece = (choice.get("delta") or {}).get("content")
+                if isinstance(piece, str):
+                    parts.append(piece)
+                finish = choice.get("finish_reason") or finish
+        return {"content": "".join(parts), "finish_reason": finish, "usage": usage}
+
 
 class RecordingProxy:
     """``RecordingProxy(upstream_base_url)``; use ``base_url`` in place of the upstream's.
