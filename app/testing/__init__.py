@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from app.testing.function_model import FunctionInfo, FunctionModel
     from app.testing.keyed import KeyedScripts, keyed_server
+    from app.testing.llama import LlamaServer, model_path
+    from app.testing.proxy import RecordingProxy
     from app.testing.replies import (
         CutReply,
         DropReply,
@@ -47,7 +49,9 @@ __all__ = [
     "FunctionInfo",
     "FunctionModel",
     "KeyedScripts",
+    "LlamaServer",
     "RawReply",
+    "RecordingProxy",
     "Reply",
     "ScriptedLLMServer",
     "SlowReply",
@@ -62,6 +66,7 @@ __all__ = [
     "error",
     "keyed_server",
     "load_script",
+    "model_path",
     "raw",
     "slow",
     "stall",
@@ -72,12 +77,19 @@ __all__ = [
 _SERVER_NAMES = {"CapturedRequest", "ScriptedLLMServer"}
 _KEYED_NAMES = {"KeyedScripts", "keyed_server"}
 _FUNCTION_NAMES = {"FunctionInfo", "FunctionModel"}
+_OTHER_MODULES = {
+    "LlamaServer": "app.testing.llama",
+    "model_path": "app.testing.llama",
+    "RecordingProxy": "app.testing.proxy",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name in _KEYED_NAMES:
+    if name in _OTHER_MODULES:
+        module = _OTHER_MODULES[name]
+    elif name in _KEYED_NAMES:
         module = "app.testing.keyed"
     elif name in _FUNCTION_NAMES:
         module = "app.testing.function_model"
