@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh browser,search,data,docker
+source scripts/setup-venv.sh browser,search,data,docker,web
 # shellcheck source=scripts/setup-chromium.sh
 CHROMIUM_OPTIONAL=1 source scripts/setup-chromium.sh
 exec "$VENV/bin/python" main.py "$@"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data,docker,browser,search,ray
+source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web
 # shellcheck source=scripts/setup-chromium.sh
 source scripts/setup-chromium.sh
 

@@ -368,3 +368,57 @@ def test_settings_reject_azure_over_httpx(llm_server):
     with pytest.raises(ValueError, match="transport"):
         llm_settings(llm_server, api_type="azure", api_version="2024-10-21", transport="httpx")
     LLM.create(llm_config=llm_settings(llm_server, tool_calling="TEXT"))  # case-insensitive
+
+
+async def test_an_empty_stream_that_was_an_overflow_is_not_taken_for_a_refusal(
+    llm_server, make_llm
+):
+    """llama.cpp answers an overflowing streamed request with an empty event stream too: the
+    refusal counts only once the same turn succeeds unstreamed, never after an overflow."""
+    overflow = error(400, "Requested tokens (2300) exceed context window of 2048",
+                     code="context_length_exceeded")
+
+    def respond(request: Any) -> Any:
+        if request.stream:
+            return raw(200, b"", content_type="text/event-stream")
+        return overflow
+
+    llm_server.responder = respond
+    llm = make_llm(model="local")
+    with pytest.raises(ContextWindowExceededError):
+        await llm.request(USER, tools=TOOLS)
+    assert llm.refused_features == frozenset()
+    assert make_llm(model="local").refused_features == frozenset()  # nothing was remembered
+    # The next (smaller) turn is streamed again.
+    llm_server.responder = None
+    llm_server.push(tool_calls(call("echo", {"text": "x"})))
+    await llm.request(USER, tools=TOOLS)
+    assert llm_server.requests[-1].stream is True
+
+
+@pytest.mark.parametrize("mode", ["auto", "native"])
+async def test_tool_calls_written_as_text_in_a_native_turn_are_tool_calls(
+    llm_server, make_llm, mode
+):
+    """A server that silently drops the tools (a model's own template) gets the calls written
+    as text: they are calls, not a final answer; ``auto`` then puts the tools in the prompt."""
+    written = '<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>'
+    llm_server.push(text(written), text("done"))
+    llm = make_llm(model="local", tool_calling=mode)
+    reply = await llm.request(USER, tools=TOOLS)
+    assert [(c.function.name, json.loads(c.function.arguments))
+            for c in reply.message.tool_calls] == [("echo", {"text": "hi"})]
+    assert reply.finish_reason == "tool_calls"
+    await llm.request(USER, tools=TOOLS)
+    second = llm_server.requests[-1].body
+    if mode == "auto":
+        assert "tools" in llm.refused_features
+        assert "tools" not in second and "echo" in second["messages"][0]["content"]
+    else:
+        assert llm.refused_features == frozenset() and second["tools"] == TOOLS
+
+
+async def test_json_in_an_ordinary_answer_is_not_a_tool_call(llm_server, make_llm):
+    llm_server.push(text('The config is {"name": "demo", "arguments": []}.'))
+    reply = await make_llm(model="local").request(USER, tools=TOOLS)
+    assert not reply.message.tool_calls and "demo" in reply.message.content

@@ -39,6 +39,7 @@ from app.llm.model import ModelResponse
 from app.llm.pricing import cost_of, price_for
 from app.llm.profiles import resolve_settings, transport_for
 from app.llm.recording import TapedTransport, active_tape
+from app.llm.refusals import Refusals
 from app.llm.retry import with_retries
 from app.llm.streaming import DeltaRelay, ThinkFilter
 from app.llm.transport import (
@@ -57,16 +58,10 @@ from app.logger import logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from app.config import LLMSettings
-    from app.llm.endpoint_memory import EndpointMemory
     from app.tokens import TokenCounter
 
 __all__ = ["LLM"]
-
-#: One endpoint memory per cache file (the file's place follows $OPENMANUS_CACHE_DIR).
-_MEMORIES: dict[Path, EndpointMemory] = {}
 
 Messages = list[Message | dict[str, Any]]
 
@@ -154,15 +149,15 @@ class LLM:
         #: ``ModelResponse.usage`` (concurrent callers overwrite this one).
         self.last_usage: Usage | None = None
         self._transport = transport
-        #: A transport given in code (a FunctionModel) has no endpoint worth remembering.
-        self._own_transport = transport is None
         self._tools_cache: tuple[Any, bytes] | None = None
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._counter: TokenCounter | None = None
         self._warned_images = False
         self._learned_window: int | None = None
-        self._refused: set[str] | None = None  # loaded from the endpoint memory on first use
+        # A transport given in code (a FunctionModel) has no endpoint worth remembering.
+        self._refusals = Refusals(self.base_url or "", self.model,
+                                  persistent=settings.capability_cache and transport is None)
 
     def __repr__(self) -> str:
         return (
@@ -352,45 +347,18 @@ class LLM:
     def refused_features(self) -> frozenset[str]:
         """What this endpoint and model refused (``stream``, ``stream_tools``, ``tools``,
         ``images``), learned in this process or, with ``capability_cache``, an earlier one."""
-        if self._refused is None:
-            self._refused = set()
-            memory = self._memory()
-            if memory is not None:
-                self._refused |= memory.refused(self.base_url or "", self.model)
-        return frozenset(self._refused)
+        return self._refusals.features
 
     @property
     def streams_refused(self) -> bool:
         """The endpoint refused streamed requests (they are sent plain from then on)."""
         return "stream" in self.refused_features
 
-    def _memory(self) -> EndpointMemory | None:
-        """The endpoint memory at the current cache path (``None`` when disabled)."""
-        if not self.settings.capability_cache or not self._own_transport:
-            return None
-        from app.llm.endpoint_memory import EndpointMemory, default_cache_path
-
-        path = default_cache_path()
-        memory = _MEMORIES.get(path)
-        if memory is None:
-            memory = _MEMORIES[path] = EndpointMemory(path)
-        return memory
-
     async def _refuse(self, feature: str, why: str) -> None:
-        if feature in self.refused_features:
-            return
-        assert self._refused is not None
-        self._refused.add(feature)
-        memory = self._memory()
-        if memory is not None:  # locks and fsyncs a file: off the event loop
-            await asyncio.to_thread(memory.remember, self.base_url or "", self.model, feature)
-        logger.info(f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
-                    "remembered for this endpoint")
+        await self._refusals.refuse(feature, why)
 
     def _may_stream(self, tools: bool) -> bool:
-        refused = self.refused_features
-        return self.settings.stream and "stream" not in refused and not (
-            tools and "stream_tools" in refused)
+        return self._refusals.may_stream(tools=tools, allowed=self.settings.stream)
 
     # ---- transport -----------------------------------------------------------------------------
 
@@ -460,14 +428,20 @@ class LLM:
         """The completion for one turn: streamed unless the profile or the endpoint
         says otherwise (a refusal is remembered, and the turn asked again plainly)."""
         tools = bool(extra.get("tools"))
+        pending: tuple[str, str] | None = None
         if stream and self._may_stream(tools):
             feature = "stream_tools" if tools else "stream"
             body = self._body(formatted, temperature=temperature, stream=True, extra=extra)
             try:
                 return await self._send(body, stream=True, timeout=timeout, relay=relay)
             except NoStream as e:
-                await self._refuse(feature, e.why)
-                if e.data is not None:
+                if e.data is None:
+                    # An empty event stream is ambiguous (llama.cpp answers an overflowing
+                    # streamed request that way too): it counts as a refusal only once the
+                    # same turn succeeds unstreamed.
+                    pending = (feature, e.why)
+                else:
+                    await self._refuse(feature, e.why)
                     try:
                         return parse_completion(e.data, self.model)
                     except LLMResponseError as bad:  # asked again plainly, with retries
@@ -478,7 +452,10 @@ class LLM:
                     raise
                 await self._refuse(feature, e.message)
         body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
-        return await self._send(body, stream=False, timeout=timeout, relay=None)
+        completion = await self._send(body, stream=False, timeout=timeout, relay=None)
+        if pending is not None:
+            await self._refuse(*pending)
+        return completion
 
     async def _usage_from(self, reported: dict[str, Any] | None, formatted: Formatted,
                           text: str) -> Usage:
@@ -537,8 +514,8 @@ class LLM:
             extra["tools"] = tools
             extra["tool_choice"] = choice
         try:
-            return await self._turn(formatted, extra=extra, temperature=temperature,
-                                    timeout=timeout, on_delta=on_delta, stream=stream)
+            response = await self._turn(formatted, extra=extra, temperature=temperature,
+                                        timeout=timeout, on_delta=on_delta, stream=stream)
         except ToolsNotSupportedError as e:
             if not tools or self.settings.tool_calling != "auto":
                 raise
@@ -546,6 +523,24 @@ class LLM:
             return await self._text_turn(formatted, tools, choice, temperature=temperature,
                                          timeout=timeout, on_delta=on_delta, stream=stream,
                                          extra=kwargs)
+        if tools and choice != "none" and not response.message.tool_calls \
+                and response.message.content:
+            return await self._calls_written_as_text(response, tools)
+        return response
+
+    async def _calls_written_as_text(
+        self, response: ModelResponse, tools: list[dict[str, Any]]
+    ) -> ModelResponse:
+        """Tool calls written as text in a native turn are tool calls (see
+        ``text_mode.recover_text_calls``); in ``auto`` mode the endpoint is then remembered
+        as one that needs the tools in the prompt."""
+        from app.llm.text_mode import recover_text_calls
+
+        recovered = recover_text_calls(response, tools, self.model)
+        if recovered is not response and self.settings.tool_calling == "auto":
+            await self._refuse("tools", "it answered a request with tools by writing the calls "
+                               "as text (the tools were likely left out of the prompt)")
+        return recovered
 
     async def _text_turn(
         self, formatted: Formatted, tools: list[dict[str, Any]], choice: Any, *,

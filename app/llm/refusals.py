@@ -1,0 +1,68 @@
+"""What one endpoint and model refused, learned in this process or remembered from an earlier
+one (``app.llm.endpoint_memory``), and what that means for the next request."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.logger import logger
+
+if TYPE_CHECKING:
+    from app.llm.endpoint_memory import EndpointMemory
+
+__all__ = ["Refusals"]
+
+#: One memory per cache path, shared by every LLM of the process.
+_MEMORIES: dict[Path, EndpointMemory] = {}
+
+
+class Refusals:
+    """The refused features (``stream``, ``stream_tools``, ``tools``, ``images``) of one
+    endpoint and model. ``persistent`` False keeps them in this process only (the profile's
+    ``capability_cache = false``, or a transport given in code)."""
+
+    def __init__(self, base_url: str, model: str, *, persistent: bool) -> None:
+        self.base_url = base_url
+        self.model = model
+        self.persistent = persistent
+        self._features: set[str] | None = None  # loaded from the memory on first use
+
+    @property
+    def features(self) -> frozenset[str]:
+        if self._features is None:
+            self._features = set()
+            memory = self._memory()
+            if memory is not None:
+                self._features |= memory.refused(self.base_url, self.model)
+        return frozenset(self._features)
+
+    def _memory(self) -> EndpointMemory | None:
+        """The endpoint memory at the current cache path (``None`` when not persistent)."""
+        if not self.persistent:
+            return None
+        from app.llm.endpoint_memory import EndpointMemory, default_cache_path
+
+        path = default_cache_path()
+        memory = _MEMORIES.get(path)
+        if memory is None:
+            memory = _MEMORIES[path] = EndpointMemory(path)
+        return memory
+
+    async def refuse(self, feature: str, why: str) -> None:
+        """Remember that the endpoint refused ``feature`` (and say why, once)."""
+        if feature in self.features:
+            return
+        assert self._features is not None
+        self._features.add(feature)
+        memory = self._memory()
+        if memory is not None:  # locks and fsyncs a file: off the event loop
+            await asyncio.to_thread(memory.remember, self.base_url, self.model, feature)
+        logger.info(f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
+                    "remembered for this endpoint")
+
+    def may_stream(self, *, tools: bool, allowed: bool) -> bool:
+        """Whether a turn (with tools or not) may be streamed, ``allowed`` by the profile."""
+        refused = self.features
+        return allowed and "stream" not in refused and not (tools and "stream_tools" in refused)
