@@ -166,6 +166,8 @@ async def test_timeout_gives_up(llm_server, make_llm):
          ContextWindowExceededError),
         (error(400, "registry.ollama.ai/library/gemma does not support tools"),
          ToolsNotSupportedError),
+        (error(400, '"auto" tool choice requires --enable-auto-tool-choice and '
+                    "--tool-call-parser to be set"), ToolsNotSupportedError),
     ],
 )
 async def test_final_errors_are_not_retried(llm_server, make_llm, failure, kind):

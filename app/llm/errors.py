@@ -38,7 +38,9 @@ _CONTEXT_PATTERNS = re.compile(
 _TOOLS_PATTERNS = re.compile(
     r"(does not|doesn't|do not|not) support[s]? (tools|tool[ _]use|tool[ _]calling|function)|"
     r"(tools?|function[ _]calling|tool_choice)\b[^.]{0,40}\b"
-    r"not (supported|support|enabled|allowed)",
+    r"not (supported|support|enabled|allowed)|"
+    # vLLM started without --enable-auto-tool-choice
+    r"tool[ _]choice requires --enable-auto-tool-choice",
     re.IGNORECASE,
 )
 
