@@ -79,13 +79,14 @@ async def test_streamed_turn_hands_out_the_text_and_estimates_usage(real_llm, re
 
 
 async def test_cut_answer_says_length(real_llm):
-    """A reply cut at max_tokens comes back with finish_reason "length" (truncated)."""
+    """A reply cut at max_tokens comes back with finish_reason "length" (truncated); asked
+    unstreamed, the usage is the server's own count."""
     llm = real_llm("smollm2", max_tokens=2)
     response = await llm.request(
-        user("Describe the sea in three sentences."), logit_bias=SMOLLM2_NO_EOS
+        user("Describe the sea in three sentences."), logit_bias=SMOLLM2_NO_EOS, stream=False
     )
     assert response.finish_reason == "length" and response.truncated
-    assert response.usage.completion_tokens == 2
+    assert response.usage.completion_tokens == 2 and not response.usage.estimated
 
 
 async def test_context_overflow_is_a_typed_error_with_the_servers_window(real_llm, recording_proxy):

@@ -184,5 +184,6 @@ async def test_auto_falls_back_to_text_and_remembers_it(tmp_path, real_llm, reco
     later = proxy.chat_requests()[1:]
     assert later and not any(e.has_tools for e in later), "auto did not switch to text"
     assert Terminate().description in later[0].messages[0]["content"]
-    memory = tmp_path / "cache" / "endpoints.json"
-    assert memory.is_file() and "text" in memory.read_text()
+    memory = json.loads((tmp_path / "cache" / "endpoints.json").read_text())
+    [entry] = memory["endpoints"].values()  # remembered: this endpoint refuses native tools
+    assert entry["model"] == "local" and "tools" in entry["features"]
