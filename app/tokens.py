@@ -5,10 +5,19 @@ fixed overhead plus the tokens of its role, content, name, tool-call id and tool
 reply priming adds a few more. Images are priced by the tile formula, with their size read from
 the image bytes themselves.
 
-tiktoken downloads its vocabularies on first use. Without a network (or with a broken cache)
-that fails, so a counter then falls back to a character-based estimate, warns once per process
-and encoding, and never retries the load on the request path. Loading happens on a worker
-thread with a deadline, because tiktoken's download has no timeout of its own.
+Counts are exact only for models whose tokenizer is known: OpenAI's (``o200k_base`` for gpt-4o,
+gpt-4.1, gpt-5 and the o-series, ``cl100k_base`` for gpt-4 and gpt-3.5). Those two vocabularies
+come from an installed package (``app.token_vocab``), so exact counts never need a network and
+tiktoken never tries to download them. Every other model (llama, qwen, gemma, mistral, claude...)
+is counted with ``cl100k_base`` as a stand-in, plus :data:`ESTIMATE_MARGIN`, and the counter says
+so: ``TokenCounter.exact`` is False. An estimate is good enough to decide when to compact a
+history, never to refuse a request on its own.
+
+Other tiktoken encodings (legacy ``p50k_base``, plugins) load through tiktoken as before, which
+may download. If an encoding cannot be had, counts fall back to a character-based estimate with
+one warning per process and encoding through the logger (never a print), and the load is not
+retried on the request path. Loading happens on a worker thread with a deadline, because
+tiktoken's download has no timeout of its own.
 
 Counting is incremental by design: each counter keeps a small LRU of text counts keyed on the
 text's ``(hash, length)``, so re-counting a growing history only tokenizes the new messages and
@@ -37,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_IMAGE_SIZE",
     "DEFAULT_LOAD_TIMEOUT",
+    "ESTIMATE_MARGIN",
     "MESSAGE_OVERHEAD",
     "REPLY_PRIMING",
     "TOOLS_OVERHEAD",
@@ -45,6 +55,7 @@ __all__ = [
     "estimate_text_tokens",
     "image_size",
     "image_tokens",
+    "model_encoding_name",
     "register_encoding",
     "resolve_encoding_name",
 ]
@@ -58,6 +69,10 @@ TOOLS_OVERHEAD = 12
 #: Seconds a load may take before the counter settles for estimates (the download never
 #: times out by itself; a black-holed network would otherwise block for minutes).
 DEFAULT_LOAD_TIMEOUT = 20.0
+#: Estimates for a model whose tokenizer is unknown are its ``cl100k_base`` count times this:
+#: smaller vocabularies (SmolLM, Llama 2, Mistral's 32k) need up to about a quarter more tokens
+#: for the same text, and a high estimate only makes compaction start a little earlier.
+ESTIMATE_MARGIN = 1.25
 #: Size assumed for an image whose bytes are not at hand (an http URL, unreadable data):
 #: 1024x1024 at high detail is 765 tokens, a middle-of-the-road screenshot.
 DEFAULT_IMAGE_SIZE = (1024, 1024)
@@ -102,6 +117,11 @@ _WARNED: set[str] = set()
 
 def _load_into(name: str, slot: _Slot) -> None:
     try:
+        from app.token_vocab import BUNDLED_ENCODINGS, load_bundled
+
+        if name in BUNDLED_ENCODINGS:  # never downloaded, even if the package is missing
+            slot.encoding, slot.error = load_bundled(name)
+            return
         import tiktoken
 
         slot.encoding = tiktoken.get_encoding(name)
@@ -134,15 +154,27 @@ def _warn_once(name: str, model: str, reason: str) -> None:
         if name in _WARNED:
             return
         _WARNED.add(name)
+    from app.token_vocab import BUNDLED_ENCODINGS, VOCAB_PACKAGE
+
+    if name in BUNDLED_ENCODINGS:
+        remedy = f"Reinstall the {VOCAB_PACKAGE} package to count exactly."
+    else:
+        remedy = (
+            "To count exactly offline, put the encoding file into a directory named by "
+            "TIKTOKEN_CACHE_DIR."
+        )
+    _logger().warning(
+        f"Token counts for model {model!r} are estimates: tiktoken encoding {name!r} could not "
+        f"be loaded ({reason}). {remedy}"
+    )
+
+
+def _logger() -> Any:
     try:
         from app.logger import logger
     except ImportError:  # pragma: no cover - only while app.logger is missing
         from loguru import logger
-    logger.warning(
-        f"Token counts for model {model!r} are estimates: tiktoken encoding {name!r} could not "
-        f"be loaded ({reason}). To count exactly offline, put the encoding file into a "
-        "directory named by TIKTOKEN_CACHE_DIR."
-    )
+    return logger
 
 
 def register_encoding(encoding: Encoding, name: str | None = None) -> None:
@@ -166,11 +198,11 @@ def clear_encoding_cache() -> None:
         _WARNED.clear()
 
 
-def resolve_encoding_name(model: str) -> str:
-    """The tiktoken encoding for ``model``: tiktoken's own mapping, else by model family.
+def model_encoding_name(model: str) -> str | None:
+    """The tiktoken encoding ``model`` really uses, or None when its tokenizer is unknown.
 
-    A provider prefix (``openai/gpt-4o``) is ignored. Unknown models (other vendors) get
-    ``cl100k_base``, which is close enough for a context-window check.
+    tiktoken's own mapping first, then OpenAI's model families (new snapshots tiktoken does
+    not list yet). A provider prefix (``openai/gpt-4o``) is ignored.
     """
     name = (model or "").strip().rsplit("/", 1)[-1].lower()
     try:
@@ -179,7 +211,13 @@ def resolve_encoding_name(model: str) -> str:
         return encoding_name_for_model(name)
     except Exception:  # unknown model (KeyError) or tiktoken unusable
         pass
-    return "o200k_base" if _O200K_MODEL.match(name) else "cl100k_base"
+    return "o200k_base" if _O200K_MODEL.match(name) else None
+
+
+def resolve_encoding_name(model: str) -> str:
+    """The tiktoken encoding to count ``model`` with: its own, else ``cl100k_base`` as a
+    stand-in (whose counts are then estimates, see :attr:`TokenCounter.exact`)."""
+    return model_encoding_name(model) or "cl100k_base"
 
 
 # --- estimates -----------------------------------------------------------------------------
@@ -340,6 +378,11 @@ class TokenCounter:
     (``await asyncio.to_thread(counter.load)``); otherwise the first count loads the encoding
     synchronously. ``encoding=`` injects a ready ``tiktoken.Encoding`` (offline vocabularies,
     tests) and skips loading altogether.
+
+    :attr:`exact` tells whether counts can be trusted to refuse a request: True only when the
+    model's own encoding is loaded (a known OpenAI model, or an ``encoding_name`` / ``encoding``
+    the caller vouches for). Otherwise counts are estimates, on the high side by
+    :data:`ESTIMATE_MARGIN` when the model's tokenizer is unknown.
     """
 
     def __init__(
@@ -354,6 +397,9 @@ class TokenCounter:
         if encoding is not None and not encoding_name:
             encoding_name = encoding.name
         self._encoding_name = encoding_name
+        #: Whether the encoding is the model's own (given by the caller, or known for the
+        #: model); when not, counts carry ESTIMATE_MARGIN.
+        self._native = bool(encoding_name) or model_encoding_name(model) is not None
         self._encoding: Encoding | None = encoding
         self._settled = encoding is not None
         self._load_timeout = load_timeout
@@ -362,7 +408,7 @@ class TokenCounter:
         self._cache_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        state = "not loaded" if not self._settled else "estimated" if self.estimated else "exact"
+        state = "not loaded" if not self._settled else "exact" if self.exact else "estimated"
         return f"TokenCounter(model={self.model!r}, encoding={self.encoding_name!r}, {state})"
 
     @property
@@ -392,17 +438,30 @@ class TokenCounter:
             self._settled = True
 
     @property
-    def estimated(self) -> bool:
-        """True when counts are estimates because no encoding could be loaded (loads first)."""
+    def exact(self) -> bool:
+        """True when counts use the model's own tokenizer (loads first).
+
+        False for models whose tokenizer is unknown (counted with a stand-in encoding plus
+        :data:`ESTIMATE_MARGIN`) and when no encoding could be loaded (character estimate).
+        Only an exact count may refuse a request locally (``ContextWindowExceededError``); an
+        estimate is for compaction and usage, and the server has the last word.
+        """
         if not self._settled:
             self.load()
-        return self._encoding is None
+        return self._encoding is not None and self._native
 
     @property
-    def signature(self) -> tuple[str, bool]:
+    def estimated(self) -> bool:
+        """``not exact``: counts are estimates (loads first)."""
+        return not self.exact
+
+    @property
+    def signature(self) -> tuple[str, bool, bool]:
         """What a count depends on: two counters with equal signatures count alike, so counts
         cached on a message (``app.llm.wire``) are reused across counters and agents."""
-        return (self.encoding_name, self.estimated)
+        if not self._settled:
+            self.load()
+        return (self.encoding_name, self._encoding is not None, self._native)
 
     # -- text --
 
@@ -416,19 +475,24 @@ class TokenCounter:
             self.load()
         encoding = self._encoding
         if encoding is None:
-            return estimate_text_tokens(text)
+            return self._margin(estimate_text_tokens(text))
         key = (hash(text), len(text))
         with self._cache_lock:
             count = self._cache.get(key)
             if count is not None:
                 self._cache.move_to_end(key)
-                return count
+                return self._margin(count)
         try:
             count = len(encoding.encode_ordinary(text))
         except Exception:  # never fail a request over counting
-            return estimate_text_tokens(text)
+            return self._margin(estimate_text_tokens(text))
         self._remember(key, count)
-        return count
+        return self._margin(count)
+
+    def _margin(self, count: int) -> int:
+        if self._native:
+            return count
+        return math.ceil(count * ESTIMATE_MARGIN)
 
     def _remember(self, key: tuple[Any, ...], count: int) -> None:
         with self._cache_lock:

@@ -28,6 +28,7 @@ __all__ = [
     "run_ours",
     "run_raw_http",
     "run_raw_sdk",
+    "workload",
 ]
 
 API_KEY = "sk-bench-0123456789abcdef"
@@ -144,26 +145,25 @@ async def run_raw_sdk(client: Any, model: str, tools: list[dict[str, Any]], step
     return steps
 
 
+def workload(tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What every loop sends, as plain data for loops that import nothing from ``app``."""
+    if tools is None:
+        tools = [tool.to_param() for tool in bench_tools()]
+    return {
+        "system": SYSTEM_PROMPT,
+        "task": TASK,
+        "next": NEXT_STEP_PROMPT,
+        "tools": tools,
+        "api_key": API_KEY,
+        "max_tokens": MAX_TOKENS,
+        "temperature": TEMPERATURE,
+    }
+
+
 async def run_raw_http(
     http: Any, url: str, model: str, tools: list[dict[str, Any]], steps: int
 ) -> int:
-    """The floor: the same JSON posted with a plain HTTP client and parsed with ``json``."""
-    echo = Echo()
-    messages = _start()
-    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
-    for _ in range(steps):
-        body = json.dumps({
-            "model": model, "messages": [*messages, _NEXT], "max_tokens": MAX_TOKENS,
-            "temperature": TEMPERATURE, "tools": tools, "tool_choice": "auto",
-        })
-        response = await http.post(url, content=body, headers=headers)
-        response.raise_for_status()
-        message = json.loads(response.content)["choices"][0]["message"]
-        calls = message.get("tool_calls") or []
-        messages.append({"role": "assistant", "content": message.get("content") or "",
-                         "tool_calls": calls})
-        for c in calls:
-            fn = c["function"]
-            output = await echo.execute(**json.loads(fn["arguments"]))
-            messages.append(_tool_message(c["id"], fn["name"], output))
-    return steps
+    """The floor: the same JSON posted with a plain HTTP client (``bench.raw``)."""
+    from bench.raw import run_raw_http as raw_loop
+
+    return await raw_loop(http, url, model, workload(tools), steps)

@@ -33,12 +33,13 @@ class StepFigures:
 async def measure_steps(
     base_url: str, step_counts: list[int], reps: int, loops: tuple[str, ...] = LOOPS
 ) -> StepFigures:
-    import httpx2
     import openai
+
+    from bench.raw import new_http_client
 
     llm = bench_llm(base_url)
     client = openai.AsyncOpenAI(api_key=API_KEY, base_url=base_url, max_retries=0)
-    http = httpx2.AsyncClient(timeout=120.0)
+    http = new_http_client()
     tools = [tool.to_param() for tool in bench_tools()]
     url = f"{base_url}/chat/completions"
 

@@ -57,9 +57,9 @@ async def _rss(loop: str, steps: int, url: str) -> dict[str, Any]:
         done = await run_raw_sdk(client, "echo", tools, steps)
         await client.close()
     else:
-        import httpx2
+        from bench.raw import new_http_client
 
-        async with httpx2.AsyncClient(timeout=120.0) as http:
+        async with new_http_client() as http:
             done = await run_raw_http(http, f"{url}/chat/completions", "echo", tools, steps)
     return {"loop": loop, "steps": done, "peak_rss_kb": peak_rss_kb()}
 

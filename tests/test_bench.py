@@ -103,3 +103,74 @@ async def test_scripted_server_can_keep_only_recent_requests(make_llm):
         assert [r.index for r in server.requests] == [3, 4]
         assert server.requests[-1].messages[-1]["content"] == "q4"
         await llm.aclose()
+
+
+def test_first_runs_and_whole_processes(bench_server: str):
+    """Fresh processes for both loops at each length, plus ``main.py -p`` to its 10th step."""
+    from bench.cold import COLD_LOOPS, WHOLE_PROCESS_STEPS, measure_cold
+
+    figures = measure_cold(bench_server, [2], reps=1)
+    for loop in COLD_LOOPS:
+        for steps in (2, WHOLE_PROCESS_STEPS):
+            assert figures["first_run_ms_per_step"][loop][str(steps)] > 0
+    process = figures["process_s"]
+    assert set(process) == {"ours", "raw_http", "main.py"}
+    # A whole process includes its run: never less than the run itself.
+    for loop in COLD_LOOPS:
+        run_s = figures["first_run_ms_per_step"][loop][str(WHOLE_PROCESS_STEPS)] / 1000
+        assert process[loop] >= run_s * WHOLE_PROCESS_STEPS
+
+
+def test_raw_loop_imports_nothing_from_app(bench_server: str, tmp_path: Path):
+    """The floor must not pay for our imports, or the comparison flatters us."""
+    from bench.loops import workload
+
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(workload()))
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['first_run', 'raw_http', {bench_server!r}, 'echo', '3', {str(path)!r}]\n"
+        "try:\n    runpy.run_module('bench.first_run', run_name='__main__')\n"
+        "except SystemExit as e:\n    assert not e.code, e.code\n"
+        "print(sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, loaded = out.stdout.strip().splitlines()[-2:]
+    assert json.loads(first)["steps"] == 3
+    assert loaded == "[]"
+
+
+async def test_real_model_figures_add_up(bench_server: str):
+    from bench.real_model import measure_real_model, render_real_model
+
+    figures = await measure_real_model(bench_server, "finish-2", steps=5)
+    assert figures["steps"] == 3 and figures["requests"] == 3
+    assert [row["step"] for row in figures["per_step"]] == [1, 2, 3]
+    assert sum(row["wall_s"] for row in figures["per_step"]) <= figures["total_s"]
+    if figures["timed_requests"]:  # the LLM reports through app.llm.context.request_timer
+        assert figures["timed_requests"] == 3
+        assert 0 < figures["model_s"] <= figures["total_s"]
+        total = figures["model_s"] + figures["tools_s"] + figures["framework_s"]
+        assert abs(total - figures["total_s"]) < 1e-6
+    else:
+        assert figures["model_s"] is None and "n/a" in render_real_model(figures)
+    assert "finish-2" in render_real_model(figures)
+
+
+def test_quick_suite_prints_every_section():
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for heading in ("Per step, ms", "First run in a fresh process", "Whole process, start to exit",
+                    "Real model: finish-2", "Cold start", "Peak RSS", "concurrent agents",
+                    "Parallel tool calls"):
+        assert heading in out.stdout, heading
+    assert out.stdout.count("-> met") + out.stdout.count("-> NOT MET") >= 7
+
+
+def test_real_model_needs_a_server_url():
+    out = subprocess.run([sys.executable, "-m", "bench", "--real-model"], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--base-url" in out.stderr

@@ -258,12 +258,13 @@ def test_model_to_encoding_name() -> None:
 def test_offline_without_cache_estimates_and_warns_once(
     netguard: NetGuard, cache_dir: Path, warnings_seen: list[str]
 ) -> None:
-    counter = TokenCounter("gpt-4")
+    # A legacy encoding that is not bundled: tiktoken tries to download it, which fails.
+    counter = TokenCounter("text-davinci-003")
     counter.load()
-    assert counter.estimated is True
+    assert counter.estimated is True and counter.exact is False
     assert netguard.attempts, "tiktoken should have tried to download the encoding"
     assert len(warnings_seen) == 1
-    assert "cl100k_base" in warnings_seen[0] and "TIKTOKEN_CACHE_DIR" in warnings_seen[0]
+    assert "p50k_base" in warnings_seen[0] and "TIKTOKEN_CACHE_DIR" in warnings_seen[0]
 
     attempts = len(netguard.attempts)
     assert counter.count_text("a" * 400) == 100
@@ -271,7 +272,7 @@ def test_offline_without_cache_estimates_and_warns_once(
     assert counter.count_text("hi") == 1
     assert counter.count_messages([{"role": "user", "content": "abcdefgh"}]) == 4 + 1 + 2 + 3
     # A second counter for the same encoding: no new download attempt, no second warning.
-    other = TokenCounter("gpt-3.5-turbo")
+    other = TokenCounter("text-davinci-002")
     assert other.count_text("abcd") == 1
     assert other.estimated is True
     assert len(netguard.attempts) == attempts

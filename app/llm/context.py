@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from app.llm.usage import Usage
 
-__all__ = ["RequestGate", "llm_scope", "request_gate", "usage_sink"]
+__all__ = [
+    "RequestGate",
+    "RequestTimer",
+    "llm_scope",
+    "request_gate",
+    "request_timer",
+    "usage_sink",
+]
 
 #: Awaited before every HTTP attempt (retries included): a rate limiter, for example.
 RequestGate = Callable[[], Awaitable[None]]
@@ -24,6 +31,14 @@ RequestGate = Callable[[], Awaitable[None]]
 request_gate: ContextVar[RequestGate | None] = ContextVar("openmanus_request_gate", default=None)
 #: Every usage an LLM records in this context is also added here.
 usage_sink: ContextVar[Usage | None] = ContextVar("openmanus_usage_sink", default=None)
+
+#: Told the wall-clock seconds of every HTTP attempt (retries included), from sending the
+#: request to having the whole answer (a streamed one read to its end): a profiler's way to
+#: split a run into model time and framework time (``bench/real_model.py``). Called on the
+#: event loop after each attempt, failed ones too; it must be cheap and must not raise.
+RequestTimer = Callable[[float], None]
+
+request_timer: ContextVar[RequestTimer | None] = ContextVar("openmanus_request_timer", default=None)
 
 
 @contextmanager

@@ -1,0 +1,75 @@
+"""The floor: a bare agent loop that posts the chat JSON with a plain HTTP client.
+
+It imports nothing from ``app`` (the prompts and tool definitions come in a *workload* dict),
+so a fresh process running it pays only for Python, ``json`` and the HTTP client: the fair
+baseline for what a whole run of ours costs, imports included.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+__all__ = ["http_client_name", "new_http_client", "run_raw_http"]
+
+
+def http_client_name() -> str:
+    """The plain HTTP client the floor uses: ``httpx`` if installed, else ``httpx2``."""
+    import importlib.util
+
+    return "httpx" if importlib.util.find_spec("httpx") is not None else "httpx2"
+
+
+def new_http_client() -> Any:
+    """An async client of :func:`http_client_name`'s package (imported here, on demand)."""
+    import importlib
+
+    return importlib.import_module(http_client_name()).AsyncClient(timeout=120.0)
+
+
+def _tool_message(call_id: str, name: str, output: str) -> dict[str, Any]:
+    # The same observation text our agent stores, so every loop sends the same bytes.
+    return {
+        "role": "tool",
+        "content": f"Observed output of cmd `{name}` executed:\n{output}",
+        "name": name,
+        "tool_call_id": call_id,
+    }
+
+
+async def run_raw_http(
+    http: Any, url: str, model: str, workload: dict[str, Any], steps: int
+) -> int:
+    """``steps`` turns of the conversation in ``workload``, answering ``echo`` calls inline."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": workload["system"]},
+        {"role": "user", "content": workload["task"]},
+    ]
+    after = {"role": "user", "content": workload["next"]}
+    headers = {
+        "Authorization": f"Bearer {workload['api_key']}",
+        "Content-Type": "application/json",
+    }
+    for _ in range(steps):
+        body = json.dumps(
+            {
+                "model": model,
+                "messages": [*messages, after],
+                "max_tokens": workload["max_tokens"],
+                "temperature": workload["temperature"],
+                "tools": workload["tools"],
+                "tool_choice": "auto",
+            }
+        )
+        response = await http.post(url, content=body, headers=headers)
+        response.raise_for_status()
+        message = json.loads(response.content)["choices"][0]["message"]
+        calls = message.get("tool_calls") or []
+        messages.append(
+            {"role": "assistant", "content": message.get("content") or "", "tool_calls": calls}
+        )
+        for c in calls:
+            fn = c["function"]
+            output = json.loads(fn["arguments"]).get("text", "")  # the echo tool
+            messages.append(_tool_message(c["id"], fn["name"], output))
+    return steps
