@@ -205,12 +205,12 @@ async def test_context_window_is_checked_before_sending(llm_server, make_llm):
 
 
 async def test_an_estimated_count_never_refuses_a_request(llm_server, make_llm):
-    """Offline (no tiktoken encoding) the count is a guess: the server decides."""
+    """A model with no known tokenizer is counted by a guess: the server decides."""
     from app.tokens import clear_encoding_cache
 
     clear_encoding_cache()
-    llm = make_llm(max_input_tokens=50)
-    assert llm.token_counter.estimated
+    llm = make_llm(model="llama-3-8b-instruct", max_input_tokens=50)
+    assert not llm.token_counter.exact
     llm_server.push(text("fits after all"))
     assert await llm.ask([Message.user_message("word " * 400)]) == "fits after all"
 
