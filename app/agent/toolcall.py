@@ -258,7 +258,8 @@ class ToolCallAgent(ReActAgent):
                 failed=True,
             )
 
-        logger.debug(f"🔧 Activating tool: '{name}'...")
+        if log_enabled("DEBUG"):
+            logger.debug(f"🔧 Activating tool: '{name}'...")
         result = await self.available_tools.execute(name=name, tool_input=args)
         await self._handle_special_tool(name=name, result=result)
 
