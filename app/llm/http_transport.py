@@ -91,6 +91,17 @@ class HttpTransport(Transport):
                     httpx.AsyncClient(limits=limits, follow_redirects=False),
                     None,
                 )
+            elif self._url.scheme == "http":
+                # Plain HTTP (a local server): no TLS, so no certificate store to load
+                # (loading it takes ~0.1 s). The context given instead verifies by default
+                # and trusts nothing: it could never make an insecure connection.
+                import ssl
+
+                no_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                self._client, self._pool = (
+                    None,
+                    httpx.AsyncHTTPTransport(limits=limits, verify=no_tls),
+                )
             else:
                 self._client, self._pool = None, httpx.AsyncHTTPTransport(limits=limits)
             self._loop = loop
