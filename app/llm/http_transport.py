@@ -80,11 +80,15 @@ class HttpTransport(Transport):
                 max_keepalive_connections=min(self.max_connections, 20),
             )
             self._url = httpx.URL(self.url)
-            # What httpx's client would add by default (and reuse on every request).
-            defaults = {"Accept-Encoding": "gzip, deflate", "Connection": "keep-alive"}
+            # What httpx's client would add by default, ours replacing them whatever their
+            # case; encoded once, reused by every request.
+            merged = {
+                "accept-encoding": ("Accept-Encoding", "gzip, deflate"),
+                "connection": ("Connection", "keep-alive"),
+            }
+            merged.update({name.lower(): (name, value) for name, value in self.headers.items()})
             self._raw_headers = [
-                (name.encode("ascii"), value.encode("utf-8"))
-                for name, value in {**defaults, **self.headers}.items()
+                (name.encode("ascii"), value.encode("ascii")) for name, value in merged.values()
             ]
             if _proxy_configured():
                 self._client, self._pool = (
