@@ -45,9 +45,13 @@ DEFAULT_PROFILE = "default"
 
 
 class _Settings(BaseModel):
-    """Common model behaviour: unknown keys are reported by the loader, not by pydantic."""
+    """Common model behaviour: unknown keys are reported by the loader, not by pydantic.
 
-    model_config = ConfigDict(extra="ignore", validate_assignment=True)
+    Validators are built on first use (``defer_build``), not at import: a program that
+    builds one ``LLMSettings`` in code does not pay for the browser, sandbox, MCP... models.
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True, defer_build=True)
 
 
 def _blank_to_none(value: Any) -> Any:
@@ -366,7 +370,7 @@ class DaytonaSettings(_Settings):
 class AppConfig(BaseModel):
     """Everything loaded from the config files, already validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, defer_build=True)
 
     llm: dict[str, LLMSettings]
     browser_config: BrowserSettings = Field(default_factory=BrowserSettings)

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench.cold import measure_cold
     from bench.parallel import measure_parallel
     from bench.startup import heavy_modules_loaded, measure_startup
-    from bench.steps import LOOPS, measure_steps
+    from bench.steps import LOOPS, RSS_LOOPS, measure_steps
 
     define_log_level("ERROR", "OFF")
     figures: dict[str, Any] = {"environment": _versions()}
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         longest = max(args.step_counts)
         print(f"- peak RSS of {longest}-step runs ...", flush=True)
         figures["rss_kb"] = {loop: _worker("rss", loop, str(longest), url)["peak_rss_kb"]
-                             for loop in LOOPS}
+                             for loop in RSS_LOOPS}
         print(f"- {args.agents} concurrent agents ...", flush=True)
         figures["swarm"] = _worker("swarm", str(args.agents), "3", url)
         print("- parallel tool calls ...", flush=True)
@@ -167,6 +167,7 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
         "ours": "ours (ToolCallAgent)",
         "raw_sdk": "raw SDK (chat.completions.create)",
         "raw_http": "raw HTTP (plain JSON post)",
+        "raw_http_stream": "raw HTTP, streamed (SSE)",
     }
     steps = figures["steps"]
     lines = ["", f"Per step, ms (median of {args.reps}; wall / CPU of the client process)"]
@@ -184,6 +185,8 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
 
     lines.append(f"{'ours / raw HTTP (wall)':36}" + "".join(
         f"{ratio('ours', 'raw_http', n):>15.2f}x" for n in counts))
+    lines.append(f"{'ours / raw HTTP streamed (wall)':36}" + "".join(
+        f"{ratio('ours', 'raw_http_stream', n):>15.2f}x" for n in counts))
     lines.append(f"{'raw SDK / ours (wall)':36}" + "".join(
         f"{ratio('raw_sdk', 'ours', n):>15.2f}x" for n in counts))
     first, last = counts[0], counts[-1]
@@ -220,6 +223,8 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
     rss = figures["rss_kb"]
     lines += ["", f"Peak RSS of a {last}-step run, MB (fresh process)"]
     for loop, label in names.items():
+        if loop not in rss:
+            continue
         mb = rss[loop] / 1024
         note = f"  target < 80 MB -> {_mark(mb < 80)}" if loop == "ours" else ""
         lines.append(f"  {label:34}{mb:>7.1f}{note}")

@@ -27,6 +27,7 @@ __all__ = [
     "bench_tools",
     "run_ours",
     "run_raw_http",
+    "run_raw_http_stream",
     "run_raw_sdk",
     "workload",
 ]
@@ -165,5 +166,14 @@ async def run_raw_http(
 ) -> int:
     """The floor: the same JSON posted with a plain HTTP client (``bench.raw``)."""
     from bench.raw import run_raw_http as raw_loop
+
+    return await raw_loop(http, url, model, workload(tools), steps)
+
+
+async def run_raw_http_stream(
+    http: Any, url: str, model: str, tools: list[dict[str, Any]], steps: int
+) -> int:
+    """The floor with every turn streamed, as ours is (``bench.raw``)."""
+    from bench.raw import run_raw_http_stream as raw_loop
 
     return await raw_loop(http, url, model, workload(tools), steps)

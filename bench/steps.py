@@ -14,11 +14,21 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from bench.loops import API_KEY, bench_llm, bench_tools, run_ours, run_raw_http, run_raw_sdk
+from bench.loops import (
+    API_KEY,
+    bench_llm,
+    bench_tools,
+    run_ours,
+    run_raw_http,
+    run_raw_http_stream,
+    run_raw_sdk,
+)
 
-__all__ = ["LOOPS", "StepFigures", "measure_steps"]
+__all__ = ["LOOPS", "RSS_LOOPS", "StepFigures", "measure_steps"]
 
-LOOPS = ("ours", "raw_sdk", "raw_http")
+LOOPS = ("ours", "raw_sdk", "raw_http", "raw_http_stream")
+#: The loops whose peak memory is measured (the streamed floor adds nothing there).
+RSS_LOOPS = ("ours", "raw_sdk", "raw_http")
 
 
 @dataclass
@@ -47,6 +57,7 @@ async def measure_steps(
         "ours": lambda n: run_ours(llm, n),
         "raw_sdk": lambda n: run_raw_sdk(client, "echo", tools, n),
         "raw_http": lambda n: run_raw_http(http, url, "echo", tools, n),
+        "raw_http_stream": lambda n: run_raw_http_stream(http, url, "echo", tools, n),
     }
     figures = StepFigures()
     wall_samples: dict[tuple[str, int], list[float]] = {}

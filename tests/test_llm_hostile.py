@@ -252,6 +252,22 @@ async def test_reasoning_content_field_and_stream(llm_server, make_llm):
     assert (streamed.message.content, streamed.reasoning) == ("answer", "thinking...")
 
 
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"], ids=["lf", "crlf", "cr"])
+async def test_stream_lines_split_only_where_sse_says(llm_server, make_llm, newline):
+    """Events end at CR, LF or CRLF, nowhere else: a JSON string holding a raw U+2028 or
+    U+0085 (servers that send UTF-8 unescaped) stays whole; a last event without its blank
+    line still counts."""
+    pieces = ["caf\u00e9 \u2028line", " next\u0085end", " \U0001f600"]
+    events = [json.dumps(chunk({"content": p}), ensure_ascii=False).encode() for p in pieces]
+    events.append(json.dumps(chunk({}, "stop")).encode())
+    body = b"".join(b"data: " + e + newline + newline for e in events) + b"data: [DONE]"
+    llm_server.push(raw(200, body, content_type="text/event-stream"))
+    seen: list[str] = []
+    response = await make_llm().request(USER, on_delta=seen.append)
+    assert response.message.content == "".join(pieces)
+    assert seen == pieces
+
+
 async def test_reasoning_is_never_sent_back(llm_server, make_llm):
     llm_server.push(text("<think>secret plan</think>I will help."), text("ok"))
     agent = ToolCallAgent(llm=make_llm(), text_answer_ends_run=False, max_steps=2)

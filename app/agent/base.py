@@ -27,7 +27,7 @@ from app.events import (
 )
 from app.exceptions import AgentStateError, ContextWindowExceededError, LLMError
 from app.llm import LLM, Usage
-from app.logger import logger
+from app.logger import log_enabled, logger
 from app.prompt.toolcall import STUCK_PROMPT
 from app.schema import ROLE_TYPE, AgentState, Memory, Message
 
@@ -175,10 +175,9 @@ class BaseAgent(BaseModel, ABC):
                 while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
                     self.current_step += 1
                     # When someone listens, they show the progress; the log keeps it at DEBUG.
-                    logger.log(
-                        "DEBUG" if bus.active else "INFO",
-                        f"Executing step {self.current_step}/{self.max_steps}",
-                    )
+                    level = "DEBUG" if bus.active else "INFO"
+                    if log_enabled(level):
+                        logger.log(level, f"Executing step {self.current_step}/{self.max_steps}")
                     if bus.active:
                         await bus.emit(
                             StepStarted(self.name, step=self.current_step, max_steps=self.max_steps)

@@ -432,7 +432,8 @@ class ToolCallAgent(ReActAgent):
                 failed=True,
             )
 
-        logger.debug(f"🔧 Activating tool: '{name}'...")
+        if log_enabled("DEBUG"):
+            logger.debug(f"🔧 Activating tool: '{name}'...")
         step = self.current_step
 
         async def report(progress: float, total: float | None, message: str | None) -> None:

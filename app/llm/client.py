@@ -54,7 +54,7 @@ from app.llm.transport import (
 from app.llm.usage import Usage
 from app.llm.windows import known_window
 from app.llm.wire import count_tokens, dumps, encode_body
-from app.logger import logger, register_secret
+from app.logger import log_enabled, logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 
 if TYPE_CHECKING:
@@ -195,7 +195,8 @@ class LLM:
         sink = usage_sink.get()
         if sink is not None:
             sink.add(usage)
-        logger.debug(f"LLM usage: {usage} | cumulative: {self.usage}")
+        if log_enabled("DEBUG"):
+            logger.debug(f"LLM usage: {usage} | cumulative: {self.usage}")
 
     # ---- token counting and the context window ------------------------------------------------
 

@@ -5,6 +5,14 @@ the status code, body and headers (``app.llm.errors.error_from_response``). http
 imported on the first request. A streamed answer is read event by event with a stall timeout
 between chunks; leaving the stream early (an error, a timeout, a cancelled task) closes the
 connection, which is how servers such as llama.cpp learn to stop generating.
+
+Per request, the work is kept to what one POST needs: the URL, headers and timeouts are built
+once, and when no proxy is configured in the environment the request goes straight to httpx's
+connection pool (``AsyncHTTPTransport.handle_async_request``, its public transport API),
+skipping the client's per-call layers (URL merging, cookies, auth and redirect handling) that a
+chat request never uses. With a proxy configured, httpx's client routes it as before. An event
+stream is split into lines on bytes (CR, LF or CRLF, as the SSE format defines them), one
+``json.loads`` per event.
 """
 
 from __future__ import annotations
@@ -51,43 +59,92 @@ class HttpTransport(Transport):
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.headers.update(headers or {})
         self.max_connections = max_connections
+        #: httpx's client when the environment names a proxy (it routes the request), else None.
         self._client: Any = None
+        #: httpx's connection pool, requests sent to it directly (no proxy configured).
+        self._pool: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._url: Any = None  # httpx.URL, parsed once
+        self._raw_headers: list[tuple[bytes, bytes]] = []
+        self._timeouts: dict[float, dict[str, float | None]] = {}
 
     def _http(self) -> Any:
-        """The httpx client, one per event loop (a connection pool cannot outlive its loop)."""
+        """What sends a request, one per event loop (a connection pool cannot outlive its
+        loop): httpx's client when a proxy is configured, else its connection pool."""
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
+        if (self._pool is None and self._client is None) or self._loop is not loop:
             import httpx
 
-            self._client = httpx.AsyncClient(
-                limits=httpx.Limits(
-                    max_connections=self.max_connections,
-                    max_keepalive_connections=min(self.max_connections, 20),
-                ),
-                follow_redirects=False,
+            limits = httpx.Limits(
+                max_connections=self.max_connections,
+                max_keepalive_connections=min(self.max_connections, 20),
             )
-            self._loop = loop
-        return self._client
+            self._url = httpx.URL(self.url)
+            # What httpx's client would add by default, ours replacing them whatever their
+            # case; encoded once, reused by every request.
+            merged = {
+                "accept-encoding": ("Accept-Encoding", "gzip, deflate"),
+                "connection": ("Connection", "keep-alive"),
+            }
+            merged.update({name.lower(): (name, value) for name, value in self.headers.items()})
+            self._raw_headers = [
+                (name.encode("ascii"), value.encode("ascii")) for name, value in merged.values()
+            ]
+            if _proxy_configured():
+                self._client, self._pool = (
+                    httpx.AsyncClient(limits=limits, follow_redirects=False),
+                    None,
+                )
+            elif self._url.scheme == "http":
+                # Plain HTTP (a local server): no TLS, so no certificate store to load
+                # (loading it takes ~0.1 s). The context given instead verifies by default
+                # and trusts nothing: it could never make an insecure connection.
+                import ssl
 
-    def _timeout(self, seconds: float) -> Any:
+                no_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+                self._client, self._pool = (
+                    None,
+                    httpx.AsyncHTTPTransport(limits=limits, verify=no_tls),
+                )
+            else:
+                self._client, self._pool = None, httpx.AsyncHTTPTransport(limits=limits)
+            self._loop = loop
+        return self._client if self._client is not None else self._pool
+
+    def _timeout(self, seconds: float) -> dict[str, float | None]:
+        """httpx's per-request timeout extension for ``seconds`` (built once per value)."""
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            import httpx
+
+            timeout = httpx.Timeout(seconds, connect=min(seconds, _CONNECT_TIMEOUT)).as_dict()
+            if len(self._timeouts) < 64:
+                self._timeouts[seconds] = timeout
+        return timeout
+
+    async def _open(self, body: bytes, seconds: float) -> Any:
+        """Send the request; the response's body is not read yet (the caller closes it)."""
         import httpx
 
-        return httpx.Timeout(seconds, connect=min(seconds, _CONNECT_TIMEOUT))
+        sender = self._http()
+        request = httpx.Request(
+            "POST",
+            self._url,
+            headers=self._raw_headers,
+            content=body,
+            extensions={"timeout": self._timeout(seconds)},
+        )
+        if sender is self._client:
+            return await sender.send(request, stream=True)
+        return await sender.handle_async_request(request)
 
     async def send(self, request: ChatRequest) -> dict[str, Any]:
         import httpx
 
-        http = self._http()
         started = time.monotonic()
         try:
-            async with http.stream(
-                "POST",
-                self.url,
-                content=request.body,
-                headers=self.headers,
-                timeout=self._timeout(request.timeout),
-            ) as response:
+            response = await self._open(request.body, request.timeout)
+            try:
                 if response.status_code >= 400:
                     body = await response.aread()
                     raise error_from_response(
@@ -101,6 +158,8 @@ class HttpTransport(Transport):
                 if request.stream and "text/event-stream" in content_type:
                     return await self._read_stream(response, request)
                 body = await response.aread()
+            finally:
+                await response.aclose()  # unread (an error, a cancel): the connection closes
         except httpx.TimeoutException as e:
             waited = time.monotonic() - started
             raise LLMTimeoutError(
@@ -123,14 +182,34 @@ class HttpTransport(Transport):
         import httpx
 
         assembler = StreamAssembler(request.model)
+        on_delta = request.on_delta
         last = time.monotonic()
+        # Lines are split on bytes at CR, LF or CRLF only, as SSE defines them (splitting
+        # text would also break a JSON string at U+2028), and each is decoded whole.
+        encoding = response.encoding or "utf-8"
+        if response.headers.get("content-encoding", "identity") in ("", "identity"):
+            chunks = response.aiter_raw()
+        else:
+            chunks = response.aiter_bytes()  # compressed: httpx decodes it
+        pending = b""
         try:
-            async for line in response.aiter_lines():
+            async for chunk in chunks:
                 last = time.monotonic()
-                if assembler.done or not line.startswith("data:"):
-                    continue  # read to the end: the connection is then reused
-                text = assembler.add_payload(line[5:].strip())
-                await deliver(request.on_delta, text)
+                if pending:
+                    chunk = pending + chunk
+                lines = chunk.splitlines()
+                # A line is whole once its end arrived; the last piece may still grow.
+                pending = lines.pop() if lines and chunk[-1:] not in b"\r\n" else b""
+                for line in lines:
+                    if assembler.done or not line.startswith(b"data:"):
+                        continue  # read to the end: the connection is then reused
+                    text = assembler.add_payload(line[5:].strip().decode(encoding, "replace"))
+                    if text and on_delta is not None:
+                        await deliver(on_delta, text)
+            if pending.startswith(b"data:") and not assembler.done:
+                text = assembler.add_payload(pending[5:].strip().decode(encoding, "replace"))
+                if text and on_delta is not None:
+                    await deliver(on_delta, text)
         except httpx.TimeoutException as e:
             if assembler.done:  # a server that hangs after [DONE]: the answer is whole
                 return finish_stream(assembler, request.model, self.endpoint)
@@ -151,8 +230,11 @@ class HttpTransport(Transport):
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
-        if client is not None and self._loop is asyncio.get_running_loop():
-            await client.aclose()
+        pool, self._pool = self._pool, None
+        if self._loop is asyncio.get_running_loop():
+            for sender in (client, pool):
+                if sender is not None:
+                    await sender.aclose()
 
 
 def finish_stream(assembler: StreamAssembler, model: str, endpoint: str) -> dict[str, Any]:
@@ -184,3 +266,11 @@ def decode_completion(body: bytes, model: str, endpoint: str = "") -> dict[str, 
             model=model,
         )
     return data
+
+
+def _proxy_configured() -> bool:
+    """Whether the environment names a proxy (``HTTPS_PROXY``, ``ALL_PROXY``...): httpx's
+    client then decides, as it always did, which requests go through it."""
+    import urllib.request
+
+    return bool(urllib.request.getproxies())
