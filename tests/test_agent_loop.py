@@ -17,6 +17,7 @@ from app.testing import call, error, text, tool_calls
 from app.tool.base import BaseTool, ToolResult
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
+from tests.tool_fixtures import Echo
 
 # A 1x1 PNG.
 PNG_B64 = base64.b64encode(
@@ -25,23 +26,6 @@ PNG_B64 = base64.b64encode(
         "0000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
     )
 ).decode()
-
-
-class Echo(BaseTool):
-    """Records every call; returns the text it was given."""
-
-    name: str = "echo"
-    description: str = "Echo the text back."
-    parameters: dict[str, Any] | None = {
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "required": ["text"],
-    }
-    calls: list[str] = []
-
-    async def execute(self, text: str) -> str:
-        self.calls.append(text)
-        return f"echo: {text}"
 
 
 class Boom(BaseTool):

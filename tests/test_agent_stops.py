@@ -20,21 +20,7 @@ from app.testing import call, error, raw, text, tool_calls
 from app.tool.base import BaseTool
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
-
-
-class Echo(BaseTool):
-    name: str = "echo"
-    description: str = "Echo the text back."
-    parameters: dict[str, Any] | None = {
-        "type": "object",
-        "properties": {"text": {"type": "string"}},
-        "required": ["text"],
-    }
-    calls: list[str] = []
-
-    async def execute(self, text: str) -> str:
-        self.calls.append(text)
-        return f"echo: {text}"
+from tests.tool_fixtures import Echo
 
 
 class Dump(BaseTool):
