@@ -471,3 +471,33 @@ async def test_files_the_editor_creates_are_usable_by_unprivileged_sandboxed_cod
     if IS_ROOT:  # the workspace was handed to nobody, and so was what the editor made
         owner = os.stat(workspace).st_uid
         assert owner != 0 and os.stat(workspace / "new/notes.txt").st_uid == owner
+
+
+def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(workspace: Path) -> None:
+    """An agent SIGKILLed mid-command cannot clean up: the next agent on the machine kills
+    what the dead one left running and removes its cgroup."""
+    parent = find_pids_hierarchy()
+    if parent is None:
+        pytest.skip("no writable pids cgroup hierarchy on this machine (the watchdog path)")
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        from app.tool.bash import Bash
+        async def main():
+            tool = Bash(workspace={str(workspace)!r})
+            out = await tool.execute(command="sleep 600 & echo $!")
+            print(str(out).split()[0], tool.box().guard.cgroup, flush=True)
+            await asyncio.Event().wait()
+        asyncio.run(main())
+    """)
+    agent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                             text=True)
+    assert agent.stdout is not None
+    sleeper, cgroup = agent.stdout.readline().split()
+    agent.kill()
+    agent.wait()
+    left = Path(cgroup)
+    assert left.exists() and alive(int(sleeper))  # what a killed agent leaves behind
+    from app.sandbox.guard import sweep_orphans
+
+    assert left in sweep_orphans(parent)
+    assert not left.exists() and not alive(int(sleeper))

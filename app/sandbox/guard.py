@@ -28,9 +28,10 @@ from pathlib import Path
 from app.logger import logger
 from app.sandbox.processes import ProcessScope
 
-__all__ = ["ProcessGuard", "find_pids_hierarchy"]
+__all__ = ["ProcessGuard", "find_pids_hierarchy", "sweep_orphans"]
 
 _counter = itertools.count(1)
+_swept: set[Path] = set()  # hierarchies already swept for orphans by this process
 _POLL = 0.05
 
 
@@ -123,6 +124,9 @@ class ProcessGuard:
         parent = find_pids_hierarchy()
         if parent is None:
             return
+        if parent not in _swept:
+            _swept.add(parent)
+            sweep_orphans(parent)
         path = parent / f"openmanus-{os.getpid()}-{next(_counter)}"
         try:
             path.mkdir()
@@ -211,6 +215,27 @@ class ProcessGuard:
             self._finalizer = None
         if cgroup is not None:
             await asyncio.to_thread(_empty_and_remove, cgroup)
+
+
+def sweep_orphans(parent: Path) -> list[Path]:
+    """Remove the cgroups of agents that died without cleaning up (SIGKILL, a crash): their
+    processes are killed and the groups removed. A group is an orphan when the agent whose
+    pid its name carries is gone; returns the groups removed."""
+    removed = []
+    try:
+        entries = list(parent.glob("openmanus-*-*"))
+    except OSError:
+        return removed
+    for cgroup in entries:
+        owner = cgroup.name.split("-")[1]
+        if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
+            continue
+        _empty_and_remove(cgroup, deadline=1.0)
+        if not cgroup.exists():
+            removed.append(cgroup)
+    if removed:
+        logger.debug(f"removed {len(removed)} cgroup(s) of agents that died without cleanup")
+    return removed
 
 
 def _empty_and_remove(cgroup: Path, deadline: float = 5.0) -> None:
