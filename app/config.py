@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from app.config_env import ExpansionError, expand_string, expand_tree
+from app.config_files import nested_error, parse_toml, read_limited, too_deep
 from app.config_models import (
     DEFAULT_PROFILE,
     PROJECT_ROOT,
@@ -50,11 +51,6 @@ from app.config_report import (
 )
 from app.exceptions import ConfigError
 from app.logger import logger, register_secret
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib  # type: ignore[no-redef]
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -146,67 +142,10 @@ def _missing_file_error(path: Path, source: str) -> ConfigError:
     )
 
 
-#: Config files above this size are refused before parsing (bounded time and memory).
-MAX_CONFIG_BYTES = 4 * 1024 * 1024
-#: Tables and arrays nested deeper than this are refused (nothing valid comes close).
-MAX_CONFIG_DEPTH = 32
-
-
-def _read_limited(path: Path) -> bytes:
-    """The file's bytes, refused with a clear error above :data:`MAX_CONFIG_BYTES`."""
-    with path.open("rb") as fh:
-        data = fh.read(MAX_CONFIG_BYTES + 1)
-        size = max(len(data), os.fstat(fh.fileno()).st_size)
-    if size > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"{path}: config file too large ({size / 1e6:.0f} MB, limit "
-            f"{MAX_CONFIG_BYTES // (1024 * 1024)} MB)"
-        )
-    return data
-
-
-def _too_deep(value: Any) -> bool:
-    """Whether tables/arrays nest deeper than :data:`MAX_CONFIG_DEPTH` (without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > MAX_CONFIG_DEPTH:
-            return True
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return False
-
-
-def _nested_error(path: Path) -> ConfigError:
-    return ConfigError(
-        f"{path}: {path.name} is nested too deeply (more than {MAX_CONFIG_DEPTH} levels of "
-        "tables or arrays)"
-    )
-
-
 def _read_toml(path: Path, source: str) -> dict[str, Any]:
     if not path.is_file():
         raise _missing_file_error(path, source)
-    try:
-        data = _read_limited(path)
-    except OSError as exc:
-        raise ConfigError(f"Cannot read configuration file {path}: {exc}") from exc
-    try:
-        document = tomllib.loads(data.decode("utf-8"))
-    except RecursionError:
-        raise _nested_error(path) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"Configuration file {path} is not valid UTF-8 text (byte {exc.start})"
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        # tomllib's message carries "(at line L, column C)".
-        raise ConfigError(f"Invalid TOML in {path}: {exc}") from exc
-    if _too_deep(document):
-        raise _nested_error(path)
-    return document
+    return parse_toml(path)
 
 
 def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
@@ -415,7 +354,7 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     if not path.is_file():
         return {}
     try:
-        text = _read_limited(path).decode("utf-8")
+        text = read_limited(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"Cannot read MCP server file {path}: {exc}") from exc
     if not text.strip():
@@ -423,13 +362,13 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     try:
         data = json.loads(text)
     except RecursionError:
-        raise _nested_error(path) from None
+        raise nested_error(path) from None
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"Invalid JSON in {path}: {exc.msg} (at line {exc.lineno}, column {exc.colno})"
         ) from exc
-    if _too_deep(data):
-        raise _nested_error(path)
+    if too_deep(data):
+        raise nested_error(path)
     problems = _Problems(path)
     if not isinstance(data, dict):
         raise ConfigError(

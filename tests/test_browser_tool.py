@@ -314,7 +314,7 @@ async def _until(tool: BrowserUseTool, expression: str, timeout: float = 20.0) -
         value = await _page_eval(tool, expression)
         if value or asyncio.get_running_loop().time() > deadline:
             return value
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.1)  # polls the page for the condition; noqa: sleep-ok
 
 
 async def test_the_browser_itself_refuses_local_requests_without_web_security(

@@ -48,7 +48,7 @@ async def until(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
     while time.monotonic() < give_up:
         if await asyncio.to_thread(predicate):
             return True
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # polls /proc-backed state; noqa: sleep-ok
     return await asyncio.to_thread(predicate)
 
 

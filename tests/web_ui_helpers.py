@@ -32,7 +32,7 @@ def wait_until(check: Any, timeout: float = 20.0, what: str = "condition") -> An
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(0.05)  # polls an observable condition; noqa: sleep-ok
 
 
 def children_of(pid: int) -> list[int]:
