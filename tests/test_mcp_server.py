@@ -192,7 +192,7 @@ async def test_code_failures_are_flagged_and_unknown_tools_rejected(clients, tmp
     assert "KeyError: 'gone'" in crash.error
     assert crash.structured_content["success"] is False
     slow = await clients.execute(name="mcp_openmanus_python_execute",
-                                 tool_input={"code": "import time; time.sleep(30)",
+                                 tool_input={"code": "import threading; threading.Event().wait()",
                                              "timeout": 1})
     assert isinstance(slow, ToolFailure) and "timed out" in slow.error.lower()
     # A name the server does not have is a protocol error (-32602), not a tool result.

@@ -5,7 +5,6 @@ refused rather than used. Models whose tokenizer is unknown get marked, conserva
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
+import tiktoken.load
 import tiktoken.registry
 
 from app.testing.netguard import SITE_DIR
@@ -36,10 +36,6 @@ from tests.test_tokens import (  # noqa: F401  (fixtures)
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-OFFICIAL_URLS = {
-    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
-    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
-}
 # Text that exercises every branch of the pre-tokenizer patterns.
 CORPUS = [
     "Hello, world!",
@@ -112,15 +108,23 @@ def test_bundled_vocabularies_are_tiktokens_official_files(
     assert path is not None
     ours, reason = load_bundled(name)
     assert ours is not None, reason
-    # Give tiktoken our vocabulary as its cached download: tiktoken checks it against the
-    # SHA-256 it pins for OpenAI's file (a mismatch would make it download, which is blocked).
+    # Give tiktoken our vocabulary as what its download returned: tiktoken itself checks it
+    # against the SHA-256 it pins for OpenAI's file (a mismatch raises).
     blob = tiktoken_file_bytes(read_ranks(path.read_bytes()))
-    (cache_dir / hashlib.sha1(OFFICIAL_URLS[name].encode()).hexdigest()).write_bytes(blob)
+    asked: list[str] = []
+
+    def downloaded(blobpath: str) -> bytes:
+        asked.append(blobpath)
+        return blob
+
+    monkeypatch.setattr(tiktoken.load, "read_file", downloaded)
     tiktoken.registry.list_encoding_names()
     monkeypatch.delitem(tiktoken.registry.ENCODINGS, name, raising=False)
     official = tiktoken.get_encoding(name)
     monkeypatch.delitem(tiktoken.registry.ENCODINGS, name, raising=False)  # keep it test-local
-    assert netguard.attempts == []
+    assert netguard.attempts == [] and [p.rsplit("/", 1)[-1] for p in asked] == [
+        f"{name}.tiktoken"
+    ]
 
     assert ours.n_vocab == official.n_vocab and ours.max_token_value == official.max_token_value
     assert ours.special_tokens_set == official.special_tokens_set
