@@ -97,8 +97,7 @@ class _Session(TerminalSession):
 
     def restore_session(self, data: SessionData) -> None:
         assert self.agent is not None
-        data.restore_agent(self.agent, self.agent.name if self.agent.name in data.agents
-                           else None)
+        data.restore_agent(self.agent, self.agent.name if self.agent.name in data.agents else None)
 
     def continue_task(self) -> Awaitable[Any]:
         assert self.agent is not None
@@ -119,5 +118,3 @@ class _Session(TerminalSession):
     async def cleanup(self) -> None:
         if self.agent is not None:
             await self.agent.cleanup()
-
-

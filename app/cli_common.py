@@ -59,15 +59,18 @@ def exit_code_for(stop_reason: Any) -> int:
 def add_common_options(parser: argparse.ArgumentParser, *, max_steps_help: str) -> None:
     """``--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``."""
     parser.add_argument(
-        "-c", "--config", type=Path,
+        "-c",
+        "--config",
+        type=Path,
         help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
     )
     parser.add_argument("--max-steps", type=int, help=max_steps_help)
     parser.add_argument("-w", "--workspace", type=Path, help="directory the agents work in")
     level = parser.add_mutually_exclusive_group()
     level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
-    level.add_argument("-q", "--quiet", action="store_true",
-                       help="show only warnings, errors and the answer")
+    level.add_argument(
+        "-q", "--quiet", action="store_true", help="show only warnings, errors and the answer"
+    )
     parser.add_argument("--version", action="version", version=_version())
     add_session_options(parser)
 
@@ -75,20 +78,39 @@ def add_common_options(parser: argparse.ArgumentParser, *, max_steps_help: str) 
 def add_session_options(parser: argparse.ArgumentParser) -> None:
     """``--resume``, ``--list-sessions``, ``--no-session``, ``--record``, ``--replay``."""
     group = parser.add_argument_group("sessions, recording and replay")
-    group.add_argument("--resume", metavar="ID",
-                       help="restore session ID (memory, steps, plan, usage) and carry on")
-    group.add_argument("--list-sessions", action="store_true",
-                       help="list recent sessions of the workspace and exit")
-    group.add_argument("--no-session", action="store_true",
-                       help="do not write a session file (<workspace>/.sessions/<id>.jsonl)")
-    group.add_argument("--record", metavar="FILE", type=Path,
-                       help="save every LLM request and response of this run to FILE")
-    group.add_argument("--replay", metavar="FILE", type=Path,
-                       help="answer from FILE (made with --record) instead of the model; "
-                       "tools really run")
-    group.add_argument("--strict-replay", action="store_true",
-                       help="with --replay: stop at the first request that departs from the "
-                       "recording (default: warn and go on)")
+    group.add_argument(
+        "--resume",
+        metavar="ID",
+        help="restore session ID (memory, steps, plan, usage) and carry on",
+    )
+    group.add_argument(
+        "--list-sessions",
+        action="store_true",
+        help="list recent sessions of the workspace and exit",
+    )
+    group.add_argument(
+        "--no-session",
+        action="store_true",
+        help="do not write a session file (<workspace>/.sessions/<id>.jsonl)",
+    )
+    group.add_argument(
+        "--record",
+        metavar="FILE",
+        type=Path,
+        help="save every LLM request and response of this run to FILE",
+    )
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        type=Path,
+        help="answer from FILE (made with --record) instead of the model; tools really run",
+    )
+    group.add_argument(
+        "--strict-replay",
+        action="store_true",
+        help="with --replay: stop at the first request that departs from the "
+        "recording (default: warn and go on)",
+    )
 
 
 def check_common_args(args: argparse.Namespace) -> str | None:
@@ -277,8 +299,10 @@ class TerminalSession(ABC):
             prompt = " ".join((info.first_prompt or "").split())
             prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
             damaged = f"  ({'; '.join(info.problems)})" if info.problems else ""
-            print(f"{info.id}  {when}  {info.kind:<5}  {info.state:<10}  {prompt}{damaged}",
-                  flush=True)
+            print(
+                f"{info.id}  {when}  {info.kind:<5}  {info.state:<10}  {prompt}{damaged}",
+                flush=True,
+            )
         return EXIT_OK
 
     def _start_tape(self, stack: contextlib.ExitStack) -> None:
@@ -288,8 +312,7 @@ class TerminalSession(ABC):
         if getattr(self.args, "record", None):
             stack.enter_context(recording(self.args.record))
         elif getattr(self.args, "replay", None):
-            stack.enter_context(replaying(self.args.replay,
-                                          strict=bool(self.args.strict_replay)))
+            stack.enter_context(replaying(self.args.replay, strict=bool(self.args.strict_replay)))
 
     def _open_session(self) -> SessionData | None:
         """Start (or, with ``--resume``, reopen and restore) the session file."""
@@ -309,8 +332,12 @@ class TerminalSession(ABC):
             say(f"Resumed session {data.id} ({data.state}; {self.recorder.path})")
             return data
         try:
-            self.recorder = store.start(self.session_kind, program=self.log_name,
-                                        workspace=str(self.workspace()), **self.session_header())
+            self.recorder = store.start(
+                self.session_kind,
+                program=self.log_name,
+                workspace=str(self.workspace()),
+                **self.session_header(),
+            )
         except (OSError, SessionWriteError) as e:  # nothing is lost yet: run without one
             say(f"warning: no session file ({e})")
             return None
@@ -326,8 +353,11 @@ class TerminalSession(ABC):
             return
         from app.cli_render import EventRenderer
 
-        bus.subscribe(EventRenderer(show_source=self.session_kind == "flow",
-                                    show_usage=bool(self.args.verbose)))
+        bus.subscribe(
+            EventRenderer(
+                show_source=self.session_kind == "flow", show_usage=bool(self.args.verbose)
+            )
+        )
 
     async def _carry_on(self, data: SessionData) -> int:
         if not data.incomplete:
@@ -342,8 +372,12 @@ class TerminalSession(ABC):
 
         level = "DEBUG" if self.args.verbose else "WARNING" if self.args.quiet else "INFO"
         log_dir = os.environ.get("OPENMANUS_LOG_DIR") or None
-        define_log_level(print_level=level, name=self.log_name, compact=True,
-                         log_dir=Path(log_dir) if log_dir else None)
+        define_log_level(
+            print_level=level,
+            name=self.log_name,
+            compact=True,
+            log_dir=Path(log_dir) if log_dir else None,
+        )
         config.load(self.args.config)
         config.llm  # noqa: B018 - validate the LLM section now, with one clear message
         self.reader = StdinInputProvider()

@@ -43,11 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-p", "--prompt", help="run this one task and exit")
     parser.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT,
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
         help=f"seconds allowed for one task's whole flow (default: {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
-        "--data-analysis", action=argparse.BooleanOptionalAction, default=None,
+        "--data-analysis",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="add the data-analysis agent (default: [runflow] use_data_analysis_agent)",
     )
     add_common_options(parser, max_steps_help="step budget of each agent per plan step")
@@ -101,14 +105,17 @@ class _FlowSession(TerminalSession):
             from app.tool.chart.render import matplotlib_available
 
             if not matplotlib_available():
-                logger.warning("The data-analysis agent cannot draw charts without matplotlib "
-                               "(pip install -e '.[data]')")
+                logger.warning(
+                    "The data-analysis agent cannot draw charts without matplotlib "
+                    "(pip install -e '.[data]')"
+                )
             self.agents["data_analysis"] = DataAnalysis(**kwargs)
         # Progress is rendered from the flow's events (see TerminalSession._watch).
         flow = FlowFactory.create_flow(FlowType.PLANNING, self.agents, timeout=self.args.timeout)
         self.flow = flow  # type: ignore[assignment]
-        logger.info(f"Planning flow ready with agents: "
-                    f"{', '.join(a.name for a in self.agents.values())}")
+        logger.info(
+            f"Planning flow ready with agents: {', '.join(a.name for a in self.agents.values())}"
+        )
 
     def start_task(self, prompt: str) -> Awaitable[Any]:
         assert self.flow is not None
@@ -144,8 +151,9 @@ class _FlowSession(TerminalSession):
             say(f"error: the flow did not finish within {self.args.timeout:g} s")
             return EXIT_FAILED
         if not result.ok:
-            blocked = [i for i, s in enumerate(result.plan.get("step_statuses", []))
-                       if s != "completed"]
+            blocked = [
+                i for i, s in enumerate(result.plan.get("step_statuses", [])) if s != "completed"
+            ]
             say(f"Not every step was completed (blocked: {', '.join(map(str, blocked))})")
             return EXIT_FAILED
         return EXIT_OK

@@ -38,25 +38,40 @@ def build_parser() -> argparse.ArgumentParser:
         "over stdio). Without --prompt or --interactive, reads one task from stdin.",
     )
     parser.add_argument(
-        "-c", "--connection", default="stdio", choices=sorted(_CONNECTIONS),
+        "-c",
+        "--connection",
+        default="stdio",
+        choices=sorted(_CONNECTIONS),
         help="stdio (start our server; default), sse or http (connect to --server-url)",
     )
     parser.add_argument(
         "--server-url",
         help=f"server URL for sse/http (default {DEFAULT_URLS['sse']} or {DEFAULT_URLS['http']})",
     )
-    parser.add_argument("-i", "--interactive", action="store_true",
-                        help="one task per line until 'exit', 'quit', 'q' or end of input")
+    parser.add_argument(
+        "-i",
+        "--interactive",
+        action="store_true",
+        help="one task per line until 'exit', 'quit', 'q' or end of input",
+    )
     parser.add_argument("-p", "--prompt", help="run this one task and exit")
-    parser.add_argument("--config", type=Path,
-                        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
+    )
     parser.add_argument("--max-steps", type=int, help="step budget per task (default: 20)")
-    parser.add_argument("-w", "--workspace", type=Path,
-                        help="directory the started server's tools work in (stdio only)")
+    parser.add_argument(
+        "-w",
+        "--workspace",
+        type=Path,
+        help="directory the started server's tools work in (stdio only)",
+    )
     level = parser.add_mutually_exclusive_group()
     level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
-    level.add_argument("-q", "--quiet", action="store_true",
-                       help="show only warnings, errors and the answer")
+    level.add_argument(
+        "-q", "--quiet", action="store_true", help="show only warnings, errors and the answer"
+    )
     parser.add_argument("--version", action="version", version=_version())
     add_session_options(parser)
     return parser
@@ -99,13 +114,16 @@ class _MCPSession(_Session):
                 server_args += ["--config", str(config.config_path)]
             if self.args.workspace is not None:
                 server_args += ["--workspace", str(self.args.workspace.resolve())]
-            await agent.initialize("stdio", command=sys.executable, args=server_args,
-                                   inherit_env=True)
+            await agent.initialize(
+                "stdio", command=sys.executable, args=server_args, inherit_env=True
+            )
         else:
             url = self.args.server_url or DEFAULT_URLS[self.args.connection]
             await agent.initialize(self.args.connection, server_url=url)
-        logger.info(f"{agent.name} ready (model {agent.llm.model}; "
-                    f"{len(agent.available_tools)} tools over {self.args.connection})")
+        logger.info(
+            f"{agent.name} ready (model {agent.llm.model}; "
+            f"{len(agent.available_tools)} tools over {self.args.connection})"
+        )
 
     async def _interactive(self) -> int:
         if self.args.interactive:

@@ -33,8 +33,9 @@ _PREVIEW = 300
 class EventRenderer:
     """A listener that writes events as lines; streamed text is written as it arrives."""
 
-    def __init__(self, stream: IO[str] | None = None, *, show_source: bool = False,
-                 show_usage: bool = False) -> None:
+    def __init__(
+        self, stream: IO[str] | None = None, *, show_source: bool = False, show_usage: bool = False
+    ) -> None:
         self._stream = stream
         self.show_source = show_source
         self.show_usage = show_usage
@@ -92,9 +93,11 @@ class EventRenderer:
         if isinstance(event, ToolResultEvent):
             return f"{who}🎯 {event.name} → {_preview(event.output)}"
         if isinstance(event, Compacted):
-            return (f"{who}🗜  Context compacted: {event.before_tokens} → {event.after_tokens} "
-                    f"tokens (window {event.window}; {event.stubbed} tool outputs shortened, "
-                    f"{event.summarized} messages summarized)")
+            return (
+                f"{who}🗜  Context compacted: {event.before_tokens} → {event.after_tokens} "
+                f"tokens (window {event.window}; {event.stubbed} tool outputs shortened, "
+                f"{event.summarized} messages summarized)"
+            )
         if isinstance(event, UsageReport) and self.show_usage:
             return f"{who}   tokens: {event.usage}"
         if isinstance(event, PlanChanged):
@@ -109,8 +112,7 @@ def render_plan_change(event: PlanChanged) -> str | None:
     if event.change == "plan_updated":
         return f"\nPlan revised:\n{event.plan_text}\n"
     if event.change == "step_started":
-        return (f"▶ Step {event.step_index} of {event.total_steps} → {event.agent}: "
-                f"{event.step}")
+        return f"▶ Step {event.step_index} of {event.total_steps} → {event.agent}: {event.step}"
     if event.change == "step_finished":
         mark = "✓" if event.status == "completed" else "✗"
         note = f" — {event.note}" if event.note else ""

@@ -34,15 +34,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=5, help="repetitions per figure (median)")
     parser.add_argument("--steps", default="10,50,200", help="history lengths, comma-separated")
     parser.add_argument("--agents", type=int, default=1000, help="concurrent agents")
-    parser.add_argument("--parallel-calls", type=int, default=8,
-                        help="read-only tool calls in one message")
-    parser.add_argument("--quick", action="store_true",
-                        help="a fast smoke run: few steps, agents and repetitions")
+    parser.add_argument(
+        "--parallel-calls", type=int, default=8, help="read-only tool calls in one message"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a fast smoke run: few steps, agents and repetitions"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the raw figures here")
-    parser.add_argument("--real-model", action="store_true",
-                        help="only the real-model figures (needs --base-url of a running server)")
-    parser.add_argument("--web", action="store_true",
-                        help="only the web UI figures (needs the web extra and Chromium)")
+    parser.add_argument(
+        "--real-model",
+        action="store_true",
+        help="only the real-model figures (needs --base-url of a running server)",
+    )
+    parser.add_argument(
+        "--web",
+        action="store_true",
+        help="only the web UI figures (needs the web extra and Chromium)",
+    )
     real_model.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.real_model and not args.base_url:
@@ -60,8 +68,11 @@ class _Server:
 
     def __enter__(self) -> str:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.server"], cwd=ROOT, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "bench.server"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert self.proc.stdout is not None
         url = self.proc.stdout.readline().strip()
@@ -82,8 +93,11 @@ class _Server:
 
 def _worker(*args: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, "-m", "bench.worker", *args], cwd=ROOT, capture_output=True,
-        text=True, timeout=900,
+        [sys.executable, "-m", "bench.worker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     if out.returncode != 0:
         raise RuntimeError(f"bench.worker {' '.join(args)} failed:\n{out.stderr[-2000:]}")
@@ -128,20 +142,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         steps = asyncio.run(measure_steps(url, args.step_counts, args.reps))
         figures["steps"] = {
             f"{loop}@{n}": {"wall_ms": steps.wall[(loop, n)], "cpu_ms": steps.cpu[(loop, n)]}
-            for loop in LOOPS for n in args.step_counts
+            for loop in LOOPS
+            for n in args.step_counts
         }
         longest = max(args.step_counts)
         print(f"- peak RSS of {longest}-step runs ...", flush=True)
-        figures["rss_kb"] = {loop: _worker("rss", loop, str(longest), url)["peak_rss_kb"]
-                             for loop in RSS_LOOPS}
+        figures["rss_kb"] = {
+            loop: _worker("rss", loop, str(longest), url)["peak_rss_kb"] for loop in RSS_LOOPS
+        }
         print(f"- {args.agents} concurrent agents ...", flush=True)
         figures["swarm"] = _worker("swarm", str(args.agents), "3", url)
         print("- parallel tool calls ...", flush=True)
         figures["parallel"] = asyncio.run(
             measure_parallel(url, args.parallel_calls, 0.05, max(args.reps, 3))
         )
-        print(f"- first runs in fresh processes at {args.steps} steps, and whole processes "
-              "...", flush=True)
+        print(
+            f"- first runs in fresh processes at {args.steps} steps, and whole processes ...",
+            flush=True,
+        )
         figures["cold"] = measure_cold(url, args.step_counts, args.reps)
         if args.quick:  # the real-model section's code path, on the scripted server
             print("- real-model section on the scripted server (stand-in) ...", flush=True)
@@ -183,12 +201,18 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
     def ratio(a: str, b: str, n: int) -> float:
         return steps[f"{a}@{n}"]["wall_ms"] / steps[f"{b}@{n}"]["wall_ms"]
 
-    lines.append(f"{'ours / raw HTTP (wall)':36}" + "".join(
-        f"{ratio('ours', 'raw_http', n):>15.2f}x" for n in counts))
-    lines.append(f"{'ours / raw HTTP streamed (wall)':36}" + "".join(
-        f"{ratio('ours', 'raw_http_stream', n):>15.2f}x" for n in counts))
-    lines.append(f"{'raw SDK / ours (wall)':36}" + "".join(
-        f"{ratio('raw_sdk', 'ours', n):>15.2f}x" for n in counts))
+    lines.append(
+        f"{'ours / raw HTTP (wall)':36}"
+        + "".join(f"{ratio('ours', 'raw_http', n):>15.2f}x" for n in counts)
+    )
+    lines.append(
+        f"{'ours / raw HTTP streamed (wall)':36}"
+        + "".join(f"{ratio('ours', 'raw_http_stream', n):>15.2f}x" for n in counts)
+    )
+    lines.append(
+        f"{'raw SDK / ours (wall)':36}"
+        + "".join(f"{ratio('raw_sdk', 'ours', n):>15.2f}x" for n in counts)
+    )
     first, last = counts[0], counts[-1]
 
     def growth(loop: str) -> float:

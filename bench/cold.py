@@ -45,20 +45,21 @@ def _env(pycache: Path) -> dict[str, str]:
 
 def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600,
-                          env=env)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
     return wall, done.stdout
 
 
-def _first_run(loop: str, url: str, steps: int, workload: Path,
-               env: dict[str, str]) -> tuple[float, float]:
+def _first_run(
+    loop: str, url: str, steps: int, workload: Path, env: dict[str, str]
+) -> tuple[float, float]:
     """(seconds from before the first import to the end of the run, whole-process seconds)."""
     wall, out = _timed(
         [sys.executable, "-m", "bench.first_run", loop, url, "echo", str(steps), str(workload)],
-        ROOT, env,
+        ROOT,
+        env,
     )
     result = json.loads(out.strip().splitlines()[-1])
     if result["steps"] != steps:
@@ -77,9 +78,22 @@ def _main_py(url: str, work: Path, env: dict[str, str]) -> float:
         encoding="utf-8",
     )
     wall, _ = _timed(
-        [sys.executable, "main.py", "-c", str(config), "-w", str(work / "ws"), "--no-session",
-         "-q", "--max-steps", str(WHOLE_PROCESS_STEPS), "-p", "Repeat after me."],
-        ROOT, env,
+        [
+            sys.executable,
+            "main.py",
+            "-c",
+            str(config),
+            "-w",
+            str(work / "ws"),
+            "--no-session",
+            "-q",
+            "--max-steps",
+            str(WHOLE_PROCESS_STEPS),
+            "-p",
+            "Repeat after me.",
+        ],
+        ROOT,
+        env,
     )
     # Exit 0 (checked by _timed) within exactly that step budget: the model terminates only
     # after nine tool results, so the run took all ten steps.

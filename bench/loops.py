@@ -84,8 +84,13 @@ def bench_llm(base_url: str, model: str = "echo") -> Any:
     from app.llm import LLM
 
     settings = LLMSettings(
-        model=model, base_url=base_url, api_key=API_KEY, max_tokens=MAX_TOKENS,
-        temperature=TEMPERATURE, max_retries=2, timeout=120.0,
+        model=model,
+        base_url=base_url,
+        api_key=API_KEY,
+        max_tokens=MAX_TOKENS,
+        temperature=TEMPERATURE,
+        max_retries=2,
+        timeout=120.0,
     )
     return LLM.create(llm_config=settings)
 
@@ -130,16 +135,22 @@ async def run_raw_sdk(client: Any, model: str, tools: list[dict[str, Any]], step
     messages = _start()
     for _ in range(steps):
         response = await client.chat.completions.create(
-            model=model, messages=[*messages, _NEXT], tools=tools, tool_choice="auto",
-            max_tokens=MAX_TOKENS, temperature=TEMPERATURE,
+            model=model,
+            messages=[*messages, _NEXT],
+            tools=tools,
+            tool_choice="auto",
+            max_tokens=MAX_TOKENS,
+            temperature=TEMPERATURE,
         )
         message = response.choices[0].message
         calls = message.tool_calls or []
-        messages.append({
-            "role": "assistant",
-            "content": message.content or "",
-            "tool_calls": [c.model_dump(exclude_none=True) for c in calls],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": message.content or "",
+                "tool_calls": [c.model_dump(exclude_none=True) for c in calls],
+            }
+        )
         for c in calls:
             output = await echo.execute(**json.loads(c.function.arguments))
             messages.append(_tool_message(c.id, c.function.name, output))

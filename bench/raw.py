@@ -37,8 +37,9 @@ def _tool_message(call_id: str, name: str, output: str) -> dict[str, Any]:
     }
 
 
-def _request_body(model: str, messages: list[dict[str, Any]], workload: dict[str, Any],
-                  stream: bool) -> str:
+def _request_body(
+    model: str, messages: list[dict[str, Any]], workload: dict[str, Any], stream: bool
+) -> str:
     body = {
         "model": model,
         "messages": messages,
@@ -81,9 +82,14 @@ async def run_raw_http_stream(
                     if delta.get("content"):
                         text.append(delta["content"])
                     for part in delta.get("tool_calls") or ():
-                        call = calls.setdefault(part["index"], {
-                            "id": "", "type": "function", "function": {"name": "", "arguments": ""}
-                        })
+                        call = calls.setdefault(
+                            part["index"],
+                            {
+                                "id": "",
+                                "type": "function",
+                                "function": {"name": "", "arguments": ""},
+                            },
+                        )
                         call["id"] = part.get("id") or call["id"]
                         function = part.get("function") or {}
                         call["function"]["name"] += function.get("name") or ""

@@ -33,9 +33,12 @@ def _echo(done: int) -> Reply:
     """The ``echo`` call after ``done`` tool results (built once per step number)."""
     reply = _ECHOES.get(done)
     if reply is None:
-        reply = _ECHOES[done] = tool_calls(call("echo", {"text": f"{ECHO_TEXT} {done}"}),
-                                           usage=_USAGE)
+        reply = _ECHOES[done] = tool_calls(
+            call("echo", {"text": f"{ECHO_TEXT} {done}"}), usage=_USAGE
+        )
     return reply
+
+
 _TERMINATE = tool_calls(call("terminate", {"status": "success"}), usage=_USAGE)
 
 

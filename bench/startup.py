@@ -65,7 +65,11 @@ def heavy_modules_loaded(code: str) -> list[str]:
         f"print('loaded:' + ','.join(m for m in {_HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, env=_env(), capture_output=True, text=True,
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
         check=True,
     ).stdout.splitlines()
     line = next((x for x in reversed(out) if x.startswith("loaded:")), "loaded:")

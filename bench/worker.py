@@ -98,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     elif len(args) == 4 and args[0] == "swarm":
         result = asyncio.run(_swarm(int(args[1]), int(args[2]), args[3]))
     else:
-        print("usage: python -m bench.worker rss LOOP STEPS URL | swarm AGENTS STEPS URL",
-              file=sys.stderr)
+        print(
+            "usage: python -m bench.worker rss LOOP STEPS URL | swarm AGENTS STEPS URL",
+            file=sys.stderr,
+        )
         return 2
     print(json.dumps(result), flush=True)
     return 0

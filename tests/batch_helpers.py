@@ -39,14 +39,21 @@ def fifty_tasks(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, list[Re
     for i in range(25):  # answered in plain text, correctly
         add(f"ok-{i:02d}", [text(str(i * 7), usage=USAGE)], agent="toolcall", expected=str(i * 7))
     for i in range(5):  # finished with terminate, wrong answer
-        add(f"wrong-{i}", [tool_calls(call("terminate", {"status": "success"}),
-                                      content="no idea", usage=USAGE)],
-            agent="toolcall", expected="17")
+        add(
+            f"wrong-{i}",
+            [tool_calls(call("terminate", {"status": "success"}), content="no idea", usage=USAGE)],
+            agent="toolcall",
+            expected="17",
+        )
     for i in range(5):  # Manus with a file placed in its workspace, using real tools
-        add(f"file-{i}", [
-            tool_calls(call("bash", {"command": "cat input/data.txt > copy.txt"}), usage=USAGE),
-            text("copied", usage=USAGE),
-        ], files={"input/data.txt": str(data)})
+        add(
+            f"file-{i}",
+            [
+                tool_calls(call("bash", {"command": "cat input/data.txt > copy.txt"}), usage=USAGE),
+                text("copied", usage=USAGE),
+            ],
+            files={"input/data.txt": str(data)},
+        )
     for i in range(5):  # the endpoint rejects the key
         add(f"auth-{i}", [error(401, "bad key")], agent="toolcall")
     for i in range(4):  # runs out of steps

@@ -37,8 +37,9 @@ def _matplotlib_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None
 
 
 @pytest.fixture(autouse=True)
-def _endpoint_memory(tmp_path_factory: pytest.TempPathFactory,
-                     monkeypatch: pytest.MonkeyPatch) -> None:
+def _endpoint_memory(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """What endpoints refused is remembered per test, never in the user's ~/.cache."""
     monkeypatch.setenv("OPENMANUS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 

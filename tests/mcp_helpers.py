@@ -51,7 +51,10 @@ def child_env(tmp_path: Path) -> dict[str, str]:
 
 def demo_config(**overrides: object) -> MCPServerConfig:
     values: dict[str, object] = {
-        "type": "stdio", "command": sys.executable, "args": [str(DEMO)], "env": guarded_env(),
+        "type": "stdio",
+        "command": sys.executable,
+        "args": [str(DEMO)],
+        "env": guarded_env(),
     }
     values.update(overrides)
     return MCPServerConfig(**values)  # type: ignore[arg-type]
@@ -61,8 +64,13 @@ def demo_config(**overrides: object) -> MCPServerConfig:
 def http_server(args: list[str], tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Start a server that prints ``... listening on <url>`` on stderr; yields (process, url)."""
     proc = subprocess.Popen(
-        [sys.executable, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True, env=child_env(tmp_path), cwd=tmp_path,
+        [sys.executable, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
     )
     try:
         seen = []

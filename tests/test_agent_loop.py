@@ -184,8 +184,12 @@ async def test_stuck_detection_adds_a_one_off_hint(llm_server, make_llm):
 async def test_stuck_needs_consecutive_repeats(llm_server, make_llm):
     agent = make_agent(make_llm())
     agent.memory.add_messages(
-        [Message.assistant_message("same"), Message.assistant_message("other"),
-         Message.assistant_message("same"), Message.assistant_message("same")]
+        [
+            Message.assistant_message("same"),
+            Message.assistant_message("other"),
+            Message.assistant_message("same"),
+            Message.assistant_message("same"),
+        ]
     )
     assert not agent.is_stuck()
     agent.memory.add_message(Message.assistant_message("same"))
@@ -197,7 +201,7 @@ async def test_stuck_needs_consecutive_repeats(llm_server, make_llm):
     [
         {"text": "dict"},  # JSON text, as real APIs send
         json.dumps(json.dumps({"text": "dict"})),  # double-encoded
-        "```json\n{\"text\": \"dict\"}\n```",  # fenced
+        '```json\n{"text": "dict"}\n```',  # fenced
     ],
 )
 async def test_tolerated_argument_forms(llm_server, make_llm, arguments):

@@ -35,8 +35,12 @@ async def test_swe_agent_defaults(make_llm, tmp_path):
 
 async def test_swe_agent_edits_and_runs_in_its_workspace(llm_server, make_llm, tmp_path):
     llm_server.push(
-        tool_calls(call("str_replace_editor", {"command": "create", "path": "a.txt",
-                                               "file_text": "one\ttwo\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "a.txt", "file_text": "one\ttwo\n"},
+            )
+        ),
         tool_calls(call("bash", {"command": "cat a.txt && pwd"})),
         tool_calls(call("terminate", {"status": "success"}), content="done"),
     )
@@ -44,23 +48,27 @@ async def test_swe_agent_edits_and_runs_in_its_workspace(llm_server, make_llm, t
     result = await agent.run("make a file")
     assert result.state == AgentState.FINISHED
     assert (tmp_path / "a.txt").read_bytes() == b"one\ttwo\n"
-    bash_out = next(m["content"] for m in llm_server.requests[2].body["messages"]
-                    if m["role"] == "tool" and m.get("name") == "bash")
+    bash_out = next(
+        m["content"]
+        for m in llm_server.requests[2].body["messages"]
+        if m["role"] == "tool" and m.get("name") == "bash"
+    )
     assert "one\ttwo" in bash_out and str(tmp_path) in bash_out
 
 
 async def test_manus_tools_are_usable_after_cleanup(llm_server, make_llm, tmp_path):
     """run() cleans the tools up afterwards; a follow-up run starts them again."""
     llm_server.push(
-        tool_calls(call("bash", {"command": "echo first"})), text("ok"),
-        tool_calls(call("bash", {"command": "echo second"})), text("ok again"),
+        tool_calls(call("bash", {"command": "echo first"})),
+        text("ok"),
+        tool_calls(call("bash", {"command": "echo second"})),
+        text("ok again"),
     )
     agent = Manus(llm=make_llm(), workspace=tmp_path)
     await agent.run("one")
     result = await agent.run("two")
     assert result.final_answer == "ok again"
-    outputs = [m["content"] for m in llm_server.requests[3].body["messages"]
-               if m["role"] == "tool"]
+    outputs = [m["content"] for m in llm_server.requests[3].body["messages"] if m["role"] == "tool"]
     assert "second" in outputs[-1]
 
 

@@ -14,8 +14,11 @@ from tests.conftest import llm_settings
 
 
 def plan(*steps: str):
-    return tool_calls(call("planning", {"command": "create", "plan_id": "p", "title": "Plan",
-                                        "steps": list(steps)}))
+    return tool_calls(
+        call(
+            "planning", {"command": "create", "plan_id": "p", "title": "Plan", "steps": list(steps)}
+        )
+    )
 
 
 async def test_flow_tasks_report_summary_and_blocked_plans(tmp_path: Path):
@@ -34,15 +37,27 @@ async def test_flow_tasks_report_summary_and_blocked_plans(tmp_path: Path):
         config.use(AppConfig(llm=llm_settings(server, max_retries=0), workspace_root=tmp_path))
         try:
             tasks = [
-                {"id": "f-ok", "prompt": "Greet the user.", "agent": "toolcall",
-                 "flow": "planning", "expected": "Summary: said hello."},
-                {"id": "f-blocked", "prompt": "Do something impossible.", "agent": "toolcall",
-                 "flow": "planning"},
+                {
+                    "id": "f-ok",
+                    "prompt": "Greet the user.",
+                    "agent": "toolcall",
+                    "flow": "planning",
+                    "expected": "Summary: said hello.",
+                },
+                {
+                    "id": "f-blocked",
+                    "prompt": "Do something impossible.",
+                    "agent": "toolcall",
+                    "flow": "planning",
+                },
             ]
-            report = await run_batch(BatchOptions(
-                tasks=write_tasks(tmp_path / "tasks.jsonl", tasks),
-                output=tmp_path / "results.jsonl", concurrency=1,
-            ))
+            report = await run_batch(
+                BatchOptions(
+                    tasks=write_tasks(tmp_path / "tasks.jsonl", tasks),
+                    output=tmp_path / "results.jsonl",
+                    concurrency=1,
+                )
+            )
         finally:
             config.reset()
         assert server.errors == []
@@ -51,7 +66,11 @@ async def test_flow_tasks_report_summary_and_blocked_plans(tmp_path: Path):
 
     ok = results["f-ok"]
     assert (ok.state, ok.final_answer, ok.correct, ok.flow) == (
-        "FINISHED", "Summary: said hello.", True, "planning")
+        "FINISHED",
+        "Summary: said hello.",
+        True,
+        "planning",
+    )
     assert ok.usage["requests"] == 3  # plan, step, summary: the flow's own LLM is counted
 
     blocked = results["f-blocked"]

@@ -53,8 +53,9 @@ def test_foreign_results_file_is_refused(tmp_path):
 def test_tasks_file_fields(tmp_path):
     (tmp_path / "sub").mkdir()
     path = tmp_path / "sub" / "tasks.jsonl"
-    path.write_text('# comment\n\n{"id": 7, "prompt": "p", "files": ["a/b.txt"], '
-                    '"expected": 3.5}\n')
+    path.write_text(
+        '# comment\n\n{"id": 7, "prompt": "p", "files": ["a/b.txt"], "expected": 3.5}\n'
+    )
     [task] = load_tasks(path)
     assert task.id == "7" and task.expected == "3.5"
     assert task.files == {"b.txt": str(tmp_path / "sub" / "a" / "b.txt")}
@@ -65,16 +66,19 @@ def test_tasks_file_fields(tmp_path):
     assert "bogus: Extra inputs are not permitted" in str(info.value)
 
 
-@pytest.mark.parametrize(("answer", "expected", "mode", "ok"), [
-    ("  Paris. ", "paris", "exact", True),
-    ("$1,000", "1000", "exact", True),
-    ("1000.5", "1000", "exact", False),
-    ("a, B ;c", "a,b,c", "exact", True),
-    ("a, b", "a,b,c", "exact", False),
-    ("The answer is Paris.", "Paris", "exact", False),
-    ("The answer is Paris.", "Paris", "contains", True),
-    (None, "x", "exact", False),
-])
+@pytest.mark.parametrize(
+    ("answer", "expected", "mode", "ok"),
+    [
+        ("  Paris. ", "paris", "exact", True),
+        ("$1,000", "1000", "exact", True),
+        ("1000.5", "1000", "exact", False),
+        ("a, B ;c", "a,b,c", "exact", True),
+        ("a, b", "a,b,c", "exact", False),
+        ("The answer is Paris.", "Paris", "exact", False),
+        ("The answer is Paris.", "Paris", "contains", True),
+        (None, "x", "exact", False),
+    ],
+)
 def test_answers_match(answer, expected, mode, ok):
     assert answers_match(answer, expected, mode) is ok
 
@@ -91,8 +95,16 @@ def test_rate_schedule_spreads_requests_after_a_burst():
 
 def _request(*messages: dict[str, str], headers: dict[str, str] | None = None):
     body = {"messages": list(messages)}
-    return CapturedRequest(index=0, method="POST", path="/v1/chat/completions", query={},
-                           headers=headers or {}, body=body, raw=b"", route="chat")
+    return CapturedRequest(
+        index=0,
+        method="POST",
+        path="/v1/chat/completions",
+        query={},
+        headers=headers or {},
+        body=body,
+        raw=b"",
+        route="chat",
+    )
 
 
 def test_keyed_scripts_by_turn_by_order_and_by_header():
@@ -116,8 +128,9 @@ def test_keyed_scripts_by_turn_by_order_and_by_header():
 async def test_keyed_server_serves_concurrent_agents():
     scripts = {f"Task {i}": [text(f"answer {i}")] for i in range(20)}
     with ScriptedLLMServer(responder=KeyedScripts(scripts)) as server:
-        settings = LLMSettings(model="gpt-4o-mini", base_url=server.base_url, api_key="sk-t",
-                               max_retries=0)
+        settings = LLMSettings(
+            model="gpt-4o-mini", base_url=server.base_url, api_key="sk-t", max_retries=0
+        )
 
         async def run(i: int) -> str | None:
             agent = ToolCallAgent(llm=LLM.create(llm_config=settings))

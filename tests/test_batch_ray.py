@@ -40,8 +40,12 @@ def ray_processes(marker: str) -> list[int]:
 
 def worker_runtime_env() -> dict[str, object]:
     """Workers get the network guard and can import the tests' helper agents."""
-    return {"env_vars": {"PYTHONPATH": os.pathsep.join([SITE_DIR, str(ROOT)]),
-                         "OPENMANUS_BLOCK_NETWORK": "1"}}
+    return {
+        "env_vars": {
+            "PYTHONPATH": os.pathsep.join([SITE_DIR, str(ROOT)]),
+            "OPENMANUS_BLOCK_NETWORK": "1",
+        }
+    }
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +56,14 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     saved = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"  # no token written to the home directory
     try:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp,
-                 log_to_driver=False, runtime_env=worker_runtime_env())
+        ray.init(
+            address="local",
+            num_cpus=2,
+            include_dashboard=False,
+            _temp_dir=temp,
+            log_to_driver=False,
+            runtime_env=worker_runtime_env(),
+        )
         yield temp
     finally:
         ray.shutdown()
@@ -90,13 +100,18 @@ async def test_fifty_tasks_same_results_on_both_backends(local_ray, use_server, 
     tasks, scripts = fifty_tasks(tmp_path)
     server = use_server(scripts)
     path = write_tasks(tmp_path / "tasks.jsonl", tasks)
-    common = {"tasks": path, "concurrency": 16, "workspace_root": tmp_path / "ws",
-              "progress": False, "rate_limit": 6000, "burst": 1}
+    common = {
+        "tasks": path,
+        "concurrency": 16,
+        "workspace_root": tmp_path / "ws",
+        "progress": False,
+        "rate_limit": 6000,
+        "burst": 1,
+    }
 
     local = await run_batch(BatchOptions(output=tmp_path / "local.jsonl", **common))
     local_requests = len(server.requests)
-    on_ray = await run_batch(BatchOptions(output=tmp_path / "ray.jsonl", backend="ray",
-                                          **common))
+    on_ray = await run_batch(BatchOptions(output=tmp_path / "ray.jsonl", backend="ray", **common))
 
     assert len(on_ray.results) == 50
     assert comparable(on_ray.results) == comparable(local.results)
@@ -124,14 +139,19 @@ async def test_a_task_that_kills_its_worker_harms_no_other(local_ray, use_server
         tasks.append({"id": f"innocent-{i}", "prompt": prompt, "agent": "toolcall"})
     server = use_server(scripts)
     backend_options = {"workers": 1}
-    report = await run_batch(BatchOptions(
-        tasks=write_tasks(tmp_path / "tasks.jsonl", tasks), output=tmp_path / "out.jsonl",
-        backend="ray", concurrency=6, progress=False, backend_options=backend_options,
-    ))
+    report = await run_batch(
+        BatchOptions(
+            tasks=write_tasks(tmp_path / "tasks.jsonl", tasks),
+            output=tmp_path / "out.jsonl",
+            backend="ray",
+            concurrency=6,
+            progress=False,
+            backend_options=backend_options,
+        )
+    )
     killer = report.results["killer"]
     assert killer.state == "CRASHED" and "worker process died" in killer.error
     for i in range(5):
         innocent = report.results[f"innocent-{i}"]
         assert (innocent.state, innocent.final_answer) == ("FINISHED", f"fine {i}")
     assert server.responder.counts["Task killer"] == 2  # once among others, once alone
-

@@ -26,27 +26,35 @@ def start_batch(
 ) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "app.batch", *args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=env or child_env(tmp_path), cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env or child_env(tmp_path),
+        cwd=tmp_path,
     )
 
 
 def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path):
     fast = {f"Task fast {i}": f"f{i}" for i in range(FAST)}
     late = {f"Task late {i}": f"l{i}" for i in range(LATE)}
-    tasks = [{"id": f"fast-{i}", "prompt": p, "agent": "toolcall", "expected": a}
-             for i, (p, a) in enumerate(fast.items())]
-    tasks += [{"id": f"late-{i}", "prompt": p, "agent": "toolcall", "expected": a}
-              for i, (p, a) in enumerate(late.items())]
+    tasks = [
+        {"id": f"fast-{i}", "prompt": p, "agent": "toolcall", "expected": a}
+        for i, (p, a) in enumerate(fast.items())
+    ]
+    tasks += [
+        {"id": f"late-{i}", "prompt": p, "agent": "toolcall", "expected": a}
+        for i, (p, a) in enumerate(late.items())
+    ]
     path = write_tasks(tmp_path / "tasks.jsonl", tasks)
     out = tmp_path / "results.jsonl"
     # First run: the late tasks hang, so the batch is caught with exactly the fast ones done.
-    first = KeyedScripts({**{p: [text(a)] for p, a in fast.items()},
-                          **{p: [slow(120, text("never"))] for p in late}})
+    first = KeyedScripts(
+        {**{p: [text(a)] for p, a in fast.items()}, **{p: [slow(120, text("never"))] for p in late}}
+    )
     with ScriptedLLMServer(responder=first) as server:
         config = write_config(tmp_path, server.base_url)
-        args = (str(path), "-o", str(out), "-c", str(config), "-j", str(WORKERS),
-                "--no-progress")
+        args = (str(path), "-o", str(out), "-c", str(config), "-j", str(WORKERS), "--no-progress")
         proc = start_batch(tmp_path, *args)
         try:
             # every worker holds a hanging task: each fast task's result is already written
@@ -82,8 +90,10 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path):
 
 def test_bad_tasks_file_is_reported_before_anything_runs(tmp_path):
     path = tmp_path / "tasks.jsonl"
-    path.write_text('{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n'
-                    '{"id": "b", "prompt": "z", "agent": "nosuch"}\n{"prompt": "no id"}\n')
+    path.write_text(
+        '{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n'
+        '{"id": "b", "prompt": "z", "agent": "nosuch"}\n{"prompt": "no id"}\n'
+    )
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     proc = start_batch(tmp_path, str(path), "-o", str(tmp_path / "out.jsonl"), "-c", str(config))
     _, stderr = proc.communicate(timeout=60)
@@ -100,8 +110,9 @@ def test_ray_backend_starts_and_stops_its_own_local_ray(tmp_path):
     path = write_tasks(tmp_path / "tasks.jsonl", tasks)
     temp = tmp_path.parent / f"r{os.getpid()}"  # short: Ray's socket paths are limited
     guarded = child_env(tmp_path)
-    env_json = json.dumps({"env_vars": {"OPENMANUS_BLOCK_NETWORK": "1",
-                                        "PYTHONPATH": guarded["PYTHONPATH"]}})
+    env_json = json.dumps(
+        {"env_vars": {"OPENMANUS_BLOCK_NETWORK": "1", "PYTHONPATH": guarded["PYTHONPATH"]}}
+    )
     # The workers (which run the agents) get the network guard through the runtime env. The
     # driver goes without: Ray's own daemons inherit its environment and must reach the
     # node's address, which is not loopback. The driver itself only talks to 127.0.0.1.
@@ -109,10 +120,23 @@ def test_ray_backend_starts_and_stops_its_own_local_ray(tmp_path):
     del driver_env["OPENMANUS_BLOCK_NETWORK"]
     with ScriptedLLMServer(responder=KeyedScripts(scripts)) as server:
         config = write_config(tmp_path, server.base_url)
-        proc = start_batch(tmp_path, str(path), "-o", str(tmp_path / "out.jsonl"),
-                           "-c", str(config), "-b", "ray", "--ray-num-cpus", "1",
-                           "--ray-temp-dir", str(temp), "--ray-runtime-env", env_json,
-                           env=driver_env)
+        proc = start_batch(
+            tmp_path,
+            str(path),
+            "-o",
+            str(tmp_path / "out.jsonl"),
+            "-c",
+            str(config),
+            "-b",
+            "ray",
+            "--ray-num-cpus",
+            "1",
+            "--ray-temp-dir",
+            str(temp),
+            "--ray-runtime-env",
+            env_json,
+            env=driver_env,
+        )
         try:
             stdout, stderr = proc.communicate(timeout=120)
         finally:

@@ -35,13 +35,22 @@ def check_fifty(results, tmp_path: Path) -> None:
     for task_id, state in states.items():
         by_kind.setdefault(task_id.split("-")[0], set()).add(state)
     assert by_kind == {
-        "ok": {"FINISHED"}, "wrong": {"FINISHED"}, "file": {"FINISHED"}, "auth": {"ERROR"},
-        "steps": {"IDLE"}, "hang": {"TIMEOUT"}, "crash": {"CRASHED"},
+        "ok": {"FINISHED"},
+        "wrong": {"FINISHED"},
+        "file": {"FINISHED"},
+        "auth": {"ERROR"},
+        "steps": {"IDLE"},
+        "hang": {"TIMEOUT"},
+        "crash": {"CRASHED"},
     }
     ok = results["ok-03"]
     assert (ok.status, ok.final_answer, ok.correct, ok.steps) == ("done", "21", True, 1)
-    assert ok.usage == {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
-                        "requests": 1}
+    assert ok.usage == {
+        "prompt_tokens": 100,
+        "completion_tokens": 10,
+        "total_tokens": 110,
+        "requests": 1,
+    }
     assert results["wrong-1"].correct is False and results["wrong-1"].status == "done"
     assert "401" in results["auth-0"].error or "key" in results["auth-0"].error.lower()
     assert "max_steps" in results["steps-0"].error and results["steps-0"].steps == 2
@@ -64,10 +73,16 @@ def check_fifty(results, tmp_path: Path) -> None:
 async def test_fifty_tasks_local(batch_env, tmp_path):
     tasks, server = batch_env
     stream = io.StringIO()
-    report = await run_batch(BatchOptions(
-        tasks=write_tasks(tmp_path / "tasks.jsonl", tasks), output=tmp_path / "results.jsonl",
-        concurrency=16, rate_limit=6000, burst=1, progress_stream=stream,
-    ))
+    report = await run_batch(
+        BatchOptions(
+            tasks=write_tasks(tmp_path / "tasks.jsonl", tasks),
+            output=tmp_path / "results.jsonl",
+            concurrency=16,
+            rate_limit=6000,
+            burst=1,
+            progress_stream=stream,
+        )
+    )
     results = read_results(tmp_path / "results.jsonl")
     assert len(results) == 50 and report.results == results
     check_fifty(results, tmp_path)
@@ -76,8 +91,7 @@ async def test_fifty_tasks_local(batch_env, tmp_path):
     assert (summary.total, summary.done, summary.failed) == (50, 35, 15)
     assert (summary.scored, summary.correct) == (30, 25)
     assert summary.accuracy == pytest.approx(25 / 30)
-    assert summary.states == {"FINISHED": 35, "ERROR": 5, "IDLE": 4, "TIMEOUT": 3,
-                              "CRASHED": 3}
+    assert summary.states == {"FINISHED": 35, "ERROR": 5, "IDLE": 4, "TIMEOUT": 3, "CRASHED": 3}
     assert summary.usage["requests"] == 25 + 5 + 10 + 8
     assert summary.latency["max"] >= 1.5 and summary.throughput > 0
     assert json.loads(report.summary_path.read_text())["done"] == 35
@@ -89,7 +103,10 @@ async def test_fifty_tasks_local(batch_env, tmp_path):
     assert times[-1] - times[0] >= (len(times) - 1) * 0.010 * 0.9
 
     # a second run with the same output has nothing left to do
-    again = await run_batch(BatchOptions(
-        tasks=tmp_path / "tasks.jsonl", output=tmp_path / "results.jsonl", progress=False))
+    again = await run_batch(
+        BatchOptions(
+            tasks=tmp_path / "tasks.jsonl", output=tmp_path / "results.jsonl", progress=False
+        )
+    )
     assert again.summary.ran == 0 and again.summary.done == 35
     assert len((tmp_path / "results.jsonl").read_text().splitlines()) == 50

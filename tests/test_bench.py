@@ -50,8 +50,14 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture
 def bench_server() -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "bench.server"], cwd=ROOT, env=_env(),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.server"],
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         yield proc.stdout.readline().strip()
@@ -79,11 +85,18 @@ async def test_parallel_figure(bench_server: str):
     assert figures["concurrent"] > 0 and figures["sequential"] > 0
 
 
-@pytest.mark.parametrize("args", [["rss", "ours", "3"], ["rss", "raw_http", "3"],
-                                  ["swarm", "5", "3"]])
+@pytest.mark.parametrize(
+    "args", [["rss", "ours", "3"], ["rss", "raw_http", "3"], ["swarm", "5", "3"]]
+)
 def test_worker_measurements(bench_server: str, args: list[str]):
-    out = subprocess.run([sys.executable, "-m", "bench.worker", *args, bench_server], cwd=ROOT,
-                         env=_env(), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.worker", *args, bench_server],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if args[0] == "rss":
@@ -134,8 +147,14 @@ def test_raw_loop_imports_nothing_from_app(bench_server: str, tmp_path: Path):
         "except SystemExit as e:\n    assert not e.code, e.code\n"
         "print(sorted(m for m in sys.modules if m == 'app' or m.startswith('app.')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(),
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     first, loaded = out.stdout.strip().splitlines()[-2:]
     assert json.loads(first)["steps"] == 3
@@ -158,17 +177,36 @@ async def test_real_model_figures_add_up(bench_server: str):
 
 
 def test_quick_suite_prints_every_section():
-    out = subprocess.run([sys.executable, "-m", "bench", "--quick"], cwd=ROOT, env=_env(),
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
-    for heading in ("Per step, ms", "First run in a fresh process", "Whole process, start to exit",
-                    "Real model: finish-2", "Cold start", "Peak RSS", "concurrent agents",
-                    "Parallel tool calls"):
+    for heading in (
+        "Per step, ms",
+        "First run in a fresh process",
+        "Whole process, start to exit",
+        "Real model: finish-2",
+        "Cold start",
+        "Peak RSS",
+        "concurrent agents",
+        "Parallel tool calls",
+    ):
         assert heading in out.stdout, heading
     assert out.stdout.count("-> met") + out.stdout.count("-> NOT MET") >= 7
 
 
 def test_real_model_needs_a_server_url():
-    out = subprocess.run([sys.executable, "-m", "bench", "--real-model"], cwd=ROOT, env=_env(),
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--real-model"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "--base-url" in out.stderr

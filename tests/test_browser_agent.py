@@ -37,8 +37,9 @@ def browser_config(llm_server, tmp_path) -> Iterator[None]:
     """A config with a headless browser, and a temp dir that must stay clean (tmp_path is
     made first, so it does not land in that temp dir)."""
     with isolated_tempdir():
-        config.use(AppConfig(llm=llm_settings(llm_server),
-                             browser_config=BrowserSettings(headless=True)))
+        config.use(
+            AppConfig(llm=llm_settings(llm_server), browser_config=BrowserSettings(headless=True))
+        )
         try:
             yield
         finally:

@@ -63,12 +63,16 @@ def _ids(state: dict[str, Any]) -> dict[str, int]:
 def web() -> Iterator[WebServer]:
     with WebServer() as server:
         server.html("/main", MAIN)
-        server.html("/second", "<html><head><title>Second</title></head>"
-                               "<body><p>Second page</p></body></html>")
+        server.html(
+            "/second",
+            "<html><head><title>Second</title></head><body><p>Second page</p></body></html>",
+        )
         server.routes["/echo"] = lambda r: (
-            200, "text/html",
+            200,
+            "text/html",
             f"<html><head><title>Echo</title></head><body>"
-            f"q={r['query'].get('q')} fruit={r['query'].get('fruit')}</body></html>")
+            f"q={r['query'].get('q')} fruit={r['query'].get('fruit')}</body></html>",
+        )
         server.hanging.add("/never")
         yield server
 
@@ -80,9 +84,7 @@ def llm_server() -> Iterator[ScriptedLLMServer]:
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def browser(
-    web: WebServer, llm_server: ScriptedLLMServer
-) -> AsyncIterator[BrowserUseTool]:
+async def browser(web: WebServer, llm_server: ScriptedLLMServer) -> AsyncIterator[BrowserUseTool]:
     with isolated_tempdir():
         search = WebSearch(
             settings=SearchSettings(engine="Google", fallback_engines=[], retry_delay=0),
@@ -131,8 +133,9 @@ async def test_input_select_and_send_keys_submit_the_form(browser: BrowserUseToo
     await browser.execute(action="input_text", index=ids["q"], text="hello world")
     options = await browser.execute(action="get_dropdown_options", index=ids["fruit"])
     assert all(name in options.output for name in ("Apple", "Banana", "Cherry"))
-    picked = await browser.execute(action="select_dropdown_option", index=ids["fruit"],
-                                   text="Banana")
+    picked = await browser.execute(
+        action="select_dropdown_option", index=ids["fruit"], text="Banana"
+    )
     assert "Banana" in picked.output
     await browser.execute(action="input_text", index=ids["q"], text="hello world")
     await browser.execute(action="send_keys", keys="Enter")
@@ -195,9 +198,19 @@ async def test_extract_content_sends_markdown_to_the_model(
     browser: BrowserUseTool, web, llm_server: ScriptedLLMServer
 ) -> None:
     await browser.execute(action="go_to_url", url=web.url + "/main")
-    llm_server.push(tool_calls(call("extract_content", {
-        "extracted_content": {"text": "The blue widget costs 42 euros.",
-                              "metadata": {"source": "price paragraph"}}})))
+    llm_server.push(
+        tool_calls(
+            call(
+                "extract_content",
+                {
+                    "extracted_content": {
+                        "text": "The blue widget costs 42 euros.",
+                        "metadata": {"source": "price paragraph"},
+                    }
+                },
+            )
+        )
+    )
     result = await browser.execute(action="extract_content", goal="price of the blue widget")
     assert "The blue widget costs 42 euros." in result.output
     assert "price of the blue widget" in result.output and "/main" in result.output
@@ -220,9 +233,12 @@ async def test_extract_content_is_capped(browser: BrowserUseTool, web, llm_serve
 
 async def test_web_search_action_opens_the_first_result(browser: BrowserUseTool, web) -> None:
     target = web.html("/found", "<html><head><title>Found it</title></head><body>x</body></html>")
-    web.html("/google/search", f'<html><body><div class="ezO2md"><a href="/url?q={target}&sa=U">'
-                               f'<span class="CVA68e">Found it</span></a>'
-                               f'<span class="FrIlee">the page</span></div></body></html>')
+    web.html(
+        "/google/search",
+        f'<html><body><div class="ezO2md"><a href="/url?q={target}&sa=U">'
+        f'<span class="CVA68e">Found it</span></a>'
+        f'<span class="FrIlee">the page</span></div></body></html>',
+    )
     result = await browser.execute(action="web_search", query="find it")
     assert "Found it" in result.output and target in result.output
     assert (await state_of(browser))[0]["url"] == target
@@ -251,15 +267,24 @@ def host_file(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(path)
 
 
-async def test_file_urls_in_every_spelling_are_refused(browser: BrowserUseTool, web,
-                                                      host_file: str) -> None:
+async def test_file_urls_in_every_spelling_are_refused(
+    browser: BrowserUseTool, web, host_file: str
+) -> None:
     await browser.execute(action="go_to_url", url=web.url + "/main")
     spellings = [
-        f"file://{host_file}", f"FILE://{host_file}", f"file://localhost{host_file}",
-        f"file:{host_file}", f" file:{host_file}", f"fi\tle://{host_file}",
-        f"view-source:file://{host_file}", f"filesystem:file://{host_file}",
-        f"blob:file://{host_file}", f"%66ile://{host_file}", f"%2566ile://{host_file}",
-        "chrome://settings", "javascript:alert(1)",
+        f"file://{host_file}",
+        f"FILE://{host_file}",
+        f"file://localhost{host_file}",
+        f"file:{host_file}",
+        f" file:{host_file}",
+        f"fi\tle://{host_file}",
+        f"view-source:file://{host_file}",
+        f"filesystem:file://{host_file}",
+        f"blob:file://{host_file}",
+        f"%66ile://{host_file}",
+        f"%2566ile://{host_file}",
+        "chrome://settings",
+        "javascript:alert(1)",
     ]
     for url in spellings:
         for action in ("go_to_url", "open_tab"):
@@ -274,7 +299,9 @@ async def test_a_page_cannot_lead_to_or_read_host_files(
     browser: BrowserUseTool, web, llm_server: ScriptedLLMServer, host_file: str
 ) -> None:
     assert BrowserSettings().disable_security is False  # the safe default
-    web.html("/lure", f"""<html><head><title>Lure</title></head><body>
+    web.html(
+        "/lure",
+        f"""<html><head><title>Lure</title></head><body>
 <a id="next" href="file://{host_file}">open the config</a><p id="out">nothing</p>
 <script>
   try {{
@@ -283,7 +310,8 @@ async def test_a_page_cannot_lead_to_or_read_host_files(
     x.send();
     document.getElementById("out").textContent = "READ:" + x.responseText;
   }} catch (e) {{ document.getElementById("out").textContent = "blocked"; }}
-</script></body></html>""")
+</script></body></html>""",
+    )
     await browser.execute(action="go_to_url", url=web.url + "/lure")
     state, _ = await state_of(browser)
     try:
@@ -303,7 +331,8 @@ async def test_a_page_cannot_lead_to_or_read_host_files(
 async def _page_eval(tool: BrowserUseTool, expression: str) -> Any:
     cdp = await tool.runtime.session.get_or_create_cdp_session()
     reply = await cdp.cdp_client.send.Runtime.evaluate(
-        params={"expression": expression, "returnByValue": True}, session_id=cdp.session_id)
+        params={"expression": expression, "returnByValue": True}, session_id=cdp.session_id
+    )
     return (reply.get("result") or {}).get("value")
 
 
@@ -323,33 +352,48 @@ async def test_the_browser_itself_refuses_local_requests_without_web_security(
     """With ``disable_security`` (web security off), a page's own iframe, fetch and
     navigation to ``file:`` are failed inside the browser, and the tool says so."""
     target = f"file://{host_file}"
-    web.html("/sneaky", f"""<html><head><title>Sneaky</title></head><body>
+    web.html(
+        "/sneaky",
+        f"""<html><head><title>Sneaky</title></head><body>
 <p id="out">pending</p><iframe id="f" src="{target}"></iframe>
 <script>
   fetch("{target}").then(r => r.text())
     .then(t => {{ document.getElementById("out").textContent = "READ:" + t; }})
     .catch(e => {{ document.getElementById("out").textContent = "fetch refused"; }});
-</script></body></html>""")
-    web.html("/leave", f"""<html><head><title>Leave</title></head><body>
-<script>location.href = "{target}";</script></body></html>""")
+</script></body></html>""",
+    )
+    web.html(
+        "/leave",
+        f"""<html><head><title>Leave</title></head><body>
+<script>location.href = "{target}";</script></body></html>""",
+    )
     tool = BrowserUseTool(
         settings=BrowserSettings(headless=True, action_timeout=20, disable_security=True),
         llm=LLM.create(llm_config=llm_settings(llm_server)),
     )
     try:
         seen = [(await tool.execute(action="go_to_url", url=web.url + "/sneaky")).output]
-        out = await _until(tool, "document.getElementById('out').textContent !== 'pending'"
-                                 " && document.getElementById('out').textContent")
+        out = await _until(
+            tool,
+            "document.getElementById('out').textContent !== 'pending'"
+            " && document.getElementById('out').textContent",
+        )
         assert out == "fetch refused"
-        frame = await _page_eval(tool, "(() => { try { const d = document.getElementById('f')"
-                                       ".contentDocument; return d ? d.body.innerText : ''; }"
-                                       " catch (e) { return 'cross-origin'; } })()")
+        frame = await _page_eval(
+            tool,
+            "(() => { try { const d = document.getElementById('f')"
+            ".contentDocument; return d ? d.body.innerText : ''; }"
+            " catch (e) { return 'cross-origin'; } })()",
+        )
         assert FILE_MARKER not in str(frame)
         state = await tool.get_current_state()
         seen.append(state.output)
         assert FILE_MARKER not in state.output
-        assert any(f"Blocked: the page tried to open local addresses, which the browser "
-                   f"refused: {target}" in text for text in seen), seen
+        assert any(
+            f"Blocked: the page tried to open local addresses, which the browser "
+            f"refused: {target}" in text
+            for text in seen
+        ), seen
 
         # The model's own go_to_url is refused before the browser; a page's navigation ends
         # on an error or blank page, never the file, and the tool says where it was going.
@@ -366,11 +410,9 @@ async def test_the_browser_itself_refuses_local_requests_without_web_security(
         # allow) is failed by the guard before the file is read.
         cdp = await tool.runtime.session.get_or_create_cdp_session()
         tool.runtime.take_blocked()
-        await cdp.cdp_client.send.Page.navigate(params={"url": target},
-                                                 session_id=cdp.session_id)
+        await cdp.cdp_client.send.Page.navigate(params={"url": target}, session_id=cdp.session_id)
         await _until(tool, "document.readyState === 'complete'")
-        assert FILE_MARKER not in str(await _page_eval(tool, "document.documentElement"
-                                                             ".innerText"))
+        assert FILE_MARKER not in str(await _page_eval(tool, "document.documentElement.innerText"))
         assert tool.runtime.take_blocked() == [target]
     finally:
         await tool.cleanup()
@@ -383,8 +425,11 @@ async def test_extract_content_request_is_redacted(
 
     secret = "registered-secret-value-3f9d2a"
     register_secret(secret)
-    web.html("/leaky", f"<html><body><p>The token is {secret} and sk-abcdef0123456789abcdef"
-                       "0123456789</p></body></html>")
+    web.html(
+        "/leaky",
+        f"<html><body><p>The token is {secret} and sk-abcdef0123456789abcdef"
+        "0123456789</p></body></html>",
+    )
     await browser.execute(action="go_to_url", url=web.url + "/leaky")
     llm_server.push(tool_calls(call("extract_content", {"extracted_content": {"text": "ok"}})))
     await browser.execute(action="extract_content", goal="the token")
@@ -418,8 +463,9 @@ async def test_recovers_after_chromium_is_killed(browser: BrowserUseTool, web) -
     assert not os.path.exists(old_dir)  # noqa: ASYNC240
 
 
-async def test_cleanup_kills_chromium_and_the_tool_starts_again(browser: BrowserUseTool,
-                                                                 web) -> None:
+async def test_cleanup_kills_chromium_and_the_tool_starts_again(
+    browser: BrowserUseTool, web
+) -> None:
     await browser.execute(action="go_to_url", url=web.url + "/main")
     chromium = browser.runtime.chromium
     assert chromium is not None

@@ -21,8 +21,11 @@ class Dump(BaseTool):
 
     name: str = "dump"
     description: str = "Print a long report."
-    parameters: dict | None = {"type": "object", "properties": {"part": {"type": "integer"}},
-                               "required": ["part"]}
+    parameters: dict | None = {
+        "type": "object",
+        "properties": {"part": {"type": "integer"}},
+        "required": ["part"],
+    }
 
     async def execute(self, part: int) -> str:
         return f"report part {part}: " + " ".join(f"line{part}-{i}" for i in range(150))
@@ -32,7 +35,8 @@ def request_tokens(llm, request) -> int:
     counter = llm.token_counter
     messages = request.messages
     return count_tokens(counter, messages, [None] * len(messages)) + counter.count_tools(
-        request.tools)
+        request.tools
+    )
 
 
 def assert_pairs_intact(messages: list[dict]) -> None:
@@ -65,8 +69,11 @@ async def test_a_long_run_stays_within_the_window_without_orphans(llm_server, ma
 
     llm_server.responder = respond
     llm = make_llm(max_input_tokens=WINDOW)
-    agent = ToolCallAgent(llm=llm, max_steps=steps + 5,
-                          compaction=CompactionSettings(keep_recent_turns=2, stub_chars=300))
+    agent = ToolCallAgent(
+        llm=llm,
+        max_steps=steps + 5,
+        compaction=CompactionSettings(keep_recent_turns=2, stub_chars=300),
+    )
     agent.available_tools.add_tool(Dump())
     events = [event async for event in agent.run_stream("Read all parts of the report.")]
 
@@ -94,8 +101,7 @@ async def test_a_long_run_stays_within_the_window_without_orphans(llm_server, ma
 
 
 async def test_a_failing_summary_falls_back_to_dropping_old_turns(llm_server, make_llm):
-    replies = iter([tool_calls(call("dump", {"part": i})) for i in range(12)]
-                   + [text("done")])
+    replies = iter([tool_calls(call("dump", {"part": i})) for i in range(12)] + [text("done")])
 
     def respond(request):
         if request.tools is None:
@@ -103,8 +109,11 @@ async def test_a_failing_summary_falls_back_to_dropping_old_turns(llm_server, ma
         return next(replies)
 
     llm_server.responder = respond
-    agent = ToolCallAgent(llm=make_llm(max_input_tokens=WINDOW, max_retries=0), max_steps=20,
-                          compaction=CompactionSettings(keep_recent_turns=2, stub_chars=300))
+    agent = ToolCallAgent(
+        llm=make_llm(max_input_tokens=WINDOW, max_retries=0),
+        max_steps=20,
+        compaction=CompactionSettings(keep_recent_turns=2, stub_chars=300),
+    )
     agent.available_tools.add_tool(Dump())
     result = await agent.run("Read the parts.")
     assert result.final_answer == "done" and result.error is None

@@ -31,8 +31,9 @@ def tool(tmp_path: Path) -> DataVisualization:
 
 
 async def test_csv_to_png_in_the_visualization_folder(tool, tmp_path):
-    result = await tool.execute(charts=[{"chartTitle": "Monthly sales",
-                                         "csvFilePath": "sales.csv"}])
+    result = await tool.execute(
+        charts=[{"chartTitle": "Monthly sales", "csvFilePath": "sales.csv"}]
+    )
     png = tmp_path / "visualization" / "Monthly_sales.png"
     width, height = png_size(png)
     assert width > 400 and height > 200
@@ -45,7 +46,8 @@ async def test_html_is_a_self_contained_page_with_insights(tool, tmp_path):
     rows = [{"year": 2020 + i, "users": v} for i, v in enumerate([10, 40, 25, 80])]
     result = await tool.execute(
         charts=[{"chartTitle": "Users <per year>", "data": rows}],
-        output_type="both", tool_type="insight",
+        output_type="both",
+        tool_type="insight",
     )
     page = (tmp_path / "visualization" / "Users_per_year.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page and "</svg>" in page
@@ -86,8 +88,9 @@ async def test_prepare_then_draw_from_a_json_list(tmp_path):
     prepared = await prep.execute(code=code, code_type="visualization")
     assert prepared["success"], prepared["observation"]
     assert "charts.json" in prepared["observation"]
-    result = await DataVisualization(workspace=tmp_path).execute(json_path="charts.json",
-                                                                 output_type="html")
+    result = await DataVisualization(workspace=tmp_path).execute(
+        json_path="charts.json", output_type="html"
+    )
     page = tmp_path / "visualization" / "Orders_by_region.html"
     assert f"saved {page}" in result.output and "<svg" in page.read_text()
 
@@ -102,22 +105,40 @@ async def test_prepare_then_draw_from_a_json_list(tmp_path):
         ({"charts": []}, "non-empty list"),
         ({"charts": [{"csvFilePath": "sales.csv"}]}, "chartTitle: Field required"),
         ({"charts": [{"chartTitle": "t"}]}, "exactly one of `csvFilePath` or `data`"),
-        ({"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "chartType": "radar"}]},
-         "chartType: Input should be 'auto', 'line'"),
+        (
+            {"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "chartType": "radar"}]},
+            "chartType: Input should be 'auto', 'line'",
+        ),
         ({"charts": [{"chartTitle": "t", "csvFilePath": "nope.csv"}]}, "CSV file not found"),
-        ({"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "y": ["profit"]}]},
-         "column 'profit' is not in the data \\(columns: month, revenue, cost\\)"),
-        ({"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "y": "month",
-                      "x": "revenue"}]}, "column 'month' is not numeric"),
-        ({"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "chartType": "scatter"}]},
-         "scatter chart needs a numeric x column"),
-        ({"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "chartType": "pie"}]},
-         "give exactly one `y`"),
-        ({"charts": [{"chartTitle": "t", "data": [{"name": "a"}, {"name": "b"}]}]},
-         "no numeric column to plot"),
+        (
+            {"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "y": ["profit"]}]},
+            "column 'profit' is not in the data \\(columns: month, revenue, cost\\)",
+        ),
+        (
+            {
+                "charts": [
+                    {"chartTitle": "t", "csvFilePath": "sales.csv", "y": "month", "x": "revenue"}
+                ]
+            },
+            "column 'month' is not numeric",
+        ),
+        (
+            {"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "chartType": "scatter"}]},
+            "scatter chart needs a numeric x column",
+        ),
+        (
+            {"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv", "chartType": "pie"}]},
+            "give exactly one `y`",
+        ),
+        (
+            {"charts": [{"chartTitle": "t", "data": [{"name": "a"}, {"name": "b"}]}]},
+            "no numeric column to plot",
+        ),
         ({"charts": [{"chartTitle": "t", "data": []}]}, "has no rows"),
-        ({"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv"}], "output_type": "gif"},
-         "output_type must be one of png, html, both"),
+        (
+            {"charts": [{"chartTitle": "t", "csvFilePath": "sales.csv"}], "output_type": "gif"},
+            "output_type must be one of png, html, both",
+        ),
     ],
 )
 async def test_bad_data_or_spec_is_a_clear_error(tool, tmp_path, kwargs, message):
@@ -125,13 +146,20 @@ async def test_bad_data_or_spec_is_a_clear_error(tool, tmp_path, kwargs, message
     with pytest.raises(ToolError, match=message):
         await tool.execute(**kwargs)
     assert not (tmp_path / "visualization").exists() or not any(
-        (tmp_path / "visualization").iterdir())
+        (tmp_path / "visualization").iterdir()
+    )
 
 
 async def test_one_bad_chart_does_not_lose_the_good_ones(tool, tmp_path):
-    result = await ToolCollection(tool).execute(name="data_visualization", tool_input={
-        "charts": [{"chartTitle": "good", "csvFilePath": "sales.csv"},
-                   {"chartTitle": "bad", "csvFilePath": "sales.csv", "y": ["nope"]}]})
+    result = await ToolCollection(tool).execute(
+        name="data_visualization",
+        tool_input={
+            "charts": [
+                {"chartTitle": "good", "csvFilePath": "sales.csv"},
+                {"chartTitle": "bad", "csvFilePath": "sales.csv", "y": ["nope"]},
+            ]
+        },
+    )
     assert not isinstance(result, ToolFailure)
     assert (tmp_path / "visualization" / "good.png").is_file()
     assert "Charts that could not be drawn:\n- bad: chart 'bad': column 'nope'" in result.output
@@ -139,23 +167,49 @@ async def test_one_bad_chart_does_not_lose_the_good_ones(tool, tmp_path):
 
 async def test_data_analysis_agent_makes_a_chart(llm_server, make_llm, tmp_path):
     llm_server.push(
-        tool_calls(call("python_execute", {"code": (
-            "import csv\n"
-            "rows = [(d, d * 3) for d in range(1, 8)]\n"
-            "with open('daily.csv', 'w', newline='') as f:\n"
-            "    w = csv.writer(f); w.writerow(['day', 'visits']); w.writerows(rows)\n"
-            "print(sum(v for _, v in rows))\n")})),
-        tool_calls(call("data_visualization", {
-            "charts": [{"chartTitle": "Daily visits", "csvFilePath": "daily.csv",
-                        "x": "day", "y": ["visits"]}],
-            "output_type": "png"})),
-        tool_calls(call("terminate", {"status": "success"}),
-                   content="84 visits in total; chart in visualization/Daily_visits.png"),
+        tool_calls(
+            call(
+                "python_execute",
+                {
+                    "code": (
+                        "import csv\n"
+                        "rows = [(d, d * 3) for d in range(1, 8)]\n"
+                        "with open('daily.csv', 'w', newline='') as f:\n"
+                        "    w = csv.writer(f); w.writerow(['day', 'visits']); w.writerows(rows)\n"
+                        "print(sum(v for _, v in rows))\n"
+                    )
+                },
+            )
+        ),
+        tool_calls(
+            call(
+                "data_visualization",
+                {
+                    "charts": [
+                        {
+                            "chartTitle": "Daily visits",
+                            "csvFilePath": "daily.csv",
+                            "x": "day",
+                            "y": ["visits"],
+                        }
+                    ],
+                    "output_type": "png",
+                },
+            )
+        ),
+        tool_calls(
+            call("terminate", {"status": "success"}),
+            content="84 visits in total; chart in visualization/Daily_visits.png",
+        ),
     )
     agent = DataAnalysis(llm=make_llm(), workspace=tmp_path)
     assert agent.name == "Data_Analysis" and agent.max_observe == 15000
     assert list(agent.available_tools.tool_map) == [
-        "python_execute", "visualization_preparation", "data_visualization", "terminate"]
+        "python_execute",
+        "visualization_preparation",
+        "data_visualization",
+        "terminate",
+    ]
     result = await agent.run("chart the daily visits")
     assert result.state == AgentState.FINISHED
     png_size(tmp_path / "visualization" / "Daily_visits.png")

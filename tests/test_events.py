@@ -31,9 +31,11 @@ def kinds(events: list[Event], *, deltas: bool = False) -> list[str]:
 
 async def test_event_sequence_of_a_scripted_run(llm_server, make_llm):
     llm_server.push(
-        tool_calls(call("create_chat_completion", {"response": "forty-two"}, id="c1"),
-                   content="Let me answer that.", usage={"prompt_tokens": 50,
-                                                         "completion_tokens": 7}),
+        tool_calls(
+            call("create_chat_completion", {"response": "forty-two"}, id="c1"),
+            content="Let me answer that.",
+            usage={"prompt_tokens": 50, "completion_tokens": 7},
+        ),
         text("The answer is 42.", usage={"prompt_tokens": 80, "completion_tokens": 5}),
     )
     agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
@@ -41,8 +43,16 @@ async def test_event_sequence_of_a_scripted_run(llm_server, make_llm):
 
     assert kinds(events) == [
         "run_started",
-        "step_started", "usage", "thought", "tool_call", "tool_result", "step_finished",
-        "step_started", "usage", "thought", "step_finished",
+        "step_started",
+        "usage",
+        "thought",
+        "tool_call",
+        "tool_result",
+        "step_finished",
+        "step_started",
+        "usage",
+        "thought",
+        "step_finished",
         "run_finished",
     ]
     assert events[0].prompt == "what is six times seven?" and events[0].max_steps == 30
@@ -105,7 +115,8 @@ async def test_streamed_text_arrives_in_several_deltas(llm_server, make_llm):
     assert thought.text == answer
     # Deltas come before the step's thought, and belong to step 1.
     assert kinds(events, deltas=True).index("text_delta") < kinds(events, deltas=True).index(
-        "thought")
+        "thought"
+    )
     assert {e.step for e in events if isinstance(e, TextDelta)} == {1}
     assert llm_server.requests[0].stream is True
     assert llm_server.requests[0].body["stream_options"] == {"include_usage": True}
@@ -123,8 +134,9 @@ async def test_tool_call_deltas_reassemble_into_the_same_calls(llm_server, make_
     reply = tool_calls(
         call("python_execute", {"code": "print('a, b: {c}')\nx = [1, 2, 3]"}, id="call_a"),
         call("bash", {"command": "ls -la | grep 'é'"}, id="call_b"),
-        call("str_replace_editor", {"command": "view", "path": "/tmp"}, id="call_c",
-             raw_object=True),
+        call(
+            "str_replace_editor", {"command": "view", "path": "/tmp"}, id="call_c", raw_object=True
+        ),
         content="Three things at once.",
         usage={"prompt_tokens": 10, "completion_tokens": 20},
     )
@@ -138,16 +150,19 @@ async def test_tool_call_deltas_reassemble_into_the_same_calls(llm_server, make_
     assert [r.stream for r in llm_server.requests] == [True, False]
     assert streamed.tool_calls == whole.tool_calls
     assert [c.id for c in streamed.tool_calls] == ["call_a", "call_b", "call_c"]
-    assert json.loads(streamed.tool_calls[1].function.arguments) == {
-        "command": "ls -la | grep 'é'"}
+    assert json.loads(streamed.tool_calls[1].function.arguments) == {"command": "ls -la | grep 'é'"}
     assert streamed.content == whole.content == "Three things at once."
     assert "".join(deltas) == "Three things at once." and len(deltas) >= 2
     assert llm.usage.prompt_tokens == 20 and llm.usage.requests == 2
 
 
 async def test_endpoint_that_refuses_streaming_is_asked_without(llm_server, make_llm):
-    answers = iter([tool_calls(call("create_chat_completion", {"response": "r"})),
-                    text("Answered without streaming.")])
+    answers = iter(
+        [
+            tool_calls(call("create_chat_completion", {"response": "r"})),
+            text("Answered without streaming."),
+        ]
+    )
 
     def respond(request):
         if request.stream:
@@ -162,15 +177,24 @@ async def test_endpoint_that_refuses_streaming_is_asked_without(llm_server, make
     assert [r.stream for r in llm_server.requests] == [True, False, False]
     assert "stream_tools" in agent.llm.refused_features
     # The watcher still gets the text, in one piece.
-    assert [e.text for e in events if isinstance(e, TextDelta)] == [
-        "Answered without streaming."]
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Answered without streaming."]
 
 
 async def test_endpoint_answering_a_stream_request_with_json(llm_server, make_llm):
-    body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "plain JSON answer"}}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}
+    body = {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "plain JSON answer"},
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+    }
     llm_server.push(raw(200, json.dumps(body)))
     agent = ToolCallAgent(llm=make_llm())
     events = [event async for event in agent.run_stream("hi")]
@@ -188,8 +212,9 @@ async def test_stream_setting_off_keeps_requests_plain(llm_server, make_llm):
 
 
 async def test_leaving_the_stream_early_stops_the_run(llm_server, make_llm):
-    llm_server.push(*[tool_calls(call("create_chat_completion", {"response": str(i)}))
-                      for i in range(5)])
+    llm_server.push(
+        *[tool_calls(call("create_chat_completion", {"response": str(i)})) for i in range(5)]
+    )
     agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     async with agent.run_stream("loop") as stream:
         async for event in stream:
@@ -211,8 +236,11 @@ async def test_flow_stream_has_plan_changes_and_agent_events(llm_server, make_ll
     from app.agent import Manus
 
     llm_server.push(
-        tool_calls(call("planning", {"command": "create", "plan_id": "p", "title": "T",
-                                     "steps": ["say hi"]})),
+        tool_calls(
+            call(
+                "planning", {"command": "create", "plan_id": "p", "title": "T", "steps": ["say hi"]}
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="hi said"),
         text("All done."),
     )
@@ -225,8 +253,12 @@ async def test_flow_stream_has_plan_changes_and_agent_events(llm_server, make_ll
     assert agent_kinds[0] == "run_started" and agent_kinds[-1] == "run_finished"
     # Agent events sit between the step's start and finish.
     order = [("plan:" + e.change) if isinstance(e, PlanChanged) else e.kind for e in events]
-    assert order.index("plan:step_started") < order.index("run_started") \
-        < order.index("run_finished") < order.index("plan:step_finished")
+    assert (
+        order.index("plan:step_started")
+        < order.index("run_started")
+        < order.index("run_finished")
+        < order.index("plan:step_finished")
+    )
     # After the flow, the agent's events are no longer forwarded.
     assert not agent.events.active
 
@@ -246,8 +278,11 @@ async def test_tool_result_error_flag_comes_from_the_result_not_its_text(llm_ser
             return self.success_response("Error codes: none today")  # a success that says Error
 
     llm_server.push(
-        tool_calls(call("lookup", {"key": "missing"}, id="a"), call("lookup", {"key": "x"}, id="b"),
-                   call("nosuch", {}, id="c")),
+        tool_calls(
+            call("lookup", {"key": "missing"}, id="a"),
+            call("lookup", {"key": "x"}, id="b"),
+            call("nosuch", {}, id="c"),
+        ),
         text("done"),
     )
     agent = ToolCallAgent(llm=make_llm(), available_tools=ToolCollection(Lookup()))
@@ -262,8 +297,10 @@ async def test_a_failed_python_run_is_an_error_result_event(llm_server, make_llm
     from app.tool.tool_collection import ToolCollection
 
     llm_server.push(
-        tool_calls(call("python_execute", {"code": "raise SystemExit(3)"}, id="bad"),
-                   call("python_execute", {"code": "print('Error is just a word')"}, id="ok")),
+        tool_calls(
+            call("python_execute", {"code": "raise SystemExit(3)"}, id="bad"),
+            call("python_execute", {"code": "print('Error is just a word')"}, id="ok"),
+        ),
         text("done"),
     )
     tool = PythonExecute(workspace=tmp_path)

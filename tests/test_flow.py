@@ -27,13 +27,20 @@ def last_user(request) -> str:
 
 def step_prompt(request) -> str:
     """The flow's prompt for the step this request works on (the last one in the memory)."""
-    return [m["content"] for m in request.body["messages"]
-            if m["role"] == "user" and "Your job now is step" in m["content"]][-1]
+    return [
+        m["content"]
+        for m in request.body["messages"]
+        if m["role"] == "user" and "Your job now is step" in m["content"]
+    ][-1]
 
 
 def plan_call(*steps: str, title: str = "The plan"):
-    return tool_calls(call("planning", {"command": "create", "plan_id": "model_choice",
-                                        "title": title, "steps": list(steps)}))
+    return tool_calls(
+        call(
+            "planning",
+            {"command": "create", "plan_id": "model_choice", "title": title, "steps": list(steps)},
+        )
+    )
 
 
 class Recorder:
@@ -54,8 +61,9 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def make_flow(make_llm, workspace: Path, *, analyst: bool = False, manus_steps: int = 20,
-              **kwargs) -> PlanningFlow:
+def make_flow(
+    make_llm, workspace: Path, *, analyst: bool = False, manus_steps: int = 20, **kwargs
+) -> PlanningFlow:
     agents = {"manus": Manus(llm=make_llm(), workspace=workspace, max_steps=manus_steps)}
     if analyst:
         agents["data_analysis"] = DataAnalysis(llm=make_llm(), workspace=workspace)
@@ -64,19 +72,34 @@ def make_flow(make_llm, workspace: Path, *, analyst: bool = False, manus_steps: 
     return flow
 
 
-async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, make_llm,
-                                                                  workspace):
+async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, make_llm, workspace):
     llm_server.push(
-        plan_call("[MANUS] Write sales.csv with the monthly revenue",
-                  "[DATA_ANALYSIS] Draw a bar chart of sales.csv", title="Sales chart"),
-        tool_calls(call("str_replace_editor", {
-            "command": "create", "path": "sales.csv",
-            "file_text": "month,revenue\nJan,120\nFeb,150\nMar,90\n"})),
+        plan_call(
+            "[MANUS] Write sales.csv with the monthly revenue",
+            "[DATA_ANALYSIS] Draw a bar chart of sales.csv",
+            title="Sales chart",
+        ),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {
+                    "command": "create",
+                    "path": "sales.csv",
+                    "file_text": "month,revenue\nJan,120\nFeb,150\nMar,90\n",
+                },
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="Wrote sales.csv (3 rows)"),
-        tool_calls(call("data_visualization", {
-            "charts": [{"chartTitle": "Revenue", "csvFilePath": "sales.csv"}]})),
-        tool_calls(call("terminate", {"status": "success"}),
-                   content="Chart saved as visualization/Revenue.png"),
+        tool_calls(
+            call(
+                "data_visualization",
+                {"charts": [{"chartTitle": "Revenue", "csvFilePath": "sales.csv"}]},
+            )
+        ),
+        tool_calls(
+            call("terminate", {"status": "success"}),
+            content="Chart saved as visualization/Revenue.png",
+        ),
         text("Revenue chart made from sales.csv."),
     )
     recorder = Recorder()
@@ -87,8 +110,10 @@ async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, mak
     assert result.summary == "Revenue chart made from sales.csv."
     assert (workspace / "visualization" / "Revenue.png").read_bytes()[:4] == b"\x89PNG"
     assert result.plan["step_statuses"] == ["completed", "completed"]
-    assert result.plan["step_notes"] == ["Wrote sales.csv (3 rows)",
-                                         "Chart saved as visualization/Revenue.png"]
+    assert result.plan["step_notes"] == [
+        "Wrote sales.csv (3 rows)",
+        "Chart saved as visualization/Revenue.png",
+    ]
     assert [s.agent for s in result.steps] == ["Manus", "Data_Analysis"]
     assert str(result).endswith("Revenue chart made from sales.csv.")
 
@@ -99,7 +124,8 @@ async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, mak
     planning_prompt = last_user(reqs[0])
     assert "Chart our monthly revenue" in planning_prompt
     assert "[MANUS] (Manus)" in planning_prompt and "[DATA_ANALYSIS] (Data_Analysis)" in (
-        planning_prompt)
+        planning_prompt
+    )
     # Steps went to the tagged agents.
     assert [MANUS_MARK in system_of(r) for r in reqs[1:3]] == [True, True]
     assert [ANALYST_MARK in system_of(r) for r in reqs[3:5]] == [True, True]
@@ -114,8 +140,10 @@ async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, mak
     # Live progress, in order.
     assert recorder.trail() == [
         ("plan_created", None, None),
-        ("step_started", 0, "in_progress"), ("step_finished", 0, "completed"),
-        ("step_started", 1, "in_progress"), ("step_finished", 1, "completed"),
+        ("step_started", 0, "in_progress"),
+        ("step_finished", 0, "completed"),
+        ("step_started", 1, "in_progress"),
+        ("step_finished", 1, "completed"),
         ("summary", None, None),
     ]
     assert recorder.events[0].plan_id == flow.active_plan_id != "model_choice"
@@ -123,8 +151,7 @@ async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, mak
     assert recorder.events[-1].note == result.summary
 
 
-async def test_failed_step_is_blocked_and_the_flow_still_finishes(llm_server, make_llm,
-                                                                 workspace):
+async def test_failed_step_is_blocked_and_the_flow_still_finishes(llm_server, make_llm, workspace):
     llm_server.push(
         plan_call("[MANUS] Fetch the numbers", "[MANUS] Write the report"),
         error(401, "Incorrect API key provided"),  # step 0: the agent's LLM call fails
@@ -145,19 +172,34 @@ async def test_failed_step_is_blocked_and_the_flow_still_finishes(llm_server, ma
     assert "Step 0 of the plan could not be completed: failed:" in replan
     assert "0. [!] [MANUS] Fetch the numbers" in replan
     assert "Status: 0 completed, 1 in progress, 1 blocked, 0 not started" in (
-        step_prompt(llm_server.requests[3]))
+        step_prompt(llm_server.requests[3])
+    )
     assert "Status: 1 completed, 0 in progress, 1 blocked, 0 not started" in (
-        last_user(llm_server.requests[4]))
+        last_user(llm_server.requests[4])
+    )
 
 
 async def test_exhausted_step_is_replanned_and_next_step_gets_a_full_budget(
-        llm_server, make_llm, workspace):
+    llm_server, make_llm, workspace
+):
     busy = [tool_calls(call("bash", {"command": f"echo try {i}"})) for i in range(2)]
     llm_server.push(
         plan_call("[MANUS] Do it the hard way", "[MANUS] Report"),
         *busy,  # step 0 uses both of its 2 steps without finishing
-        tool_calls(call("planning", {"command": "update", "plan_id": "ignored", "steps": [
-            "[MANUS] Do it the hard way", "[MANUS] Do it the easy way", "[MANUS] Report"]})),
+        tool_calls(
+            call(
+                "planning",
+                {
+                    "command": "update",
+                    "plan_id": "ignored",
+                    "steps": [
+                        "[MANUS] Do it the hard way",
+                        "[MANUS] Do it the easy way",
+                        "[MANUS] Report",
+                    ],
+                },
+            )
+        ),
         tool_calls(call("bash", {"command": "echo easy"})),  # step 1 needs both steps again
         tool_calls(call("terminate", {"status": "success"}), content="easy way worked"),
         text("Reported."),
@@ -167,8 +209,11 @@ async def test_exhausted_step_is_replanned_and_next_step_gets_a_full_budget(
     flow = make_flow(make_llm, workspace, manus_steps=2, listeners=[recorder])
     result = await flow.execute("Do the thing")
 
-    assert result.plan["steps"] == ["[MANUS] Do it the hard way", "[MANUS] Do it the easy way",
-                                    "[MANUS] Report"]
+    assert result.plan["steps"] == [
+        "[MANUS] Do it the hard way",
+        "[MANUS] Do it the easy way",
+        "[MANUS] Report",
+    ]
     assert result.plan["step_statuses"] == ["blocked", "completed", "completed"]
     assert result.plan["step_notes"][0] == "stopped after 2 steps without finishing"
     assert [s.steps_used for s in result.steps] == [2, 2, 1]
@@ -188,11 +233,14 @@ async def test_terminate_with_failure_blocks_the_step(llm_server, make_llm, work
     assert result.plan["step_notes"] == ["the agent gave up: No access to the data"]
 
 
-async def test_no_plan_from_the_model_falls_back_to_the_default_plan(llm_server, make_llm,
-                                                                     workspace):
+async def test_no_plan_from_the_model_falls_back_to_the_default_plan(
+    llm_server, make_llm, workspace
+):
     llm_server.push(
         text("Sure, I can help with that."),  # no planning call at all
-        text("understood"), text("did it"), text("checked"),
+        text("understood"),
+        text("did it"),
+        text("checked"),
         text("All three steps done."),
     )
     result = await make_flow(make_llm, workspace).execute("Tidy the notes folder")
@@ -205,19 +253,26 @@ async def test_no_plan_from_the_model_falls_back_to_the_default_plan(llm_server,
 async def test_unusable_plan_falls_back_to_the_default_plan(llm_server, make_llm, workspace):
     llm_server.push(
         tool_calls(call("planning", {"command": "create", "title": "Empty", "steps": []})),
-        text("a"), text("b"), text("c"), text("summary"),
+        text("a"),
+        text("b"),
+        text("c"),
+        text("summary"),
     )
     result = await make_flow(make_llm, workspace).execute("x")
     assert result.plan["steps"] == list(DEFAULT_PLAN_STEPS) and result.ok
 
 
-async def test_a_plan_of_the_wrong_shape_is_checked_against_the_schema(llm_server, make_llm,
-                                                                       workspace):
+async def test_a_plan_of_the_wrong_shape_is_checked_against_the_schema(
+    llm_server, make_llm, workspace
+):
     """Steps that are not strings: the planner's call is checked like any tool call, so the
     flow falls back instead of storing a plan of numbers."""
     llm_server.push(
         tool_calls(call("planning", {"command": "create", "title": "Odd", "steps": [1, 2]})),
-        text("a"), text("b"), text("c"), text("summary"),
+        text("a"),
+        text("b"),
+        text("c"),
+        text("summary"),
     )
     result = await make_flow(make_llm, workspace).execute("x")
     assert result.plan["steps"] == list(DEFAULT_PLAN_STEPS) and result.ok
@@ -242,8 +297,7 @@ async def test_timeout_stops_a_flow_whose_agent_never_finishes(llm_server, make_
     assert len(llm_server.requests) == 2  # no summary call after the deadline
 
 
-async def test_step_timeout_blocks_one_step_and_the_flow_goes_on(llm_server, make_llm,
-                                                                 workspace):
+async def test_step_timeout_blocks_one_step_and_the_flow_goes_on(llm_server, make_llm, workspace):
     llm_server.push(
         plan_call("[MANUS] Slow step", "[MANUS] Quick step"),
         slow(60, text("too late")),
@@ -278,8 +332,7 @@ async def test_llm_failure_while_planning_ends_with_an_error(llm_server, make_ll
     assert result.summary.startswith("The flow stopped:") and result.plan == {}
 
 
-async def test_summary_falls_back_when_the_model_cannot_be_reached(llm_server, make_llm,
-                                                                   workspace):
+async def test_summary_falls_back_when_the_model_cannot_be_reached(llm_server, make_llm, workspace):
     llm_server.push(plan_call("[MANUS] One"), text("done one"), error(401, "bad key"))
     result = await make_flow(make_llm, workspace).execute("x")
     assert result.ok
@@ -297,8 +350,12 @@ async def test_executor_choice_by_key_name_and_fallback(make_llm, workspace):
     assert flow.get_executor(None) is manus
     assert flow.step_tag("[DATA_ANALYSIS] chart it") == "DATA_ANALYSIS"
     assert flow.step_tag("no tag here") is None
-    only_analyst = PlanningFlow({"manus": manus, "data_analysis": analyst},
-                                llm=make_llm(), executors=["data_analysis"], plan_id="p")
+    only_analyst = PlanningFlow(
+        {"manus": manus, "data_analysis": analyst},
+        llm=make_llm(),
+        executors=["data_analysis"],
+        plan_id="p",
+    )
     assert only_analyst.get_executor(None) is analyst and only_analyst.active_plan_id == "p"
 
 
@@ -322,8 +379,14 @@ async def test_flow_construction_forms(make_llm, workspace):
 
 
 async def test_running_again_makes_a_new_plan(llm_server, make_llm, workspace):
-    llm_server.push(plan_call("[MANUS] one"), text("ok"), text("s1"),
-                    plan_call("[MANUS] two"), text("ok"), text("s2"))
+    llm_server.push(
+        plan_call("[MANUS] one"),
+        text("ok"),
+        text("s1"),
+        plan_call("[MANUS] two"),
+        text("ok"),
+        text("s2"),
+    )
     flow = make_flow(make_llm, workspace)
     first = await flow.execute("first")
     second = await flow.execute("second")

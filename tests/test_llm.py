@@ -33,8 +33,11 @@ USER = [Message.user_message("hi")]
 
 async def test_ask_tool_returns_message_and_usage(llm_server, make_llm):
     llm_server.push(
-        tool_calls(call("echo", {"text": "x"}), content="thinking",
-                   usage={"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
+        tool_calls(
+            call("echo", {"text": "x"}),
+            content="thinking",
+            usage={"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        )
     )
     llm = make_llm()
     msg = await llm.ask_tool(USER, tools=[{"type": "function", "function": {"name": "echo"}}])
@@ -80,10 +83,15 @@ async def test_ask_stream_yields_deltas(llm_server, make_llm):
 
 async def test_accepts_dict_messages_and_system_msgs(llm_server, make_llm):
     llm_server.push(text("ok"))
-    await make_llm().ask([{"role": "user", "content": "hi"}],
-                         system_msgs=[{"role": "system", "content": "be brief"}], stream=False)
+    await make_llm().ask(
+        [{"role": "user", "content": "hi"}],
+        system_msgs=[{"role": "system", "content": "be brief"}],
+        stream=False,
+    )
     assert llm_server.requests[0].body["messages"] == [
-        {"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
 
 
 async def test_invalid_messages_are_developer_errors(make_llm):
@@ -114,8 +122,11 @@ async def test_transient_failures_are_retried(llm_server, make_llm, failure, kin
 
 @pytest.mark.parametrize(
     ("failure", "kind"),
-    [(error(500), LLMServerError), (drop(), LLMConnectionError),
-     (error(429, headers={"Retry-After": "0"}), LLMRateLimitError)],
+    [
+        (error(500), LLMServerError),
+        (drop(), LLMConnectionError),
+        (error(429, headers={"Retry-After": "0"}), LLMRateLimitError),
+    ],
 )
 async def test_retries_give_up_cleanly(llm_server, make_llm, failure, kind):
     llm_server.push(*[failure] * 4)
@@ -162,19 +173,30 @@ async def test_timeout_gives_up(llm_server, make_llm):
         (error(404, "no such model"), LLMNotFoundError),
         (error(429, "You exceeded your current quota", code="insufficient_quota"), LLMQuotaError),
         (error(400, "too long", code="context_length_exceeded"), ContextWindowExceededError),
-        (error(400, "This model's maximum context length is 8192 tokens"),
-         ContextWindowExceededError),
-        (error(400, "registry.ollama.ai/library/gemma does not support tools"),
-         ToolsNotSupportedError),
-        (error(400, '"auto" tool choice requires --enable-auto-tool-choice and '
-                    "--tool-call-parser to be set"), ToolsNotSupportedError),
+        (
+            error(400, "This model's maximum context length is 8192 tokens"),
+            ContextWindowExceededError,
+        ),
+        (
+            error(400, "registry.ollama.ai/library/gemma does not support tools"),
+            ToolsNotSupportedError,
+        ),
+        (
+            error(
+                400,
+                '"auto" tool choice requires --enable-auto-tool-choice and '
+                "--tool-call-parser to be set",
+            ),
+            ToolsNotSupportedError,
+        ),
     ],
 )
 async def test_final_errors_are_not_retried(llm_server, make_llm, failure, kind):
     llm_server.push(failure, text("never reached"))
     with pytest.raises(kind) as info:
         await make_llm(tool_calling="native").ask_tool(
-            USER, tools=[{"type": "function", "function": {"name": "x"}}])
+            USER, tools=[{"type": "function", "function": {"name": "x"}}]
+        )
     assert len(llm_server.requests) == 1
     assert "gpt-4o-mini" in str(info.value) or kind is LLMAuthenticationError
 
@@ -183,7 +205,8 @@ async def test_tools_rejection_names_the_model(llm_server, make_llm):
     llm_server.push(error(400, "tools is not supported for this model"))
     with pytest.raises(ToolsNotSupportedError, match=r"Model 'gpt-4o-mini'.*function calling"):
         await make_llm(tool_calling="native").ask_tool(
-            USER, tools=[{"type": "function", "function": {"name": "x"}}])
+            USER, tools=[{"type": "function", "function": {"name": "x"}}]
+        )
 
 
 async def test_context_window_is_checked_before_sending(llm_server, make_llm):
@@ -241,7 +264,8 @@ async def test_reasoning_models_use_max_completion_tokens(llm_server, make_llm):
 async def test_ask_with_images(llm_server, make_llm):
     llm_server.push(text("a cat"))
     answer = await make_llm(model="gpt-4o").ask_with_images(
-        [Message.user_message("what is this?")], ["https://example.invalid/cat.png"])
+        [Message.user_message("what is this?")], ["https://example.invalid/cat.png"]
+    )
     assert answer == "a cat"
     content = llm_server.requests[0].body["messages"][-1]["content"]
     assert content[0] == {"type": "text", "text": "what is this?"}
@@ -278,9 +302,16 @@ async def test_named_profile_selected(llm_server):
 
 
 async def test_azure_routing(llm_server):
-    llm = LLM.create(llm_config=LLMSettings(
-        model="my-deployment", base_url=f"http://127.0.0.1:{llm_server.port}",
-        api_key="azure-key-123456", api_type="azure", api_version="2024-10-21", max_retries=0))
+    llm = LLM.create(
+        llm_config=LLMSettings(
+            model="my-deployment",
+            base_url=f"http://127.0.0.1:{llm_server.port}",
+            api_key="azure-key-123456",
+            api_type="azure",
+            api_version="2024-10-21",
+            max_retries=0,
+        )
+    )
     llm_server.push(text("from azure"))
     assert await llm.ask(USER, stream=False) == "from azure"
     req = llm_server.requests[0]

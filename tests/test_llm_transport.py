@@ -375,8 +375,9 @@ async def test_an_empty_stream_that_was_an_overflow_is_not_taken_for_a_refusal(
 ):
     """llama.cpp answers an overflowing streamed request with an empty event stream too: the
     refusal counts only once the same turn succeeds unstreamed, never after an overflow."""
-    overflow = error(400, "Requested tokens (2300) exceed context window of 2048",
-                     code="context_length_exceeded")
+    overflow = error(
+        400, "Requested tokens (2300) exceed context window of 2048", code="context_length_exceeded"
+    )
 
     def respond(request: Any) -> Any:
         if request.stream:
@@ -406,8 +407,9 @@ async def test_tool_calls_written_as_text_in_a_native_turn_are_tool_calls(
     llm_server.push(text(written), text("done"))
     llm = make_llm(model="local", tool_calling=mode)
     reply = await llm.request(USER, tools=TOOLS)
-    assert [(c.function.name, json.loads(c.function.arguments))
-            for c in reply.message.tool_calls] == [("echo", {"text": "hi"})]
+    assert [
+        (c.function.name, json.loads(c.function.arguments)) for c in reply.message.tool_calls
+    ] == [("echo", {"text": "hi"})]
     assert reply.finish_reason == "tool_calls"
     await llm.request(USER, tools=TOOLS)
     second = llm_server.requests[-1].body

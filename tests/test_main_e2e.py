@@ -62,8 +62,12 @@ def start_main(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     """main.py with pipes on all three streams, for tests that talk to it while it runs."""
     return subprocess.Popen(
         [sys.executable, str(MAIN), *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(tmp_path), cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
     )
 
 
@@ -76,15 +80,28 @@ def workspace(tmp_path: Path) -> Path:
 
 def test_one_shot_task_creates_and_runs_a_file(tmp_path, workspace, llm_server):
     llm_server.push(
-        tool_calls(call("str_replace_editor", {
-            "command": "create", "path": "hello.py", "file_text": "print('hi from file')\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "hello.py", "file_text": "print('hi from file')\n"},
+            )
+        ),
         tool_calls(call("python_execute", {"code": "import runpy; runpy.run_path('hello.py')"})),
-        tool_calls(call("terminate", {"status": "success"}),
-                   content="Created hello.py; running it prints: hi from file"),
+        tool_calls(
+            call("terminate", {"status": "success"}),
+            content="Created hello.py; running it prints: hi from file",
+        ),
     )
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = run_main(tmp_path, "-p", "make a hello script and run it", "--config", str(cfg),
-                    "--workspace", str(workspace))
+    proc = run_main(
+        tmp_path,
+        "-p",
+        "make a hello script and run it",
+        "--config",
+        str(cfg),
+        "--workspace",
+        str(workspace),
+    )
     assert proc.returncode == 0, proc.stderr
     assert (workspace / "hello.py").read_text() == "print('hi from file')\n"
     assert proc.stdout.strip() == "Created hello.py; running it prints: hi from file"
@@ -102,8 +119,14 @@ def test_one_shot_task_creates_and_runs_a_file(tmp_path, workspace, llm_server):
 def test_interactive_two_tasks_then_exit(tmp_path, workspace, llm_server):
     llm_server.push(text("answer one"), text("answer two"))
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = run_main(tmp_path, "--config", str(cfg), "--workspace", str(workspace),
-                    stdin="first task\n\n   \nsecond task\nEXIT\nnever run\n")
+    proc = run_main(
+        tmp_path,
+        "--config",
+        str(cfg),
+        "--workspace",
+        str(workspace),
+        stdin="first task\n\n   \nsecond task\nEXIT\nnever run\n",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["answer one", "answer two"]
     assert len(llm_server.requests) == 2
@@ -156,11 +179,13 @@ def test_unreachable_endpoint_is_one_clear_message(tmp_path, workspace):
 
 
 def test_max_steps_exhaustion_exits_1(tmp_path, workspace, llm_server):
-    llm_server.push(*[tool_calls(call("python_execute", {"code": f"print({i})"}))
-                      for i in range(2)])
+    llm_server.push(
+        *[tool_calls(call("python_execute", {"code": f"print({i})"})) for i in range(2)]
+    )
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = run_main(tmp_path, "-p", "loop", "-c", str(cfg), "-w", str(workspace),
-                    "--max-steps", "2", "--quiet")
+    proc = run_main(
+        tmp_path, "-p", "loop", "-c", str(cfg), "-w", str(workspace), "--max-steps", "2", "--quiet"
+    )
     assert proc.returncode == 1
     assert "without finishing" in proc.stderr
     assert "Executing step" not in proc.stderr  # --quiet hides progress
@@ -240,8 +265,7 @@ def test_help_is_fast_and_imports_nothing_heavy():
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "usage: main.py" in proc.stdout
 
@@ -262,11 +286,16 @@ def test_stdout_is_exactly_the_answer_of_a_run_that_used_tools(tmp_path, workspa
 
 
 def test_max_steps_prints_no_step_log_on_stdout(tmp_path, workspace, llm_server):
-    llm_server.push(*[tool_calls(call("python_execute", {"code": f"print({i})"}),
-                                 content=f"Trying {i}.") for i in range(2)])
+    llm_server.push(
+        *[
+            tool_calls(call("python_execute", {"code": f"print({i})"}), content=f"Trying {i}.")
+            for i in range(2)
+        ]
+    )
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = run_main(tmp_path, "-p", "loop", "-c", str(cfg), "-w", str(workspace),
-                    "--max-steps", "2")
+    proc = run_main(
+        tmp_path, "-p", "loop", "-c", str(cfg), "-w", str(workspace), "--max-steps", "2"
+    )
     assert proc.returncode == 1
     assert proc.stdout == ""
     assert "error: stopped at max_steps=2 without finishing the task" in proc.stderr

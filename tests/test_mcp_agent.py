@@ -27,8 +27,9 @@ async def agent(make_llm):
 
 
 async def connect_demo(agent: MCPAgent, script: str = str(DEMO)) -> None:
-    await agent.initialize("stdio", command=sys.executable, args=[script],
-                           env=guarded_env(), server_id="demo")
+    await agent.initialize(
+        "stdio", command=sys.executable, args=[script], env=guarded_env(), server_id="demo"
+    )
 
 
 def tool_results(request) -> list[str]:
@@ -36,8 +37,12 @@ def tool_results(request) -> list[str]:
 
 
 async def test_terminate_on_our_server_ends_the_run(agent, llm_server, tmp_path):
-    await agent.initialize("stdio", command=sys.executable, env=guarded_env(),
-                           args=["-m", "app.mcp.server", "--workspace", str(tmp_path)])
+    await agent.initialize(
+        "stdio",
+        command=sys.executable,
+        env=guarded_env(),
+        args=["-m", "app.mcp.server", "--workspace", str(tmp_path)],
+    )
     assert "mcp_openmanus_bash" in agent.available_tools.tool_map
     assert "mcp_openmanus_bash" in agent.system_prompt and "{tools}" not in agent.system_prompt
     llm_server.push(
@@ -57,8 +62,12 @@ async def test_images_from_tools_reach_the_model(agent, llm_server):
     llm_server.push(tool_calls(call("mcp_demo_picture", {})), text("A green pixel."))
     result = await agent.run("show me the picture")
     assert result.final_answer == "A green pixel."
-    parts = [part for m in llm_server.requests[1].messages if isinstance(m["content"], list)
-             for part in m["content"]]
+    parts = [
+        part
+        for m in llm_server.requests[1].messages
+        if isinstance(m["content"], list)
+        for part in m["content"]
+    ]
     urls = [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]
     assert urls == [f"data:image/png;base64,{PNG_B64}"]
 
@@ -66,8 +75,10 @@ async def test_images_from_tools_reach_the_model(agent, llm_server):
 async def test_stays_connected_across_runs(agent, llm_server):
     await connect_demo(agent)
     llm_server.push(
-        tool_calls(call("mcp_demo_pid", {})), text("first"),
-        tool_calls(call("mcp_demo_pid", {})), text("second"),
+        tool_calls(call("mcp_demo_pid", {})),
+        text("first"),
+        tool_calls(call("mcp_demo_pid", {})),
+        text("second"),
     )
     assert (await agent.run("one")).final_answer == "first"
     assert (await agent.run("two")).final_answer == "second"
@@ -126,8 +137,13 @@ async def test_manus_create_connects_configured_servers(llm_server, make_llm, tm
         "demo": demo_config(),
         "broken": MCPServerConfig(type="stdio", command="no-such-mcp-server"),
     }
-    config.use(AppConfig(llm=llm_settings(llm_server), mcp_config=MCPSettings(servers=servers),
-                         workspace_root=tmp_path))
+    config.use(
+        AppConfig(
+            llm=llm_settings(llm_server),
+            mcp_config=MCPSettings(servers=servers),
+            workspace_root=tmp_path,
+        )
+    )
     try:
         agent = await Manus.create(llm=make_llm())
         try:

@@ -84,7 +84,9 @@ async def test_is_error_result_is_a_failure(shared):
     # Arguments are checked against the server's schema before the call is sent.
     bad = await clients.execute(name="mcp_demo_add", tool_input={"a": "two", "b": 3, "c": 1})
     assert isinstance(bad, ToolFailure) and bad.error.splitlines()[1:] == [
-        '- a: expected integer, got string "two"', "- c: unknown argument (allowed: a, b)"]
+        '- a: expected integer, got string "two"',
+        "- c: unknown argument (allowed: a, b)",
+    ]
     coerced = await clients.execute(name="mcp_demo_add", tool_input={"a": "2", "b": 3})
     assert coerced.output == "5"
 
@@ -111,7 +113,8 @@ async def test_server_killed_mid_session_reports_then_restarts(clients):
     first_pid = int((await clients.execute(name="mcp_demo_pid", tool_input={})).output)
 
     pending = asyncio.ensure_future(
-        clients.execute(name="mcp_demo_slow", tool_input={"seconds": 60}))
+        clients.execute(name="mcp_demo_slow", tool_input={"seconds": 60})
+    )
     os.kill(first_pid, signal.SIGKILL)
     lost = await asyncio.wait_for(pending, 30)
     assert isinstance(lost, ToolFailure)
@@ -171,7 +174,8 @@ async def test_server_that_never_starts(clients):
         await clients.connect("ghost", MCPServerConfig(type="stdio", command="no-such-mcp-server"))
 
     crash = MCPServerConfig(
-        type="stdio", command=sys.executable,
+        type="stdio",
+        command=sys.executable,
         args=["-c", "import sys; sys.stderr.write('missing API token\\n'); sys.exit(3)"],
     )
     with pytest.raises(MCPServerError) as info:
@@ -187,17 +191,20 @@ async def test_server_that_never_starts(clients):
 
 async def test_silent_server_times_out_on_the_handshake():
     collection = MCPClients(connect_timeout=1)
-    mute = MCPServerConfig(type="stdio", command=sys.executable,
-                           args=["-c", "import sys; sys.stdin.read()"])
+    mute = MCPServerConfig(
+        type="stdio", command=sys.executable, args=["-c", "import sys; sys.stdin.read()"]
+    )
     with pytest.raises(MCPServerError, match="did not complete the handshake within 1 s"):
         await collection.connect("mute", mute)
 
 
 async def test_connect_all_reports_failures_and_keeps_the_rest(clients):
-    failures = await clients.connect_all({
-        "demo": demo_config(),
-        "ghost": MCPServerConfig(type="stdio", command="no-such-mcp-server"),
-    })
+    failures = await clients.connect_all(
+        {
+            "demo": demo_config(),
+            "ghost": MCPServerConfig(type="stdio", command="no-such-mcp-server"),
+        }
+    )
     assert list(failures) == ["ghost"] and "command not found" in failures["ghost"]
     assert "mcp_demo_echo" in clients.tool_map
 
@@ -264,16 +271,30 @@ def test_embedded_resources_and_links_keep_what_the_model_needs():
     from app.mcp.results import MAX_EMBEDDED_TEXT, convert_result
 
     def blob(data: bytes, mime: str | None) -> types.EmbeddedResource:
-        return types.EmbeddedResource(type="resource", resource=types.BlobResourceContents(
-            uri="file:///x", mime_type=mime, blob=base64.b64encode(data).decode()))
+        return types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri="file:///x", mime_type=mime, blob=base64.b64encode(data).decode()
+            ),
+        )
 
-    result = convert_result(types.CallToolResult(content=[
-        blob('{"a": "é"}'.encode(), "application/json"),
-        blob(b"\xff\xfe bad utf-8", "text/plain; charset=utf-8"),
-        blob(b"\x00\x01\x02", "application/octet-stream"),
-        types.ResourceLink(type="resource_link", uri="file:///r.csv", name="r.csv",
-                           description="The report", mime_type="text/csv", size=12),
-    ]))
+    result = convert_result(
+        types.CallToolResult(
+            content=[
+                blob('{"a": "é"}'.encode(), "application/json"),
+                blob(b"\xff\xfe bad utf-8", "text/plain; charset=utf-8"),
+                blob(b"\x00\x01\x02", "application/octet-stream"),
+                types.ResourceLink(
+                    type="resource_link",
+                    uri="file:///r.csv",
+                    name="r.csv",
+                    description="The report",
+                    mime_type="text/csv",
+                    size=12,
+                ),
+            ]
+        )
+    )
     lines = result.output.splitlines()
     assert lines[:2] == ["[embedded resource file:///x (application/json)]", '{"a": "é"}']
     assert lines[3] == "\ufffd\ufffd bad utf-8"  # decoded with replacement, never a crash
@@ -289,16 +310,23 @@ def test_embedded_resources_and_links_keep_what_the_model_needs():
 def test_elicitation_answers_are_checked_against_the_schema():
     from app.mcp.elicitation import ElicitationAnswer, parse_answer
 
-    schema = {"type": "object", "required": ["age"], "properties": {
-        "age": {"type": "integer", "minimum": 0, "maximum": 150},
-        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
-        "ok": {"type": "boolean"}}}
+    schema = {
+        "type": "object",
+        "required": ["age"],
+        "properties": {
+            "age": {"type": "integer", "minimum": 0, "maximum": 150},
+            "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+            "ok": {"type": "boolean"},
+        },
+    }
     assert parse_answer('{"age": 30, "ok": true}', schema) == ElicitationAnswer(
-        "accept", {"age": 30, "ok": True, "color": "red"})
+        "accept", {"age": 30, "ok": True, "color": "red"}
+    )
     assert parse_answer('{"age": 200}', schema) == "'age' must be at most 150."
     assert parse_answer('{"age": "30"}', schema) == "'age' must be an integer."
     assert parse_answer('{"color": "green"}', schema) == (
-        "'age' is required; 'color' must be one of red, blue.")
+        "'age' is required; 'color' must be one of red, blue."
+    )
     assert parse_answer('{"age": 1, "admin": true}', schema) == "unknown field(s): admin."
     assert parse_answer("30", schema).startswith("This form has several fields")
     assert parse_answer("{not json", schema).startswith("That is not valid JSON")

@@ -45,37 +45,48 @@ async def test_schemas_equal_the_in_process_tools(clients, tmp_path):
         assert remote.description == tool.description
     editor = clients.get_tool("mcp_openmanus_str_replace_editor").parameters
     assert editor["properties"]["command"]["enum"] == [
-        "view", "create", "str_replace", "insert", "undo_edit"]
+        "view",
+        "create",
+        "str_replace",
+        "insert",
+        "undo_edit",
+    ]
     assert editor["properties"]["view_range"]["items"] == {"type": "integer"}
 
 
 async def test_tools_work_over_stdio_and_errors_are_flagged(clients, tmp_path):
     await connect_stdio(clients, tmp_path)
     ws = tmp_path / "ws"
-    created = await clients.execute(name="mcp_openmanus_str_replace_editor", tool_input={
-        "command": "create", "path": "notes.txt", "file_text": "alpha\n"})
+    created = await clients.execute(
+        name="mcp_openmanus_str_replace_editor",
+        tool_input={"command": "create", "path": "notes.txt", "file_text": "alpha\n"},
+    )
     assert not isinstance(created, ToolFailure)
     assert (ws / "notes.txt").read_text() == "alpha\n"
 
-    shell = await clients.execute(name="mcp_openmanus_bash",
-                                  tool_input={"command": "cat notes.txt; pwd"})
+    shell = await clients.execute(
+        name="mcp_openmanus_bash", tool_input={"command": "cat notes.txt; pwd"}
+    )
     assert shell.output.splitlines() == ["alpha", str(ws)]
 
-    code = await clients.execute(name="mcp_openmanus_python_execute",
-                                 tool_input={"code": "print(6 * 7)"})
+    code = await clients.execute(
+        name="mcp_openmanus_python_execute", tool_input={"code": "print(6 * 7)"}
+    )
     assert code.structured_content == {"observation": "42", "success": True}
 
-    outside = await clients.execute(name="mcp_openmanus_str_replace_editor", tool_input={
-        "command": "view", "path": "/etc/passwd"})
+    outside = await clients.execute(
+        name="mcp_openmanus_str_replace_editor",
+        tool_input={"command": "view", "path": "/etc/passwd"},
+    )
     assert isinstance(outside, ToolFailure) and "outside the allowed locations" in outside.error
 
-    done = await clients.execute(name="mcp_openmanus_terminate",
-                                 tool_input={"status": "success"})
+    done = await clients.execute(name="mcp_openmanus_terminate", tool_input={"status": "success"})
     assert "success" in done.output
 
     # Leaving the session stops the server, which stops what its bash session started.
-    started = await clients.execute(name="mcp_openmanus_bash",
-                                    tool_input={"command": "tail -f /dev/null & echo $!"})
+    started = await clients.execute(
+        name="mcp_openmanus_bash", tool_input={"command": "tail -f /dev/null & echo $!"}
+    )
     child = int(started.output.split()[0])
     assert alive(child)
     await clients.disconnect()
@@ -88,8 +99,9 @@ async def test_http_transport_and_cleanup_on_exit(clients, tmp_path):
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         await clients.connect_http(url)
         # A background child of the server's bash session must not outlive the server.
-        started = await clients.execute(name="mcp_openmanus_bash",
-                                        tool_input={"command": "tail -f /dev/null & echo $!"})
+        started = await clients.execute(
+            name="mcp_openmanus_bash", tool_input={"command": "tail -f /dev/null & echo $!"}
+        )
         child = int(started.output.split()[0])
         assert alive(child)
         await clients.disconnect()
@@ -109,7 +121,10 @@ async def test_sse_transport(clients, tmp_path):
 def test_non_loopback_host_needs_allow_remote(tmp_path):
     proc = subprocess.run(
         [sys.executable, *SERVER, "--transport", "http", "--host", "0.0.0.0"],
-        capture_output=True, text=True, env=child_env(tmp_path), timeout=60,
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "refusing to serve bash and python_execute on 0.0.0.0" in proc.stderr
@@ -124,12 +139,14 @@ async def test_run_task_delegates_to_a_manus_agent(clients, tmp_path):
         assert "mcp_openmanus_run_task" in names
         schema = clients.get_tool("mcp_openmanus_run_task").parameters
         assert schema["required"] == ["task"]
-        result = await clients.execute(name="mcp_openmanus_run_task",
-                                       tool_input={"task": "What is six times seven?"})
+        result = await clients.execute(
+            name="mcp_openmanus_run_task", tool_input={"task": "What is six times seven?"}
+        )
         assert result.output == "The answer is 42."
         asked = llm.requests[0].body["messages"]
-        assert any(m["role"] == "user" and m["content"] == "What is six times seven?"
-                   for m in asked)
+        assert any(
+            m["role"] == "user" and m["content"] == "What is six times seven?" for m in asked
+        )
 
         empty = await clients.execute(name="mcp_openmanus_run_task", tool_input={"task": " "})
         assert isinstance(empty, ToolFailure) and "non-empty" in empty.error
@@ -141,21 +158,39 @@ def test_sigterm_with_stdin_still_open_cleans_up_and_exits(tmp_path):
     import json
 
     proc = subprocess.Popen(
-        [sys.executable, *SERVER, "--workspace", str(tmp_path)], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=child_env(tmp_path), text=True,
+        [sys.executable, *SERVER, "--workspace", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env(tmp_path),
+        text=True,
     )
     try:
+
         def send(message: dict) -> None:
             proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
             proc.stdin.flush()
 
-        send({"id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"}}})
+        send(
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"},
+                },
+            }
+        )
         assert json.loads(proc.stdout.readline())["id"] == 1
         send({"method": "notifications/initialized"})
-        send({"id": 2, "method": "tools/call", "params": {
-            "name": "bash", "arguments": {"command": "tail -f /dev/null & echo $!"}}})
+        send(
+            {
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "bash", "arguments": {"command": "tail -f /dev/null & echo $!"}},
+            }
+        )
         reply = json.loads(proc.stdout.readline())
         child = int(reply["result"]["content"][0]["text"].split()[0])
         assert alive(child)
@@ -177,8 +212,10 @@ async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
         args = [*SERVER, "--workspace", str(tmp_path / "ws")]
         names = await clients.connect_stdio(sys.executable, args, env=env)
         assert "mcp_openmanus_browser_use" in names
-        result = await clients.execute(name="mcp_openmanus_browser_use",
-                                       tool_input={"action": "go_to_url", "url": web.url + "/page"})
+        result = await clients.execute(
+            name="mcp_openmanus_browser_use",
+            tool_input={"action": "go_to_url", "url": web.url + "/page"},
+        )
         assert not isinstance(result, ToolFailure), result
         assert processes_mentioning(str(temp)), "Chromium should be running for the server"
         await clients.disconnect()  # closes stdin: the server stops its browser and exits
@@ -186,14 +223,16 @@ async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
 
 async def test_code_failures_are_flagged_and_unknown_tools_rejected(clients, tmp_path):
     await connect_stdio(clients, tmp_path)
-    crash = await clients.execute(name="mcp_openmanus_python_execute",
-                                  tool_input={"code": "raise KeyError('gone')"})
+    crash = await clients.execute(
+        name="mcp_openmanus_python_execute", tool_input={"code": "raise KeyError('gone')"}
+    )
     assert isinstance(crash, ToolFailure)  # the server set isError
     assert "KeyError: 'gone'" in crash.error
     assert crash.structured_content["success"] is False
-    slow = await clients.execute(name="mcp_openmanus_python_execute",
-                                 tool_input={"code": "import threading; threading.Event().wait()",
-                                             "timeout": 1})
+    slow = await clients.execute(
+        name="mcp_openmanus_python_execute",
+        tool_input={"code": "import threading; threading.Event().wait()", "timeout": 1},
+    )
     assert isinstance(slow, ToolFailure) and "timed out" in slow.error.lower()
     # A name the server does not have is a protocol error (-32602), not a tool result.
     connection = clients.connections["openmanus"]

@@ -90,12 +90,25 @@ def test_loopback_and_unix_sockets_still_work(guard, listener, tmp_path: Path) -
 @pytest.mark.parametrize(
     ("host", "allowed"),
     [
-        ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("[::1]", True),
-        ("::ffff:127.0.0.1", True), ("localhost", True), ("LOCALHOST", True),
-        (b"localhost", True), ("0.0.0.0", True), ("", True), (None, True),
-        (BLOCKED_IP, False), ("10.0.0.1", False), ("2001:db8::1", False),
-        ("::ffff:8.8.8.8", False), ("example.com", False), ("localhost.example.com", False),
-        ("<broadcast>", False), (b"\xff", False),
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("::ffff:127.0.0.1", True),
+        ("localhost", True),
+        ("LOCALHOST", True),
+        (b"localhost", True),
+        ("0.0.0.0", True),
+        ("", True),
+        (None, True),
+        (BLOCKED_IP, False),
+        ("10.0.0.1", False),
+        ("2001:db8::1", False),
+        ("::ffff:8.8.8.8", False),
+        ("example.com", False),
+        ("localhost.example.com", False),
+        ("<broadcast>", False),
+        (b"\xff", False),
     ],
 )
 def test_allowed_hosts(host, allowed) -> None:
@@ -119,7 +132,8 @@ async def test_openai_client_works_locally_and_is_blocked_elsewhere(guard) -> No
             try:
                 if base_url == server.base_url:
                     result = await api.chat.completions.create(
-                        model="m", messages=[{"role": "user", "content": "x"}])
+                        model="m", messages=[{"role": "user", "content": "x"}]
+                    )
                     assert result.choices[0].message.content == "local ok"
                 else:
                     assert [m.id for m in (await api.models.list()).data]
@@ -203,14 +217,17 @@ print(json.dumps(out))
 
 def _run_child(port: int, env_value: str | None) -> dict[str, object]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (netguard.SITE_DIR, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (netguard.SITE_DIR, env.get("PYTHONPATH")) if p)
     env.pop(netguard.ENV_VAR, None)
     if env_value is not None:
         env[netguard.ENV_VAR] = env_value
     completed = subprocess.run(
-        [sys.executable, "-c", CHILD, str(port)], env=env, capture_output=True, text=True,
-        timeout=60, check=True,
+        [sys.executable, "-c", CHILD, str(port)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return json.loads(completed.stdout)
 

@@ -20,18 +20,30 @@ async def test_schema_matches_upstream(tool):
     params = tool.parameters
     assert tool.name == "planning" and params["required"] == ["command"]
     assert params["properties"]["command"]["enum"] == [
-        "create", "update", "list", "get", "set_active", "mark_step", "delete"]
+        "create",
+        "update",
+        "list",
+        "get",
+        "set_active",
+        "mark_step",
+        "delete",
+    ]
     assert params["properties"]["step_status"]["enum"] == [
-        "not_started", "in_progress", "completed", "blocked"]
+        "not_started",
+        "in_progress",
+        "completed",
+        "blocked",
+    ]
     assert params["properties"]["steps"] == {
-        "type": "array", "items": {"type": "string"},
-        "description": params["properties"]["steps"]["description"]}
+        "type": "array",
+        "items": {"type": "string"},
+        "description": params["properties"]["steps"]["description"],
+    }
     assert params["properties"]["step_index"]["type"] == "integer"
 
 
 async def test_create_renders_the_plan_text(tool):
-    result = await tool.execute(command="create", plan_id="p1", title="Sales report",
-                                steps=STEPS)
+    result = await tool.execute(command="create", plan_id="p1", title="Sales report", steps=STEPS)
     assert result.output == (
         "Plan created successfully with ID: p1\n\n"
         "Plan: Sales report (ID: p1)\n"
@@ -47,19 +59,23 @@ async def test_create_renders_the_plan_text(tool):
     )
     assert tool.current_plan_id == "p1"
     assert tool.plans["p1"] == {
-        "plan_id": "p1", "title": "Sales report", "steps": STEPS,
-        "step_statuses": ["not_started"] * 3, "step_notes": ["", "", ""],
+        "plan_id": "p1",
+        "title": "Sales report",
+        "steps": STEPS,
+        "step_statuses": ["not_started"] * 3,
+        "step_notes": ["", "", ""],
     }
 
 
 async def test_mark_step_uses_every_marker_and_notes(tool):
     await tool.execute(command="create", plan_id="p1", title="T", steps=[*STEPS, "Publish"])
-    await tool.execute(command="mark_step", step_index=0, step_status="completed",
-                       step_notes="42 rows")
-    await tool.execute(command="mark_step", plan_id="p1", step_index=1,
-                       step_status="in_progress")
-    result = await tool.execute(command="mark_step", step_index=2, step_status="blocked",
-                                step_notes="no plotting library")
+    await tool.execute(
+        command="mark_step", step_index=0, step_status="completed", step_notes="42 rows"
+    )
+    await tool.execute(command="mark_step", plan_id="p1", step_index=1, step_status="in_progress")
+    result = await tool.execute(
+        command="mark_step", step_index=2, step_status="blocked", step_notes="no plotting library"
+    )
     text = result.output
     assert text.startswith("Step 2 updated in plan 'p1'.")
     assert "Progress: 1/4 steps completed (25.0%)" in text
@@ -81,12 +97,16 @@ async def test_mark_step_uses_every_marker_and_notes(tool):
 
 async def test_update_keeps_progress_of_unchanged_steps(tool):
     await tool.execute(command="create", plan_id="p1", title="T", steps=STEPS)
-    await tool.execute(command="mark_step", step_index=0, step_status="completed",
-                       step_notes="done")
+    await tool.execute(
+        command="mark_step", step_index=0, step_status="completed", step_notes="done"
+    )
     await tool.execute(command="mark_step", step_index=1, step_status="blocked")
-    result = await tool.execute(command="update", plan_id="p1", title="T2",
-                                steps=["Collect the data", "Clean it with pandas",
-                                       "Draw the chart", "Write the report"])
+    result = await tool.execute(
+        command="update",
+        plan_id="p1",
+        title="T2",
+        steps=["Collect the data", "Clean it with pandas", "Draw the chart", "Write the report"],
+    )
     plan = tool.plans["p1"]
     assert plan["title"] == "T2"
     assert plan["step_statuses"] == ["completed", "not_started", "not_started", "not_started"]
@@ -101,19 +121,21 @@ async def test_list_get_set_active_delete(tool):
     assert "No plans available" in (await tool.execute(command="list")).output
     await tool.execute(command="create", plan_id="a", title="First", steps=["x"])
     await tool.execute(command="create", plan_id="b", title="Second", steps=["y", "z"])
-    await tool.execute(command="mark_step", plan_id="b", step_index=0,
-                       step_status="completed")
+    await tool.execute(command="mark_step", plan_id="b", step_index=0, step_status="completed")
     listing = (await tool.execute(command="list")).output
-    assert listing == ("Available plans:\n"
-                       "• a: First - 0/1 steps completed\n"
-                       "• b (active): Second - 1/2 steps completed")
+    assert listing == (
+        "Available plans:\n"
+        "• a: First - 0/1 steps completed\n"
+        "• b (active): Second - 1/2 steps completed"
+    )
     assert (await tool.execute(command="get")).output.startswith("Plan: Second (ID: b)")
     assert (await tool.execute(command="get", plan_id="a")).output.startswith("Plan: First")
     await tool.execute(command="set_active", plan_id="a")
     assert tool.current_plan_id == "a"
     assert (await tool.execute(command="get")).output.startswith("Plan: First (ID: a)")
     assert (await tool.execute(command="delete", plan_id="a")).output == (
-        "Plan 'a' has been deleted.")
+        "Plan 'a' has been deleted."
+    )
     assert tool.current_plan_id is None and list(tool.plans) == ["b"]
     with pytest.raises(ToolError, match="No active plan"):
         await tool.execute(command="get")
@@ -127,24 +149,30 @@ async def test_list_get_set_active_delete(tool):
         ({"command": "delete", "plan_id": "ghost"}, "No plan with ID 'ghost'"),
         ({"command": "set_active", "plan_id": "ghost"}, "No plan with ID 'ghost'"),
         ({"command": "create", "plan_id": "p2", "title": "T"}, "`steps` is required"),
-        ({"command": "create", "plan_id": "p2", "title": "T", "steps": []},
-         "at least one step"),
-        ({"command": "create", "plan_id": "p2", "title": "T", "steps": ["a", "  "]},
-         "no step may be empty"),
-        ({"command": "create", "plan_id": "p2", "title": "T", "steps": "do it"},
-         "must be a list of strings"),
+        ({"command": "create", "plan_id": "p2", "title": "T", "steps": []}, "at least one step"),
+        (
+            {"command": "create", "plan_id": "p2", "title": "T", "steps": ["a", "  "]},
+            "no step may be empty",
+        ),
+        (
+            {"command": "create", "plan_id": "p2", "title": "T", "steps": "do it"},
+            "must be a list of strings",
+        ),
         ({"command": "create", "plan_id": "p2", "steps": ["a"]}, "`title` is required"),
         ({"command": "create", "title": "T", "steps": ["a"]}, "`plan_id` is required"),
-        ({"command": "create", "plan_id": "p1", "title": "T", "steps": ["a"]},
-         "already exists"),
+        ({"command": "create", "plan_id": "p1", "title": "T", "steps": ["a"]}, "already exists"),
         ({"command": "update", "steps": ["a"]}, "`plan_id` is required for command `update`"),
-        ({"command": "mark_step", "step_index": 2, "step_status": "completed"},
-         "step_index 2 is out of range: plan 'p1' has 2 step\\(s\\), numbered 0 to 1"),
+        (
+            {"command": "mark_step", "step_index": 2, "step_status": "completed"},
+            "step_index 2 is out of range: plan 'p1' has 2 step\\(s\\), numbered 0 to 1",
+        ),
         ({"command": "mark_step", "step_index": -1}, "out of range"),
         ({"command": "mark_step", "step_index": "first"}, "must be an integer"),
         ({"command": "mark_step"}, "`step_index` is required"),
-        ({"command": "mark_step", "step_index": 0, "step_status": "done"},
-         "Unknown step_status 'done'. Use one of: not_started, in_progress, completed, blocked"),
+        (
+            {"command": "mark_step", "step_index": 0, "step_status": "done"},
+            "Unknown step_status 'done'. Use one of: not_started, in_progress, completed, blocked",
+        ),
         ({"command": "rename"}, "Unknown command 'rename'"),
         ({"command": "get", "colour": "red"}, "Unknown parameter"),
     ],
@@ -164,8 +192,10 @@ async def test_errors_reach_the_model_as_failures(tool):
     assert isinstance(result, ToolFailure) and "No active plan" in result.error
     missing = await tools.execute(name="planning", tool_input={"plan_id": "x"})
     assert isinstance(missing, ToolFailure) and "command" in missing.error
-    ok = await tools.execute(name="planning", tool_input={
-        "command": "create", "plan_id": "x", "title": "T", "steps": ["a"]})
+    ok = await tools.execute(
+        name="planning",
+        tool_input={"command": "create", "plan_id": "x", "title": "T", "steps": ["a"]},
+    )
     assert not isinstance(ok, ToolFailure) and "Plan: T (ID: x)" in str(ok)
 
 

@@ -20,10 +20,12 @@ from tests.test_main_e2e import run_main, write_config
 
 def script():
     return [
-        tool_calls(call("python_execute", {"code": "print(sum(range(10)))"}),
-                   content="Adding up."),
-        tool_calls(call("str_replace_editor", {"command": "create", "path": "sum.txt",
-                                               "file_text": "45\n"})),
+        tool_calls(call("python_execute", {"code": "print(sum(range(10)))"}), content="Adding up."),
+        tool_calls(
+            call(
+                "str_replace_editor", {"command": "create", "path": "sum.txt", "file_text": "45\n"}
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="The sum is 45."),
     ]
 
@@ -88,29 +90,60 @@ def test_record_and_replay_from_main(tmp_path, llm_server):
     workspace = tmp_path / "ws"
     cfg = write_config(tmp_path, llm_server.base_url)
     tape = tmp_path / "tape.jsonl"
-    recorded = run_main(tmp_path, "-c", str(cfg), "-w", str(workspace), "--record", str(tape),
-                        "-p", "add 0..9 and save it")
+    recorded = run_main(
+        tmp_path,
+        "-c",
+        str(cfg),
+        "-w",
+        str(workspace),
+        "--record",
+        str(tape),
+        "-p",
+        "add 0..9 and save it",
+    )
     assert recorded.returncode == 0, recorded.stderr
     (workspace / "sum.txt").unlink()
     requests_before = len(llm_server.requests)
-    replayed = run_main(tmp_path, "-c", str(cfg), "-w", str(workspace), "--replay", str(tape),
-                        "--strict-replay", "-p", "add 0..9 and save it")
+    replayed = run_main(
+        tmp_path,
+        "-c",
+        str(cfg),
+        "-w",
+        str(workspace),
+        "--replay",
+        str(tape),
+        "--strict-replay",
+        "-p",
+        "add 0..9 and save it",
+    )
     assert replayed.returncode == 0, replayed.stderr
     assert replayed.stdout == recorded.stdout == "The sum is 45.\n"
     assert (workspace / "sum.txt").read_text() == "45\n"
     assert len(llm_server.requests) == requests_before  # nothing sent to the model
-    bad = run_main(tmp_path, "-c", str(cfg), "-w", str(workspace), "--replay",
-                   str(tmp_path / "missing.jsonl"), "-p", "x")
+    bad = run_main(
+        tmp_path,
+        "-c",
+        str(cfg),
+        "-w",
+        str(workspace),
+        "--replay",
+        str(tmp_path / "missing.jsonl"),
+        "-p",
+        "x",
+    )
     assert bad.returncode == 2 and "Cannot read the recording" in bad.stderr
-    both = run_main(tmp_path, "-c", str(cfg), "--replay", str(tape), "--record", str(tape),
-                    "-p", "x")
+    both = run_main(
+        tmp_path, "-c", str(cfg), "--replay", str(tape), "--record", str(tape), "-p", "x"
+    )
     assert both.returncode == 2 and "cannot be used together" in both.stderr
 
 
 def test_cost_from_a_price_table():
-    table = {"gpt-4o": ModelPrice(input=2.5, output=10.0, cached_input=1.25),
-             "claude-*": ModelPrice(input=3.0, output=15.0),
-             "claude-3-haiku*": ModelPrice(input=0.25, output=1.25)}
+    table = {
+        "gpt-4o": ModelPrice(input=2.5, output=10.0, cached_input=1.25),
+        "claude-*": ModelPrice(input=3.0, output=15.0),
+        "claude-3-haiku*": ModelPrice(input=0.25, output=1.25),
+    }
     usage = Usage(prompt_tokens=1_000_000, completion_tokens=200_000, cached_tokens=400_000)
     price = price_for("gpt-4o", table)
     # 600k uncached at 2.50, 400k cached at 1.25, 200k out at 10.00
@@ -130,16 +163,22 @@ async def test_run_usage_and_cost_per_step_and_run(llm_server, tmp_path):
     from app.llm import LLM
 
     settings = LLMSettings(model="gpt-4o", base_url=llm_server.base_url, api_key=TEST_API_KEY)
-    config.use(AppConfig(llm=settings, workspace_root=tmp_path,
-                         pricing={"gpt-4o": {"input": 2.5, "output": 10.0}}))
+    config.use(
+        AppConfig(
+            llm=settings,
+            workspace_root=tmp_path,
+            pricing={"gpt-4o": {"input": 2.5, "output": 10.0}},
+        )
+    )
     try:
         llm_server.push(
-            tool_calls(call("create_chat_completion", {"response": "x"}),
-                       usage={"prompt_tokens": 1000, "completion_tokens": 100}),
+            tool_calls(
+                call("create_chat_completion", {"response": "x"}),
+                usage={"prompt_tokens": 1000, "completion_tokens": 100},
+            ),
             text("done", usage={"prompt_tokens": 2000, "completion_tokens": 50}),
         )
-        agent = ToolCallAgent(llm=LLM.create(llm_config=settings),
-                               answer_tool_names=[])
+        agent = ToolCallAgent(llm=LLM.create(llm_config=settings), answer_tool_names=[])
         reports: list[UsageReport] = []
         agent.subscribe(lambda e: reports.append(e) if isinstance(e, UsageReport) else None)
         result = await agent.run("go")
@@ -162,10 +201,12 @@ def test_pricing_config_errors_are_clear(tmp_path):
 
     path = tmp_path / "config.toml"
     path.write_text('[llm]\nmodel = "m"\n[pricing."gpt-4o"]\ninput = 2.5\n')
-    with pytest.raises(ConfigError, match=r'output: required'):
+    with pytest.raises(ConfigError, match=r"output: required"):
         load_config(path)
-    path.write_text('[llm]\nmodel = "m"\n[pricing."gpt-4o"]\ninput = 2.5\noutput = 10\n'
-                    "[compaction]\ntrigger = 0.9\nkeep_recent_turns = 5\n")
+    path.write_text(
+        '[llm]\nmodel = "m"\n[pricing."gpt-4o"]\ninput = 2.5\noutput = 10\n'
+        "[compaction]\ntrigger = 0.9\nkeep_recent_turns = 5\n"
+    )
     loaded = load_config(path)
     assert loaded.pricing["gpt-4o"].output == 10
     assert loaded.compaction.keep_recent_turns == 5

@@ -19,8 +19,13 @@ RUN_FLOW = ROOT / "run_flow.py"
 def run_flow(tmp_path: Path, *args: str, stdin: str | None = None, timeout: float = 90):
     return subprocess.run(
         [sys.executable, str(RUN_FLOW), *args],
-        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True, text=True, env=child_env(tmp_path), cwd=tmp_path, timeout=timeout,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
+        timeout=timeout,
     )
 
 
@@ -33,8 +38,12 @@ def flow_config(tmp_path: Path, base_url: str, *, data_analysis: bool = False) -
 
 
 def plan_call(*steps: str):
-    return tool_calls(call("planning", {"command": "create", "plan_id": "x",
-                                        "title": "Sales chart", "steps": list(steps)}))
+    return tool_calls(
+        call(
+            "planning",
+            {"command": "create", "plan_id": "x", "title": "Sales chart", "steps": list(steps)},
+        )
+    )
 
 
 @pytest.fixture
@@ -47,19 +56,33 @@ def workspace(tmp_path: Path) -> Path:
 def test_two_agents_interactive_with_live_progress(tmp_path, workspace, llm_server):
     llm_server.push(
         plan_call("[MANUS] Write sales.csv", "[DATA_ANALYSIS] Chart sales.csv"),
-        tool_calls(call("str_replace_editor", {
-            "command": "create", "path": "sales.csv",
-            "file_text": "quarter,sales\nQ1,10\nQ2,14\nQ3,9\nQ4,20\n"})),
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {
+                    "command": "create",
+                    "path": "sales.csv",
+                    "file_text": "quarter,sales\nQ1,10\nQ2,14\nQ3,9\nQ4,20\n",
+                },
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="sales.csv written"),
-        tool_calls(call("data_visualization", {
-            "charts": [{"chartTitle": "Quarterly sales", "csvFilePath": "sales.csv"}],
-            "output_type": "both"})),
+        tool_calls(
+            call(
+                "data_visualization",
+                {
+                    "charts": [{"chartTitle": "Quarterly sales", "csvFilePath": "sales.csv"}],
+                    "output_type": "both",
+                },
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="chart saved"),
         text("Made sales.csv and a quarterly sales chart."),
     )
     cfg = flow_config(tmp_path, llm_server.base_url, data_analysis=True)
-    proc = run_flow(tmp_path, "-c", str(cfg), "-w", str(workspace),
-                    stdin="chart the quarterly sales\nexit\n")
+    proc = run_flow(
+        tmp_path, "-c", str(cfg), "-w", str(workspace), stdin="chart the quarterly sales\nexit\n"
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "Made sales.csv and a quarterly sales chart."
     assert (workspace / "visualization" / "Quarterly_sales.png").is_file()
@@ -82,8 +105,9 @@ def test_two_agents_interactive_with_live_progress(tmp_path, workspace, llm_serv
 def test_failed_step_is_shown_blocked_and_exits_1(tmp_path, workspace, llm_server):
     llm_server.push(
         plan_call("[MANUS] Fetch", "[MANUS] Report"),
-        error(400, "This model's maximum context length is 10 tokens",
-              code="context_length_exceeded"),
+        error(
+            400, "This model's maximum context length is 10 tokens", code="context_length_exceeded"
+        ),
         text("no change"),
         text("reported"),
         text("Report done; fetching failed."),
@@ -101,8 +125,9 @@ def test_timeout_stops_the_flow(tmp_path, workspace, llm_server):
     llm_server.push(plan_call("[MANUS] Hang"), slow(60, text("late")))
     cfg = flow_config(tmp_path, llm_server.base_url)
     # The limit covers start-up and planning too; 4 s leaves room for both on a busy machine.
-    proc = run_flow(tmp_path, "-p", "hang", "--timeout", "4", "-c", str(cfg),
-                    "-w", str(workspace), timeout=60)
+    proc = run_flow(
+        tmp_path, "-p", "hang", "--timeout", "4", "-c", str(cfg), "-w", str(workspace), timeout=60
+    )
     assert proc.returncode == 1, proc.stderr
     assert len(llm_server.requests) == 2, proc.stderr  # the agent's request was pending
     assert "error: the flow did not finish within 4 s" in proc.stderr
@@ -115,8 +140,12 @@ def test_ctrl_c_stops_the_flow_cleanly(tmp_path, workspace, llm_server):
     cfg = flow_config(tmp_path, llm_server.base_url)
     proc = subprocess.Popen(
         [sys.executable, str(RUN_FLOW), "-p", "long", "-c", str(cfg), "-w", str(workspace)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(tmp_path), cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
     )
     try:
         assert llm_server.wait_for_requests(2, timeout=30)  # the step's request is pending
@@ -151,7 +180,6 @@ def test_help_is_fast_and_imports_nothing_heavy():
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "usage: run_flow.py" in proc.stdout and "--timeout" in proc.stdout

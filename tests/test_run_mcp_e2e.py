@@ -16,8 +16,13 @@ RUN_MCP = ROOT / "run_mcp.py"
 def run_mcp(tmp_path: Path, *args: str, stdin: str | None = None):
     return subprocess.run(
         [sys.executable, str(RUN_MCP), *args],
-        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True, text=True, env=child_env(tmp_path), cwd=tmp_path, timeout=120,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
+        timeout=120,
     )
 
 
@@ -28,8 +33,9 @@ def tool_results(request) -> list[str]:
 def test_prompt_runs_a_tool_on_our_server_and_terminates(tmp_path, llm_server):
     llm_server.push(
         tool_calls(call("mcp_openmanus_bash", {"command": "echo made by mcp > out.txt"})),
-        tool_calls(call("mcp_openmanus_terminate", {"status": "success"}),
-                   content="Wrote out.txt."),
+        tool_calls(
+            call("mcp_openmanus_terminate", {"status": "success"}), content="Wrote out.txt."
+        ),
     )
     config = write_config(tmp_path, llm_server.base_url)
     proc = run_mcp(tmp_path, "--config", str(config), "-p", "write out.txt")
@@ -44,12 +50,13 @@ def test_prompt_runs_a_tool_on_our_server_and_terminates(tmp_path, llm_server):
 def test_interactive_mode_keeps_one_connection(tmp_path, llm_server):
     # $PPID in the server's bash session is the server process: the same in both tasks.
     llm_server.push(
-        tool_calls(call("mcp_openmanus_bash", {"command": "echo server=$PPID"})), text("one"),
-        tool_calls(call("mcp_openmanus_bash", {"command": "echo server=$PPID"})), text("two"),
+        tool_calls(call("mcp_openmanus_bash", {"command": "echo server=$PPID"})),
+        text("one"),
+        tool_calls(call("mcp_openmanus_bash", {"command": "echo server=$PPID"})),
+        text("two"),
     )
     config = write_config(tmp_path, llm_server.base_url)
-    proc = run_mcp(tmp_path, "--config", str(config), "-i",
-                   stdin="first task\nsecond task\nq\n")
+    proc = run_mcp(tmp_path, "--config", str(config), "-i", stdin="first task\nsecond task\nq\n")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["one", "two"]
     first = tool_results(llm_server.requests[1])[-1]
@@ -58,15 +65,33 @@ def test_interactive_mode_keeps_one_connection(tmp_path, llm_server):
 
 
 def test_http_connection_to_a_running_server(tmp_path, llm_server):
-    server_args = ["-m", "app.mcp.server", "--transport", "http", "--port", "0",
-                   "--workspace", str(tmp_path / "served")]
+    server_args = [
+        "-m",
+        "app.mcp.server",
+        "--transport",
+        "http",
+        "--port",
+        "0",
+        "--workspace",
+        str(tmp_path / "served"),
+    ]
     with http_server(server_args, tmp_path) as (_proc, url):
         llm_server.push(
-            tool_calls(call("mcp_openmanus_bash", {"command": "pwd"})), text("done over http"),
+            tool_calls(call("mcp_openmanus_bash", {"command": "pwd"})),
+            text("done over http"),
         )
         config = write_config(tmp_path, llm_server.base_url)
-        proc = run_mcp(tmp_path, "--config", str(config), "-c", "http", "--server-url", url,
-                       "-p", "where are you?")
+        proc = run_mcp(
+            tmp_path,
+            "--config",
+            str(config),
+            "-c",
+            "http",
+            "--server-url",
+            url,
+            "-p",
+            "where are you?",
+        )
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.strip() == "done over http"
         assert str(tmp_path / "served") in tool_results(llm_server.requests[1])[-1]
@@ -74,8 +99,17 @@ def test_http_connection_to_a_running_server(tmp_path, llm_server):
 
 def test_unreachable_server_is_one_clear_error(tmp_path, llm_server):
     config = write_config(tmp_path, llm_server.base_url)
-    proc = run_mcp(tmp_path, "--config", str(config), "-c", "http",
-                   "--server-url", "http://127.0.0.1:9/mcp", "-p", "hi")
+    proc = run_mcp(
+        tmp_path,
+        "--config",
+        str(config),
+        "-c",
+        "http",
+        "--server-url",
+        "http://127.0.0.1:9/mcp",
+        "-p",
+        "hi",
+    )
     assert proc.returncode == 1
     assert "error: MCP server" in proc.stderr and "http://127.0.0.1:9/mcp" in proc.stderr
     assert "Traceback" not in proc.stderr

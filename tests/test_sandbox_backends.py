@@ -69,11 +69,16 @@ async def test_bubblewrap_code_cannot_write_outside_the_workspace(
     bash = Bash(sandbox=box)
     py = PythonExecute(sandbox=box)
     try:
-        out = str(await bash.execute(command=f"echo pwned > {outside}; echo pwned > link.txt; "
-                                             "touch /usr/pwned; echo inside > in.txt"))
+        out = str(
+            await bash.execute(
+                command=f"echo pwned > {outside}; echo pwned > link.txt; "
+                "touch /usr/pwned; echo inside > in.txt"
+            )
+        )
         assert "Read-only file system" in out
-        result = await py.execute(code=f"open({str(outside)!r}, 'a').write('pwned')\n"
-                                       "open('/etc/pwned', 'w')")
+        result = await py.execute(
+            code=f"open({str(outside)!r}, 'a').write('pwned')\nopen('/etc/pwned', 'w')"
+        )
         assert not result["success"]
         assert outside.read_text() == "original\n"
         assert "pwned" not in {*os.listdir("/usr"), *os.listdir("/etc")}
@@ -133,16 +138,17 @@ async def test_memory_limit_stops_a_memory_hog(sandbox: Sandbox) -> None:
     assert "MemoryError" in out and "status=1" in out
 
 
-async def test_cpu_limit_stops_a_busy_loop(workspace: Path, request: pytest.FixtureRequest,
-                                           sandbox: Sandbox) -> None:
+async def test_cpu_limit_stops_a_busy_loop(
+    workspace: Path, request: pytest.FixtureRequest, sandbox: Sandbox
+) -> None:
     box = make_sandbox(sandbox.backend, workspace, cpu_limit=0.05)
     try:
         result = await PythonExecute(sandbox=box).execute(code="while True: pass", timeout=20)
     finally:
         await box.cleanup()
     assert not result["success"]
-    assert "killed by SIGXCPU: the CPU time limit of 2 seconds was reached" in (
-        result["observation"]
+    assert (
+        "killed by SIGXCPU: the CPU time limit of 2 seconds was reached" in (result["observation"])
     )
 
 
@@ -199,8 +205,12 @@ async def test_too_many_processes_stop_the_command(sandbox: Sandbox, workspace: 
 
 async def test_exit_codes_and_state_are_reported(sandbox: Sandbox) -> None:
     result = await sandbox.run("echo out; echo err >&2; exit 3")
-    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (3, "out\n", "err\n",
-                                                                            False)
+    assert (result.exit_code, result.stdout, result.stderr, result.ok) == (
+        3,
+        "out\n",
+        "err\n",
+        False,
+    )
     bash = Bash(sandbox=sandbox, timeout=1)
     try:
         await bash.execute(command="mkdir -p sub && cd sub && export X=kept")
@@ -232,8 +242,13 @@ async def test_children_inherit_no_credentials(
     py = await PythonExecute(sandbox=sandbox).execute(code="import os; print(dict(os.environ))")
     for text in (env_text, py["observation"]):
         assert "HARMLESS_SETTING" in text
-        for needle in ("sk-env-key", "OPENAI_API_KEY", "tok-12345678", "registered-value",
-                       "INNOCENT_NAME"):
+        for needle in (
+            "sk-env-key",
+            "OPENAI_API_KEY",
+            "tok-12345678",
+            "registered-value",
+            "INNOCENT_NAME",
+        ):
             assert needle not in text
 
 
@@ -243,8 +258,10 @@ async def test_bubblewrap_hides_the_agent_and_its_files(workspace: Path, tmp_pat
     secret_file.write_text('api_key = "sk-hidden"\n')
     box = make_sandbox("bubblewrap", workspace)
     try:
-        result = await box.run(f"cat {secret_file}; cat /proc/{os.getpid()}/environ; "
-                               "ls /proc | grep -c '^[0-9]'; cat /etc/shadow | wc -c")
+        result = await box.run(
+            f"cat {secret_file}; cat /proc/{os.getpid()}/environ; "
+            "ls /proc | grep -c '^[0-9]'; cat /etc/shadow | wc -c"
+        )
     finally:
         await box.cleanup()
     assert "sk-hidden" not in result.stdout

@@ -26,8 +26,13 @@ def _write(tmp_path: Path, sandbox: str) -> Path:
 
 
 def test_backend_key_and_upstream_keys(tmp_path: Path) -> None:
-    app = load_config(_write(tmp_path, 'backend = " Bubblewrap "\nmemory_limit = "1g"\n'
-                                       "cpu_limit = 0.5\ntimeout = 60\nnetwork_enabled = true"))
+    app = load_config(
+        _write(
+            tmp_path,
+            'backend = " Bubblewrap "\nmemory_limit = "1g"\n'
+            "cpu_limit = 0.5\ntimeout = 60\nnetwork_enabled = true",
+        )
+    )
     sandbox = app.sandbox
     assert (sandbox.backend, sandbox.effective_backend) == ("bubblewrap", "bubblewrap")
     assert (sandbox.memory_limit, sandbox.cpu_limit, sandbox.timeout) == ("1g", 0.5, 60)
@@ -79,13 +84,17 @@ def test_agents_share_one_sandbox_of_the_configured_backend(
         swe = SWEAgent(llm=make_llm(), workspace=tmp_path)
     finally:
         config.reset()
-    tools = [t for t in manus.available_tools
-             if isinstance(t, PythonExecute | Bash | StrReplaceEditor)]
+    tools = [
+        t for t in manus.available_tools if isinstance(t, PythonExecute | Bash | StrReplaceEditor)
+    ]
     assert len(tools) == 3 and all(isinstance(t.sandbox, kind) for t in tools)
     assert len({id(t.sandbox) for t in tools}) == 1
     assert not tools[0].sandbox.started  # created lazily
-    assert all(isinstance(t.sandbox, kind) for t in swe.available_tools
-               if isinstance(t, Bash | StrReplaceEditor))
+    assert all(
+        isinstance(t.sandbox, kind)
+        for t in swe.available_tools
+        if isinstance(t, Bash | StrReplaceEditor)
+    )
 
 
 @requires_bwrap
@@ -96,15 +105,15 @@ async def test_manus_runs_its_tools_in_the_configured_sandbox(
         tool_calls(call("bash", {"command": "touch /usr/pwned-by-agent; echo rc=$?"})),
         tool_calls(call("terminate", {"status": "success"}), content="done"),
     )
-    config.use(AppConfig(llm=LLMSettings(model="m"),
-                         sandbox=SandboxSettings(backend="bubblewrap")))
+    config.use(AppConfig(llm=LLMSettings(model="m"), sandbox=SandboxSettings(backend="bubblewrap")))
     try:
         agent = Manus(llm=make_llm(), workspace=tmp_path)
     finally:
         config.reset()
     result = await agent.run("try")
     assert result.ok
-    tool_text = next(m["content"] for m in llm_server.requests[1].body["messages"]
-                     if m["role"] == "tool")
+    tool_text = next(
+        m["content"] for m in llm_server.requests[1].body["messages"] if m["role"] == "tool"
+    )
     assert "Read-only file system" in tool_text and "rc=1" in tool_text
     assert not agent.available_tools.get_tool("bash").sandbox.started  # cleaned up after run

@@ -122,18 +122,22 @@ async def test_without_an_engine_the_tools_report_a_clear_error(
 
 @pytest.fixture
 async def docker_box(tmp_path: Path):  # type: ignore[no-untyped-def]
-    box = DockerSandbox(SandboxSettings(backend="docker", memory_limit="256m", timeout=60),
-                        tmp_path)
+    box = DockerSandbox(
+        SandboxSettings(backend="docker", memory_limit="256m", timeout=60), tmp_path
+    )
     yield box
     await box.cleanup()
 
 
 @requires_engine
-async def test_docker_confines_writes_network_and_memory(docker_box: DockerSandbox,
-                                                         tmp_path: Path) -> None:
-    result = await docker_box.run("echo hi > /workspace/in.txt; touch /etc/x; "
-                                  "python3 -c 'import socket; socket.create_connection("
-                                  "(\"1.1.1.1\", 53), timeout=3)'; echo done")
+async def test_docker_confines_writes_network_and_memory(
+    docker_box: DockerSandbox, tmp_path: Path
+) -> None:
+    result = await docker_box.run(
+        "echo hi > /workspace/in.txt; touch /etc/x; "
+        "python3 -c 'import socket; socket.create_connection("
+        '("1.1.1.1", 53), timeout=3)\'; echo done'
+    )
     assert (tmp_path / "in.txt").read_text() == "hi\n"
     assert "Read-only file system" in result.stderr
     assert "done" in result.stdout and "Network is unreachable" in result.stderr

@@ -459,11 +459,13 @@ async def test_files_the_editor_creates_are_usable_by_unprivileged_sandboxed_cod
     editor = StrReplaceEditor(sandbox=box)
     try:
         await bash.execute(command="true")  # the sandbox has started (the workspace adopted)
-        created = await editor.execute(command="create", path=str(workspace / "new/notes.txt"),
-                                       file_text="first\n")
+        created = await editor.execute(
+            command="create", path=str(workspace / "new/notes.txt"), file_text="first\n"
+        )
         assert not getattr(created, "error", None), created
-        appended = await bash.execute(command="echo second >> new/notes.txt && "
-                                      "touch new/more.txt && echo done")
+        appended = await bash.execute(
+            command="echo second >> new/notes.txt && touch new/more.txt && echo done"
+        )
     finally:
         await bash.cleanup()
     assert "done" in str(appended), appended
@@ -489,8 +491,9 @@ def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(workspace: 
             await asyncio.Event().wait()
         asyncio.run(main())
     """)
-    agent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
-                             text=True)
+    agent = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     assert agent.stdout is not None
     sleeper, cgroup = agent.stdout.readline().split()
     agent.kill()

@@ -14,8 +14,12 @@ def test_constructors_and_to_dict():
     assert Message.system_message("s").to_dict() == {"role": "system", "content": "s"}
     assert Message.assistant_message("a").to_dict() == {"role": "assistant", "content": "a"}
     tool = Message.tool_message("out", name="bash", tool_call_id="c1")
-    assert tool.to_dict() == {"role": "tool", "content": "out", "name": "bash",
-                              "tool_call_id": "c1"}
+    assert tool.to_dict() == {
+        "role": "tool",
+        "content": "out",
+        "name": "bash",
+        "tool_call_id": "c1",
+    }
     img = Message.user_message("look", base64_image="AAAA")
     assert img.to_dict()["base64_image"] == "AAAA"
 
@@ -29,7 +33,10 @@ def test_from_tool_calls_accepts_objects_and_dicts():
     assert [c.id for c in msg.tool_calls] == ["a", "b"]
     assert msg.tool_calls[1].function.arguments == '{"y": 2}'
     assert msg.to_dict()["tool_calls"][0] == {
-        "id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+        "id": "a",
+        "type": "function",
+        "function": {"name": "f", "arguments": '{"x": 1}'},
+    }
 
 
 def test_message_addition():

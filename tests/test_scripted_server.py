@@ -141,7 +141,12 @@ async def test_tool_calls_dict_string_and_raw_object(server, client) -> None:
     assert choice.message.content == "Let me look."
     calls = choice.message.tool_calls
     assert [c.function.name for c in calls] == [
-        "read_file", "python_execute", "python_execute", "browser_use", "terminate"]
+        "read_file",
+        "python_execute",
+        "python_execute",
+        "browser_use",
+        "terminate",
+    ]
     assert all(c.type == "function" for c in calls)
     assert isinstance(calls[0].function.arguments, str)
     assert json.loads(calls[0].function.arguments) == {"path": "a.txt", "lines": [1, 2]}
@@ -164,8 +169,9 @@ async def test_streaming_text_arrives_in_several_chunks_with_usage(server, clien
     chunks = await collect_stream(client, stream_options={"include_usage": True})
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     assert len({c.id for c in chunks}) == 1
-    pieces = [c.choices[0].delta.content for c in chunks if c.choices and
-              c.choices[0].delta.content]
+    pieces = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
     assert len(pieces) >= 2
     assert "".join(pieces) == content
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -218,9 +224,11 @@ async def test_streamed_tool_call_deltas_reassemble_to_the_same_calls(server, cl
                 entry["arguments"] += delta.function.arguments
     assert content == whole.content == "Working on it"
     assert [assembled[i]["name"] for i in sorted(assembled)] == [
-        c.function.name for c in whole.tool_calls]
+        c.function.name for c in whole.tool_calls
+    ]
     assert [assembled[i]["arguments"] for i in sorted(assembled)] == [
-        c.function.arguments for c in whole.tool_calls]
+        c.function.arguments for c in whole.tool_calls
+    ]
     assert all(assembled[i]["id"] for i in assembled)
     assert len({assembled[i]["id"] for i in assembled}) == 2
     assert min(argument_pieces.values()) >= 2
@@ -241,7 +249,9 @@ async def test_raw_object_arguments_stream_as_one_object(server, client) -> None
     server.push(tool_calls(call("browser_use", {"action": "go", "url": "x"}, raw_object=True)))
     chunks = await collect_stream(client)
     argument_deltas = [
-        d.function.arguments for c in chunks for d in (c.choices[0].delta.tool_calls or [])
+        d.function.arguments
+        for c in chunks
+        for d in (c.choices[0].delta.tool_calls or [])
         if d.function.arguments
     ]
     assert argument_deltas == [{"action": "go", "url": "x"}]
@@ -281,8 +291,9 @@ async def test_error_statuses_map_to_sdk_errors(server, client, reply, expected)
 
 
 async def test_errors_behave_the_same_when_streaming(server, client) -> None:
-    server.push(error(429, headers={"Retry-After": "1"}),
-                error(400, code="context_length_exceeded"))
+    server.push(
+        error(429, headers={"Retry-After": "1"}), error(400, code="context_length_exceeded")
+    )
     with pytest.raises(openai.RateLimitError):
         await collect_stream(client)
     with pytest.raises(openai.BadRequestError) as caught:
@@ -306,8 +317,7 @@ async def test_drop_is_a_connection_error_and_the_server_recovers(server, client
 
 async def test_slow_reply_times_out_and_the_server_stays_healthy(server) -> None:
     server.push(slow(30, text("too late")), text("on time"))
-    api = openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0,
-                             timeout=0.3)
+    api = openai.AsyncOpenAI(base_url=server.base_url, api_key="test", max_retries=0, timeout=0.3)
     try:
         started = time.monotonic()
         with pytest.raises(openai.APITimeoutError):
@@ -341,8 +351,10 @@ async def test_one_slow_reply_does_not_hold_up_others(server, client) -> None:
 
 
 async def test_raw_reply_is_sent_verbatim(server) -> None:
-    server.push(raw(200, b"{not json", headers={"X-Extra": "1"}),
-                raw(418, "teapot", content_type="text/plain"))
+    server.push(
+        raw(200, b"{not json", headers={"X-Extra": "1"}),
+        raw(418, "teapot", content_type="text/plain"),
+    )
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
         writer.write(http_request("POST", "/v1/chat/completions", chat_body()))
@@ -369,15 +381,23 @@ async def test_malformed_json_from_server_reaches_the_client(server, client) -> 
 
 
 async def test_requests_are_captured(server, client) -> None:
-    tools = [{"type": "function", "function": {"name": "terminate", "parameters": {
-        "type": "object", "properties": {}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "terminate", "parameters": {"type": "object", "properties": {}}},
+        }
+    ]
     server.push(text("one"), text("two"))
     await ask(client, tools=tools, tool_choice="auto", temperature=0.0)
     await ask(client, messages=[{"role": "system", "content": "s"}, *USER])
     first, second = server.requests
     assert isinstance(first, CapturedRequest)
     assert (first.method, first.path, first.route, first.index) == (
-        "POST", "/v1/chat/completions", "chat", 0)
+        "POST",
+        "/v1/chat/completions",
+        "chat",
+        0,
+    )
     assert first.headers["authorization"] == "Bearer test"
     assert first.headers["content-type"] == "application/json"
     assert first.body["model"] == "gpt-test"
@@ -462,14 +482,13 @@ async def test_two_hundred_concurrent_requests() -> None:
         api = openai.AsyncOpenAI(base_url=srv.base_url, api_key="test", max_retries=0)
         try:
             started = time.monotonic()
-            results = await asyncio.gather(*(
-                ask(api, messages=[{"role": "user", "content": str(i)}]) for i in range(200)
-            ))
+            results = await asyncio.gather(
+                *(ask(api, messages=[{"role": "user", "content": str(i)}]) for i in range(200))
+            )
             elapsed = time.monotonic() - started
         finally:
             await api.close()
-        assert [r.choices[0].message.content for r in results] == [
-            f"echo {i}" for i in range(200)]
+        assert [r.choices[0].message.content for r in results] == [f"echo {i}" for i in range(200)]
         assert len(srv.requests) == 200
         assert srv.errors == []
     assert elapsed < 10  # 200 x 0.2 s = 40 s if the server handled them one at a time
@@ -478,7 +497,9 @@ async def test_two_hundred_concurrent_requests() -> None:
 async def test_azure_style_path(server) -> None:
     server.push(text("from azure"))
     api = openai.AsyncAzureOpenAI(
-        api_key="azure-key", api_version="2024-06-01", azure_endpoint=server.root_url,
+        api_key="azure-key",
+        api_version="2024-06-01",
+        azure_endpoint=server.root_url,
         max_retries=0,
     )
     try:
@@ -534,10 +555,14 @@ async def test_keep_alive_pipelining_and_chunked_bodies(server) -> None:
     chunked = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (5, body[:5], len(body) - 5, body[5:])
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
-        writer.write(http_request("POST", "/v1/chat/completions", body)
-                     + http_request("POST", "/chat/completions", body))
-        writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
-                     b"Transfer-Encoding: chunked\r\n\r\n" + chunked)
+        writer.write(
+            http_request("POST", "/v1/chat/completions", body)
+            + http_request("POST", "/chat/completions", body)
+        )
+        writer.write(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + chunked
+        )
         contents = []
         for _ in range(3):
             status, _, payload = await read_response(reader)

@@ -1,6 +1,5 @@
 """The scripted server's JSON script format and its command line (a real subprocess)."""
 
-
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +36,13 @@ def test_replies_round_trip_through_json(tmp_path: Path) -> None:
         text("hi"),
         text("u", usage={"prompt_tokens": 1, "completion_tokens": 2}, finish_reason="length"),
         text("n", usage=False),
-        tool_calls(call("a", {"x": 1}), call("b", "raw {", id="call_b"),
-                   call("c", {"y": [1]}, raw_object=True), content="c", usage=False),
+        tool_calls(
+            call("a", {"x": 1}),
+            call("b", "raw {", id="call_b"),
+            call("c", {"y": [1]}, raw_object=True),
+            content="c",
+            usage=False,
+        ),
         error(429, headers={"Retry-After": "0.2"}),
         error(400, "too long", code="context_length_exceeded", type="invalid_request_error"),
         drop(),
@@ -82,15 +86,27 @@ def test_reply_factories_reject_nonsense() -> None:
 
 async def _start_cli(tmp_path: Path, *extra: str) -> tuple[asyncio.subprocess.Process, str]:
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        text("from the cli").to_json(),
-        tool_calls(call("terminate", {"status": "success"})).to_json(),
-    ]))
+    script.write_text(
+        json.dumps(
+            [
+                text("from the cli").to_json(),
+                tool_calls(call("terminate", {"status": "success"})).to_json(),
+            ]
+        )
+    )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.testing.server", "--script", str(script), "--port", "0",
+        sys.executable,
+        "-m",
+        "app.testing.server",
+        "--script",
+        str(script),
+        "--port",
+        "0",
         *extra,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd=REPO_ROOT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO_ROOT,
     )
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
@@ -146,8 +162,14 @@ async def test_cli_rejects_a_bad_script(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"type": "mystery"}]))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "app.testing.server", "--script", str(bad),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=REPO_ROOT,
+        sys.executable,
+        "-m",
+        "app.testing.server",
+        "--script",
+        str(bad),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=REPO_ROOT,
     )
     stdout, stderr = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2

@@ -40,29 +40,45 @@ def _hostile_script(outside: Path, config_file: Path) -> list[dict]:
         # Read credentials from the environment, the agent's process and the config file.
         call("bash", {"command": "env; echo ---; cat /proc/$PPID/environ | tr '\\0' '\\n'"}),
         call("bash", {"command": f"cat /proc/{pid}/environ | tr '\\0' '\\n'; cat {config_file}"}),
-        call("python_execute", {"code": "import os; print(dict(os.environ))\n"
-                                        f"print(open({str(config_file)!r}).read())"}),
+        call(
+            "python_execute",
+            {
+                "code": "import os; print(dict(os.environ))\n"
+                f"print(open({str(config_file)!r}).read())"
+            },
+        ),
         call("str_replace_editor", {"command": "view", "path": str(config_file)}),
         call("str_replace_editor", {"command": "view", "path": "../config/config.toml"}),
         # Escape through traversal, symlinks, shell metacharacters.
         call("bash", {"command": f"ln -s {config_file} leak.txt; ln -s {outside} out.txt"}),
         call("str_replace_editor", {"command": "view", "path": "leak.txt"}),
         call("str_replace_editor", {"command": "create", "path": "out.txt", "file_text": "x"}),
-        call("str_replace_editor", {"command": "create", "path": "../outside/pwned.txt",
-                                    "file_text": "x"}),
-        call("str_replace_editor", {"command": "create", "path": "a; touch ../outside/$(id -u)",
-                                    "file_text": "x"}),
+        call(
+            "str_replace_editor",
+            {"command": "create", "path": "../outside/pwned.txt", "file_text": "x"},
+        ),
+        call(
+            "str_replace_editor",
+            {"command": "create", "path": "a; touch ../outside/$(id -u)", "file_text": "x"},
+        ),
         # Floods: huge, binary and endless output.
         call("bash", {"command": "head -c 20000000 /dev/zero | tr '\\0' 'A'"}),
-        call("python_execute", {"code": "import sys\nsys.stdout.buffer.write(bytes(range(256))"
-                                        " * 1000)"}),
+        call(
+            "python_execute",
+            {"code": "import sys\nsys.stdout.buffer.write(bytes(range(256)) * 1000)"},
+        ),
         call("python_execute", {"code": "while True: print('y' * 100)", "timeout": 1}),
         # Runaway processes, a fork bomb, a memory hog.
         call("bash", {"command": "setsid sleep 600 & nohup sleep 601 > /dev/null 2>&1 & echo ok"}),
-        call("python_execute", {"code": "import os\nfor _ in range(400):\n"
-                                        "    if os.fork() == 0:\n"
-                                        "        import signal; signal.pause(); os._exit(0)\n",
-                                "timeout": 10}),
+        call(
+            "python_execute",
+            {
+                "code": "import os\nfor _ in range(400):\n"
+                "    if os.fork() == 0:\n"
+                "        import signal; signal.pause(); os._exit(0)\n",
+                "timeout": 10,
+            },
+        ),
         call("python_execute", {"code": "blocks = []\nwhile True: blocks.append(b'x' * 10**7)"}),
     ]
     return [tool_calls(step) for step in steps]
@@ -100,15 +116,21 @@ async def test_hostile_model_cannot_escape_or_leak(
     define_log_level("OFF", "DEBUG", name="security", log_dir=log_dir)
 
     with ScriptedLLMServer() as server:
-        settings = LLMSettings(model="gpt-4o-mini", base_url=server.base_url, api_key=SECRET,
-                               max_retries=0, timeout=20)
-        config.use(AppConfig(llm=settings, workspace_root=workspace,
-                             sandbox=SandboxSettings(backend=backend, memory_limit="256m",
-                                                     max_processes=64)))
+        settings = LLMSettings(
+            model="gpt-4o-mini", base_url=server.base_url, api_key=SECRET, max_retries=0, timeout=20
+        )
+        config.use(
+            AppConfig(
+                llm=settings,
+                workspace_root=workspace,
+                sandbox=SandboxSettings(backend=backend, memory_limit="256m", max_processes=64),
+            )
+        )
         try:
             script = _hostile_script(outside, config_file)
-            server.push(*script,
-                        tool_calls(call("terminate", {"status": "success"}), content="done"))
+            server.push(
+                *script, tool_calls(call("terminate", {"status": "success"}), content="done")
+            )
             # A provider error that echoes the key back must not carry it either.
             server.push(error(401, f"Incorrect API key provided: {SECRET}"))
             agent = await Manus.create(workspace=workspace, max_steps=len(script) + 2)
@@ -129,16 +151,23 @@ async def test_hostile_model_cannot_escape_or_leak(
     assert failed.error is not None
     logs = "".join(p.read_text() for p in log_dir.glob("*.log"))
     assert "Executing step" in logs
-    tool_texts = [m["content"] for m in server.requests[-2].body["messages"]
-                  if m["role"] == "tool"]
+    tool_texts = [m["content"] for m in server.requests[-2].body["messages"] if m["role"] == "tool"]
     assert len(tool_texts) == len(script)
 
     # Nothing leaked, in any form we can recognise.
     encoded = base64.b64encode(SECRET.encode()).decode()
     session_text = recorder.path.read_text()
     assert "tool_result" in session_text and len(events) > 10
-    everything = [*bodies, logs, str(result), str(failed), str(failed.error),
-                  result.final_answer or "", session_text, *events]
+    everything = [
+        *bodies,
+        logs,
+        str(result),
+        str(failed),
+        str(failed.error),
+        result.final_answer or "",
+        session_text,
+        *events,
+    ]
     for blob in everything:
         assert SECRET not in blob and encoded not in blob
         assert ENV_SECRET not in blob

@@ -24,10 +24,14 @@ def records(path: Path) -> list[dict]:
 
 
 async def test_a_run_is_written_as_it_goes_and_restores_into_a_fresh_agent(
-        llm_server, make_llm, tmp_path):
+    llm_server, make_llm, tmp_path
+):
     llm_server.push(
-        tool_calls(call("create_chat_completion", {"response": "one"}), content="first",
-                   usage={"prompt_tokens": 10, "completion_tokens": 2}),
+        tool_calls(
+            call("create_chat_completion", {"response": "one"}),
+            content="first",
+            usage={"prompt_tokens": 10, "completion_tokens": 2},
+        ),
         text("all done", usage={"prompt_tokens": 20, "completion_tokens": 3}),
     )
     store = SessionStore.for_workspace(tmp_path)
@@ -56,14 +60,20 @@ async def test_a_run_is_written_as_it_goes_and_restores_into_a_fresh_agent(
     llm_server.push(text("follow-up answer"))
     await fresh.run("and now?")
     sent = [m.get("content") for m in llm_server.requests[-1].body["messages"]]
-    assert sent[1:-1] == ["the task", "first", "Observed output of cmd `create_chat_completion` "
-                        "executed:\none", "all done", "and now?"]
+    assert sent[1:-1] == [
+        "the task",
+        "first",
+        "Observed output of cmd `create_chat_completion` executed:\none",
+        "all done",
+        "and now?",
+    ]
 
 
-async def test_trimmed_memory_is_written_whole_and_restored_exactly(llm_server, make_llm,
-                                                                     tmp_path):
-    llm_server.push(*[tool_calls(call("create_chat_completion", {"response": str(i)}))
-                      for i in range(6)], text("end"))
+async def test_trimmed_memory_is_written_whole_and_restored_exactly(llm_server, make_llm, tmp_path):
+    llm_server.push(
+        *[tool_calls(call("create_chat_completion", {"response": str(i)})) for i in range(6)],
+        text("end"),
+    )
     agent = ToolCallAgent(llm=make_llm(), answer_tool_names=[])
     agent.memory.max_messages = 6
     store = SessionStore(tmp_path / "s")
@@ -101,8 +111,10 @@ def test_cut_off_last_line_and_damaged_lines_are_reported_not_fatal(tmp_path):
 
 async def test_session_files_hold_no_secrets(llm_server, make_llm, tmp_path):
     llm_server.push(
-        tool_calls(call("python_execute", {"code": f"print('key is {TEST_API_KEY}')"}),
-                   content=f"I will print {TEST_API_KEY}"),
+        tool_calls(
+            call("python_execute", {"code": f"print('key is {TEST_API_KEY}')"}),
+            content=f"I will print {TEST_API_KEY}",
+        ),
         text(f"The key was {TEST_API_KEY}"),
     )
     agent = await Manus.create(llm=make_llm(), workspace=tmp_path / "ws")
@@ -119,8 +131,17 @@ async def test_session_files_hold_no_secrets(llm_server, make_llm, tmp_path):
 
 async def test_flow_resumes_its_plan_after_being_cut_off(llm_server, make_llm, tmp_path):
     llm_server.push(
-        tool_calls(call("planning", {"command": "create", "plan_id": "p", "title": "Two",
-                                     "steps": ["first step", "second step"]})),
+        tool_calls(
+            call(
+                "planning",
+                {
+                    "command": "create",
+                    "plan_id": "p",
+                    "title": "Two",
+                    "steps": ["first step", "second step"],
+                },
+            )
+        ),
         tool_calls(call("terminate", {"status": "success"}), content="first done"),
         slow(30, text("never arrives")),
     )
@@ -143,9 +164,13 @@ async def test_flow_resumes_its_plan_after_being_cut_off(llm_server, make_llm, t
     data = store.load(recorder.session_id)
     assert data.incomplete and data.kind == "flow"
     assert data.plans["p" if "p" in data.plans else data.active_plan_id]["step_statuses"] == [
-        "completed", "in_progress"]
-    llm_server.push(tool_calls(call("terminate", {"status": "success"}), content="second done"),
-                    text("Both steps are done."))
+        "completed",
+        "in_progress",
+    ]
+    llm_server.push(
+        tool_calls(call("terminate", {"status": "success"}), content="second done"),
+        text("Both steps are done."),
+    )
     again = build()
     data.restore_flow(again)
     assert len(again.agents["manus"].memory.messages) > 0
@@ -167,8 +192,12 @@ def test_main_killed_mid_step_resumes_from_its_session_file(tmp_path, llm_server
     cfg = write_config(tmp_path, llm_server.base_url)
     proc = subprocess.Popen(
         [sys.executable, str(MAIN), "-c", str(cfg), "-w", str(workspace), "-p", "compute it"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(tmp_path), cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
     )
     try:
         # Step 2's request is sent only after step 1 was flushed to the session file.
@@ -188,8 +217,9 @@ def test_main_killed_mid_step_resumes_from_its_session_file(tmp_path, llm_server
     assert session_id in listed.stdout and "incomplete" in listed.stdout
     assert "compute it" in listed.stdout
 
-    llm_server.push(tool_calls(call("terminate", {"status": "success"}),
-                               content="The answer is 42."))
+    llm_server.push(
+        tool_calls(call("terminate", {"status": "success"}), content="The answer is 42.")
+    )
     resumed = run_main(tmp_path, "-c", str(cfg), "-w", str(workspace), "--resume", session_id)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout.strip() == "The answer is 42."
@@ -216,7 +246,8 @@ def test_resume_of_an_unknown_session_is_a_clear_error(tmp_path, llm_server):
 def test_no_session_writes_nothing(tmp_path, llm_server):
     llm_server.push(text("ok"))
     cfg = write_config(tmp_path, llm_server.base_url)
-    proc = run_main(tmp_path, "-c", str(cfg), "-w", str(tmp_path / "ws"), "--no-session",
-                    "-p", "hi")
+    proc = run_main(
+        tmp_path, "-c", str(cfg), "-w", str(tmp_path / "ws"), "--no-session", "-p", "hi"
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok"
     assert not (tmp_path / "ws" / ".sessions").exists()

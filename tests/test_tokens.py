@@ -37,8 +37,23 @@ from app.tokens import (
 # GPT-2 style pre-tokenizer: words with their leading space, numbers, punctuation runs, spaces.
 PAT = r"""'s|'t| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 # Merges, in rank order; each is the concatenation of two tokens that exist before it.
-MERGES = [b"he", b"ll", b"llo", b"hello", b"us", b"er", b"user", b" w", b"or", b"ld", b" wor",
-          b" world", b"to", b"ol", b"tool"]
+MERGES = [
+    b"he",
+    b"ll",
+    b"llo",
+    b"hello",
+    b"us",
+    b"er",
+    b"user",
+    b" w",
+    b"or",
+    b"ld",
+    b" wor",
+    b" world",
+    b"to",
+    b"ol",
+    b"tool",
+]
 
 
 def tiny_ranks() -> dict[bytes, int]:
@@ -48,10 +63,13 @@ def tiny_ranks() -> dict[bytes, int]:
     return ranks
 
 
-def tiny_encoding(name: str = "omtest_tiny", cls: type[tiktoken.Encoding] = tiktoken.Encoding,
-                  ) -> tiktoken.Encoding:
-    return cls(name, pat_str=PAT, mergeable_ranks=tiny_ranks(),
-               special_tokens={"<|endoftext|>": 1000})
+def tiny_encoding(
+    name: str = "omtest_tiny",
+    cls: type[tiktoken.Encoding] = tiktoken.Encoding,
+) -> tiktoken.Encoding:
+    return cls(
+        name, pat_str=PAT, mergeable_ranks=tiny_ranks(), special_tokens={"<|endoftext|>": 1000}
+    )
 
 
 class CountingEncoding(tiktoken.Encoding):
@@ -104,8 +122,7 @@ def netguard(monkeypatch: pytest.MonkeyPatch) -> NetGuard:
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
-                "all_proxy"):
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     return guard
@@ -178,10 +195,12 @@ def test_message_counts_are_exact(counter: TokenCounter) -> None:
         "role": "assistant",
         "content": None,
         "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "hello", "arguments": "{}"}},
-            {"id": "call_2", "type": "function",
-             "function": {"name": "tool", "arguments": '{"a":1}'}},
+            {"id": "call_1", "type": "function", "function": {"name": "hello", "arguments": "{}"}},
+            {
+                "id": "call_2",
+                "type": "function",
+                "function": {"name": "tool", "arguments": '{"a":1}'},
+            },
         ],
     }
     # role 9 bytes; hello=1 + "{}"=2; tool=1 + '{"' 2 + a 1 + '":' 2 + 1 1 + '}' 1 = 8
@@ -191,8 +210,10 @@ def test_message_counts_are_exact(counter: TokenCounter) -> None:
     # tool=1, content 1, name 1, "call" 3 ("c", "a", "ll") + "_" 1 + "1" 1
     assert counter.count_message(result) == 4 + 1 + 1 + 1 + 5
 
-    parts = {"role": "user", "content": [{"type": "text", "text": "hello"},
-                                         {"type": "text", "text": " world"}]}
+    parts = {
+        "role": "user",
+        "content": [{"type": "text", "text": "hello"}, {"type": "text", "text": " world"}],
+    }
     assert counter.count_message(parts) == 4 + 1 + 1 + 1
     assert counter.count_messages([user, call, result, parts]) == 7 + 24 + 12 + 7 + 3
 
@@ -209,8 +230,10 @@ def test_tool_definitions_are_counted_as_compact_json(counter: TokenCounter) -> 
 def test_history_is_tokenized_incrementally() -> None:
     encoding = tiny_encoding("omtest_counting", CountingEncoding)
     counter = TokenCounter("gpt-4o", encoding=encoding)
-    history = [{"role": "system", "content": "you are a tool"},
-               {"role": "user", "content": "hello world"}]
+    history = [
+        {"role": "system", "content": "you are a tool"},
+        {"role": "user", "content": "hello world"},
+    ]
     first = counter.count_messages(history)
     assert sorted(encoding.seen) == sorted(["system", "you are a tool", "user", "hello world"])
 
@@ -304,7 +327,9 @@ def test_estimates() -> None:
 
 
 def test_hanging_download_gives_up_at_the_deadline_and_is_not_waited_for_again(
-    netguard: NetGuard, cache_dir: Path, add_constructor: Callable[..., None],
+    netguard: NetGuard,
+    cache_dir: Path,
+    add_constructor: Callable[..., None],
     warnings_seen: list[str],
 ) -> None:
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -315,8 +340,12 @@ def test_hanging_download_gives_up_at_the_deadline_and_is_not_waited_for_again(
 
     def constructor() -> dict[str, Any]:
         # tiktoken's real download path; this server accepts and never answers.
-        return {"name": name, "pat_str": PAT, "mergeable_ranks": load_tiktoken_bpe(url),
-                "special_tokens": {}}
+        return {
+            "name": name,
+            "pat_str": PAT,
+            "mergeable_ranks": load_tiktoken_bpe(url),
+            "special_tokens": {},
+        }
 
     add_constructor(name, constructor)
     try:
@@ -348,8 +377,10 @@ def test_hanging_download_gives_up_at_the_deadline_and_is_not_waited_for_again(
 
 
 def _tiktoken_file(ranks: dict[bytes, int]) -> bytes:
-    return b"".join(base64.b64encode(token) + b" " + str(rank).encode() + b"\n"
-                    for token, rank in sorted(ranks.items(), key=lambda item: item[1]))
+    return b"".join(
+        base64.b64encode(token) + b" " + str(rank).encode() + b"\n"
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1])
+    )
 
 
 def _cache_constructor(name: str, url: str, expected_hash: str) -> Callable[[], dict[str, Any]]:
@@ -361,7 +392,9 @@ def _cache_constructor(name: str, url: str, expected_hash: str) -> Callable[[], 
 
 
 def test_prepopulated_cache_loads_offline(
-    netguard: NetGuard, cache_dir: Path, add_constructor: Callable[..., None],
+    netguard: NetGuard,
+    cache_dir: Path,
+    add_constructor: Callable[..., None],
     warnings_seen: list[str],
 ) -> None:
     name = "omtest_cached"
@@ -380,7 +413,9 @@ def test_prepopulated_cache_loads_offline(
 
 
 def test_corrupt_cache_file_falls_back_to_estimates(
-    netguard: NetGuard, cache_dir: Path, add_constructor: Callable[..., None],
+    netguard: NetGuard,
+    cache_dir: Path,
+    add_constructor: Callable[..., None],
     warnings_seen: list[str],
 ) -> None:
     name = "omtest_corrupt"
@@ -421,13 +456,21 @@ def test_image_token_formula(width: int, height: int, detail: str, expected: int
 
 def png(width: int, height: int) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
-        return (struct.pack(">I", len(data)) + kind + data
-                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
 
     header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit grey
     rows = (b"\x00" + b"\x80" * width) * height
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def gif(width: int, height: int) -> bytes:
@@ -444,12 +487,20 @@ def gif(width: int, height: int) -> bytes:
             nbits -= 8
     if nbits:
         out.append(bits)
-    blocks = b"".join(bytes([len(out[i:i + 255])]) + out[i:i + 255]
-                      for i in range(0, len(out), 255))
-    return (b"GIF89a" + struct.pack("<HHBBB", width, height, 0x80, 0, 0)
-            + b"\x00\x00\x00\xff\xff\xff"
-            + b"\x2c" + struct.pack("<HHHHB", 0, 0, width, height, 0)
-            + b"\x02" + blocks + b"\x00" + b"\x3b")
+    blocks = b"".join(
+        bytes([len(out[i : i + 255])]) + out[i : i + 255] for i in range(0, len(out), 255)
+    )
+    return (
+        b"GIF89a"
+        + struct.pack("<HHBBB", width, height, 0x80, 0, 0)
+        + b"\x00\x00\x00\xff\xff\xff"
+        + b"\x2c"
+        + struct.pack("<HHHHB", 0, 0, width, height, 0)
+        + b"\x02"
+        + blocks
+        + b"\x00"
+        + b"\x3b"
+    )
 
 
 def jpeg(width: int, height: int, metadata: int = 0) -> bytes:
@@ -463,26 +514,33 @@ def jpeg(width: int, height: int, metadata: int = 0) -> bytes:
     # One-code Huffman tables: each block is DC "0" (no change) and AC "0" (end of block).
     nbits = 2 * blocks
     scan = b"\x00" * (nbits // 8) + (bytes([(1 << (8 - nbits % 8)) - 1]) if nbits % 8 else b"")
-    return (b"\xff\xd8"
-            + segment(0xE0, b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
-            + app1
-            + segment(0xDB, b"\x00" + b"\x01" * 64)
-            + segment(0xC0, struct.pack(">BHHB", 8, height, width, 1) + b"\x01\x11\x00")
-            + segment(0xC4, b"\x00" + b"\x01" + b"\x00" * 15 + b"\x00")
-            + segment(0xC4, b"\x10" + b"\x01" + b"\x00" * 15 + b"\x00")
-            + segment(0xDA, b"\x01\x01\x00\x00\x3f\x00")
-            + scan + b"\xff\xd9")
+    return (
+        b"\xff\xd8"
+        + segment(0xE0, b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
+        + app1
+        + segment(0xDB, b"\x00" + b"\x01" * 64)
+        + segment(0xC0, struct.pack(">BHHB", 8, height, width, 1) + b"\x01\x11\x00")
+        + segment(0xC4, b"\x00" + b"\x01" + b"\x00" * 15 + b"\x00")
+        + segment(0xC4, b"\x10" + b"\x01" + b"\x00" * 15 + b"\x00")
+        + segment(0xDA, b"\x01\x01\x00\x00\x3f\x00")
+        + scan
+        + b"\xff\xd9"
+    )
 
 
 def webp(kind: str, width: int, height: int) -> bytes:
     if kind == "VP8X":
-        payload = (b"\x10\x00\x00\x00" + (width - 1).to_bytes(3, "little")
-                   + (height - 1).to_bytes(3, "little"))
+        payload = (
+            b"\x10\x00\x00\x00"
+            + (width - 1).to_bytes(3, "little")
+            + (height - 1).to_bytes(3, "little")
+        )
     elif kind == "VP8L":
         payload = b"\x2f" + ((width - 1) | (height - 1) << 14).to_bytes(4, "little") + b"\x00"
     else:  # "VP8 ": key frame tag, start code, 14-bit sizes with scale bits 0
-        payload = (b"\x50\x01\x00" + b"\x9d\x01\x2a" + struct.pack("<HH", width, height)
-                   + b"\x00" * 8)
+        payload = (
+            b"\x50\x01\x00" + b"\x9d\x01\x2a" + struct.pack("<HH", width, height) + b"\x00" * 8
+        )
     chunk = kind.encode() + struct.pack("<I", len(payload)) + payload
     if len(payload) % 2:
         chunk += b"\x00"
@@ -503,8 +561,16 @@ def test_image_size_reads_headers() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"not an image", png(3, 2)[:20], jpeg(3, 2)[:30], b"\xff\xd8\xff\xd9",
-     b"RIFF\x00\x00\x00\x00WEBPVP8 ", b"GIF89a\x01", png(0, 5)],
+    [
+        b"",
+        b"not an image",
+        png(3, 2)[:20],
+        jpeg(3, 2)[:30],
+        b"\xff\xd8\xff\xd9",
+        b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+        b"GIF89a\x01",
+        png(0, 5),
+    ],
 )
 def test_image_size_rejects_unknown_or_truncated_data(data: bytes) -> None:
     assert image_size(data) is None
@@ -531,8 +597,10 @@ def test_images_in_messages_are_sized_from_their_bytes(counter: TokenCounter) ->
     # Bare base64 (how tools hand over screenshots) and the upstream base64_image key.
     bare = base64.b64encode(png(2048, 4096)).decode()
     assert counter.count_image(bare) == 1105
-    assert counter.count_message({"role": "user", "content": "hello", "base64_image": bare}) \
+    assert (
+        counter.count_message({"role": "user", "content": "hello", "base64_image": bare})
         == 4 + 1 + 1 + 1105
+    )
 
 
 def test_images_without_readable_bytes_use_the_default_size(counter: TokenCounter) -> None:

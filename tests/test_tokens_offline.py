@@ -122,9 +122,7 @@ def test_bundled_vocabularies_are_tiktokens_official_files(
     monkeypatch.delitem(tiktoken.registry.ENCODINGS, name, raising=False)
     official = tiktoken.get_encoding(name)
     monkeypatch.delitem(tiktoken.registry.ENCODINGS, name, raising=False)  # keep it test-local
-    assert netguard.attempts == [] and [p.rsplit("/", 1)[-1] for p in asked] == [
-        f"{name}.tiktoken"
-    ]
+    assert netguard.attempts == [] and [p.rsplit("/", 1)[-1] for p in asked] == [f"{name}.tiktoken"]
 
     assert ours.n_vocab == official.n_vocab and ours.max_token_value == official.max_token_value
     assert ours.special_tokens_set == official.special_tokens_set

@@ -88,7 +88,9 @@ class Write(BaseTool):
     name: str = "write"
     description: str = "Write something."
     parameters: dict[str, Any] | None = {
-        "type": "object", "properties": {"label": {"type": "string"}}, "required": ["label"],
+        "type": "object",
+        "properties": {"label": {"type": "string"}},
+        "required": ["label"],
     }
     recorder: Any = None
     seen_active: ClassVar[list[int]] = []
@@ -187,8 +189,9 @@ async def test_terminate_runs_after_the_reads_before_it(llm_server, make_llm):
 
 
 def _call(name: str, arguments: str) -> ToolCall:
-    return ToolCall(id=f"id-{name}-{len(arguments)}", function=Function(name=name,
-                                                                        arguments=arguments))
+    return ToolCall(
+        id=f"id-{name}-{len(arguments)}", function=Function(name=name, arguments=arguments)
+    )
 
 
 def test_built_in_defaults(tmp_path: Path):
@@ -206,8 +209,14 @@ def test_built_in_defaults(tmp_path: Path):
     }
     verdicts = {k: call_is_concurrency_safe(c, tools, ["terminate"]) for k, c in safe.items()}
     assert verdicts == {
-        "view": True, "create": False, "bash": False, "python": False, "terminate": False,
-        "answer": True, "unknown": False, "malformed": False,
+        "view": True,
+        "create": False,
+        "bash": False,
+        "python": False,
+        "terminate": False,
+        "answer": True,
+        "unknown": False,
+        "malformed": False,
     }
 
 

@@ -52,8 +52,11 @@ def test_tool_result_add_and_replace():
 def test_to_param_shape():
     assert Adder().to_param() == {
         "type": "function",
-        "function": {"name": "add", "description": "Add two integers.",
-                     "parameters": Adder().parameters},
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": Adder().parameters,
+        },
     }
 
 
@@ -87,7 +90,8 @@ async def test_terminate_schema_and_result():
     term = Terminate()
     assert term.parameters["properties"]["status"]["enum"] == ["success", "failure"]
     assert await term.execute(status="failure") == (
-        "The interaction has been completed with status: failure")
+        "The interaction has been completed with status: failure"
+    )
 
 
 async def test_create_chat_completion_str_and_model():

@@ -1,7 +1,6 @@
 """Upstream-style programs (main, run_flow, run_mcp, run_mcp_server, sandbox_main) with
 upstream's exact import lines and call sequence, run against the scripted server."""
 
-
 from __future__ import annotations
 
 import asyncio

@@ -52,9 +52,13 @@ DDG = """<html><body>
 <div class="result results_links"><h2><a class="result__a" href="https://pypi.org/">PyPI</a></h2>
   <a class="result__snippet">Package index</a></div></body></html>"""
 
-SEARXNG = {"query": "python", "results": [
-    {"url": "https://python.org/", "title": "Python", "content": "Home", "engine": "brave"},
-    {"url": "https://peps.python.org/", "title": "PEPs", "content": "Proposals"}]}
+SEARXNG = {
+    "query": "python",
+    "results": [
+        {"url": "https://python.org/", "title": "Python", "content": "Home", "engine": "brave"},
+        {"url": "https://peps.python.org/", "title": "PEPs", "content": "Proposals"},
+    ],
+}
 
 
 @pytest.fixture
@@ -63,11 +67,20 @@ def web() -> Iterator[WebServer]:
         yield server
 
 
-def _search(web: WebServer, engine: str = "Google", fallbacks: list[str] | None = None,
-            **settings) -> WebSearch:
+def _search(
+    web: WebServer, engine: str = "Google", fallbacks: list[str] | None = None, **settings
+) -> WebSearch:
     return WebSearch(
-        settings=SearchSettings(**{"engine": engine, "fallback_engines": fallbacks or [],
-                                   "retry_delay": 0, "max_retries": 0, "timeout": 3, **settings}),
+        settings=SearchSettings(
+            **{
+                "engine": engine,
+                "fallback_engines": fallbacks or [],
+                "retry_delay": 0,
+                "max_retries": 0,
+                "timeout": 3,
+                **settings,
+            }
+        ),
         engines={
             "Google": GoogleSearchEngine(web.url + "/google"),
             "Bing": BingSearchEngine(web.url + "/bing"),
@@ -81,17 +94,29 @@ def _search(web: WebServer, engine: str = "Google", fallbacks: list[str] | None 
 @pytest.mark.parametrize(
     ("engine", "path", "page", "first_url", "first_title", "first_desc"),
     [
-        ("Google", "/google/search", GOOGLE, "https://python.org/", "Welcome to Python",
-         "The official home"),
+        (
+            "Google",
+            "/google/search",
+            GOOGLE,
+            "https://python.org/",
+            "Welcome to Python",
+            "The official home",
+        ),
         ("Bing", "/bing/search", BING, "https://python.org/", "Python.org", "Python home page"),
-        ("Baidu", "/baidu/s", BAIDU, "http://www.baidu.com/link?url=abc", "Python 官网",
-         "Python 编程语言"),
-        ("DuckDuckGo", "/ddg/html/", DDG, "https://python.org/", "Python.org",
-         "The official site"),
+        (
+            "Baidu",
+            "/baidu/s",
+            BAIDU,
+            "http://www.baidu.com/link?url=abc",
+            "Python 官网",
+            "Python 编程语言",
+        ),
+        ("DuckDuckGo", "/ddg/html/", DDG, "https://python.org/", "Python.org", "The official site"),
     ],
 )
-async def test_each_engine_reads_its_result_page(web, engine, path, page, first_url,
-                                                  first_title, first_desc) -> None:
+async def test_each_engine_reads_its_result_page(
+    web, engine, path, page, first_url, first_title, first_desc
+) -> None:
     web.html(path, page)
     response = await _search(web, engine, fallbacks=[]).execute(query="python", num_results=2)
     assert not response.error, response.error
@@ -110,8 +135,10 @@ async def test_lang_and_country_reach_the_engines(web) -> None:
     web.html("/bing/search", BING)
     web.html("/ddg/html/", DDG)
     await _search(web, "Google").execute(query="q", lang="de", country="at")
-    assert {k: web.hits("/google/search")[-1]["query"][k] for k in ("hl", "gl")} == \
-        {"hl": "de", "gl": "at"}
+    assert {k: web.hits("/google/search")[-1]["query"][k] for k in ("hl", "gl")} == {
+        "hl": "de",
+        "gl": "at",
+    }
     await _search(web, "Bing").execute(query="q", lang="fr", country="ca")
     assert web.hits("/bing/search")[-1]["query"]["setlang"] == "fr"
     assert web.hits("/bing/search")[-1]["query"]["cc"] == "ca"
@@ -169,11 +196,18 @@ async def test_unreachable_and_slow_engines_fail_over(web) -> None:
     web.hanging.add("/google/search")
     web.html("/bing/search", BING)
     tool = WebSearch(
-        settings=SearchSettings(engine="DuckDuckGo", fallback_engines=["Google", "Bing"],
-                                retry_delay=0, max_retries=0, timeout=0.5),
-        engines={"DuckDuckGo": DuckDuckGoSearchEngine("http://127.0.0.1:9"),
-                 "Google": GoogleSearchEngine(web.url + "/google"),
-                 "Bing": BingSearchEngine(web.url + "/bing")},
+        settings=SearchSettings(
+            engine="DuckDuckGo",
+            fallback_engines=["Google", "Bing"],
+            retry_delay=0,
+            max_retries=0,
+            timeout=0.5,
+        ),
+        engines={
+            "DuckDuckGo": DuckDuckGoSearchEngine("http://127.0.0.1:9"),
+            "Google": GoogleSearchEngine(web.url + "/google"),
+            "Bing": BingSearchEngine(web.url + "/bing"),
+        },
     )
     response = await tool.execute(query="x")
     assert response.results[0].source == "Bing"
@@ -182,15 +216,22 @@ async def test_unreachable_and_slow_engines_fail_over(web) -> None:
 
 
 async def test_fetch_content_returns_readable_text_with_limits(web) -> None:
-    good = web.html("/a", "<html><head><style>.x{}</style><script>var hidden=1;</script></head>"
-                          "<body><nav>menu</nav><h1>Title A</h1><p>Body text A</p></body></html>")
+    good = web.html(
+        "/a",
+        "<html><head><style>.x{}</style><script>var hidden=1;</script></head>"
+        "<body><nav>menu</nav><h1>Title A</h1><p>Body text A</p></body></html>",
+    )
     big = web.html("/big", "<html><body>" + "<p>word</p>" * 20_000 + "</body></html>")
     web.hanging.add("/slow")
     web.routes["/pdf"] = (200, "application/pdf", b"%PDF-1.4")
     links = "".join(
         f'<li class="b_algo"><h2><a href="{url}">{name}</a></h2><p>d</p></li>'
-        for name, url in (("A", good), ("Big", big), ("Slow", web.url + "/slow"),
-                          ("Pdf", web.url + "/pdf"))
+        for name, url in (
+            ("A", good),
+            ("Big", big),
+            ("Slow", web.url + "/slow"),
+            ("Pdf", web.url + "/pdf"),
+        )
     )
     web.html("/bing/search", f"<html><body>{links}</body></html>")
     tool = _search(web, "Bing", timeout=1)

@@ -20,15 +20,18 @@ PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgAAIAAAUAAR4f7
 
 def _assistant(*ids: str) -> Message:
     return Message.from_tool_calls(
-        [ToolCall(id=i, function=Function(name="echo", arguments=f'{{"text": "{i}"}}'))
-         for i in ids],
+        [
+            ToolCall(id=i, function=Function(name="echo", arguments=f'{{"text": "{i}"}}'))
+            for i in ids
+        ],
         content="",
     )
 
 
 def _tool(call_id: str, image: str | None = None) -> Message:
-    return Message.tool_message(f"out {call_id}", name="echo", tool_call_id=call_id,
-                                base64_image=image)
+    return Message.tool_message(
+        f"out {call_id}", name="echo", tool_call_id=call_id, base64_image=image
+    )
 
 
 def _fresh(messages: list[Any], **kwargs: Any) -> Any:
@@ -60,8 +63,9 @@ def test_growing_conversation_matches_fresh_pass_at_every_step():
             convo.extend(added)
             request = [*convo, nxt]
             for _ in range(2):  # the second request resumes from the first one's snapshot
-                got = prepare_messages(request, system=system, supports_images=supports_images,
-                                       model="m")
+                got = prepare_messages(
+                    request, system=system, supports_images=supports_images, model="m"
+                )
                 want = _fresh([*system, *request], supports_images=supports_images, model="m")
                 _same(got, want)
 
@@ -77,8 +81,7 @@ def test_the_next_step_resumes_instead_of_starting_over():
 
 
 def test_edits_after_a_request_are_sent():
-    convo = [Message.user_message("task"), _assistant("x"), _tool("x"), _assistant("y"),
-             _tool("y")]
+    convo = [Message.user_message("task"), _assistant("x"), _tool("x"), _assistant("y"), _tool("y")]
     nxt = Message.user_message("p")
     prepare_messages([*convo, nxt])
 
@@ -143,8 +146,11 @@ def test_token_counts_are_cached_per_message_and_follow_edits():
 
     convo[0].content = "a much longer text than before, with quite a few more words in it"
     formatted = prepare_messages(convo)
-    assert count_tokens(counter, formatted.messages, formatted.entries) == \
-        counter.count_messages(format_messages(convo)[0]) > total
+    assert (
+        count_tokens(counter, formatted.messages, formatted.entries)
+        == counter.count_messages(format_messages(convo)[0])
+        > total
+    )
 
 
 async def test_requests_on_the_wire_match_the_fresh_format(llm_server, make_llm):
@@ -156,8 +162,9 @@ async def test_requests_on_the_wire_match_the_fresh_format(llm_server, make_llm)
     convo = [Message.user_message("task ✓")]
     for step in range(3):
         llm_server.push(tool_calls(call("echo", {"text": str(step)})))
-        reply = await llm.ask_tool([*convo, Message.user_message("next")], system_msgs=system,
-                                   tools=tools)
+        reply = await llm.ask_tool(
+            [*convo, Message.user_message("next")], system_msgs=system, tools=tools
+        )
         sent = llm_server.requests[-1]
         want, _ = format_messages([*system, *convo, Message.user_message("next")])
         assert sent.messages == want

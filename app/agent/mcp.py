@@ -88,9 +88,10 @@ class MCPAgent(MCPHostAgent):
 
     def _tools_updated(self) -> None:
         self.tool_schemas = {t.name: t.parameters or {} for t in self.mcp_clients}
-        listing = "\n".join(
-            f"- {t.name}: {_first_line(t.description)}" for t in self.mcp_clients
-        ) or "- (none yet)"
+        listing = (
+            "\n".join(f"- {t.name}: {_first_line(t.description)}" for t in self.mcp_clients)
+            or "- (none yet)"
+        )
         if "{tools}" in self._prompt_template:
             self.system_prompt = self._prompt_template.replace("{tools}", listing)
 

@@ -382,10 +382,17 @@ class ToolCallAgent(ReActAgent):
                 )
                 results.append(result)
                 if self._events.active:
-                    await self._events.emit(ToolResultEvent(
-                        self.name, step=self.current_step, call_id=command.id,
-                        name=command.function.name, output=result,
-                        error=outcome.failed, image=image))
+                    await self._events.emit(
+                        ToolResultEvent(
+                            self.name,
+                            step=self.current_step,
+                            call_id=command.id,
+                            name=command.function.name,
+                            output=result,
+                            error=outcome.failed,
+                            image=image,
+                        )
+                    )
         return "\n\n".join(results)
 
     async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
@@ -418,8 +425,9 @@ class ToolCallAgent(ReActAgent):
         name = command.function.name
         if name not in self.available_tools.tool_map:
             known = ", ".join(self.available_tools.tool_map) or "none"
-            return ToolOutcome(f"Error: Unknown tool '{name}'. Available tools: {known}.",
-                               failed=True)
+            return ToolOutcome(
+                f"Error: Unknown tool '{name}'. Available tools: {known}.", failed=True
+            )
         try:
             args = parse_arguments(command.function.arguments)
         except ValueError as e:

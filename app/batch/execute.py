@@ -50,8 +50,11 @@ class ExecutionSettings:
         if self.input_price is None and self.output_price is None:
             return None
         return round(
-            (usage.prompt_tokens * (self.input_price or 0.0)
-             + usage.completion_tokens * (self.output_price or 0.0)) / 1_000_000,
+            (
+                usage.prompt_tokens * (self.input_price or 0.0)
+                + usage.completion_tokens * (self.output_price or 0.0)
+            )
+            / 1_000_000,
             8,
         )
 
@@ -124,8 +127,13 @@ async def execute_task(
 
 
 def _result(
-    task: BatchTask, settings: ExecutionSettings, workspace: Path, usage: Usage,
-    started_at: float, clock: float, fields: dict[str, Any],
+    task: BatchTask,
+    settings: ExecutionSettings,
+    workspace: Path,
+    usage: Usage,
+    started_at: float,
+    clock: float,
+    fields: dict[str, Any],
 ) -> TaskResult:
     answer = fields.get("final_answer")
     correct = None
@@ -136,8 +144,9 @@ def _result(
         status=FINISHED if fields.get("state") == "FINISHED" else FAILED,
         expected=task.expected,
         correct=correct,
-        usage=usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens",
-                                        "requests"}),
+        usage=usage.model_dump(
+            include={"prompt_tokens", "completion_tokens", "total_tokens", "requests"}
+        ),
         cost=settings.cost(usage) if settings.cost(usage) is not None else usage.cost,
         duration=round(time.monotonic() - clock, 4),
         started_at=started_at,
@@ -154,7 +163,8 @@ def _start_session(task: BatchTask, workspace: Path) -> SessionRecorder | None:
 
     try:
         recorder = SessionStore.for_workspace(workspace).start(
-            "flow" if task.flow else "agent", program="batch", task_id=task.id)
+            "flow" if task.flow else "agent", program="batch", task_id=task.id
+        )
     except OSError as e:
         logger.warning(f"task {task.id}: no session file ({e})")
         return None
@@ -162,8 +172,12 @@ def _start_session(task: BatchTask, workspace: Path) -> SessionRecorder | None:
     return recorder
 
 
-async def _run(task: BatchTask, workspace: Path, settings: ExecutionSettings,
-               recorder: SessionRecorder | None = None) -> dict[str, Any]:
+async def _run(
+    task: BatchTask,
+    workspace: Path,
+    settings: ExecutionSettings,
+    recorder: SessionRecorder | None = None,
+) -> dict[str, Any]:
     agent = await build_agent(
         task.agent, workspace=workspace, max_steps=task.max_steps or settings.max_steps
     )

@@ -33,8 +33,9 @@ def check_flow_name(name: str) -> None:
     _flow_type(name)
 
 
-async def run_flow(name: str, agent: BaseAgent, prompt: str,
-                   recorder: Any = None) -> dict[str, Any]:
+async def run_flow(
+    name: str, agent: BaseAgent, prompt: str, recorder: Any = None
+) -> dict[str, Any]:
     """Run flow ``name`` with the task's agent as its executor.
 
     Returns the result fields: the flow's summary as the answer, FINISHED only when every plan

@@ -127,8 +127,13 @@ class RayBackend:
             if self.address:
                 ray.init(address=self.address, **common)
             else:
-                ray.init(address="local", include_dashboard=False, num_cpus=self.num_cpus,
-                         _temp_dir=self.temp_dir, **common)
+                ray.init(
+                    address="local",
+                    include_dashboard=False,
+                    num_cpus=self.num_cpus,
+                    _temp_dir=self.temp_dir,
+                    **common,
+                )
         except Exception as e:
             where = f"join the Ray cluster at {self.address}" if self.address else "start Ray"
             raise BatchBackendError(f"could not {where}: {e}") from e
@@ -153,8 +158,9 @@ class RayBackend:
         started = await asyncio.to_thread(self._init, ray)
         actors: list[Any] = []
         try:
-            await self._run(ray, actors, tasks, settings, concurrency, rate_limit, burst,
-                            on_start, on_result)
+            await self._run(
+                ray, actors, tasks, settings, concurrency, rate_limit, burst, on_start, on_result
+            )
         finally:
             for actor in actors:
                 try:
@@ -165,9 +171,16 @@ class RayBackend:
                 await asyncio.to_thread(ray.shutdown)
 
     async def _run(
-        self, ray: Any, actors: list[Any], tasks: Sequence[BatchTask],
-        settings: ExecutionSettings, concurrency: int, rate_limit: float | None,
-        burst: int | None, on_start: StartCallback, on_result: ResultCallback,
+        self,
+        ray: Any,
+        actors: list[Any],
+        tasks: Sequence[BatchTask],
+        settings: ExecutionSettings,
+        concurrency: int,
+        rate_limit: float | None,
+        burst: int | None,
+        on_start: StartCallback,
+        on_result: ResultCallback,
     ) -> None:
         concurrency = max(1, min(concurrency, len(tasks)))
         cpus = int(ray.cluster_resources().get("CPU", 1)) or 1
@@ -183,7 +196,9 @@ class RayBackend:
 
         def spawn(max_concurrency: int) -> Any:
             actor = worker_cls.options(
-                num_cpus=0, max_concurrency=max_concurrency, max_restarts=0,
+                num_cpus=0,
+                max_concurrency=max_concurrency,
+                max_restarts=0,
                 scheduling_strategy="SPREAD",
             ).remote(*args)
             actors.append(actor)
@@ -220,9 +235,13 @@ class RayBackend:
                     replace(quarantine, 0, alone, 1)
             if isinstance(retry, TaskResult):
                 return retry
-            return _failure(task, settings, "CRASHED",
-                            f"the worker process died while running this task (twice, the "
-                            f"second time alone): {retry}")
+            return _failure(
+                task,
+                settings,
+                "CRASHED",
+                f"the worker process died while running this task (twice, the "
+                f"second time alone): {retry}",
+            )
 
         async def drive() -> None:
             for task in queue:
@@ -245,9 +264,13 @@ class RayBackend:
             data = await asyncio.wait_for(_await(ref), limit)
         except TimeoutError:
             ray.kill(actor)  # its loop is stuck; the tasks there are run again elsewhere
-            return _failure(task, settings, "TIMEOUT",
-                            f"the worker did not answer within {limit:g} s; it was replaced",
-                            started), True
+            return _failure(
+                task,
+                settings,
+                "TIMEOUT",
+                f"the worker did not answer within {limit:g} s; it was replaced",
+                started,
+            ), True
         except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
             text = str(e).strip()
             return (text.splitlines()[0] if text else type(e).__name__), True
@@ -261,13 +284,23 @@ async def _await(ref: Any) -> Any:
 
 
 def _failure(
-    task: BatchTask, settings: ExecutionSettings, state: str, error: str,
+    task: BatchTask,
+    settings: ExecutionSettings,
+    state: str,
+    error: str,
     started: float | None = None,
 ) -> TaskResult:
     now = time.time()
     return TaskResult(
-        id=task.id, status=FAILED, state=state, error=error, expected=task.expected,
-        correct=False if task.expected is not None else None, agent=task.agent, flow=task.flow,
+        id=task.id,
+        status=FAILED,
+        state=state,
+        error=error,
+        expected=task.expected,
+        correct=False if task.expected is not None else None,
+        agent=task.agent,
+        flow=task.flow,
         workspace=str(workspace_for(settings.workspace_root, task.id)),
-        started_at=started or now, duration=round(now - (started or now), 4),
+        started_at=started or now,
+        duration=round(now - (started or now), 4),
     )

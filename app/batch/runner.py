@@ -127,11 +127,14 @@ async def run_batch(options: BatchOptions) -> BatchReport:
     try:
         earlier = log.results
         pending = [
-            t for t in tasks
+            t
+            for t in tasks
             if t.id not in earlier or (options.retry_failed and not earlier[t.id].ok)
         ]
         progress = Progress(
-            len(tasks), len(tasks) - len(pending), stream=options.progress_stream,
+            len(tasks),
+            len(tasks) - len(pending),
+            stream=options.progress_stream,
             enabled=options.progress,
         )
 
@@ -143,19 +146,25 @@ async def run_batch(options: BatchOptions) -> BatchReport:
 
         try:
             await backend.run(
-                pending, settings, concurrency=options.concurrency,
-                rate_limit=options.rate_limit, burst=options.burst,
-                on_start=lambda task: progress.task_started(), on_result=on_result,
+                pending,
+                settings,
+                concurrency=options.concurrency,
+                rate_limit=options.rate_limit,
+                burst=options.burst,
+                on_start=lambda task: progress.task_started(),
+                on_result=on_result,
             )
         finally:
             progress.close()
             current = {t.id: log.results[t.id] for t in tasks if t.id in log.results}
-            summary = summarize(current.values(), total=len(tasks), ran=ran,
-                                wall_time=time.monotonic() - started)
+            summary = summarize(
+                current.values(), total=len(tasks), ran=ran, wall_time=time.monotonic() - started
+            )
             await asyncio.to_thread(
                 summary_path.write_text, summary.model_dump_json(indent=2) + "\n", "utf-8"
             )
     finally:
         log.close()
-    return BatchReport(summary=summary, results=current, output=options.output,
-                       summary_path=summary_path)
+    return BatchReport(
+        summary=summary, results=current, output=options.output, summary_path=summary_path
+    )

@@ -57,11 +57,14 @@ class BatchSummary(BaseModel):
             + (f"  cost: ${self.cost:.4f}" if self.cost is not None else "")
         )
         if self.latency:
-            lines.append("latency (s): " + "  ".join(
-                f"{k} {v:.2f}" for k, v in self.latency.items()))
+            lines.append(
+                "latency (s): " + "  ".join(f"{k} {v:.2f}" for k, v in self.latency.items())
+            )
         if self.throughput is not None:
-            lines.append(f"this run: {self.ran} tasks in {self.wall_time:.1f} s = "
-                         f"{self.throughput:.2f} tasks/s")
+            lines.append(
+                f"this run: {self.ran} tasks in {self.wall_time:.1f} s = "
+                f"{self.throughput:.2f} tasks/s"
+            )
         return "\n".join(lines)
 
 
@@ -83,8 +86,10 @@ def summarize(
     latency: dict[str, Any] = {}
     if durations:
         latency = {
-            "p50": percentile(durations, 50), "p90": percentile(durations, 90),
-            "p95": percentile(durations, 95), "p99": percentile(durations, 99),
+            "p50": percentile(durations, 50),
+            "p90": percentile(durations, 90),
+            "p95": percentile(durations, 95),
+            "p99": percentile(durations, 99),
             "max": max(durations),
         }
     done = sum(1 for r in items if r.ok)

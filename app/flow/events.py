@@ -125,4 +125,3 @@ class FlowResult(str):
             f"FlowResult(plan_id={self.plan_id!r}, ok={self.ok}, timed_out={self.timed_out}, "
             f"steps={len(self.steps)}, error={self.error!r})"
         )
-

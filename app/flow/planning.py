@@ -134,8 +134,9 @@ class PlanningFlow(BaseFlow):
         budget = asyncio.timeout(self.timeout)
         bus = self._events
         # Whoever watches the flow also sees its agents' work, for as long as the flow runs.
-        forwards = [a.events.subscribe(bus.emit) for a in self.agents.values()] \
-            if bus.active else []
+        forwards = (
+            [a.events.subscribe(bus.emit) for a in self.agents.values()] if bus.active else []
+        )
         try:
             async with budget:
                 if input_text and input_text.strip():
@@ -147,8 +148,9 @@ class PlanningFlow(BaseFlow):
                 raise
             timed_out = True
             logger.warning(f"The flow ran out of its time limit ({self.timeout:g} s)")
-            await self._block_running_steps(f"stopped: the flow's time limit "
-                                            f"({self.timeout:g} s) ran out", outcomes)
+            await self._block_running_steps(
+                f"stopped: the flow's time limit ({self.timeout:g} s) ran out", outcomes
+            )
             summary = self._local_summary(f"The flow stopped after {self.timeout:g} s.")
         except LLMError as e:
             error = e
@@ -269,13 +271,20 @@ class PlanningFlow(BaseFlow):
             self.current_step_index = index
             executor = self.get_executor(self.step_tag(step))
             self._mark(index, _IN_PROGRESS)
-            await self._emit("step_started", index=index, step=step, agent=executor.name,
-                             status=_IN_PROGRESS)
+            await self._emit(
+                "step_started", index=index, step=step, agent=executor.name, status=_IN_PROGRESS
+            )
             outcome = await self._execute_step(executor, index, step)
             outcomes.append(outcome)
             self._mark(index, outcome.status, outcome.note)
-            await self._emit("step_finished", index=index, step=step, agent=executor.name,
-                             status=outcome.status, note=outcome.note)
+            await self._emit(
+                "step_finished",
+                index=index,
+                step=step,
+                agent=executor.name,
+                status=outcome.status,
+                note=outcome.note,
+            )
             if not outcome.ok and replans_left > 0:
                 replans_left -= 1
                 await self._replan(index, outcome.note)
@@ -318,8 +327,9 @@ class PlanningFlow(BaseFlow):
         if error is not None:
             outcome.note = f"failed: {error}"
         elif state != AgentState.FINISHED:
-            outcome.note = (f"stopped after {outcome.steps_used} steps without finishing"
-                            + (f"; last words: {self._clip(answer)}" if answer else ""))
+            outcome.note = f"stopped after {outcome.steps_used} steps without finishing" + (
+                f"; last words: {self._clip(answer)}" if answer else ""
+            )
         elif _reported_failure(executor):
             outcome.note = "the agent gave up" + (f": {self._clip(answer)}" if answer else "")
         else:
@@ -336,10 +346,12 @@ class PlanningFlow(BaseFlow):
     async def _block_running_steps(self, note: str, outcomes: list[StepOutcome]) -> None:
         for index, step in self._mark_running_steps_blocked(note):
             agent = self.get_executor(self.step_tag(step)).name
-            outcomes.append(StepOutcome(index=index, step=step, agent=agent, status=_BLOCKED,
-                                        note=note))
-            await self._emit("step_finished", index=index, step=step, agent=agent,
-                             status=_BLOCKED, note=note)
+            outcomes.append(
+                StepOutcome(index=index, step=step, agent=agent, status=_BLOCKED, note=note)
+            )
+            await self._emit(
+                "step_finished", index=index, step=step, agent=agent, status=_BLOCKED, note=note
+            )
 
     def _mark_running_steps_blocked(self, note: str) -> list[tuple[int, str]]:
         plan = self.planning_tool.plans.get(self.active_plan_id)
@@ -379,8 +391,10 @@ class PlanningFlow(BaseFlow):
             return lead or "No plan was made."
         statuses = plan["step_statuses"]
         lines = [lead] if lead else []
-        lines.append(f"Plan '{plan['title']}': {statuses.count(_COMPLETED)} of {len(statuses)} "
-                     "steps completed.")
+        lines.append(
+            f"Plan '{plan['title']}': {statuses.count(_COMPLETED)} of {len(statuses)} "
+            "steps completed."
+        )
         for index, (step, status, note) in enumerate(
             zip(plan["steps"], statuses, plan["step_notes"], strict=True)
         ):
@@ -434,10 +448,20 @@ class PlanningFlow(BaseFlow):
         )
         await notify(self.listeners, event)
         if bus.active:
-            await bus.emit(PlanChanged(
-                "flow", change=kind, plan_id=event.plan_id, plan_text=event.plan_text,
-                step_index=index, step=step, agent=agent, status=status, note=note,
-                total_steps=event.total_steps))
+            await bus.emit(
+                PlanChanged(
+                    "flow",
+                    change=kind,
+                    plan_id=event.plan_id,
+                    plan_text=event.plan_text,
+                    step_index=index,
+                    step=step,
+                    agent=agent,
+                    status=status,
+                    note=note,
+                    total_steps=event.total_steps,
+                )
+            )
 
 
 def _norm(name: str) -> str:

@@ -10,10 +10,33 @@ __all__ = ["base_model_name", "default_reasoning_model", "default_supports_image
 
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 _IMAGE_PREFIXES = (
-    "gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-4-vision", "gpt-5", "o1", "o3", "o4",
-    "chatgpt-4o", "claude-3", "claude-sonnet", "claude-opus", "claude-haiku", "gemini",
-    "llava", "bakllava", "pixtral", "qwen-vl", "qwen2-vl", "qwen2.5-vl", "qwen3-vl",
-    "llama3.2-vision", "llama-3.2-vision", "llama-4", "gemma3", "minicpm-v", "glm-4v",
+    "gpt-4o",
+    "gpt-4.1",
+    "gpt-4-turbo",
+    "gpt-4-vision",
+    "gpt-5",
+    "o1",
+    "o3",
+    "o4",
+    "chatgpt-4o",
+    "claude-3",
+    "claude-sonnet",
+    "claude-opus",
+    "claude-haiku",
+    "gemini",
+    "llava",
+    "bakllava",
+    "pixtral",
+    "qwen-vl",
+    "qwen2-vl",
+    "qwen2.5-vl",
+    "qwen3-vl",
+    "llama3.2-vision",
+    "llama-3.2-vision",
+    "llama-4",
+    "gemma3",
+    "minicpm-v",
+    "glm-4v",
 )
 _IMAGE_MARKERS = ("-vl", "vision", "-omni")
 

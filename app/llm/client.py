@@ -75,9 +75,7 @@ class LLM:
 
     _instances: ClassVar[dict[str, LLM]] = {}
 
-    def __new__(
-        cls, config_name: str = "default", llm_config: Any = None, **kwargs: Any
-    ) -> LLM:
+    def __new__(cls, config_name: str = "default", llm_config: Any = None, **kwargs: Any) -> LLM:
         instance = cls._instances.get(config_name)
         if instance is None:
             instance = super().__new__(cls)
@@ -97,8 +95,12 @@ class LLM:
 
     @classmethod
     def create(
-        cls, config_name: str = "default", llm_config: Any = None, *,
-        transport: Transport | None = None, **overrides: Any,
+        cls,
+        config_name: str = "default",
+        llm_config: Any = None,
+        *,
+        transport: Transport | None = None,
+        **overrides: Any,
     ) -> LLM:
         """An independent instance, not shared and not registered as the singleton.
 
@@ -119,8 +121,9 @@ class LLM:
         """Forget the shared instances (after the config changed, and in tests)."""
         cls._instances.clear()
 
-    def _setup(self, config_name: str, settings: LLMSettings,
-               transport: Transport | None = None) -> None:
+    def _setup(
+        self, config_name: str, settings: LLMSettings, transport: Transport | None = None
+    ) -> None:
         self.config_name = config_name
         self.settings = settings
         self.model: str = settings.model
@@ -156,8 +159,11 @@ class LLM:
         self._warned_images = False
         self._learned_window: int | None = None
         # A transport given in code (a FunctionModel) has no endpoint worth remembering.
-        self._refusals = Refusals(self.base_url or "", self.model,
-                                  persistent=settings.capability_cache and transport is None)
+        self._refusals = Refusals(
+            self.base_url or "",
+            self.model,
+            persistent=settings.capability_cache and transport is None,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -238,9 +244,7 @@ class LLM:
             f"{self.max_input_tokens} for model '{self.model}'."
         )
 
-    async def _check_window(
-        self, formatted: Formatted, tools: list[dict[str, Any]] | None
-    ) -> None:
+    async def _check_window(self, formatted: Formatted, tools: list[dict[str, Any]] | None) -> None:
         """Refuse a request before sending it only when ``max_input_tokens`` is set and the
         count is exact: an offline estimate is a guess, and the server has the last word."""
         if self.max_input_tokens is None:
@@ -270,8 +274,9 @@ class LLM:
         """Input tokens a request over these messages, system prompt and tools would take."""
         formatted = self._prepare(messages, system_msgs)
         counter = await self._loaded_counter()
-        return count_tokens(counter, formatted.messages, formatted.entries) \
-            + counter.count_tools(tools)
+        return count_tokens(counter, formatted.messages, formatted.entries) + counter.count_tools(
+            tools
+        )
 
     # ---- message formatting --------------------------------------------------------------------
 
@@ -301,7 +306,9 @@ class LLM:
 
     def _prepare(self, messages: Messages, system_msgs: Messages | None) -> Formatted:
         formatted = prepare_messages(
-            messages, system=system_msgs, supports_images=self._images_allowed(),
+            messages,
+            system=system_msgs,
+            supports_images=self._images_allowed(),
             model=self.model,
         )
         self._warn_omitted(formatted.omitted)
@@ -393,8 +400,9 @@ class LLM:
             self._slots_loop = loop
         return self._slots
 
-    async def _send(self, body: bytes, *, stream: bool, timeout: float | None,
-                    relay: DeltaRelay | None) -> Completion:
+    async def _send(
+        self, body: bytes, *, stream: bool, timeout: float | None, relay: DeltaRelay | None
+    ) -> Completion:
         """One request, retried on transient failures (a malformed reply included: it is
         checked inside the attempt); streamed text goes through ``relay`` (reasoning blocks
         held back, text already shown before a retry not shown again)."""
@@ -415,16 +423,21 @@ class LLM:
             return parse_completion(data, self.model)
 
         try:
-            return await with_retries(attempt, max_retries=self.max_retries,
-                                       settings=self.settings)
+            return await with_retries(attempt, max_retries=self.max_retries, settings=self.settings)
         except ContextWindowExceededError as e:
             if e.limit and not self.max_input_tokens:
                 self._learned_window = e.limit
             raise
 
     async def _exchange(
-        self, formatted: Formatted, *, extra: dict[str, Any], temperature: float | None,
-        timeout: float | None, relay: DeltaRelay | None, stream: bool,
+        self,
+        formatted: Formatted,
+        *,
+        extra: dict[str, Any],
+        temperature: float | None,
+        timeout: float | None,
+        relay: DeltaRelay | None,
+        stream: bool,
     ) -> Completion:
         """The completion for one turn: streamed unless the profile or the endpoint
         says otherwise (a refusal is remembered, and the turn asked again plainly)."""
@@ -448,8 +461,10 @@ class LLM:
                     except LLMResponseError as bad:  # asked again plainly, with retries
                         logger.warning(f"{bad}; asking again")
             except LLMBadRequestError as e:
-                if isinstance(e, ContextWindowExceededError | ToolsNotSupportedError) or \
-                        "stream" not in e.message.lower():
+                if (
+                    isinstance(e, ContextWindowExceededError | ToolsNotSupportedError)
+                    or "stream" not in e.message.lower()
+                ):
                     raise
                 await self._refuse(feature, e.message)
         body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
@@ -458,8 +473,9 @@ class LLM:
             await self._refuse(*pending)
         return completion
 
-    async def _usage_from(self, reported: dict[str, Any] | None, formatted: Formatted,
-                          text: str) -> Usage:
+    async def _usage_from(
+        self, reported: dict[str, Any] | None, formatted: Formatted, text: str
+    ) -> Usage:
         usage = Usage.from_api(reported)
         if usage is None:  # the endpoint reported none: estimate, and say so
             counter = await self._loaded_counter()
@@ -507,25 +523,49 @@ class LLM:
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, tools)
         if tools and self._text_tools():
-            return await self._text_turn(formatted, tools, choice, temperature=temperature,
-                                         timeout=timeout, on_delta=on_delta, stream=stream,
-                                         extra=kwargs)
+            return await self._text_turn(
+                formatted,
+                tools,
+                choice,
+                temperature=temperature,
+                timeout=timeout,
+                on_delta=on_delta,
+                stream=stream,
+                extra=kwargs,
+            )
         extra = dict(kwargs)
         if tools:
             extra["tools"] = tools
             extra["tool_choice"] = choice
         try:
-            response = await self._turn(formatted, extra=extra, temperature=temperature,
-                                        timeout=timeout, on_delta=on_delta, stream=stream)
+            response = await self._turn(
+                formatted,
+                extra=extra,
+                temperature=temperature,
+                timeout=timeout,
+                on_delta=on_delta,
+                stream=stream,
+            )
         except ToolsNotSupportedError as e:
             if not tools or self.settings.tool_calling != "auto":
                 raise
             await self._refuse("tools", e.message)
-            return await self._text_turn(formatted, tools, choice, temperature=temperature,
-                                         timeout=timeout, on_delta=on_delta, stream=stream,
-                                         extra=kwargs)
-        if tools and choice != "none" and not response.message.tool_calls \
-                and response.message.content:
+            return await self._text_turn(
+                formatted,
+                tools,
+                choice,
+                temperature=temperature,
+                timeout=timeout,
+                on_delta=on_delta,
+                stream=stream,
+                extra=kwargs,
+            )
+        if (
+            tools
+            and choice != "none"
+            and not response.message.tool_calls
+            and response.message.content
+        ):
             return await self._calls_written_as_text(response, tools)
         return response
 
@@ -539,24 +579,46 @@ class LLM:
 
         recovered = recover_text_calls(response, tools, self.model)
         if recovered is not response and self.settings.tool_calling == "auto":
-            await self._refuse("tools", "it answered a request with tools by writing the calls "
-                               "as text (the tools were likely left out of the prompt)")
+            await self._refuse(
+                "tools",
+                "it answered a request with tools by writing the calls "
+                "as text (the tools were likely left out of the prompt)",
+            )
         return recovered
 
     async def _text_turn(
-        self, formatted: Formatted, tools: list[dict[str, Any]], choice: Any, *,
-        temperature: float | None, timeout: float | None, on_delta: DeltaCallback | None,
-        stream: bool, extra: dict[str, Any],
+        self,
+        formatted: Formatted,
+        tools: list[dict[str, Any]],
+        choice: Any,
+        *,
+        temperature: float | None,
+        timeout: float | None,
+        on_delta: DeltaCallback | None,
+        stream: bool,
+        extra: dict[str, Any],
     ) -> ModelResponse:
         """A turn with the tools in the prompt and the calls parsed from the answer."""
         from app.llm.text_mode import text_mode_messages, text_mode_response, tool_names
 
         if choice == "none":
-            return await self._turn(formatted, extra=extra, temperature=temperature,
-                                    timeout=timeout, on_delta=on_delta, stream=stream)
+            return await self._turn(
+                formatted,
+                extra=extra,
+                temperature=temperature,
+                timeout=timeout,
+                on_delta=on_delta,
+                stream=stream,
+            )
         rewritten = text_mode_messages(formatted, tools, choice)
-        response = await self._turn(rewritten, extra=extra, temperature=temperature,
-                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        response = await self._turn(
+            rewritten,
+            extra=extra,
+            temperature=temperature,
+            timeout=timeout,
+            on_delta=on_delta,
+            stream=stream,
+        )
         return text_mode_response(response, tool_names(tools))
 
     def _text_tools(self) -> bool:
@@ -565,16 +627,29 @@ class LLM:
         return mode == "text" or (mode == "auto" and "tools" in self.refused_features)
 
     async def _turn(
-        self, formatted: Formatted, *, extra: dict[str, Any], temperature: float | None,
-        timeout: float | None, on_delta: DeltaCallback | None, stream: bool,
+        self,
+        formatted: Formatted,
+        *,
+        extra: dict[str, Any],
+        temperature: float | None,
+        timeout: float | None,
+        on_delta: DeltaCallback | None,
+        stream: bool,
     ) -> ModelResponse:
         relay = DeltaRelay(on_delta) if on_delta is not None else None
-        completion = await self._exchange(formatted, extra=extra, temperature=temperature,
-                                          timeout=timeout, relay=relay, stream=stream)
+        completion = await self._exchange(
+            formatted,
+            extra=extra,
+            temperature=temperature,
+            timeout=timeout,
+            relay=relay,
+            stream=stream,
+        )
         return await self._respond(completion, formatted, relay)
 
-    async def _respond(self, completion: Completion, formatted: Formatted,
-                       relay: DeltaRelay | None) -> ModelResponse:
+    async def _respond(
+        self, completion: Completion, formatted: Formatted, relay: DeltaRelay | None
+    ) -> ModelResponse:
         """The response for a parsed completion: usage recorded, unstreamed text delivered."""
         message = completion.message
         if completion.finish_reason == "length" and not message.tool_calls:
@@ -584,9 +659,12 @@ class LLM:
         if relay is not None and not relay.delivered:  # not streamed: the text in one piece
             await deliver(relay.target, message.content)
         usage = await self._usage_from(completion.usage, formatted, _produced_text(message))
-        return ModelResponse(message=message, usage=usage,
-                             finish_reason=completion.finish_reason,
-                             reasoning=completion.reasoning)
+        return ModelResponse(
+            message=message,
+            usage=usage,
+            finish_reason=completion.finish_reason,
+            reasoning=completion.reasoning,
+        )
 
     # ---- upstream's API on top of request() -------------------------------------------------
 
@@ -599,21 +677,41 @@ class LLM:
         **kwargs: Any,
     ) -> str:
         """A plain text answer. With ``stream`` the reply is read as it is generated."""
-        return await self._text(messages, system_msgs, stream=stream, temperature=temperature,
-                                on_delta=None, kwargs=kwargs)
+        return await self._text(
+            messages,
+            system_msgs,
+            stream=stream,
+            temperature=temperature,
+            on_delta=None,
+            kwargs=kwargs,
+        )
 
-    async def _text(self, messages: Messages, system_msgs: Messages | None, *, stream: bool,
-                    temperature: float | None, on_delta: DeltaCallback | None,
-                    kwargs: dict[str, Any]) -> str:
+    async def _text(
+        self,
+        messages: Messages,
+        system_msgs: Messages | None,
+        *,
+        stream: bool,
+        temperature: float | None,
+        on_delta: DeltaCallback | None,
+        kwargs: dict[str, Any],
+    ) -> str:
         timeout = kwargs.pop("timeout", None)
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, None)
-        response = await self._turn(formatted, extra=kwargs, temperature=temperature,
-                                    timeout=timeout, on_delta=on_delta, stream=stream)
+        response = await self._turn(
+            formatted,
+            extra=kwargs,
+            temperature=temperature,
+            timeout=timeout,
+            on_delta=on_delta,
+            stream=stream,
+        )
         text = response.message.content
         if not text:
-            raise LLMResponseError(f"Model '{self.model}' returned an empty answer",
-                                   model=self.model)
+            raise LLMResponseError(
+                f"Model '{self.model}' returned an empty answer", model=self.model
+            )
         return text
 
     async def ask_stream(
@@ -628,9 +726,14 @@ class LLM:
 
         async def run() -> str:
             try:
-                return await self._text(messages, system_msgs, stream=True,
-                                        temperature=temperature, on_delta=queue.put_nowait,
-                                        kwargs=kwargs)
+                return await self._text(
+                    messages,
+                    system_msgs,
+                    stream=True,
+                    temperature=temperature,
+                    on_delta=queue.put_nowait,
+                    kwargs=kwargs,
+                )
             finally:
                 queue.put_nowait(None)
 
@@ -662,8 +765,7 @@ class LLM:
                 model=self.model,
             )
         dicts = attach_images(messages, images)
-        return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature,
-                              **kwargs)
+        return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature, **kwargs)
 
     async def ask_tool(
         self,
@@ -679,8 +781,14 @@ class LLM:
         """One model turn that may call tools; returns the assistant ``Message`` (upstream's
         API). ``request()`` returns the whole ``ModelResponse`` (usage, finish reason)."""
         response = await self.request(
-            messages, system_msgs, timeout=timeout, tools=tools, tool_choice=tool_choice,
-            temperature=temperature, on_delta=on_delta, **kwargs,
+            messages,
+            system_msgs,
+            timeout=timeout,
+            tools=tools,
+            tool_choice=tool_choice,
+            temperature=temperature,
+            on_delta=on_delta,
+            **kwargs,
         )
         return response.message
 

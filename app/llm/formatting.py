@@ -91,8 +91,16 @@ class _Snapshot:
 class _Pass:
     """One formatting pass over messages, appending wire dicts, entries and JSON texts."""
 
-    __slots__ = ("entries", "fragments", "images", "model", "omitted", "out", "pending",
-                 "supports_images")
+    __slots__ = (
+        "entries",
+        "fragments",
+        "images",
+        "model",
+        "omitted",
+        "out",
+        "pending",
+        "supports_images",
+    )
 
     def __init__(self, supports_images: bool, model: str) -> None:
         self.supports_images = supports_images

@@ -32,6 +32,7 @@ __all__ = [
     "prepare_messages",
 ]
 
+
 def format_messages(
     messages: Iterable[Message | dict[str, Any]],
     *,
@@ -50,7 +51,8 @@ def _copy_wire(wire: dict[str, Any]) -> dict[str, Any]:
     if isinstance(calls, list):
         copied["tool_calls"] = [
             {**call, "function": dict(call["function"])}
-            if isinstance(call, dict) and isinstance(call.get("function"), dict) else call
+            if isinstance(call, dict) and isinstance(call.get("function"), dict)
+            else call
             for call in calls
         ]
     return copied
@@ -69,7 +71,8 @@ def attach_images(
     last = dicts[-1]
     content = last.get("content")
     parts: list[dict[str, Any]] = (
-        [{"type": "text", "text": content}] if isinstance(content, str) and content
+        [{"type": "text", "text": content}]
+        if isinstance(content, str) and content
         else list(content or [])
     )
     for image in images:
@@ -151,8 +154,10 @@ def _message(data: dict[str, Any], model: str) -> tuple[Message, str | None]:
             thoughts.append(thought)
             content = answer or None
     calls = _tool_calls(data, model)
-    return (Message(role="assistant", content=content, tool_calls=calls),
-            "\n\n".join(thoughts) or None)
+    return (
+        Message(role="assistant", content=content, tool_calls=calls),
+        "\n\n".join(thoughts) or None,
+    )
 
 
 def _may_reason(content: str) -> bool:
@@ -205,7 +210,8 @@ def _tool_calls(data: dict[str, Any], model: str) -> list[ToolCall] | None:
         call_id = raw.get("id")
         calls.append(
             ToolCall(
-                id=str(call_id) if isinstance(call_id, str | int) and call_id != ""
+                id=str(call_id)
+                if isinstance(call_id, str | int) and call_id != ""
                 else f"call_{uuid.uuid4().hex[:24]}",
                 type=raw.get("type") if isinstance(raw.get("type"), str) else "function",
                 function=Function(name=name, arguments=normalize_arguments(fn.get("arguments"))),

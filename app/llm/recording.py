@@ -96,8 +96,13 @@ class Recorder(Tape):
     ) -> dict[str, Any]:
         response = await send()
         self.count += 1
-        entry = {"type": "exchange", "index": self.count - 1, "model": model,
-                 "request": _request_view(body), "response": response}
+        entry = {
+            "type": "exchange",
+            "index": self.count - 1,
+            "model": model,
+            "request": _request_view(body),
+            "response": response,
+        }
         line = redact_registered(json.dumps(entry, ensure_ascii=False)) + "\n"
         await asyncio.to_thread(self._append, line)
         return response
@@ -132,8 +137,10 @@ class Replayer(Tape):
         self.served += 1
         difference = describe_difference(entry.get("request") or {}, _request_view(body))
         if difference is not None:
-            problem = (f"Replay of {self.path}: request {index + 1} departs from the "
-                       f"recording: {difference}")
+            problem = (
+                f"Replay of {self.path}: request {index + 1} departs from the "
+                f"recording: {difference}"
+            )
             self.mismatches.append(problem)
             if self.strict:
                 raise ReplayError(problem, model=model)
@@ -194,11 +201,15 @@ def describe_difference(recorded: dict[str, Any], current: dict[str, Any]) -> st
             continue
         for key in sorted(set(old) | set(new)):
             if old.get(key) != new.get(key):
-                return (f"messages[{index}] ({new.get('role', '?')}) field '{key}': recorded "
-                        f"{_clip(old.get(key))}, now {_clip(new.get(key))}")
+                return (
+                    f"messages[{index}] ({new.get('role', '?')}) field '{key}': recorded "
+                    f"{_clip(old.get(key))}, now {_clip(new.get(key))}"
+                )
     if len(old_messages) != len(new_messages):
-        return (f"the recorded request had {len(old_messages)} messages, this one has "
-                f"{len(new_messages)}")
+        return (
+            f"the recorded request had {len(old_messages)} messages, this one has "
+            f"{len(new_messages)}"
+        )
     for key in ("tools", "tool_choice"):
         if recorded.get(key) != current.get(key):
             return f"'{key}' differ"

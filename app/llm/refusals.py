@@ -59,8 +59,10 @@ class Refusals:
         memory = self._memory()
         if memory is not None:  # locks and fsyncs a file: off the event loop
             await asyncio.to_thread(memory.remember, self.base_url, self.model, feature)
-        logger.info(f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
-                    "remembered for this endpoint")
+        logger.info(
+            f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
+            "remembered for this endpoint"
+        )
 
     def may_stream(self, *, tools: bool, allowed: bool) -> bool:
         """Whether a turn (with tools or not) may be streamed, ``allowed`` by the profile."""

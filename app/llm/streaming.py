@@ -25,8 +25,7 @@ class StreamAssembler:
     ``finish_reason`` was cut short.
     """
 
-    __slots__ = ("calls", "chunks", "done", "finish_reason", "model", "parts", "reasoning",
-                 "usage")
+    __slots__ = ("calls", "chunks", "done", "finish_reason", "model", "parts", "reasoning", "usage")
 
     def __init__(self, model: str = "") -> None:
         self.model = model
@@ -43,8 +42,9 @@ class StreamAssembler:
         return self.done or self.finish_reason is not None
 
     def _bad(self, what: str) -> LLMResponseError:
-        return LLMResponseError(f"Model '{self.model}' streamed a malformed chunk: {what}",
-                                model=self.model)
+        return LLMResponseError(
+            f"Model '{self.model}' streamed a malformed chunk: {what}", model=self.model
+        )
 
     def add_payload(self, payload: str) -> str | None:
         """Take one ``data:`` payload of the event stream; returns its text delta, if any."""
@@ -171,8 +171,7 @@ def _stream_error(detail: Any, model: str) -> LLMError:
     if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:
         return error_from_response(code, {"error": detail}, None, model=model)
     message = detail.get("message") if isinstance(detail, dict) else detail
-    return LLMResponseError(f"Model '{model}' reported an error mid-stream: {message}",
-                            model=model)
+    return LLMResponseError(f"Model '{model}' reported an error mid-stream: {message}", model=model)
 
 
 class ThinkFilter:
@@ -207,7 +206,7 @@ class ThinkFilter:
         end = self._buffer.find(self._CLOSE)
         if end < 0:
             return ""
-        rest = self._buffer[end + len(self._CLOSE):].lstrip()
+        rest = self._buffer[end + len(self._CLOSE) :].lstrip()
         self._state = "answer"
         self._buffer = ""
         return rest
@@ -241,6 +240,6 @@ class DeltaRelay:
         self._seen += len(piece)
         if self._seen <= self._sent:
             return ""
-        fresh = piece[max(0, self._sent - before):]
+        fresh = piece[max(0, self._sent - before) :]
         self._sent = self._seen
         return fresh

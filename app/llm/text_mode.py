@@ -125,6 +125,8 @@ def recover_text_calls(
     """
     recovered = text_mode_response(response, tool_names(tools))
     if recovered is not response:
-        logger.warning(f"Model '{model}' wrote {len(recovered.message.tool_calls or ())} tool "
-                       "call(s) as text instead of using the API's tool calls; running them")
+        logger.warning(
+            f"Model '{model}' wrote {len(recovered.message.tool_calls or ())} tool "
+            "call(s) as text instead of using the API's tool calls; running them"
+        )
     return recovered

@@ -139,8 +139,9 @@ def dumps(value: Any) -> bytes:
         return _ASCII.encode(value).encode("ascii")
 
 
-def encode_body(fragments: list[bytes], fields: dict[str, Any],
-                tools_json: bytes | None = None) -> bytes:
+def encode_body(
+    fragments: list[bytes], fields: dict[str, Any], tools_json: bytes | None = None
+) -> bytes:
     """A chat-completions body: ``messages`` from ready JSON fragments, ``tools`` from ready
     JSON, plus ``fields``; one copy of the (possibly large) message text."""
     parts = [b'{"messages":[', b",".join(fragments), b"]"]
@@ -153,8 +154,9 @@ def encode_body(fragments: list[bytes], fields: dict[str, Any],
     return b"".join(parts)
 
 
-def count_tokens(counter: Any, messages: list[dict[str, Any]],
-                 entries: list[WireEntry | None]) -> int:
+def count_tokens(
+    counter: Any, messages: list[dict[str, Any]], entries: list[WireEntry | None]
+) -> int:
     """Tokens of a request's messages; each cached message is tokenized once per encoding."""
     from app.tokens import REPLY_PRIMING
 

@@ -22,6 +22,5 @@ SUMMARY_INTRO = (
 )
 
 TRUNCATED_NOTE = (
-    "[{count} earlier messages were removed to fit the context window; no summary could be "
-    "made.]"
+    "[{count} earlier messages were removed to fit the context window; no summary could be made.]"
 )

@@ -219,8 +219,9 @@ class FileAccessPolicy:
                 "(relative paths are taken from there)."
             )
         root = roots[0]
-        return ConfinedPath(real=real, root=root, parts=real.relative_to(root).parts,
-                            owner=self.owner)
+        return ConfinedPath(
+            real=real, root=root, parts=real.relative_to(root).parts, owner=self.owner
+        )
 
 
 # --- access beneath a root ---------------------------------------------------------------------

@@ -158,8 +158,10 @@ def read_session(path: Path, raw: bytes | None = None) -> SessionData:
                 raise ValueError("not an object")
         except ValueError:
             if number == len(lines):
-                problems.append(f"line {number} was cut off (the process stopped while writing "
-                                "it) and was ignored")
+                problems.append(
+                    f"line {number} was cut off (the process stopped while writing "
+                    "it) and was ignored"
+                )
             else:
                 problems.append(f"line {number} is damaged and was skipped")
             continue

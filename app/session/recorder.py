@@ -74,16 +74,16 @@ class SessionRecorder:
 
     # ---- attaching -----------------------------------------------------------------------------
 
-    def attach_agent(self, agent: BaseAgent, key: str | None = None, *,
-                     already_written: bool = False) -> None:
+    def attach_agent(
+        self, agent: BaseAgent, key: str | None = None, *, already_written: bool = False
+    ) -> None:
         """Record ``agent``'s runs under ``key`` (default: its name). ``already_written``
         means its current memory is in the file already (a resumed session)."""
         tracked = _Tracked(agent=agent, key=key or agent.name)
         if already_written:
             self._mark_written(tracked)
         self._tracked[tracked.key] = tracked
-        self._unsubscribers.append(agent.events.subscribe(partial(self._on_agent_event,
-                                                                  tracked)))
+        self._unsubscribers.append(agent.events.subscribe(partial(self._on_agent_event, tracked)))
 
     def attach_flow(self, flow: Any, *, already_written: bool = False) -> None:
         """Record a planning flow: each of its agents, and its plan whenever it changes."""
@@ -117,8 +117,13 @@ class SessionRecorder:
             tracked.rewrite = True
         if isinstance(event, RunStarted):
             self._sync_memory(tracked)
-            self.note("run_started", agent=tracked.key, prompt=event.prompt,
-                      max_steps=event.max_steps, resumed=event.resumed)
+            self.note(
+                "run_started",
+                agent=tracked.key,
+                prompt=event.prompt,
+                max_steps=event.max_steps,
+                resumed=event.resumed,
+            )
             await self.writer.flush()
             return
         self.note("event", agent=tracked.key, event=event.to_json())
@@ -126,16 +131,20 @@ class SessionRecorder:
             self._sync_memory(tracked)
             self._checkpoint(tracked)
             if isinstance(event, RunFinished):
-                self.note("run_finished", agent=tracked.key, state=event.state,
-                          steps=event.steps, final_answer=event.final_answer)
+                self.note(
+                    "run_finished",
+                    agent=tracked.key,
+                    state=event.state,
+                    steps=event.steps,
+                    final_answer=event.final_answer,
+                )
             await self.writer.flush()
 
     async def _on_flow_event(self, flow: Any, event: Event) -> None:
         if not isinstance(event, PlanChanged):
             return
         plans = {pid: _copy_plan(plan) for pid, plan in flow.planning_tool.plans.items()}
-        self.note("plan", active_plan_id=flow.active_plan_id, plans=plans,
-                  change=event.change)
+        self.note("plan", active_plan_id=flow.active_plan_id, plans=plans, change=event.change)
         if event.change == "summary":
             self.note("flow_finished", summary=event.note)
         await self.writer.flush()
@@ -143,9 +152,15 @@ class SessionRecorder:
     def _checkpoint(self, tracked: _Tracked) -> None:
         agent = tracked.agent
         usage = getattr(agent, "_run_usage", None)
-        self.note("checkpoint", agent=tracked.key, name=agent.name, step=agent.current_step,
-                  max_steps=agent.max_steps, state=agent.state.value,
-                  usage=usage.model_dump() if usage is not None else None)
+        self.note(
+            "checkpoint",
+            agent=tracked.key,
+            name=agent.name,
+            step=agent.current_step,
+            max_steps=agent.max_steps,
+            state=agent.state.value,
+            usage=usage.model_dump() if usage is not None else None,
+        )
 
     def _sync_memory(self, tracked: _Tracked) -> None:
         messages = tracked.agent.memory.messages
@@ -157,11 +172,11 @@ class SessionRecorder:
         )
         if extended:
             for message in messages[n:]:
-                self.writer.add({"type": "message", "agent": tracked.key,
-                                 "message": message_record(message)})
+                self.writer.add(
+                    {"type": "message", "agent": tracked.key, "message": message_record(message)}
+                )
         else:
-            self.note("memory", agent=tracked.key,
-                      messages=[message_record(m) for m in messages])
+            self.note("memory", agent=tracked.key, messages=[message_record(m) for m in messages])
         self._mark_written(tracked)
 
     @staticmethod

@@ -77,9 +77,17 @@ class SessionStore:
         session_id = self.new_id()
         path = self.directory / f"{session_id}.jsonl"
         writer = SessionWriter(path, new=True)
-        writer.add({"type": "session", "version": FORMAT_VERSION, "id": session_id,
-                    "kind": kind, "program": program, "created": round(time.time(), 3),
-                    **header})
+        writer.add(
+            {
+                "type": "session",
+                "version": FORMAT_VERSION,
+                "id": session_id,
+                "kind": kind,
+                "program": program,
+                "created": round(time.time(), 3),
+                **header,
+            }
+        )
         writer.flush_now()
         if writer.error is not None:
             writer.close()
@@ -109,8 +117,7 @@ class SessionStore:
         opened and locked by :meth:`resume`."""
         writer = SessionWriter(data.path, new=False, fd=fd)
         if data.problems:  # make sure a cut-off last line cannot swallow the next record
-            writer.add({"type": "resumed", "t": round(time.time(), 3),
-                        "problems": data.problems})
+            writer.add({"type": "resumed", "t": round(time.time(), 3), "problems": data.problems})
             writer._pending[0] = "\n" + writer._pending[0]
         else:
             writer.add({"type": "resumed", "t": round(time.time(), 3)})
@@ -122,8 +129,10 @@ class SessionStore:
 
     def _unknown(self, session: str | Path) -> SessionError:
         known = ", ".join(info.id for info in self.list(limit=5)) or "none"
-        return SessionError(f"No session {str(session)!r} in {self.directory} "
-                            f"(recent: {known}); see --list-sessions")
+        return SessionError(
+            f"No session {str(session)!r} in {self.directory} "
+            f"(recent: {known}); see --list-sessions"
+        )
 
     def load(self, session: str | Path) -> SessionData:
         path = self.path(session)
@@ -145,20 +154,36 @@ class SessionStore:
             if dir_fd is None:
                 return []
             files = sorted(session_files(dir_fd), key=lambda item: item[1], reverse=True)
-            return [self._info(dir_fd, name, mtime)
-                    for name, mtime in (files[:limit] if limit else files)]
+            return [
+                self._info(dir_fd, name, mtime)
+                for name, mtime in (files[:limit] if limit else files)
+            ]
 
     def _info(self, dir_fd: int, name: str, mtime: float) -> SessionInfo:
         path = self.directory / name
         try:
             data = read_session(path, read_file(dir_fd, path))
         except (SessionError, OSError) as e:
-            return SessionInfo(id=path.stem, path=path, kind="?", program="", created=mtime,
-                               updated=mtime, state="unreadable", first_prompt=None,
-                               problems=(str(e),))
+            return SessionInfo(
+                id=path.stem,
+                path=path,
+                kind="?",
+                program="",
+                created=mtime,
+                updated=mtime,
+                state="unreadable",
+                first_prompt=None,
+                problems=(str(e),),
+            )
         state = "running" if is_locked(dir_fd, name) else data.state
         return SessionInfo(
-            id=data.id, path=path, kind=data.kind, program=str(data.header.get("program")),
-            created=float(data.header.get("created") or 0.0), updated=data.updated or mtime,
-            state=state, first_prompt=data.first_prompt, problems=tuple(data.problems),
+            id=data.id,
+            path=path,
+            kind=data.kind,
+            program=str(data.header.get("program")),
+            created=float(data.header.get("created") or 0.0),
+            updated=data.updated or mtime,
+            state=state,
+            first_prompt=data.first_prompt,
+            problems=tuple(data.problems),
         )

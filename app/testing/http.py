@@ -149,8 +149,11 @@ def reason_phrase(status: int) -> str:
         return "Unknown"
 
 
-def error_body(message: str, type_: str = "invalid_request_error", code: str | None = None,
-                ) -> bytes:
+def error_body(
+    message: str,
+    type_: str = "invalid_request_error",
+    code: str | None = None,
+) -> bytes:
     payload = {"error": {"message": message, "type": type_, "param": None, "code": code}}
     return json.dumps(payload).encode("utf-8")
 
@@ -256,8 +259,12 @@ class Connection(asyncio.Protocol):
                     continue
                 item = self._pending.popleft()
                 if isinstance(item, BadRequest):
-                    self._server._send_plain(self, item.status, error_body(
-                        f"scripted server: {item.message}"), keep_alive=False)
+                    self._server._send_plain(
+                        self,
+                        item.status,
+                        error_body(f"scripted server: {item.message}"),
+                        keep_alive=False,
+                    )
                     break
                 if not await self._server._respond(self, item) or self.lost:
                     break

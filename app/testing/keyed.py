@@ -98,8 +98,9 @@ class KeyedScripts:
         if key is None:
             if self.fallback is not None:
                 return self.fallback
-            return error(400, f"scripted server: no script for key {str(raw)[:200]!r}",
-                         code="no_script")
+            return error(
+                400, f"scripted server: no script for key {str(raw)[:200]!r}", code="no_script"
+            )
         script = self.scripts[key]
         with self._lock:
             position = self.counts[key]
@@ -109,9 +110,12 @@ class KeyedScripts:
                 1 for m in request.messages if isinstance(m, dict) and m.get("role") == "assistant"
             )
         if position >= len(script):
-            return error(400, f"scripted server: the script for {key[:80]!r} has "
-                         f"{len(script)} replies; none left for reply {position + 1}",
-                         code="script_exhausted")
+            return error(
+                400,
+                f"scripted server: the script for {key[:80]!r} has "
+                f"{len(script)} replies; none left for reply {position + 1}",
+                code="script_exhausted",
+            )
         return script[position]
 
 

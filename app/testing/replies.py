@@ -225,8 +225,11 @@ _DEFAULT_ERRORS: dict[int, tuple[str, str, str | None]] = {
     400: ("The request was rejected by the scripted server.", "invalid_request_error", None),
     401: ("Invalid API key (scripted).", "invalid_request_error", "invalid_api_key"),
     403: ("This key may not use this model (scripted).", "permission_error", None),
-    404: ("The requested model does not exist (scripted).", "invalid_request_error",
-          "model_not_found"),
+    404: (
+        "The requested model does not exist (scripted).",
+        "invalid_request_error",
+        "model_not_found",
+    ),
     408: ("The request timed out (scripted).", "timeout", None),
     409: ("Conflicting request (scripted).", "conflict", None),
     422: ("The request could not be processed (scripted).", "invalid_request_error", None),
@@ -343,13 +346,18 @@ class StallReply(Reply):
     seconds: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "reply": self.reply.to_json(), "after": self.after,
-                "seconds": self.seconds}
+        return {
+            "type": self.kind,
+            "reply": self.reply.to_json(),
+            "after": self.after,
+            "seconds": self.seconds,
+        }
 
     @classmethod
     def _from_fields(cls, data: Mapping[str, Any]) -> StallReply:
-        return stall(Reply.from_json(data["reply"]), after=int(data["after"]),
-                     seconds=float(data["seconds"]))
+        return stall(
+            Reply.from_json(data["reply"]), after=int(data["after"]), seconds=float(data["seconds"])
+        )
 
 
 @dataclass(frozen=True)
@@ -425,7 +433,10 @@ def text(content: str, *, usage: Any = None, finish_reason: str = "stop") -> Tex
 
 
 def call(
-    name: str, arguments: Mapping[str, Any] | str, *, id: str | None = None,
+    name: str,
+    arguments: Mapping[str, Any] | str,
+    *,
+    id: str | None = None,
     raw_object: bool = False,
 ) -> ToolCall:
     """One tool call: a mapping is JSON-encoded (as real APIs do), a string is sent verbatim.
@@ -449,7 +460,9 @@ def call(
 
 
 def tool_calls(
-    *calls: ToolCall, content: str | None = None, usage: Any = None,
+    *calls: ToolCall,
+    content: str | None = None,
+    usage: Any = None,
     finish_reason: str = "tool_calls",
 ) -> ToolCallsReply:
     """An assistant message with one or more tool calls."""
@@ -464,7 +477,11 @@ def tool_calls(
 
 
 def error(
-    status: int, message: str | None = None, *, code: str | None = None, type: str | None = None,
+    status: int,
+    message: str | None = None,
+    *,
+    code: str | None = None,
+    type: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> ErrorReply:
     """An OpenAI-style error; message, type and code default to plausible values for status."""
@@ -515,7 +532,9 @@ def cut(reply: Reply | str, *, after: int) -> CutReply:
 
 
 def raw(
-    status: int, body: bytes | str, content_type: str = "application/json",
+    status: int,
+    body: bytes | str,
+    content_type: str = "application/json",
     headers: Mapping[str, str] | None = None,
 ) -> RawReply:
     """An arbitrary response, sent as is whether or not the request asked for a stream."""

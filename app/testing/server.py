@@ -168,9 +168,7 @@ class ScriptedLLMServer:
         # ``keep_requests`` bounds what is kept (long benchmarks); the count stays exact.
         self._requests: deque[CapturedRequest] = deque(maxlen=keep_requests)
         self._received = 0
-        self._async_waiters: list[
-            tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]
-        ] = []
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]] = []
         self._errors: list[BaseException] = []
         self._disconnects: list[int] = []
         self._served = 0
@@ -337,8 +335,7 @@ class ScriptedLLMServer:
     def wait_for_disconnects(self, n: int, timeout: float = 5.0) -> bool:
         """Block until ``n`` clients went away mid-answer; ``False`` on timeout."""
         with self._changed:
-            self._changed.wait_for(lambda: len(self._disconnects) >= n or self._closing,
-                                   timeout)
+            self._changed.wait_for(lambda: len(self._disconnects) >= n or self._closing, timeout)
             return len(self._disconnects) >= n
 
     def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
@@ -350,9 +347,7 @@ class ScriptedLLMServer:
             self._changed.wait_for(lambda: self._received >= n or self._closing, timeout)
             return self._received >= n
 
-    async def wait_for_requests_async(
-        self, n: int, timeout: float = 5.0
-    ) -> bool:
+    async def wait_for_requests_async(self, n: int, timeout: float = 5.0) -> bool:
         """:meth:`wait_for_requests` for async code: no thread, the caller's loop stays free."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bool] = loop.create_future()
@@ -457,22 +452,35 @@ class ScriptedLLMServer:
                 self._record_error(exc)
 
         if route == "unknown":
-            self._send_plain(conn, 404, error_body(
-                f"scripted server: no route for {request.method} {path}", code="unknown_url"),
-                keep_alive=keep_alive)
+            self._send_plain(
+                conn,
+                404,
+                error_body(
+                    f"scripted server: no route for {request.method} {path}", code="unknown_url"
+                ),
+                keep_alive=keep_alive,
+            )
             return keep_alive
         if request.method != allowed:
-            self._send_plain(conn, 405, error_body(
-                f"scripted server: {request.method} is not allowed on {path} (use {allowed})"),
-                keep_alive=keep_alive, headers=[("Allow", allowed)])
+            self._send_plain(
+                conn,
+                405,
+                error_body(
+                    f"scripted server: {request.method} is not allowed on {path} (use {allowed})"
+                ),
+                keep_alive=keep_alive,
+                headers=[("Allow", allowed)],
+            )
             return keep_alive
         if route == "models":
-            self._send_plain(conn, 200, json.dumps(self._models_body(path)).encode(),
-                             keep_alive=keep_alive)
+            self._send_plain(
+                conn, 200, json.dumps(self._models_body(path)).encode(), keep_alive=keep_alive
+            )
             return keep_alive
         if json_problem is not None:
-            self._send_plain(conn, 400, error_body(f"scripted server: {json_problem}"),
-                             keep_alive=keep_alive)
+            self._send_plain(
+                conn, 400, error_body(f"scripted server: {json_problem}"), keep_alive=keep_alive
+            )
             return keep_alive
 
         if reply is None and self.responder is not None:
@@ -485,15 +493,24 @@ class ScriptedLLMServer:
                 raise
             except Exception as exc:
                 self._record_error(exc)
-                self._send_plain(conn, 500, error_body(
-                    f"scripted server: the responder raised {exc!r}", "server_error"),
-                    keep_alive=keep_alive)
+                self._send_plain(
+                    conn,
+                    500,
+                    error_body(f"scripted server: the responder raised {exc!r}", "server_error"),
+                    keep_alive=keep_alive,
+                )
                 return keep_alive
         if reply is None:
-            self._send_plain(conn, 400, error_body(
-                f"scripted server: script exhausted after {served} requests "
-                "(push more replies or give a responder)", code="script_exhausted"),
-                keep_alive=keep_alive)
+            self._send_plain(
+                conn,
+                400,
+                error_body(
+                    f"scripted server: script exhausted after {served} requests "
+                    "(push more replies or give a responder)",
+                    code="script_exhausted",
+                ),
+                keep_alive=keep_alive,
+            )
             return keep_alive
         model = captured.model or deployment or self.model
         return await self._send_reply(conn, captured, reply, model, keep_alive, chunked_ok)
@@ -506,8 +523,14 @@ class ScriptedLLMServer:
         return {"object": "list", "data": [entry]}
 
     def _send_plain(
-        self, conn: Connection, status: int, body: bytes, *, keep_alive: bool,
-        content_type: str = "application/json", headers: Iterable[tuple[str, str]] = (),
+        self,
+        conn: Connection,
+        status: int,
+        body: bytes,
+        *,
+        keep_alive: bool,
+        content_type: str = "application/json",
+        headers: Iterable[tuple[str, str]] = (),
     ) -> None:
         lines = [
             f"HTTP/1.1 {status} {reason_phrase(status)}",
@@ -520,8 +543,13 @@ class ScriptedLLMServer:
         conn.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
 
     async def _send_reply(
-        self, conn: Connection, req: CapturedRequest, reply: Reply, model: str,
-        keep_alive: bool, chunked_ok: bool,
+        self,
+        conn: Connection,
+        req: CapturedRequest,
+        reply: Reply,
+        model: str,
+        keep_alive: bool,
+        chunked_ok: bool,
     ) -> bool:
         try:
             return await self._send_reply_body(conn, req, reply, model, keep_alive, chunked_ok)
@@ -531,8 +559,13 @@ class ScriptedLLMServer:
             raise
 
     async def _send_reply_body(
-        self, conn: Connection, req: CapturedRequest, reply: Reply, model: str,
-        keep_alive: bool, chunked_ok: bool,
+        self,
+        conn: Connection,
+        req: CapturedRequest,
+        reply: Reply,
+        model: str,
+        keep_alive: bool,
+        chunked_ok: bool,
     ) -> bool:
         stall: StallReply | CutReply | None = None
         while isinstance(reply, SlowReply | StallReply | CutReply):
@@ -551,12 +584,17 @@ class ScriptedLLMServer:
             return False
         if isinstance(reply, ErrorReply):
             body = json.dumps(reply.body()).encode("utf-8")
-            self._send_plain(conn, reply.status, body, keep_alive=keep_alive,
-                             headers=reply.headers)
+            self._send_plain(conn, reply.status, body, keep_alive=keep_alive, headers=reply.headers)
             return keep_alive
         if isinstance(reply, RawReply):
-            self._send_plain(conn, reply.status, reply.body, keep_alive=keep_alive,
-                             content_type=reply.content_type, headers=reply.headers)
+            self._send_plain(
+                conn,
+                reply.status,
+                reply.body,
+                keep_alive=keep_alive,
+                content_type=reply.content_type,
+                headers=reply.headers,
+            )
             return keep_alive
         if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
             raise TypeError(f"cannot send {reply!r}")
@@ -568,15 +606,28 @@ class ScriptedLLMServer:
         created = int(time.time())
         completion_id = self._next_completion_id()
         if req.stream:
-            finished = await self._stream(conn, req, reply, calls, usage, model, completion_id,
-                                          created, keep_alive and chunked_ok, chunked_ok, stall)
+            finished = await self._stream(
+                conn,
+                req,
+                reply,
+                calls,
+                usage,
+                model,
+                completion_id,
+                created,
+                keep_alive and chunked_ok,
+                chunked_ok,
+                stall,
+            )
             return finished and keep_alive and chunked_ok
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content,
-                                   "refusal": None}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
         if calls:
             message["tool_calls"] = [
-                {"id": call_id, "type": "function",
-                 "function": {"name": tc.name, "arguments": tc.wire_arguments()}}
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": tc.name, "arguments": tc.wire_arguments()},
+                }
                 for tc, call_id in calls
             ]
         payload: dict[str, Any] = {
@@ -584,15 +635,23 @@ class ScriptedLLMServer:
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": reply.finish_reason}],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
         }
         if usage is not None:
             payload["usage"] = usage
         data = json.dumps(payload).encode("utf-8")
         if isinstance(stall, CutReply):  # announce the whole body, send half, hang up
-            head = (f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n")
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+            )
             conn.write(head.encode("latin-1") + data[: len(data) // 2])
             await conn.drain()
             return False
@@ -600,8 +659,9 @@ class ScriptedLLMServer:
         return keep_alive
 
     @staticmethod
-    def _usage_for(req: CapturedRequest, reply: TextReply | ToolCallsReply,
-                   calls: list[tuple[Any, str]]) -> dict[str, int] | None:
+    def _usage_for(
+        req: CapturedRequest, reply: TextReply | ToolCallsReply, calls: list[tuple[Any, str]]
+    ) -> dict[str, int] | None:
         if reply.usage is False:
             return None
         if isinstance(reply.usage, Usage):
@@ -609,13 +669,24 @@ class ScriptedLLMServer:
         prompt = len(json.dumps(req.messages)) // 4
         produced = (reply.content or "") + "".join(tc.name + tc.arguments_text for tc, _ in calls)
         completion = len(produced) // 4 + 1
-        return {"prompt_tokens": prompt, "completion_tokens": completion,
-                "total_tokens": prompt + completion}
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
 
     async def _stream(
-        self, conn: Connection, req: CapturedRequest, reply: TextReply | ToolCallsReply,
-        calls: list[tuple[Any, str]], usage: dict[str, int] | None, model: str,
-        completion_id: str, created: int, keep_alive: bool, chunked: bool,
+        self,
+        conn: Connection,
+        req: CapturedRequest,
+        reply: TextReply | ToolCallsReply,
+        calls: list[tuple[Any, str]],
+        usage: dict[str, int] | None,
+        model: str,
+        completion_id: str,
+        created: int,
+        keep_alive: bool,
+        chunked: bool,
         interruption: StallReply | CutReply | None = None,
     ) -> bool:
         """Send the answer as an event stream; False when it was cut (the connection is
@@ -625,10 +696,13 @@ class ScriptedLLMServer:
 
         def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> bytes:
             data: dict[str, Any] = {
-                "id": completion_id, "object": "chat.completion.chunk", "created": created,
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
                 "model": model,
-                "choices": [] if delta is None else [
-                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                "choices": []
+                if delta is None
+                else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
             }
             if include_usage:
                 data["usage"] = usage if delta is None else None
@@ -637,13 +711,29 @@ class ScriptedLLMServer:
         events = [chunk({"role": "assistant", "content": "", "refusal": None})]
         events += [chunk({"content": piece}) for piece in _split_text(reply.content or "")]
         for index, (tc, call_id) in enumerate(calls):
-            events.append(chunk({"tool_calls": [{
-                "index": index, "id": call_id, "type": "function",
-                "function": {"name": tc.name, "arguments": ""}}]}))
-            pieces = ([tc.wire_arguments()] if tc.raw_object and tc.is_mapping
-                      else _split_arguments(tc.arguments_text))
-            events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
-                       for p in pieces]
+            events.append(
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": index,
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": tc.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+            )
+            pieces = (
+                [tc.wire_arguments()]
+                if tc.raw_object and tc.is_mapping
+                else _split_arguments(tc.arguments_text)
+            )
+            events += [
+                chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+                for p in pieces
+            ]
         events.append(chunk({}, reply.finish_reason))
         if include_usage and usage is not None:
             events.append(chunk(None))

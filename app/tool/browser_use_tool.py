@@ -142,8 +142,15 @@ class BrowserUseTool(BaseTool):
         if action not in REQUIRED:
             raise ToolError(f"Unknown action {action!r}. Known actions: {', '.join(ACTIONS)}.")
         args: dict[str, Any] = {
-            "url": url, "index": index, "text": text, "scroll_amount": scroll_amount,
-            "tab_id": tab_id, "query": query, "goal": goal, "keys": keys, "seconds": seconds,
+            "url": url,
+            "index": index,
+            "text": text,
+            "scroll_amount": scroll_amount,
+            "tab_id": tab_id,
+            "query": query,
+            "goal": goal,
+            "keys": keys,
+            "seconds": seconds,
         }
         missing = [key for key in REQUIRED[action] if args.get(key) in (None, "")]
         if missing:
@@ -155,25 +162,36 @@ class BrowserUseTool(BaseTool):
             note = await runtime.ensure()
             bu = await load_browser_use()
             actions = BrowserActions(
-                bu, runtime.session, runtime.tools,
+                bu,
+                runtime.session,
+                runtime.tools,
                 max_content_length=self._settings().max_content_length,
-                llm=self._get_llm, search=self._search,
+                llm=self._get_llm,
+                search=self._search,
             )
             try:
                 output = await asyncio.wait_for(actions.run(action, args), timeout)
             except TimeoutError as e:
-                what = f"The page {url or ''} did not load" if action in _NAVIGATING else (
-                    f"The browser action '{action}' did not finish"
+                what = (
+                    f"The page {url or ''} did not load"
+                    if action in _NAVIGATING
+                    else (f"The browser action '{action}' did not finish")
                 )
                 raise ToolError(_join(note, f"{what} within {timeout:g} s.", runtime)) from e
             except ToolError as e:
                 raise ToolError(_join(note, e.message, runtime)) from e
             except Exception as e:
                 if not await runtime.is_healthy():
-                    raise ToolError(_join(note, (
-                        f"The browser stopped during '{action}' ({type(e).__name__}: {e}). "
-                        "The next browser action starts a new browser."
-                    ), runtime)) from e
+                    raise ToolError(
+                        _join(
+                            note,
+                            (
+                                f"The browser stopped during '{action}' ({type(e).__name__}: {e}). "
+                                "The next browser action starts a new browser."
+                            ),
+                            runtime,
+                        )
+                    ) from e
                 raise ToolError(
                     _join(note, f"Browser action '{action}' failed: {e}", runtime)
                 ) from e

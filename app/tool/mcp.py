@@ -295,8 +295,7 @@ class MCPClients(ToolCollection):
 
     def _drop_server(self, server_id: str) -> list[str]:
         gone = [
-            t.name for t in self.tools
-            if isinstance(t, MCPClientTool) and t.server_id == server_id
+            t.name for t in self.tools if isinstance(t, MCPClientTool) and t.server_id == server_id
         ]
         for name in gone:
             self.remove_tool(name)

@@ -141,9 +141,7 @@ class PlanningTool(BaseTool):
     async def execute(  # type: ignore[override]
         self,
         *,
-        command: Literal[
-            "create", "update", "list", "get", "set_active", "mark_step", "delete"
-        ],
+        command: Literal["create", "update", "list", "get", "set_active", "mark_step", "delete"],
         plan_id: str | None = None,
         title: str | None = None,
         steps: list[str] | None = None,
@@ -171,9 +169,7 @@ class PlanningTool(BaseTool):
             return self._mark_step(plan_id, step_index, step_status, step_notes)
         if command == "delete":
             return self._delete(plan_id)
-        raise ToolError(
-            f"Unknown command {command!r}. Use one of: {', '.join(PLANNING_COMMANDS)}."
-        )
+        raise ToolError(f"Unknown command {command!r}. Use one of: {', '.join(PLANNING_COMMANDS)}.")
 
     # ---- commands --------------------------------------------------------------------------
 
@@ -209,7 +205,10 @@ class PlanningTool(BaseTool):
         if steps is not None:
             clean = _check_steps(steps, "update")
             old_steps, old_statuses, old_notes = (
-                plan["steps"], plan["step_statuses"], plan["step_notes"])
+                plan["steps"],
+                plan["step_statuses"],
+                plan["step_notes"],
+            )
             statuses: list[str] = []
             notes: list[str] = []
             for index, step in enumerate(clean):
@@ -279,8 +278,7 @@ class PlanningTool(BaseTool):
                 raise ToolError("`step_notes` must be a string.")
             plan["step_notes"][step_index] = step_notes
         return ToolResult(
-            output=f"Step {step_index} updated in plan '{plan['plan_id']}'.\n\n"
-            + format_plan(plan)
+            output=f"Step {step_index} updated in plan '{plan['plan_id']}'.\n\n" + format_plan(plan)
         )
 
     def _delete(self, plan_id: str | None) -> ToolResult:

@@ -168,9 +168,7 @@ class WebSearch(BaseTool):
         httpx = _import_httpx()
 
         failures: list[str] = []
-        async with httpx.AsyncClient(
-            timeout=settings.timeout, follow_redirects=True
-        ) as client:
+        async with httpx.AsyncClient(timeout=settings.timeout, follow_redirects=True) as client:
             for attempt in range(rounds):
                 failures = []
                 for engine in self.engine_order():
@@ -236,8 +234,11 @@ def _import_httpx() -> Any:
 def _results(items: list[SearchItem], source: str) -> list[SearchResult]:
     return [
         SearchResult(
-            position=i, url=item.url, title=item.title or item.url,
-            description=item.description, source=source,
+            position=i,
+            url=item.url,
+            title=item.title or item.url,
+            description=item.description,
+            source=source,
         )
         for i, item in enumerate(items, start=1)
     ]
@@ -279,6 +280,4 @@ def _response(
     ]
     if failures:
         lines.append(f"- Engines that failed first: {'; '.join(failures)}")
-    return SearchResponse(
-        output="\n".join(lines), query=query, results=results, metadata=metadata
-    )
+    return SearchResponse(output="\n".join(lines), query=query, results=results, metadata=metadata)

@@ -17,8 +17,7 @@ __all__: list[str] = []
 def _install_guard() -> None:
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "netguard.py")
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "netguard.py")
     spec = importlib.util.spec_from_file_location("_openmanus_netguard", path)
     if spec is None or spec.loader is None:  # pragma: no cover - the file ships with us
         raise ImportError(f"cannot load the network guard from {path}")

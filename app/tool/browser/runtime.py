@@ -242,9 +242,7 @@ class BrowserRuntime:
             if isinstance(e, ToolError):
                 raise
             if isinstance(e, TimeoutError):
-                raise ToolError(
-                    f"The browser did not start within {self.start_timeout:g} s"
-                ) from e
+                raise ToolError(f"The browser did not start within {self.start_timeout:g} s") from e
             if isinstance(e, Exception):
                 target = settings.cdp_url or settings.wss_url or "Chromium"
                 raise ToolError(f"Could not start or attach to the browser ({target}): {e}") from e

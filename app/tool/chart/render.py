@@ -82,9 +82,7 @@ async def render_chart(
             "Charts need matplotlib, which is not installed. Install the data extra: "
             "pip install -e '.[data]'"
         )
-    return await asyncio.to_thread(
-        _render_sync, spec, table, out_dir, formats, insights, language
-    )
+    return await asyncio.to_thread(_render_sync, spec, table, out_dir, formats, insights, language)
 
 
 def _render_sync(
@@ -111,8 +109,9 @@ def _render_sync(
             buffer = io.StringIO()
             figure.savefig(buffer, format="svg")
             path = stem.with_suffix(".html")
-            path.write_text(_html_page(spec.title, buffer.getvalue(), result.insights),
-                            encoding="utf-8")
+            path.write_text(
+                _html_page(spec.title, buffer.getvalue(), result.insights), encoding="utf-8"
+            )
             result.paths.append(path)
     return result
 
@@ -184,8 +183,11 @@ def _draw(title: str, table: Table, x: str, ys: list[str], kind: str) -> Any:
                     ax.fill_between(positions, values, alpha=0.3)
         if not numeric_x:
             step = max(1, len(labels) // 30)
-            ax.set_xticks(positions[::step], labels[::step],
-                          rotation=45 if max(map(len, labels), default=0) > 6 else 0)
+            ax.set_xticks(
+                positions[::step],
+                labels[::step],
+                rotation=45 if max(map(len, labels), default=0) > 6 else 0,
+            )
         ax.set_xlabel(x)
         ax.set_ylabel(ys[0] if len(ys) == 1 else "")
         ax.grid(alpha=0.3)
@@ -204,8 +206,11 @@ def _insights(table: Table, x: str, ys: list[str], kind: str, phrases: dict[str,
     labels = [str(v) for v in table.values(x)]
     found: list[str] = []
     for y in ys:
-        points = [(label, v) for label, v in zip(labels, table.numbers(y), strict=True)
-                  if not math.isnan(v)]
+        points = [
+            (label, v)
+            for label, v in zip(labels, table.numbers(y), strict=True)
+            if not math.isnan(v)
+        ]
         if not points:
             continue
         values = [v for _, v in points]
@@ -214,8 +219,9 @@ def _insights(table: Table, x: str, ys: list[str], kind: str, phrases: dict[str,
             found.append(phrases["share"].format(x=top[0], y=y, pct=f"{top[1] / sum(values):.1%}"))
             continue
         if kind == "histogram":
-            found.append(phrases["mean"].format(y=y, value=_fmt(statistics.fmean(values)),
-                                                n=len(values)))
+            found.append(
+                phrases["mean"].format(y=y, value=_fmt(statistics.fmean(values)), n=len(values))
+            )
             continue
         high = max(points, key=lambda p: p[1])
         low = min(points, key=lambda p: p[1])
@@ -224,8 +230,7 @@ def _insights(table: Table, x: str, ys: list[str], kind: str, phrases: dict[str,
         if kind in ("line", "area") and len(points) > 1:
             first, last = values[0], values[-1]
             pct = f"{(last - first) / abs(first):+.1%}" if first else "n/a"
-            found.append(phrases["change"].format(y=y, first=_fmt(first), last=_fmt(last),
-                                                  pct=pct))
+            found.append(phrases["change"].format(y=y, first=_fmt(first), last=_fmt(last), pct=pct))
     return found
 
 
@@ -238,11 +243,11 @@ def _html_page(title: str, svg: str, insights: list[str]) -> str:
     body = svg[start:] if start >= 0 else svg
     notes = "".join(f"<li>{html.escape(item)}</li>" for item in insights)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>"
         "<style>body{font-family:system-ui,sans-serif;max-width:960px;margin:2em auto;}"
         "svg{max-width:100%;height:auto;}</style></head>\n<body>"
         f"<h1>{html.escape(title)}</h1>\n{body}\n"
-        + (f"<ul class=\"insights\">{notes}</ul>\n" if notes else "")
+        + (f'<ul class="insights">{notes}</ul>\n' if notes else "")
         + "</body></html>\n"
     )

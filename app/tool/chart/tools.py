@@ -147,8 +147,12 @@ class DataVisualization(BaseTool):
             try:
                 table = await asyncio.to_thread(load_table, spec, policy)
                 files = await render_chart(
-                    spec, table, workspace / self.output_dir_name, formats,
-                    insights=tool_type == "insight", language=language,
+                    spec,
+                    table,
+                    workspace / self.output_dir_name,
+                    formats,
+                    insights=tool_type == "insight",
+                    language=language,
                 )
             except ToolError as e:
                 if len(specs) == 1:

@@ -28,9 +28,11 @@ class BaiduSearchEngine(WebSearchEngine):
             if link is None or any(item.url == link["href"] for item in items):
                 continue
             desc = block.select_one(".c-abstract") or block.select_one("[class*=content-right]")
-            items.append(SearchItem(
-                title=clean_text(link.get_text(" ")),
-                url=link["href"],
-                description=clean_text(desc.get_text(" ")) if desc else "",
-            ))
+            items.append(
+                SearchItem(
+                    title=clean_text(link.get_text(" ")),
+                    url=link["href"],
+                    description=clean_text(desc.get_text(" ")) if desc else "",
+                )
+            )
         return items[:num_results]

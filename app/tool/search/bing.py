@@ -35,7 +35,9 @@ class BingSearchEngine(WebSearchEngine):
         from bs4 import BeautifulSoup
 
         html = await self._get_text(
-            client, "GET", "/search",
+            client,
+            "GET",
+            "/search",
             params={"q": query, "count": num_results, "setlang": lang, "cc": country},
         )
         soup = BeautifulSoup(html, "html.parser")
@@ -45,9 +47,11 @@ class BingSearchEngine(WebSearchEngine):
             if link is None:
                 continue
             desc = block.select_one("div.b_caption p") or block.select_one("p")
-            items.append(SearchItem(
-                title=clean_text(link.get_text(" ")),
-                url=_unwrap(link["href"]),
-                description=clean_text(desc.get_text(" ")) if desc else "",
-            ))
+            items.append(
+                SearchItem(
+                    title=clean_text(link.get_text(" ")),
+                    url=_unwrap(link["href"]),
+                    description=clean_text(desc.get_text(" ")) if desc else "",
+                )
+            )
         return items[:num_results]

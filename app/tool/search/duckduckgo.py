@@ -40,11 +40,13 @@ class DuckDuckGoSearchEngine(WebSearchEngine):
             if link is None:
                 continue
             desc = block.select_one(".result__snippet")
-            items.append(SearchItem(
-                title=clean_text(link.get_text(" ")),
-                url=_unwrap(link["href"]),
-                description=clean_text(desc.get_text(" ")) if desc else "",
-            ))
+            items.append(
+                SearchItem(
+                    title=clean_text(link.get_text(" ")),
+                    url=_unwrap(link["href"]),
+                    description=clean_text(desc.get_text(" ")) if desc else "",
+                )
+            )
         if not items and "anomaly" in html.lower():
             raise SearchEngineError("DuckDuckGo flagged the query as automated traffic")
         return items[:num_results]

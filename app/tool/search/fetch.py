@@ -38,8 +38,9 @@ async def fetch_page_text(
             if response.status_code >= 400:
                 raise ValueError(f"HTTP {response.status_code}")
             kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            if kind and not (kind.startswith("text/") or kind in {"application/xhtml+xml",
-                                                                  "application/json"}):
+            if kind and not (
+                kind.startswith("text/") or kind in {"application/xhtml+xml", "application/json"}
+            ):
                 raise ValueError(f"not a text page ({kind})")
             async for chunk in response.aiter_bytes():
                 body.extend(chunk)

@@ -32,9 +32,16 @@ class GoogleSearchEngine(WebSearchEngine):
         from bs4 import BeautifulSoup
 
         html = await self._get_text(
-            client, "GET", "/search",
-            params={"q": query, "num": num_results + 2, "hl": lang, "gl": country,
-                    "safe": "active"},
+            client,
+            "GET",
+            "/search",
+            params={
+                "q": query,
+                "num": num_results + 2,
+                "hl": lang,
+                "gl": country,
+                "safe": "active",
+            },
             headers={"Cookie": "CONSENT=PENDING+987; SOCS=CAESHAgBEhIaAB"},
         )
         soup = BeautifulSoup(html, "html.parser")

@@ -21,9 +21,15 @@ class SearXNGSearchEngine(WebSearchEngine):
         if not self.configured:
             raise SearchEngineError("no instance configured (set [search] searxng_url)")
         body = await self._get_text(
-            client, "GET", "/search",
-            params={"q": query, "format": "json", "language": f"{lang}-{country.upper()}",
-                    "pageno": 1},
+            client,
+            "GET",
+            "/search",
+            params={
+                "q": query,
+                "format": "json",
+                "language": f"{lang}-{country.upper()}",
+                "pageno": 1,
+            },
         )
         try:
             data = json.loads(body)
