@@ -77,9 +77,14 @@ class LLMSettings(_Settings):
     retry_max_wait: NonNegativeFloat = 60.0
     supports_images: bool | None = None
     reasoning_model: bool | None = None
-    #: Stream every turn (a server stops generating an abandoned streamed answer; ``timeout``
-    #: then bounds the silence between chunks). Endpoints that refuse are asked without it.
-    stream: bool = True
+    #: Stream turns: ``true`` always (``timeout`` then bounds the silence between chunks, and
+    #: a server stops generating an abandoned answer), ``false`` never, ``"auto"`` when the
+    #: text is watched (terminal, web UI) or the endpoint is slow (the first turn, and after
+    #: a turn of ``stream_after`` seconds or more). Endpoints that refuse are asked without it.
+    stream: bool | Literal["auto"] = "auto"
+    #: Under ``stream = "auto"``, a turn that took this many seconds marks the endpoint slow:
+    #: the turns after it are streamed until one is quicker.
+    stream_after: NonNegativeFloat = 2.0
     #: How tools reach the model: ``native`` (the API's ``tools``), ``text`` (described in the
     #: system prompt, calls parsed from the answer) or ``auto`` (native, text once refused).
     tool_calling: Literal["auto", "native", "text"] = "auto"

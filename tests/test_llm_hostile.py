@@ -247,7 +247,7 @@ async def test_reasoning_content_field_and_stream(llm_server, make_llm):
     )
     llm = make_llm()
     plain = await llm.request(USER, stream=False)
-    streamed = await llm.request(USER)
+    streamed = await llm.request(USER, stream=True)
     assert (plain.message.content, plain.reasoning) == ("4", "2+2 is 4")
     assert (streamed.message.content, streamed.reasoning) == ("answer", "thinking...")
 

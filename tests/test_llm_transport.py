@@ -298,7 +298,7 @@ def _refuses_streaming_with_tools(server: ScriptedLLMServer) -> None:
 
 async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_server, make_llm):
     _refuses_streaming_with_tools(llm_server)
-    first = make_llm()
+    first = make_llm(stream=True)  # every turn streams unless refused
     reply = await first.request(USER, tools=TOOLS)
     assert reply.message.tool_calls[0].function.name == "echo"
     assert [r.stream for r in llm_server.requests] == [True, False]
@@ -307,7 +307,7 @@ async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_s
     assert (await first.request(USER)).message.content == "plain"
     assert llm_server.requests[-1].stream is True
     # A new instance (as in a new process) does not ask again.
-    second = make_llm()
+    second = make_llm(stream=True)
     await second.request(USER, tools=TOOLS)
     assert llm_server.requests[-1].stream is False
     assert len(llm_server.requests) == 4
@@ -385,7 +385,7 @@ async def test_an_empty_stream_that_was_an_overflow_is_not_taken_for_a_refusal(
         return overflow
 
     llm_server.responder = respond
-    llm = make_llm(model="local")
+    llm = make_llm(model="local", stream=True)
     with pytest.raises(ContextWindowExceededError):
         await llm.request(USER, tools=TOOLS)
     assert llm.refused_features == frozenset()

@@ -4,9 +4,10 @@ One path for every request: ``request()`` (and upstream's ``ask*`` methods on to
 formats the messages, builds the body from JSON encoded once per message (``app.llm.formatting``,
 ``app.llm.wire``) and hands it to a transport (``app.llm.transport``): plain HTTP with httpx by
 default, the openai SDK for Azure or when asked, or an in-process function in unit tests.
-Turns are streamed by default (a server stops generating when a streamed request is abandoned;
-it does not for a plain one); an endpoint that refuses streaming, or tools, is remembered per
-endpoint and model (``app.llm.endpoint_memory``), across processes unless the profile says
+Whether a turn is streamed, and what happens when an endpoint refuses, is
+``app.llm.exchange``'s: by default turns stream when someone watches the text or the endpoint is
+slow. An endpoint that refuses streaming, or tools, is remembered per endpoint and model
+(``app.llm.endpoint_memory``), across processes unless the profile says
 ``capability_cache = false``.
 """
 
@@ -21,33 +22,25 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from app.exceptions import (
     ContextWindowExceededError,
     ImagesNotSupportedError,
-    LLMBadRequestError,
     LLMResponseError,
     ToolsNotSupportedError,
 )
 from app.llm.capabilities import default_reasoning_model, default_supports_images
-from app.llm.context import request_gate, request_timer, usage_sink
+from app.llm.context import usage_sink
+from app.llm.exchange import TurnExchange
 from app.llm.messages import (
     Completion,
     Formatted,
     attach_images,
     format_messages,
-    parse_completion,
     prepare_messages,
 )
 from app.llm.model import ModelResponse
 from app.llm.pricing import cost_of, price_for
-from app.llm.profiles import resolve_settings, transport_for
-from app.llm.recording import TapedTransport, active_tape
-from app.llm.refusals import Refusals
-from app.llm.retry import with_retries
-from app.llm.streaming import DeltaRelay, ThinkFilter
+from app.llm.profiles import resolve_settings
+from app.llm.streaming import DeltaRelay
 from app.llm.transport import (
-    ChatRequest,
     DeltaCallback,
-    GatedTransport,
-    NoStream,
-    TimedTransport,
     Transport,
     deliver,
 )
@@ -151,19 +144,11 @@ class LLM:
         #: Deprecated: the usage of the most recent call. Use ``request()``'s
         #: ``ModelResponse.usage`` (concurrent callers overwrite this one).
         self.last_usage: Usage | None = None
-        self._transport = transport
         self._tools_cache: tuple[Any, bytes] | None = None
-        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
-        self._slots_loop: asyncio.AbstractEventLoop | None = None
         self._counter: TokenCounter | None = None
         self._warned_images = False
         self._learned_window: int | None = None
-        # A transport given in code (a FunctionModel) has no endpoint worth remembering.
-        self._refusals = Refusals(
-            self.base_url or "",
-            self.model,
-            persistent=settings.capability_cache and transport is None,
-        )
+        self._wire = TurnExchange(settings, transport)
 
     def __repr__(self) -> str:
         return (
@@ -355,7 +340,7 @@ class LLM:
     def refused_features(self) -> frozenset[str]:
         """What this endpoint and model refused (``stream``, ``stream_tools``, ``tools``,
         ``images``), learned in this process or, with ``capability_cache``, an earlier one."""
-        return self._refusals.features
+        return self._wire.refusals.features
 
     @property
     def streams_refused(self) -> bool:
@@ -363,71 +348,14 @@ class LLM:
         return "stream" in self.refused_features
 
     async def _refuse(self, feature: str, why: str) -> None:
-        await self._refusals.refuse(feature, why)
-
-    def _may_stream(self, tools: bool) -> bool:
-        return self._refusals.may_stream(tools=tools, allowed=self.settings.stream)
+        await self._wire.refusals.refuse(feature, why)
 
     # ---- transport -----------------------------------------------------------------------------
 
     @property
     def transport(self) -> Transport:
         """The transport requests go through (built from the profile on first use)."""
-        if self._transport is None:
-            self._transport = transport_for(self.settings)
-        return self._transport
-
-    def _pipeline(self) -> Transport:
-        """The transport, wrapped for this request's context: a timer, a rate-limit gate (not
-        timed: waiting for it is not model time), a tape."""
-        transport = self.transport
-        timer = request_timer.get()
-        if timer is not None:
-            transport = TimedTransport(transport, timer)
-        gate = request_gate.get()
-        if gate is not None:
-            transport = GatedTransport(transport, gate)
-        tape = active_tape.get()
-        if tape is not None:
-            transport = TapedTransport(transport, tape)
-        return transport
-
-    def _slots_here(self) -> asyncio.Semaphore:
-        """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
-        loop = asyncio.get_running_loop()
-        if self._slots_loop is not loop:
-            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
-            self._slots_loop = loop
-        return self._slots
-
-    async def _send(
-        self, body: bytes, *, stream: bool, timeout: float | None, relay: DeltaRelay | None
-    ) -> Completion:
-        """One request, retried on transient failures (a malformed reply included: it is
-        checked inside the attempt); streamed text goes through ``relay`` (reasoning blocks
-        held back, text already shown before a retry not shown again)."""
-        seconds = timeout or self.timeout
-
-        async def attempt() -> Completion:
-            on_delta: DeltaCallback | None = None
-            if relay is not None and stream:
-                relay.attempt()
-                think = ThinkFilter()
-
-                async def on_delta(piece: str) -> None:
-                    await deliver(relay.target, relay.new_text(think.feed(piece)))
-
-            request = ChatRequest(body, stream, seconds, self.model, on_delta)
-            async with self._slots_here():
-                data = await self._pipeline().send(request)
-            return parse_completion(data, self.model)
-
-        try:
-            return await with_retries(attempt, max_retries=self.max_retries, settings=self.settings)
-        except ContextWindowExceededError as e:
-            if e.limit and not self.max_input_tokens:
-                self._learned_window = e.limit
-            raise
+        return self._wire.transport
 
     async def _exchange(
         self,
@@ -437,41 +365,27 @@ class LLM:
         temperature: float | None,
         timeout: float | None,
         relay: DeltaRelay | None,
-        stream: bool,
+        stream: bool | None,
     ) -> Completion:
-        """The completion for one turn: streamed unless the profile or the endpoint
-        says otherwise (a refusal is remembered, and the turn asked again plainly)."""
-        tools = bool(extra.get("tools"))
-        pending: tuple[str, str] | None = None
-        if stream and self._may_stream(tools):
-            feature = "stream_tools" if tools else "stream"
-            body = self._body(formatted, temperature=temperature, stream=True, extra=extra)
-            try:
-                return await self._send(body, stream=True, timeout=timeout, relay=relay)
-            except NoStream as e:
-                if e.data is None:
-                    # An empty event stream is ambiguous (llama.cpp answers an overflowing
-                    # streamed request that way too): it counts as a refusal only once the
-                    # same turn succeeds unstreamed.
-                    pending = (feature, e.why)
-                else:
-                    await self._refuse(feature, e.why)
-                    try:
-                        return parse_completion(e.data, self.model)
-                    except LLMResponseError as bad:  # asked again plainly, with retries
-                        logger.warning(f"{bad}; asking again")
-            except LLMBadRequestError as e:
-                if (
-                    isinstance(e, ContextWindowExceededError | ToolsNotSupportedError)
-                    or "stream" not in e.message.lower()
-                ):
-                    raise
-                await self._refuse(feature, e.message)
-        body = self._body(formatted, temperature=temperature, stream=False, extra=extra)
-        completion = await self._send(body, stream=False, timeout=timeout, relay=None)
-        if pending is not None:
-            await self._refuse(*pending)
-        return completion
+        """The completion for one turn (``app.llm.exchange`` decides whether it streams); a
+        context window named by an overflow error is learned."""
+
+        def build(streamed: bool) -> bytes:
+            return self._body(formatted, temperature=temperature, stream=streamed, extra=extra)
+
+        try:
+            return await self._wire.exchange(
+                build,
+                tools=bool(extra.get("tools")),
+                timeout=timeout or self.timeout,
+                max_retries=self.max_retries,
+                relay=relay,
+                stream=stream,
+            )
+        except ContextWindowExceededError as e:
+            if e.limit and not self.max_input_tokens:
+                self._learned_window = e.limit
+            raise
 
     async def _usage_from(
         self, reported: dict[str, Any] | None, formatted: Formatted, text: str
@@ -503,15 +417,16 @@ class LLM:
         tool_choice: ToolChoice | str = ToolChoice.AUTO,
         temperature: float | None = None,
         on_delta: DeltaCallback | None = None,
-        stream: bool = True,
+        stream: bool | None = None,
         **kwargs: Any,
     ) -> ModelResponse:
         """One model turn that may call tools.
 
         ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
         lenient servers are decoded); malformed text is kept verbatim for the agent to report.
-        The turn is streamed (unless the profile's ``stream`` is off or the endpoint refused),
-        and with ``on_delta`` each piece of the answer's text is handed to it as it arrives.
+        With ``on_delta`` the turn is streamed (unless the profile's ``stream`` is off or the
+        endpoint refused) and each piece of the answer's text is handed to it as it arrives;
+        ``stream=False`` sends it plain whatever the profile says.
         """
         choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
         if choice not in TOOL_CHOICE_VALUES:
@@ -595,7 +510,7 @@ class LLM:
         temperature: float | None,
         timeout: float | None,
         on_delta: DeltaCallback | None,
-        stream: bool,
+        stream: bool | None,
         extra: dict[str, Any],
     ) -> ModelResponse:
         """A turn with the tools in the prompt and the calls parsed from the answer."""
@@ -634,7 +549,7 @@ class LLM:
         temperature: float | None,
         timeout: float | None,
         on_delta: DeltaCallback | None,
-        stream: bool,
+        stream: bool | None,
     ) -> ModelResponse:
         relay = DeltaRelay(on_delta) if on_delta is not None else None
         completion = await self._exchange(
@@ -672,11 +587,12 @@ class LLM:
         self,
         messages: Messages,
         system_msgs: Messages | None = None,
-        stream: bool = True,
+        stream: bool | None = None,
         temperature: float | None = None,
         **kwargs: Any,
     ) -> str:
-        """A plain text answer. With ``stream`` the reply is read as it is generated."""
+        """A plain text answer. ``stream`` True reads the reply as it is generated, False asks
+        for it whole; None leaves it to the profile's ``stream``."""
         return await self._text(
             messages,
             system_msgs,
@@ -691,7 +607,7 @@ class LLM:
         messages: Messages,
         system_msgs: Messages | None,
         *,
-        stream: bool,
+        stream: bool | None,
         temperature: float | None,
         on_delta: DeltaCallback | None,
         kwargs: dict[str, Any],
@@ -794,8 +710,7 @@ class LLM:
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (optional: it is also released at exit)."""
-        if self._transport is not None:
-            await self._transport.aclose()
+        await self._wire.aclose()
 
 
 def _produced_text(message: Message) -> str:

@@ -1,0 +1,228 @@
+"""One turn's request on the wire: streamed or plain, retried, and what the endpoint refused.
+
+Whether a turn is streamed follows the profile's ``stream``:
+
+* ``true``: every turn, so ``timeout`` bounds the silence between chunks and an abandoned
+  answer stops being generated (servers notice a closed stream, not a closed plain request);
+* ``false``: never;
+* ``"auto"`` (the default): a turn is streamed when someone watches its text arrive (the
+  terminal, the web UI, ``run_stream``, ``ask_stream``) or when the endpoint is slow: the first
+  turn, and every turn after one that took the profile's ``stream_after`` seconds or more. A
+  long answer is thus streamed, while a fast endpoint gets plain requests, which cost both
+  ends less. A plain request that times out is retried streamed, so a retry never queues
+  behind the abandoned answer for the whole timeout again.
+
+An endpoint that refuses streaming (or streaming with tools) is remembered (``Refusals``) and
+the turn asked again plainly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app.exceptions import (
+    ContextWindowExceededError,
+    LLMBadRequestError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ToolsNotSupportedError,
+)
+from app.llm.context import request_gate, request_timer
+from app.llm.messages import Completion, parse_completion
+from app.llm.profiles import transport_for
+from app.llm.recording import TapedTransport, active_tape
+from app.llm.refusals import Refusals
+from app.llm.retry import with_retries
+from app.llm.streaming import DeltaRelay, ThinkFilter
+from app.llm.transport import (
+    ChatRequest,
+    DeltaCallback,
+    GatedTransport,
+    NoStream,
+    TimedTransport,
+    Transport,
+    deliver,
+)
+from app.logger import logger
+
+if TYPE_CHECKING:
+    from app.config import LLMSettings
+
+__all__ = ["BodyBuilder", "TurnExchange"]
+
+#: Builds the request body, streamed (True) or plain (False).
+BodyBuilder = Callable[[bool], bytes]
+
+
+class TurnExchange:
+    """Sends one LLM's turns: its transport and in-flight bound, its endpoint's refusals, and
+    how fast the endpoint answered last (the ``auto`` streaming choice)."""
+
+    def __init__(self, settings: LLMSettings, transport: Transport | None = None) -> None:
+        self.settings = settings
+        self._transport = transport
+        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
+        # A transport given in code (a FunctionModel) has no endpoint worth remembering.
+        self.refusals = Refusals(
+            settings.base_url or "",
+            settings.model,
+            persistent=settings.capability_cache and transport is None,
+        )
+        #: Seconds the last request took (None before the first one).
+        self.last_seconds: float | None = None
+
+    @property
+    def transport(self) -> Transport:
+        """The transport requests go through (built from the profile on first use)."""
+        if self._transport is None:
+            self._transport = transport_for(self.settings)
+        return self._transport
+
+    async def aclose(self) -> None:
+        if self._transport is not None:
+            await self._transport.aclose()
+
+    def streams(self, *, tools: bool, watched: bool, asked: bool | None = None) -> bool:
+        """Whether this turn is sent streamed: ``asked`` by the caller (True or False), else as
+        the profile says (see the module's docstring). A profile's ``false`` always wins."""
+        mode = self.settings.stream
+        if asked is False or not self.refusals.may_stream(tools=tools, allowed=mode is not False):
+            return False
+        if asked is None and mode == "auto" and not watched:
+            return self.last_seconds is None or self.last_seconds >= self.settings.stream_after
+        return True
+
+    def _pipeline(self) -> Transport:
+        """The transport, wrapped for this request's context: a timer, a rate-limit gate (not
+        timed: waiting for it is not model time), a tape."""
+        transport = self.transport
+        timer = request_timer.get()
+        if timer is not None:
+            transport = TimedTransport(transport, timer)
+        gate = request_gate.get()
+        if gate is not None:
+            transport = GatedTransport(transport, gate)
+        tape = active_tape.get()
+        if tape is not None:
+            transport = TapedTransport(transport, tape)
+        return transport
+
+    def _slots_here(self) -> asyncio.Semaphore:
+        """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._slots_loop is not loop:
+            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
+            self._slots_loop = loop
+        return self._slots
+
+    async def send(
+        self,
+        build: BodyBuilder,
+        *,
+        stream: bool,
+        timeout: float,
+        max_retries: int,
+        relay: DeltaRelay | None,
+        upgrade: bool = False,
+    ) -> Completion:
+        """One request, retried on transient failures (a malformed reply included: it is
+        checked inside the attempt); streamed text goes through ``relay`` (reasoning blocks
+        held back, text already shown before a retry not shown again). With ``upgrade``, a
+        plain attempt that timed out is retried streamed."""
+        model = self.settings.model
+        body = build(stream)
+        upgraded = False
+
+        async def attempt() -> Completion:
+            nonlocal stream, body, upgraded
+            on_delta: DeltaCallback | None = None
+            if relay is not None and stream:
+                relay.attempt()
+                think = ThinkFilter()
+
+                async def on_delta(piece: str) -> None:
+                    await deliver(relay.target, relay.new_text(think.feed(piece)))
+
+            request = ChatRequest(body, stream, timeout, model, on_delta)
+            start = time.monotonic()
+            try:
+                async with self._slots_here():
+                    data = await self._pipeline().send(request)
+            except LLMTimeoutError:
+                if upgrade and not stream:
+                    stream, body, upgraded = True, build(True), True
+                raise
+            except NoStream as e:
+                if not upgraded:  # the caller handles a refused first stream
+                    raise
+                stream, body, upgraded = False, build(False), False
+                if e.data is None:
+                    raise LLMResponseError(e.why, model=model) from e
+                data = e.data
+            finally:
+                self.last_seconds = time.monotonic() - start
+            return parse_completion(data, model)
+
+        return await with_retries(attempt, max_retries=max_retries, settings=self.settings)
+
+    async def exchange(
+        self,
+        build: BodyBuilder,
+        *,
+        tools: bool,
+        timeout: float,
+        max_retries: int,
+        relay: DeltaRelay | None,
+        stream: bool | None,
+    ) -> Completion:
+        """The completion for one turn, streamed or not (``stream``: the caller's choice, or
+        None for the profile's); a refusal to stream is remembered and the turn asked again
+        plainly."""
+        model = self.settings.model
+        pending: tuple[str, str] | None = None
+        feature = "stream_tools" if tools else "stream"
+        if self.streams(tools=tools, watched=relay is not None, asked=stream):
+            try:
+                return await self.send(
+                    build, stream=True, timeout=timeout, max_retries=max_retries, relay=relay
+                )
+            except NoStream as e:
+                if e.data is None:
+                    # An empty event stream is ambiguous (llama.cpp answers an overflowing
+                    # streamed request that way too): it counts as a refusal only once the
+                    # same turn succeeds unstreamed.
+                    pending = (feature, e.why)
+                else:
+                    await self.refusals.refuse(feature, e.why)
+                    try:
+                        return parse_completion(e.data, model)
+                    except LLMResponseError as bad:  # asked again plainly, with retries
+                        logger.warning(f"{bad}; asking again")
+            except LLMBadRequestError as e:
+                if (
+                    isinstance(e, ContextWindowExceededError | ToolsNotSupportedError)
+                    or "stream" not in e.message.lower()
+                ):
+                    raise
+                await self.refusals.refuse(feature, e.message)
+        upgrade = (
+            stream is None
+            and pending is None
+            and self.settings.stream == "auto"
+            and self.refusals.may_stream(tools=tools, allowed=True)
+        )
+        completion = await self.send(
+            build,
+            stream=False,
+            timeout=timeout,
+            max_retries=max_retries,
+            relay=None,
+            upgrade=upgrade,
+        )
+        if pending is not None:
+            await self.refusals.refuse(*pending)
+        return completion
