@@ -14,10 +14,9 @@ __all__ = ["http_client_name", "new_http_client", "run_raw_http", "run_raw_http_
 
 
 def http_client_name() -> str:
-    """The plain HTTP client the floor uses: ``httpx`` if installed, else ``httpx2``."""
-    import importlib.util
-
-    return "httpx" if importlib.util.find_spec("httpx") is not None else "httpx2"
+    """The plain HTTP client the floor uses: ``httpx2``, the one our default transport uses
+    (so the two loops differ by the framework, not by the HTTP library)."""
+    return "httpx2"
 
 
 def new_http_client() -> Any:

@@ -88,7 +88,9 @@ async def test_default_transport_is_httpx_with_lean_headers(llm_server, make_llm
     await llm.aclose()
 
 
-def test_a_request_over_httpx_never_imports_openai():
+def test_a_request_over_http_imports_neither_openai_nor_httpx():
+    """The default transport needs only httpx2, which openai 3 and mcp 2 install (a core
+    install has no httpx: importing it would fail there)."""
     code = """
 import asyncio, sys
 from app.llm import LLM
@@ -104,6 +106,8 @@ async def main():
         await llm.aclose()
 asyncio.run(main())
 assert "openai" not in sys.modules, "openai imported"
+assert "httpx" not in sys.modules, "httpx imported"
+assert "httpx2" in sys.modules
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 

@@ -2,7 +2,7 @@
 
 One path for every request: ``request()`` (and upstream's ``ask*`` methods on top of it)
 formats the messages, builds the body from JSON encoded once per message (``app.llm.formatting``,
-``app.llm.wire``) and hands it to a transport (``app.llm.transport``): plain HTTP with httpx by
+``app.llm.wire``) and hands it to a transport (``app.llm.transport``): plain HTTP with httpx2 by
 default, the openai SDK for Azure or when asked, or an in-process function in unit tests.
 Whether a turn is streamed, and what happens when an endpoint refuses, is
 ``app.llm.exchange``'s: by default turns stream when someone watches the text or the endpoint is

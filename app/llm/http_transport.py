@@ -1,16 +1,20 @@
-"""The default transport: chat requests over plain HTTP with httpx, no openai package.
+"""The default transport: chat requests over plain HTTP with httpx2, no openai package.
+
+httpx2 is the maintained fork of httpx that the openai and mcp packages are built on, so it is
+always installed with them (httpx itself is not), and importing it does not pull in a command
+line client's rich/click/pygments as ``import httpx`` does.
 
 ``import openai`` costs about a second; an agent step needs one POST. Errors are built from
-the status code, body and headers (``app.llm.errors.error_from_response``). httpx itself is
+the status code, body and headers (``app.llm.errors.error_from_response``). httpx2 is
 imported on the first request. A streamed answer is read event by event with a stall timeout
 between chunks; leaving the stream early (an error, a timeout, a cancelled task) closes the
 connection, which is how servers such as llama.cpp learn to stop generating.
 
 Per request, the work is kept to what one POST needs: the URL, headers and timeouts are built
-once, and when no proxy is configured in the environment the request goes straight to httpx's
+once, and when no proxy is configured in the environment the request goes straight to httpx2's
 connection pool (``AsyncHTTPTransport.handle_async_request``, its public transport API),
 skipping the client's per-call layers (URL merging, cookies, auth and redirect handling) that a
-chat request never uses. With a proxy configured, httpx's client routes it as before. An event
+chat request never uses. With a proxy configured, httpx2's client routes it as before. An event
 stream is split into lines on bytes (CR, LF or CRLF, as the SSE format defines them), one
 ``json.loads`` per event.
 """
@@ -59,28 +63,28 @@ class HttpTransport(Transport):
             self.headers["Authorization"] = f"Bearer {api_key}"
         self.headers.update(headers or {})
         self.max_connections = max_connections
-        #: httpx's client when the environment names a proxy (it routes the request), else None.
+        #: httpx2's client when the environment names a proxy (it routes the request), else None.
         self._client: Any = None
-        #: httpx's connection pool, requests sent to it directly (no proxy configured).
+        #: httpx2's connection pool, requests sent to it directly (no proxy configured).
         self._pool: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._url: Any = None  # httpx.URL, parsed once
+        self._url: Any = None  # httpx2.URL, parsed once
         self._raw_headers: list[tuple[bytes, bytes]] = []
         self._timeouts: dict[float, dict[str, float | None]] = {}
 
     def _http(self) -> Any:
         """What sends a request, one per event loop (a connection pool cannot outlive its
-        loop): httpx's client when a proxy is configured, else its connection pool."""
+        loop): httpx2's client when a proxy is configured, else its connection pool."""
         loop = asyncio.get_running_loop()
         if (self._pool is None and self._client is None) or self._loop is not loop:
-            import httpx
+            import httpx2
 
-            limits = httpx.Limits(
+            limits = httpx2.Limits(
                 max_connections=self.max_connections,
                 max_keepalive_connections=min(self.max_connections, 20),
             )
-            self._url = httpx.URL(self.url)
-            # What httpx's client would add by default, ours replacing them whatever their
+            self._url = httpx2.URL(self.url)
+            # What httpx2's client would add by default, ours replacing them whatever their
             # case; encoded once, reused by every request.
             merged = {
                 "accept-encoding": ("Accept-Encoding", "gzip, deflate"),
@@ -92,7 +96,7 @@ class HttpTransport(Transport):
             ]
             if _proxy_configured():
                 self._client, self._pool = (
-                    httpx.AsyncClient(limits=limits, follow_redirects=False),
+                    httpx2.AsyncClient(limits=limits, follow_redirects=False),
                     None,
                 )
             elif self._url.scheme == "http":
@@ -104,30 +108,30 @@ class HttpTransport(Transport):
                 no_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
                 self._client, self._pool = (
                     None,
-                    httpx.AsyncHTTPTransport(limits=limits, verify=no_tls),
+                    httpx2.AsyncHTTPTransport(limits=limits, verify=no_tls),
                 )
             else:
-                self._client, self._pool = None, httpx.AsyncHTTPTransport(limits=limits)
+                self._client, self._pool = None, httpx2.AsyncHTTPTransport(limits=limits)
             self._loop = loop
         return self._client if self._client is not None else self._pool
 
     def _timeout(self, seconds: float) -> dict[str, float | None]:
-        """httpx's per-request timeout extension for ``seconds`` (built once per value)."""
+        """httpx2's per-request timeout extension for ``seconds`` (built once per value)."""
         timeout = self._timeouts.get(seconds)
         if timeout is None:
-            import httpx
+            import httpx2
 
-            timeout = httpx.Timeout(seconds, connect=min(seconds, _CONNECT_TIMEOUT)).as_dict()
+            timeout = httpx2.Timeout(seconds, connect=min(seconds, _CONNECT_TIMEOUT)).as_dict()
             if len(self._timeouts) < 64:
                 self._timeouts[seconds] = timeout
         return timeout
 
     async def _open(self, body: bytes, seconds: float) -> Any:
         """Send the request; the response's body is not read yet (the caller closes it)."""
-        import httpx
+        import httpx2
 
         sender = self._http()
-        request = httpx.Request(
+        request = httpx2.Request(
             "POST",
             self._url,
             headers=self._raw_headers,
@@ -139,7 +143,7 @@ class HttpTransport(Transport):
         return await sender.handle_async_request(request)
 
     async def send(self, request: ChatRequest) -> dict[str, Any]:
-        import httpx
+        import httpx2
 
         started = time.monotonic()
         try:
@@ -160,14 +164,14 @@ class HttpTransport(Transport):
                 body = await response.aread()
             finally:
                 await response.aclose()  # unread (an error, a cancel): the connection closes
-        except httpx.TimeoutException as e:
+        except httpx2.TimeoutException as e:
             waited = time.monotonic() - started
             raise LLMTimeoutError(
                 f"Request to model '{request.model}' ({self.endpoint}) timed out: no answer "
                 f"within {waited:.1f} s (timeout {request.timeout:g} s)",
                 model=request.model,
             ) from e
-        except (httpx.HTTPError, OSError) as e:
+        except (httpx2.HTTPError, OSError) as e:
             raise LLMConnectionError(
                 f"Could not reach the LLM endpoint ({self.endpoint}) for model "
                 f"'{request.model}': {type(e).__name__}: {e}",
@@ -179,7 +183,7 @@ class HttpTransport(Transport):
         return data
 
     async def _read_stream(self, response: Any, request: ChatRequest) -> dict[str, Any]:
-        import httpx
+        import httpx2
 
         assembler = StreamAssembler(request.model)
         on_delta = request.on_delta
@@ -190,7 +194,7 @@ class HttpTransport(Transport):
         if response.headers.get("content-encoding", "identity") in ("", "identity"):
             chunks = response.aiter_raw()
         else:
-            chunks = response.aiter_bytes()  # compressed: httpx decodes it
+            chunks = response.aiter_bytes()  # compressed: httpx2 decodes it
         pending = b""
         try:
             async for chunk in chunks:
@@ -210,7 +214,7 @@ class HttpTransport(Transport):
                 text = assembler.add_payload(pending[5:].strip().decode(encoding, "replace"))
                 if text and on_delta is not None:
                     await deliver(on_delta, text)
-        except httpx.TimeoutException as e:
+        except httpx2.TimeoutException as e:
             if assembler.done:  # a server that hangs after [DONE]: the answer is whole
                 return finish_stream(assembler, request.model, self.endpoint)
             silent = time.monotonic() - last
@@ -220,7 +224,7 @@ class HttpTransport(Transport):
                 f"{request.timeout:g} s)",
                 model=request.model,
             ) from e
-        except (httpx.HTTPError, OSError) as e:
+        except (httpx2.HTTPError, OSError) as e:
             raise LLMConnectionError(
                 f"The connection to model '{request.model}' ({self.endpoint}) broke "
                 f"mid-stream after {assembler.chunks} chunk(s): {type(e).__name__}: {e}",
@@ -269,7 +273,7 @@ def decode_completion(body: bytes, model: str, endpoint: str = "") -> dict[str, 
 
 
 def _proxy_configured() -> bool:
-    """Whether the environment names a proxy (``HTTPS_PROXY``, ``ALL_PROXY``...): httpx's
+    """Whether the environment names a proxy (``HTTPS_PROXY``, ``ALL_PROXY``...): httpx2's
     client then decides, as it always did, which requests go through it."""
     import urllib.request
 

@@ -1,7 +1,7 @@
 """What sits under an ``LLM``: a transport takes one ready chat request and gives back the
 completion body. Everything else (retries, rate limits, recording) wraps a transport.
 
-Transports: :class:`app.llm.http_transport.HttpTransport` (plain HTTP with httpx, the default),
+Transports: :class:`app.llm.http_transport.HttpTransport` (plain HTTP with httpx2, the default),
 :class:`app.llm.sdk_transport.OpenAITransport` (the openai SDK, for Azure or on request) and
 :class:`app.testing.FunctionModel` (in process, for unit tests). A streamed request hands each
 piece of text to ``on_delta`` as it arrives and still returns the whole answer, reassembled in
