@@ -14,15 +14,11 @@ slow. An endpoint that refuses streaming, or tools, is remembered per endpoint a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
-from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.exceptions import (
     ContextWindowExceededError,
-    ImagesNotSupportedError,
-    LLMResponseError,
     ToolsNotSupportedError,
 )
 from app.llm.capabilities import default_reasoning_model, default_supports_images
@@ -31,7 +27,6 @@ from app.llm.exchange import TurnExchange
 from app.llm.messages import (
     Completion,
     Formatted,
-    attach_images,
     format_messages,
     prepare_messages,
 )
@@ -44,6 +39,7 @@ from app.llm.transport import (
     Transport,
     deliver,
 )
+from app.llm.upstream_api import Messages, UpstreamAsk
 from app.llm.usage import Usage
 from app.llm.windows import known_window
 from app.llm.wire import count_tokens, dumps, encode_body
@@ -56,10 +52,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LLM"]
 
-Messages = list[Message | dict[str, Any]]
 
-
-class LLM:
+class LLM(UpstreamAsk):
     """A chat model behind an OpenAI-compatible endpoint (OpenAI, Azure, Ollama, vLLM, ...).
 
     ``LLM(config_name)`` returns one shared instance per config name, as upstream does;
@@ -580,133 +574,6 @@ class LLM:
             finish_reason=completion.finish_reason,
             reasoning=completion.reasoning,
         )
-
-    # ---- upstream's API on top of request() -------------------------------------------------
-
-    async def ask(
-        self,
-        messages: Messages,
-        system_msgs: Messages | None = None,
-        stream: bool | None = None,
-        temperature: float | None = None,
-        **kwargs: Any,
-    ) -> str:
-        """A plain text answer. ``stream`` True reads the reply as it is generated, False asks
-        for it whole; None leaves it to the profile's ``stream``."""
-        return await self._text(
-            messages,
-            system_msgs,
-            stream=stream,
-            temperature=temperature,
-            on_delta=None,
-            kwargs=kwargs,
-        )
-
-    async def _text(
-        self,
-        messages: Messages,
-        system_msgs: Messages | None,
-        *,
-        stream: bool | None,
-        temperature: float | None,
-        on_delta: DeltaCallback | None,
-        kwargs: dict[str, Any],
-    ) -> str:
-        timeout = kwargs.pop("timeout", None)
-        formatted = self._prepare(messages, system_msgs)
-        await self._check_window(formatted, None)
-        response = await self._turn(
-            formatted,
-            extra=kwargs,
-            temperature=temperature,
-            timeout=timeout,
-            on_delta=on_delta,
-            stream=stream,
-        )
-        text = response.message.content
-        if not text:
-            raise LLMResponseError(
-                f"Model '{self.model}' returned an empty answer", model=self.model
-            )
-        return text
-
-    async def ask_stream(
-        self,
-        messages: Messages,
-        system_msgs: Messages | None = None,
-        temperature: float | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[str]:
-        """Yield the answer's text as it arrives (a retried stream does not repeat text)."""
-        queue: asyncio.Queue[str | None] = asyncio.Queue()
-
-        async def run() -> str:
-            try:
-                return await self._text(
-                    messages,
-                    system_msgs,
-                    stream=True,
-                    temperature=temperature,
-                    on_delta=queue.put_nowait,
-                    kwargs=kwargs,
-                )
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.ensure_future(run())
-        try:
-            while (piece := await queue.get()) is not None:
-                yield piece
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-
-    async def ask_with_images(
-        self,
-        messages: Messages,
-        images: list[str | dict[str, Any]],
-        system_msgs: Messages | None = None,
-        stream: bool = False,
-        temperature: float | None = None,
-        **kwargs: Any,
-    ) -> str:
-        """Ask about images (URLs, data URLs or base64), attached to the last user message."""
-        if not self.supports_images:
-            raise ImagesNotSupportedError(
-                f"Model '{self.model}' is not configured for images. Use an [llm.<name>] profile "
-                "with a vision model, or set supports_images = true if this model accepts them.",
-                model=self.model,
-            )
-        dicts = attach_images(messages, images)
-        return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature, **kwargs)
-
-    async def ask_tool(
-        self,
-        messages: Messages,
-        system_msgs: Messages | None = None,
-        timeout: float | None = None,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: ToolChoice | str = ToolChoice.AUTO,
-        temperature: float | None = None,
-        on_delta: DeltaCallback | None = None,
-        **kwargs: Any,
-    ) -> Message:
-        """One model turn that may call tools; returns the assistant ``Message`` (upstream's
-        API). ``request()`` returns the whole ``ModelResponse`` (usage, finish reason)."""
-        response = await self.request(
-            messages,
-            system_msgs,
-            timeout=timeout,
-            tools=tools,
-            tool_choice=tool_choice,
-            temperature=temperature,
-            on_delta=on_delta,
-            **kwargs,
-        )
-        return response.message
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (optional: it is also released at exit)."""
