@@ -54,8 +54,9 @@ def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, s
 
 def _first_run(
     loop: str, url: str, steps: int, workload: Path, env: dict[str, str]
-) -> tuple[float, float]:
-    """(seconds from before the first import to the end of the run, whole-process seconds)."""
+) -> tuple[float, float, float]:
+    """(seconds from before the first import to the end of the run, seconds of the run
+    itself with its own imports, whole-process seconds)."""
     wall, out = _timed(
         [sys.executable, "-m", "bench.first_run", loop, url, "echo", str(steps), str(workload)],
         ROOT,
@@ -64,7 +65,7 @@ def _first_run(
     result = json.loads(out.strip().splitlines()[-1])
     if result["steps"] != steps:
         raise RuntimeError(f"{loop} ran {result['steps']} of {steps} steps")
-    return result["seconds"], wall
+    return result["seconds"], result["run_seconds"], wall
 
 
 def _main_py(url: str, work: Path, env: dict[str, str]) -> float:
@@ -101,10 +102,12 @@ def _main_py(url: str, work: Path, env: dict[str, str]) -> float:
 
 
 def measure_cold(url: str, step_counts: list[int], reps: int) -> dict[str, Any]:
-    """Median figures: ``first_run_ms_per_step[loop][n]``, ``process_s[label]``."""
+    """Median figures: ``first_run_ms_per_step[loop][n]`` (imports included),
+    ``first_agent_run_ms_per_step[loop][n]`` (the run and its own imports), ``process_s``."""
     from bench.loops import workload
 
     per_step: dict[tuple[str, int], list[float]] = {}
+    run_step: dict[tuple[str, int], list[float]] = {}
     process: dict[str, list[float]] = {}
     counts = sorted(set(step_counts) | {WHOLE_PROCESS_STEPS})
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
@@ -118,14 +121,19 @@ def measure_cold(url: str, step_counts: list[int], reps: int) -> dict[str, Any]:
         for _ in range(reps):
             for steps in counts:
                 for loop in COLD_LOOPS:
-                    seconds, wall = _first_run(loop, url, steps, path, env)
+                    seconds, run, wall = _first_run(loop, url, steps, path, env)
                     per_step.setdefault((loop, steps), []).append(1000 * seconds / steps)
+                    run_step.setdefault((loop, steps), []).append(1000 * run / steps)
                     if steps == WHOLE_PROCESS_STEPS:
                         process.setdefault(loop, []).append(wall)
             process.setdefault("main.py", []).append(_main_py(url, work, env))
     return {
         "first_run_ms_per_step": {
             loop: {str(n): statistics.median(per_step[(loop, n)]) for n in counts}
+            for loop in COLD_LOOPS
+        },
+        "first_agent_run_ms_per_step": {
+            loop: {str(n): statistics.median(run_step[(loop, n)]) for n in counts}
             for loop in COLD_LOOPS
         },
         "process_s": {label: statistics.median(values) for label, values in process.items()},

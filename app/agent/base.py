@@ -44,7 +44,7 @@ class BaseAgent(BaseModel, ABC):
     budget starts afresh.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", defer_build=True)
 
     name: str = Field(..., description="Unique name of the agent")
     description: str | None = Field(default=None, description="What the agent is for")

@@ -23,7 +23,7 @@ class BaseFlow(BaseModel, ABC):
     ``agent_1``...) or a dict; the primary agent is the first unless ``primary_agent_key``
     names another."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", defer_build=True)
 
     agents: dict[str, BaseAgent]
     tools: list[Any] | None = None

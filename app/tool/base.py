@@ -118,7 +118,7 @@ class BaseTool(ABC, BaseModel):
     ``ToolError`` (or any exception) turns into a failed result the model sees, never a crash.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", defer_build=True)
 
     name: str
     description: str
