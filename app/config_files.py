@@ -4,7 +4,6 @@ and every failure a ``ConfigError`` that names the file (never a ``RecursionErro
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +60,8 @@ def nested_error(path: Path) -> ConfigError:
 
 def parse_toml(path: Path) -> dict[str, Any]:
     """The TOML document in ``path``, read within the size and nesting limits."""
+    import tomllib  # only when a file is read (a run configured in code never needs it)
+
     try:
         data = read_limited(path)
     except OSError as exc:

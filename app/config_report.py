@@ -3,7 +3,6 @@ values echoed except for secrets, unknown keys with a close-match suggestion."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import types
@@ -127,6 +126,8 @@ def model_field_types(model: type[BaseModel]) -> dict[str, type[BaseModel] | Non
 
 
 def suggest(key: str, known: Any) -> str:
+    import difflib  # only for a misspelt key
+
     match = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
 
