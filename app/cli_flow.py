@@ -25,7 +25,7 @@ from app.cli_common import (
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.events import EventBus
-    from app.flow.events import FlowResult
+    from app.flow.result import FlowResult
     from app.flow.planning import PlanningFlow
     from app.session import SessionData, SessionRecorder
 
