@@ -8,7 +8,7 @@ validation errors (``extra_forbidden``), and the message suggests the closest kn
 from __future__ import annotations
 
 import difflib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import (
     BaseModel,
@@ -37,6 +37,10 @@ class StrictModel(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+
+    if TYPE_CHECKING:  # pydantic's own signature, not one synthesized from no fields
+
+        def __init__(self, **data: Any) -> None: ...
 
     @model_validator(mode="wrap")
     @classmethod

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from pydantic import Field, PrivateAttr, ValidationError
+from pydantic_core import ErrorDetails
 
 from app.agent import Manus, MCPAgent, ToolCallAgent
 from app.agent.sandbox_agent import SandboxManus
@@ -22,7 +23,7 @@ from app.tool.planning import PlanningTool
 from app.tool.tool_collection import ToolCollection
 
 
-def only_error(excinfo: pytest.ExceptionInfo[ValidationError]) -> dict[str, Any]:
+def only_error(excinfo: pytest.ExceptionInfo[ValidationError]) -> ErrorDetails:
     errors = excinfo.value.errors()
     assert len(errors) == 1, errors
     return errors[0]
@@ -102,7 +103,7 @@ def test_subclasses_declare_their_state(make_llm) -> None:
 
     assert Echo(prefix="#").prefix == "#"
     with pytest.raises(ValidationError, match="did you mean 'prefix'"):
-        Echo(prefx="#")
+        Echo(prefx="#")  # type: ignore[call-arg]
 
 
 def test_upstream_agent_and_tool_keywords_still_work(make_llm, tmp_path: Path) -> None:
@@ -133,7 +134,7 @@ def test_upstream_agent_and_tool_keywords_still_work(make_llm, tmp_path: Path) -
     manus = Manus(llm=make_llm(), workspace=tmp_path, connected_servers={}, max_observe=100)
     assert manus.max_observe == 100
     # Upstream's fields that our versions do not need are still accepted.
-    assert SandboxManus.model_fields["sandbox_link"].default_factory() == {}
+    assert SandboxManus.model_fields["sandbox_link"].default_factory is dict
     sentinel = make_llm()
     assert DataVisualization(llm=sentinel, workspace=tmp_path).llm is sentinel
 
