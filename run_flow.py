@@ -2,7 +2,7 @@
 
 import sys
 
-from app.cli_flow import main
+from app.cli.flow import main
 
 if __name__ == "__main__":
     sys.exit(main())

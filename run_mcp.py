@@ -2,7 +2,7 @@
 
 import sys
 
-from app.cli_mcp import main
+from app.cli.mcp import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -16,7 +16,7 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from app.logger import logger
 
@@ -27,6 +27,7 @@ __all__ = [
     "EventBus",
     "EventStream",
     "Listener",
+    "PlanChange",
     "PlanChanged",
     "Reasoning",
     "RunFinished",
@@ -172,9 +173,20 @@ class UsageReport(Event):
     run_cost: float | None = None
 
 
+#: What happened to a flow's plan (``PlanChanged.change``).
+PlanChange = Literal[
+    "plan_created",  # the plan exists (plan_text shows it)
+    "step_started",  # step_index/step/agent: an agent took the step
+    "step_finished",  # status is "completed" or "blocked"; note says why/what
+    "plan_updated",  # the plan was revised after a blocked step
+    "summary",  # note holds the final summary
+]
+
+
 @dataclass(frozen=True, slots=True)
 class PlanChanged(Event):
-    """A planning flow's plan changed; ``change`` is the ``FlowEvent`` kind."""
+    """A planning flow's progress: ``change`` says what happened (a ``PlanChange``) and
+    ``plan_text`` is the plan as it stands afterwards."""
 
     kind: ClassVar[str] = "plan"
     change: str = ""

@@ -9,7 +9,7 @@ from typing import Any
 
 from app.agent.result import RunResult, StopReason
 from app.agent.toolcall import ToolCallAgent
-from app.cli_render import EventRenderer
+from app.cli.render import EventRenderer
 from app.config_models import CompactionSettings
 from app.events import Compacted, ErrorEvent, Reasoning, RunFinished, Thought
 from app.llm.model import ModelResponse

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.agent import DataAnalysis, Manus
-from app.flow import FlowEvent, FlowFactory, FlowResult, FlowType, PlanningFlow
+from app.events import Event, PlanChanged
+from app.flow import FlowFactory, FlowResult, FlowType, PlanningFlow
 from app.prompt.planning import DEFAULT_PLAN_STEPS
 from app.testing import call, error, slow, text, tool_calls
 
@@ -44,14 +45,23 @@ def plan_call(*steps: str, title: str = "The plan"):
 
 
 class Recorder:
-    def __init__(self) -> None:
-        self.events: list[FlowEvent] = []
+    """The flow's plan changes, as its event bus delivers them (agents' events left out)."""
 
-    async def __call__(self, event: FlowEvent) -> None:  # async listeners are awaited
-        self.events.append(event)
+    def __init__(self) -> None:
+        self.events: list[PlanChanged] = []
+
+    async def __call__(self, event: Event) -> None:  # async listeners are awaited
+        if isinstance(event, PlanChanged):
+            self.events.append(event)
 
     def trail(self) -> list[tuple]:
-        return [(e.kind, e.step_index, e.status) for e in self.events]
+        return [(e.change, e.step_index, e.status) for e in self.events]
+
+
+def watched(flow: PlanningFlow) -> Recorder:
+    recorder = Recorder()
+    flow.events.subscribe(recorder)
+    return recorder
 
 
 @pytest.fixture
@@ -102,8 +112,8 @@ async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, mak
         ),
         text("Revenue chart made from sales.csv."),
     )
-    recorder = Recorder()
-    flow = make_flow(make_llm, workspace, analyst=True, listeners=[recorder])
+    flow = make_flow(make_llm, workspace, analyst=True)
+    recorder = watched(flow)
     result = await flow.execute("Chart our monthly revenue")
 
     assert isinstance(result, FlowResult) and result.ok, result
@@ -149,6 +159,9 @@ async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, mak
     assert recorder.events[0].plan_id == flow.active_plan_id != "model_choice"
     assert recorder.events[1].agent == "Manus" and recorder.events[3].agent == "Data_Analysis"
     assert recorder.events[-1].note == result.summary
+    assert all(e.source == "flow" and e.total_steps == 2 for e in recorder.events)
+    assert recorder.events[0].plan_text.startswith("Plan: Sales chart")
+    assert "1. [✓] [DATA_ANALYSIS]" in recorder.events[-1].plan_text
 
 
 async def test_failed_step_is_blocked_and_the_flow_still_finishes(llm_server, make_llm, workspace):
@@ -205,8 +218,8 @@ async def test_exhausted_step_is_replanned_and_next_step_gets_a_full_budget(
         text("Reported."),
         text("Done the easy way."),
     )
-    recorder = Recorder()
-    flow = make_flow(make_llm, workspace, manus_steps=2, listeners=[recorder])
+    flow = make_flow(make_llm, workspace, manus_steps=2)
+    recorder = watched(flow)
     result = await flow.execute("Do the thing")
 
     assert result.plan["steps"] == [
@@ -283,8 +296,8 @@ async def test_timeout_stops_a_flow_whose_agent_never_finishes(llm_server, make_
         plan_call("[MANUS] Wait forever", "[MANUS] Never reached"),
         slow(60, text("too late")),
     )
-    recorder = Recorder()
-    flow = make_flow(make_llm, workspace, timeout=2.0, listeners=[recorder])
+    flow = make_flow(make_llm, workspace, timeout=2.0)
+    recorder = watched(flow)
     started = time.monotonic()
     result = await flow.execute("Hang")
     assert time.monotonic() - started < 15

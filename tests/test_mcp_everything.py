@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.agent.toolcall import ToolCallAgent
-from app.cli_render import EventRenderer
+from app.cli.render import EventRenderer
 from app.config_models import MCPServerConfig
 from app.events import ToolProgress, ToolResultEvent
 from app.mcp.client_features import MCPClientFeatures

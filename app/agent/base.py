@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from app.agent.result import RunResult, StopReason
 from app.events import (
@@ -30,11 +30,12 @@ from app.llm import LLM, Usage
 from app.logger import log_enabled, logger
 from app.prompt.toolcall import STUCK_PROMPT
 from app.schema import ROLE_TYPE, AgentState, Memory, Message
+from app.strict import StrictModel
 
 __all__ = ["BaseAgent"]
 
 
-class BaseAgent(BaseModel, ABC):
+class BaseAgent(StrictModel, ABC):
     """Runs ``step()`` until the agent finishes, fails, or uses up ``max_steps``.
 
     After ``run()`` the state says how it ended: FINISHED (done), ERROR (the model could not be
@@ -44,7 +45,7 @@ class BaseAgent(BaseModel, ABC):
     budget starts afresh.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", defer_build=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
 
     name: str = Field(..., description="Unique name of the agent")
     description: str | None = Field(default=None, description="What the agent is for")

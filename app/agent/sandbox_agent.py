@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
+
 from app.agent.manus import Manus
 from app.sandbox.factory import current_settings
 from app.tool.tool_collection import ToolCollection
@@ -26,6 +28,9 @@ def isolating_backend() -> str:
 class SandboxManus(Manus):
     name: str = "SandboxManus"
     description: str = "A versatile agent whose code runs in an isolated sandbox"
+    #: Upstream's links to each Daytona sandbox's VNC desktop and website, by sandbox id;
+    #: kept (empty) for code that reads it, since no Daytona sandbox is made here.
+    sandbox_link: dict[str, dict[str, str]] = Field(default_factory=dict)
 
     @staticmethod
     def default_tools(workspace: Path) -> ToolCollection:

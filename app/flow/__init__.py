@@ -7,7 +7,6 @@ from app._lazy import lazy_getattr
 
 __all__ = [
     "BaseFlow",
-    "FlowEvent",
     "FlowFactory",
     "FlowResult",
     "FlowType",
@@ -17,12 +16,11 @@ __all__ = [
 
 _LOCATIONS = {
     "BaseFlow": "app.flow.base",
-    "FlowEvent": "app.flow.events",
     "FlowFactory": "app.flow.factory",
-    "FlowResult": "app.flow.events",
+    "FlowResult": "app.flow.result",
     "FlowType": "app.flow.base",
     "PlanningFlow": "app.flow.planning",
-    "StepOutcome": "app.flow.events",
+    "StepOutcome": "app.flow.result",
 }
 
 

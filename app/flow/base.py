@@ -6,10 +6,11 @@ from abc import ABC, abstractmethod
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from app.agent.base import BaseAgent
 from app.events import EventBus, EventStream, stream_events
+from app.strict import StrictModel
 
 __all__ = ["BaseFlow", "FlowType"]
 
@@ -18,12 +19,12 @@ class FlowType(str, Enum):
     PLANNING = "planning"
 
 
-class BaseFlow(BaseModel, ABC):
+class BaseFlow(StrictModel, ABC):
     """Agents by key. Accepts one agent (key ``"default"``), a list (keys ``agent_0``,
     ``agent_1``...) or a dict; the primary agent is the first unless ``primary_agent_key``
     names another."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", defer_build=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
 
     agents: dict[str, BaseAgent]
     tools: list[Any] | None = None

@@ -26,10 +26,10 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from app.agent.base import BaseAgent
-from app.events import PlanChanged
+from app.events import PlanChange, PlanChanged
 from app.exceptions import LLMError, ToolError
 from app.flow.base import BaseFlow
-from app.flow.events import FlowEvent, FlowEventKind, FlowListener, FlowResult, StepOutcome, notify
+from app.flow.result import FlowResult, StepOutcome
 from app.llm import LLM
 from app.logger import logger
 from app.prompt.planning import (
@@ -71,7 +71,6 @@ class PlanningFlow(BaseFlow):
     step_timeout: float | None = Field(default=None, gt=0, description="Seconds per step")
     max_replans: int = Field(default=2, ge=0, description="Plan revisions after blocked steps")
     note_chars: int = Field(default=400, ge=40, description="Length of a step's result note")
-    listeners: list[FlowListener] = Field(default_factory=list)
 
     def __init__(
         self, agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent], **data: Any
@@ -92,10 +91,6 @@ class PlanningFlow(BaseFlow):
         if self.llm is None:
             self.llm = LLM()
         return self
-
-    def add_listener(self, listener: FlowListener) -> None:
-        """Call ``listener(event)`` for every ``FlowEvent`` (plan made, step started...)."""
-        self.listeners.append(listener)
 
     # ---- executor choice -----------------------------------------------------------------------
 
@@ -423,7 +418,7 @@ class PlanningFlow(BaseFlow):
 
     async def _emit(
         self,
-        kind: FlowEventKind,
+        change: PlanChange,
         *,
         index: int | None = None,
         step: str | None = None,
@@ -431,37 +426,25 @@ class PlanningFlow(BaseFlow):
         status: str | None = None,
         note: str | None = None,
     ) -> None:
+        """Tell the flow's listeners (``flow.events``) how the plan changed."""
         bus = self._events
-        if not self.listeners and not bus.active:
+        if not bus.active:
             return
         plan = self.planning_tool.plans.get(self.active_plan_id)
-        event = FlowEvent(
-            kind=kind,
-            plan_id=self.active_plan_id,
-            plan_text=self._plan_text(),
-            step_index=index,
-            step=step,
-            agent=agent,
-            status=status,
-            note=note,
-            total_steps=len(plan["steps"]) if plan else 0,
-        )
-        await notify(self.listeners, event)
-        if bus.active:
-            await bus.emit(
-                PlanChanged(
-                    "flow",
-                    change=kind,
-                    plan_id=event.plan_id,
-                    plan_text=event.plan_text,
-                    step_index=index,
-                    step=step,
-                    agent=agent,
-                    status=status,
-                    note=note,
-                    total_steps=event.total_steps,
-                )
+        await bus.emit(
+            PlanChanged(
+                "flow",
+                change=change,
+                plan_id=self.active_plan_id,
+                plan_text=self._plan_text(),
+                step_index=index,
+                step=step,
+                agent=agent,
+                status=status,
+                note=note,
+                total_steps=len(plan["steps"]) if plan else 0,
             )
+        )
 
 
 def _norm(name: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.strict import StrictModel
 from app.tool.validation import validator_for
 
 __all__ = [
@@ -111,14 +112,14 @@ def format_output(value: Any) -> str:
     return str(value)
 
 
-class BaseTool(ABC, BaseModel):
+class BaseTool(ABC, StrictModel):
     """A capability the model can call: a name, a description and a JSON schema.
 
     ``execute`` may return a ``ToolResult``, a string or any JSON-able value; raising
     ``ToolError`` (or any exception) turns into a failed result the model sees, never a crash.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="allow", defer_build=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
 
     name: str
     description: str

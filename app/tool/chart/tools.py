@@ -106,6 +106,9 @@ class DataVisualization(BaseTool):
 
     workspace: Path | None = Field(default=None, description="None means config.workspace_root")
     output_dir_name: str = "visualization"
+    #: Upstream's field (its insights came from a model); accepted so code passing ``llm=``
+    #: keeps working, unused because our insights are computed from the data.
+    llm: Any = Field(default=None, exclude=True)
 
     @property
     def output_dir(self) -> Path:

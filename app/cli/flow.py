@@ -11,25 +11,17 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from app.cli_common import (
-    EXIT_CONFIG,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    TerminalSession,
-    add_common_options,
-    check_common_args,
-    say,
-)
+from app.cli.common import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, TerminalSession, say
+from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.events import EventBus
-    from app.flow.events import FlowResult
     from app.flow.planning import PlanningFlow
+    from app.flow.result import FlowResult
     from app.session import SessionData, SessionRecorder
 
-__all__ = ["DEFAULT_TIMEOUT", "build_parser", "main"]
+__all__ = ["DEFAULT_TIMEOUT", "FlowSession", "build_parser", "main"]
 
 DEFAULT_TIMEOUT = 3600.0
 
@@ -41,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         "carried out by agents, with the progress shown live. Without --prompt, reads one "
         "task per line ('exit' to leave).",
     )
-    parser.add_argument("-p", "--prompt", help="run this one task and exit")
+    add_prompt_option(parser)
     parser.add_argument(
         "--timeout",
         type=float,
@@ -67,12 +59,12 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {problem}")
         return EXIT_CONFIG
     try:
-        return asyncio.run(_FlowSession(args).run())
+        return asyncio.run(FlowSession(args).run())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
 
-class _FlowSession(TerminalSession):
+class FlowSession(TerminalSession):
     """One planning flow per task; the agents (and their conversations) persist across tasks."""
 
     log_name = "openmanus_flow"

@@ -1,4 +1,5 @@
-"""What ``main.py`` and ``run_flow.py`` share: options, set-up, exit codes and the session loop.
+"""What the terminal programs share: set-up, exit codes and the session loop (their shared
+options are in :mod:`app.cli.options`).
 
 A ``TerminalSession`` reads tasks (one ``--prompt`` or one per input line), runs each as an
 asyncio task and handles signals: Ctrl-C stops the running task and returns to the prompt,
@@ -32,9 +33,6 @@ __all__ = [
     "EXIT_SESSION_WRITE",
     "EXIT_WORDS",
     "TerminalSession",
-    "add_common_options",
-    "add_session_options",
-    "check_common_args",
     "exit_code_for",
     "say",
     "stdin_is_tty",
@@ -54,82 +52,6 @@ def exit_code_for(stop_reason: Any) -> int:
     when it completed; every failure (max_steps, stuck, empty or cut replies, context
     overflow, LLM error) is 1."""
     return EXIT_OK if str(stop_reason) == "completed" else EXIT_FAILED
-
-
-def add_common_options(parser: argparse.ArgumentParser, *, max_steps_help: str) -> None:
-    """``--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``."""
-    parser.add_argument(
-        "-c",
-        "--config",
-        type=Path,
-        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
-    )
-    parser.add_argument("--max-steps", type=int, help=max_steps_help)
-    parser.add_argument("-w", "--workspace", type=Path, help="directory the agents work in")
-    level = parser.add_mutually_exclusive_group()
-    level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
-    level.add_argument(
-        "-q", "--quiet", action="store_true", help="show only warnings, errors and the answer"
-    )
-    parser.add_argument("--version", action="version", version=_version())
-    add_session_options(parser)
-
-
-def add_session_options(parser: argparse.ArgumentParser) -> None:
-    """``--resume``, ``--list-sessions``, ``--no-session``, ``--record``, ``--replay``."""
-    group = parser.add_argument_group("sessions, recording and replay")
-    group.add_argument(
-        "--resume",
-        metavar="ID",
-        help="restore session ID (memory, steps, plan, usage) and carry on",
-    )
-    group.add_argument(
-        "--list-sessions",
-        action="store_true",
-        help="list recent sessions of the workspace and exit",
-    )
-    group.add_argument(
-        "--no-session",
-        action="store_true",
-        help="do not write a session file (<workspace>/.sessions/<id>.jsonl)",
-    )
-    group.add_argument(
-        "--record",
-        metavar="FILE",
-        type=Path,
-        help="save every LLM request and response of this run to FILE",
-    )
-    group.add_argument(
-        "--replay",
-        metavar="FILE",
-        type=Path,
-        help="answer from FILE (made with --record) instead of the model; tools really run",
-    )
-    group.add_argument(
-        "--strict-replay",
-        action="store_true",
-        help="with --replay: stop at the first request that departs from the "
-        "recording (default: warn and go on)",
-    )
-
-
-def check_common_args(args: argparse.Namespace) -> str | None:
-    """An error message for option values argparse cannot check, else None."""
-    if args.max_steps is not None and args.max_steps < 1:
-        return "--max-steps must be at least 1"
-    if getattr(args, "record", None) and getattr(args, "replay", None):
-        return "--record and --replay cannot be used together"
-    if getattr(args, "strict_replay", False) and not getattr(args, "replay", None):
-        return "--strict-replay needs --replay FILE"
-    if getattr(args, "resume", None) and getattr(args, "no_session", False):
-        return "--resume continues a session file; it cannot be used with --no-session"
-    return None
-
-
-def _version() -> str:
-    from app import __version__
-
-    return f"OpenManus-py {__version__}"
 
 
 class TerminalSession(ABC):
@@ -351,7 +273,7 @@ class TerminalSession(ABC):
         bus = self.event_bus()
         if bus is None or self.args.quiet:
             return
-        from app.cli_render import EventRenderer
+        from app.cli.render import EventRenderer
 
         bus.subscribe(
             EventRenderer(

@@ -1,64 +1,14 @@
-"""What a flow reports while it runs (events for live progress) and what it hands back.
+"""What a flow hands back: the outcome of each step and the flow's report.
 
-The listener interface is deliberately tiny, one callable per event, so a later general
-event system can subscribe with a single adapter.
+Progress while a flow runs is on its event bus (``PlanChanged`` in :mod:`app.events`).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from app.logger import logger
-
-__all__ = [
-    "FlowEvent",
-    "FlowEventKind",
-    "FlowListener",
-    "FlowResult",
-    "StepOutcome",
-    "notify",
-]
-
-FlowEventKind = Literal[
-    "plan_created",  # the plan exists (plan_text shows it)
-    "step_started",  # step_index/step/agent: an agent took the step
-    "step_finished",  # status is "completed" or "blocked"; note says why/what
-    "plan_updated",  # the plan was revised after a blocked step
-    "summary",  # note holds the final summary
-]
-
-
-@dataclass(frozen=True)
-class FlowEvent:
-    """One thing that happened in a flow; ``plan_text`` is the plan as it stands afterwards."""
-
-    kind: FlowEventKind
-    plan_id: str
-    plan_text: str
-    step_index: int | None = None
-    step: str | None = None
-    agent: str | None = None
-    status: str | None = None
-    note: str | None = None
-    total_steps: int = 0
-
-
-#: A listener may be a plain function or a coroutine function.
-FlowListener = Callable[[FlowEvent], Awaitable[None] | None]
-
-
-async def notify(listeners: list[FlowListener], event: FlowEvent) -> None:
-    """Give ``event`` to every listener; a failing listener is logged, never fatal."""
-    for listener in listeners:
-        try:
-            outcome = listener(event)
-            if inspect.isawaitable(outcome):
-                await outcome
-        except Exception as e:
-            logger.warning(f"Flow listener {listener!r} failed on {event.kind}: {e}")
+__all__ = ["FlowResult", "StepOutcome"]
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 By default it starts our own server (``python -m app.mcp.server``) over stdio; ``-c sse`` or
 ``-c http`` with ``--server-url`` reach a running one. Signal handling, logging, exit codes
-and the prompt loop are ``main.py``'s (``app.cli``); one connection serves every task of an
-interactive session.
+and the prompt loop are ``main.py``'s (:mod:`app.cli.agent`); one connection serves every task
+of an interactive session.
 """
 
 from __future__ import annotations
@@ -11,21 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from pathlib import Path
 from typing import Any
 
-from app.cli import _Session
-from app.cli_common import (
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_WORDS,
-    _version,
-    add_session_options,
-    check_common_args,
-)
+from app.cli.agent import AgentSession
+from app.cli.common import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORDS
+from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
-__all__ = ["DEFAULT_URLS", "build_parser", "main"]
+__all__ = ["DEFAULT_URLS", "MCPSession", "build_parser", "main"]
 
 DEFAULT_URLS = {"sse": "http://127.0.0.1:8000/sse", "http": "http://127.0.0.1:8000/mcp"}
 _CONNECTIONS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
@@ -54,26 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="one task per line until 'exit', 'quit', 'q' or end of input",
     )
-    parser.add_argument("-p", "--prompt", help="run this one task and exit")
-    parser.add_argument(
-        "--config",
-        type=Path,
-        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
+    add_prompt_option(parser)
+    add_common_options(
+        parser,
+        max_steps_help="step budget per task (default: 20)",
+        short_config=False,  # -c is --connection, as upstream's run_mcp.py has it
+        workspace_help="directory the started server's tools work in (stdio only)",
     )
-    parser.add_argument("--max-steps", type=int, help="step budget per task (default: 20)")
-    parser.add_argument(
-        "-w",
-        "--workspace",
-        type=Path,
-        help="directory the started server's tools work in (stdio only)",
-    )
-    level = parser.add_mutually_exclusive_group()
-    level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
-    level.add_argument(
-        "-q", "--quiet", action="store_true", help="show only warnings, errors and the answer"
-    )
-    parser.add_argument("--version", action="version", version=_version())
-    add_session_options(parser)
     return parser
 
 
@@ -88,12 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --server-url needs --connection sse or http", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        return asyncio.run(_MCPSession(args).run())
+        return asyncio.run(MCPSession(args).run())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
 
-class _MCPSession(_Session):
+class MCPSession(AgentSession):
     """``main.py``'s session with an ``MCPAgent`` instead of Manus."""
 
     exit_words = EXIT_WORDS | {"q"}

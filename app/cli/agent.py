@@ -5,7 +5,8 @@ logger; only final answers go to stdout, so ``python main.py -p ... > answer.txt
 that does not complete prints nothing on stdout; its reason goes to stderr and the exit code
 is 1.
 Ctrl-C stops the running task and returns to the prompt; a second Ctrl-C quits. The session
-loop, options and exit codes are shared with ``run_flow.py`` (``app.cli_common``).
+loop and exit codes (:mod:`app.cli.common`) and the options (:mod:`app.cli.options`) are
+shared with ``run_flow.py`` and ``run_mcp.py``.
 """
 
 from __future__ import annotations
@@ -15,17 +16,16 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from app.cli_common import (
+from app.cli.common import (
     EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     TerminalSession,
-    add_common_options,
-    check_common_args,
     exit_code_for,
     say,
 )
+from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from app.events import EventBus
     from app.session import SessionData, SessionRecorder
 
-__all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "build_parser", "main"]
+__all__ = [
+    "EXIT_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "AgentSession",
+    "build_parser",
+    "main",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="OpenManus: a general-purpose agent that runs code, edits files and more. "
         "Without --prompt, opens an interactive prompt (one task per line; 'exit' to leave).",
     )
-    parser.add_argument("-p", "--prompt", help="run this one task and exit")
+    add_prompt_option(parser)
     add_common_options(parser, max_steps_help="step budget per task (default: 20)")
     return parser
 
@@ -54,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {problem}")
         return EXIT_CONFIG
     try:
-        return asyncio.run(_Session(args).run())
+        return asyncio.run(AgentSession(args).run())
     except KeyboardInterrupt:  # Ctrl-C before the handlers were installed
         return EXIT_INTERRUPTED
 
 
-class _Session(TerminalSession):
-    """Manus answering one task after another, in one conversation."""
+class AgentSession(TerminalSession):
+    """Manus answering one task after another, in one conversation (``run_mcp.py`` builds
+    an ``MCPAgent`` instead)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)

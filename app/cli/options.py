@@ -1,0 +1,112 @@
+"""The options the terminal programs share, declared once so their help and checks agree.
+
+``main.py``, ``run_flow.py`` and ``run_mcp.py`` each add their own options, then these:
+``--config``, ``--max-steps``, ``--workspace``, ``--verbose``/``--quiet``, ``--version`` and
+the session options (``--resume``, ``--record``, ``--replay``...).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+__all__ = [
+    "WORKSPACE_HELP",
+    "add_common_options",
+    "add_prompt_option",
+    "add_session_options",
+    "check_common_args",
+    "version_text",
+]
+
+WORKSPACE_HELP = "directory the agents work in"
+
+
+def add_prompt_option(parser: argparse.ArgumentParser) -> None:
+    """``-p/--prompt``: one task, then exit."""
+    parser.add_argument("-p", "--prompt", help="run this one task and exit")
+
+
+def add_common_options(
+    parser: argparse.ArgumentParser,
+    *,
+    max_steps_help: str,
+    short_config: bool = True,
+    workspace_help: str = WORKSPACE_HELP,
+) -> None:
+    """``--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``
+    and the session options, in that order. ``short_config=False`` leaves ``-c`` to the
+    program (``run_mcp.py``'s ``--connection``)."""
+    flags = ("-c", "--config") if short_config else ("--config",)
+    parser.add_argument(
+        *flags,
+        type=Path,
+        help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
+    )
+    parser.add_argument("--max-steps", type=int, help=max_steps_help)
+    parser.add_argument("-w", "--workspace", type=Path, help=workspace_help)
+    level = parser.add_mutually_exclusive_group()
+    level.add_argument("-v", "--verbose", action="store_true", help="show debug output")
+    level.add_argument(
+        "-q", "--quiet", action="store_true", help="show only warnings, errors and the answer"
+    )
+    parser.add_argument("--version", action="version", version=version_text())
+    add_session_options(parser)
+
+
+def add_session_options(parser: argparse.ArgumentParser) -> None:
+    """``--resume``, ``--list-sessions``, ``--no-session``, ``--record``, ``--replay``."""
+    group = parser.add_argument_group("sessions, recording and replay")
+    group.add_argument(
+        "--resume",
+        metavar="ID",
+        help="restore session ID (memory, steps, plan, usage) and carry on",
+    )
+    group.add_argument(
+        "--list-sessions",
+        action="store_true",
+        help="list recent sessions of the workspace and exit",
+    )
+    group.add_argument(
+        "--no-session",
+        action="store_true",
+        help="do not write a session file (<workspace>/.sessions/<id>.jsonl)",
+    )
+    group.add_argument(
+        "--record",
+        metavar="FILE",
+        type=Path,
+        help="save every LLM request and response of this run to FILE",
+    )
+    group.add_argument(
+        "--replay",
+        metavar="FILE",
+        type=Path,
+        help="answer from FILE (made with --record) instead of the model; tools really run",
+    )
+    group.add_argument(
+        "--strict-replay",
+        action="store_true",
+        help="with --replay: stop at the first request that departs from the "
+        "recording (default: warn and go on)",
+    )
+
+
+def check_common_args(args: argparse.Namespace) -> str | None:
+    """An error message for option values argparse cannot check, else None."""
+    if args.max_steps is not None and args.max_steps < 1:
+        return "--max-steps must be at least 1"
+    if getattr(args, "record", None) and getattr(args, "replay", None):
+        return "--record and --replay cannot be used together"
+    if getattr(args, "strict_replay", False) and not getattr(args, "replay", None):
+        return "--strict-replay needs --replay FILE"
+    if getattr(args, "resume", None) and getattr(args, "no_session", False):
+        return "--resume continues a session file; it cannot be used with --no-session"
+    return None
+
+
+def version_text() -> str:
+    """What ``--version`` prints."""
+    from app import __version__
+
+    return f"OpenManus-py {__version__}"
