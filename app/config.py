@@ -531,7 +531,7 @@ class Config:
 
         An ``LLMSettings`` alone stands for an ``AppConfig`` with defaults for the rest."""
         if isinstance(app_config, LLMSettings):
-            app_config = AppConfig(llm=app_config)
+            app_config = AppConfig(llm={DEFAULT_PROFILE: app_config})
         if not isinstance(app_config, AppConfig):
             raise TypeError(
                 f"expected an AppConfig or LLMSettings, got {type(app_config).__name__}"

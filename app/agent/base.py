@@ -34,6 +34,11 @@ from app.schema import ROLE_TYPE, AgentState, Memory, Message
 __all__ = ["BaseAgent"]
 
 
+def _default_llm(name: object) -> LLM:
+    """The LLM profile named after the agent, else the default one (``LLM`` falls back)."""
+    return LLM(config_name=name.lower() if isinstance(name, str) else "default")
+
+
 class BaseAgent(BaseModel, ABC):
     """Runs ``step()`` until the agent finishes, fails, or uses up ``max_steps``.
 
@@ -52,7 +57,10 @@ class BaseAgent(BaseModel, ABC):
     system_prompt: str | None = Field(default=None, description="System-level instruction")
     next_step_prompt: str | None = Field(default=None, description="Prompt for the next action")
 
-    llm: LLM | None = Field(default=None, description="Language model instance")
+    llm: LLM = Field(
+        default_factory=lambda data: _default_llm(data.get("name")),
+        description="Language model instance (default: the profile named after the agent)",
+    )
     memory: Memory = Field(default_factory=Memory, description="The agent's memory")
     state: AgentState = Field(default=AgentState.IDLE, description="Current agent state")
 
@@ -72,9 +80,7 @@ class BaseAgent(BaseModel, ABC):
 
     @model_validator(mode="after")
     def initialize_agent(self) -> BaseAgent:
-        """Give the agent its LLM (the profile named after it, else the default one)."""
-        if self.llm is None or not isinstance(self.llm, LLM):
-            self.llm = LLM(config_name=self.name.lower())
+        """Upstream's validator (subclasses' own run after it)."""
         if not isinstance(self.memory, Memory):
             self.memory = Memory()
         return self

@@ -34,7 +34,7 @@ def browser_tool_or_notice() -> BaseTool | None:
     global _browser_notice_shown
     if importlib.util.find_spec("browser_use") is not None:
         try:
-            from app.tool.browser_use_tool import BrowserUseTool  # type: ignore[import-not-found]
+            from app.tool.browser_use_tool import BrowserUseTool
         except ImportError:
             pass
         else:

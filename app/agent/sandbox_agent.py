@@ -28,5 +28,5 @@ class SandboxManus(Manus):
     description: str = "A versatile agent whose code runs in an isolated sandbox"
 
     @staticmethod
-    def default_tools(workspace: Path) -> ToolCollection:
-        return Manus.default_tools(workspace, backend=isolating_backend())
+    def default_tools(workspace: Path, backend: str | None = None) -> ToolCollection:
+        return Manus.default_tools(workspace, backend=backend or isolating_backend())

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from app.exceptions import (
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LLM"]
 
-Messages = list[Message | dict[str, Any]]
+Messages = Sequence[Message | dict[str, Any]]
 
 
 class LLM:
@@ -132,8 +132,8 @@ class LLM:
         self.api_type: str = settings.api_type
         self.api_key: str | None = settings.api_key
         register_secret(self.api_key)  # also for settings built in code, not loaded from a file
-        self.api_version: str = settings.api_version
-        self.base_url: str = settings.base_url
+        self.api_version: str | None = settings.api_version
+        self.base_url: str | None = settings.base_url
         self.max_input_tokens: int | None = settings.max_input_tokens
         self.timeout: float = settings.timeout
         self.max_retries: int = settings.max_retries

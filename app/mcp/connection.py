@@ -398,7 +398,7 @@ class MCPConnection:
             raise ToolError(f"MCP server '{self.server_id}' rejected {what}: {e.message}") from e
         except TimeoutError as e:
             raise await self._lost(what, e) from e
-        except (OSError, EOFError, *_anyio_closed_errors()) as e:
+        except _closed_errors() as e:
             raise await self._lost(what, e) from e
 
     async def _lost(self, what: str, cause: BaseException) -> MCPConnectionLost:
@@ -453,10 +453,17 @@ def _http_transport(
     return transport()
 
 
-def _anyio_closed_errors() -> tuple[type[BaseException], ...]:
+def _closed_errors() -> tuple[type[BaseException], ...]:
+    """What a transport raises when its connection went away."""
     import anyio
 
-    return (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    return (
+        OSError,
+        EOFError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+    )
 
 
 def _root_cause(error: BaseException) -> BaseException:
