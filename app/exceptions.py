@@ -162,6 +162,9 @@ class MCPServerError(OpenManusError):
 class LLMError(OpenManusError):
     """A request to the language model failed."""
 
+    #: How many times the request was sent (more than 1 when retries gave up).
+    attempts: int = 1
+
     def __init__(
         self, message: str = "", *, status_code: int | None = None, model: str | None = None
     ) -> None:

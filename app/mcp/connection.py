@@ -15,9 +15,10 @@ import asyncio
 import collections
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from app.config_models import MCPServerConfig
 from app.exceptions import MCPServerError, ToolError
@@ -171,7 +172,7 @@ class MCPConnection:
 
     async def _run(self, ready: asyncio.Future[Any]) -> None:
         """The task that owns the transport and the session for their whole life."""
-        errlog: IO[str] | None = None
+        errlog: TextIO | None = None
         if self.config.type == "stdio":
             errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         try:
@@ -265,7 +266,7 @@ class MCPConnection:
         except Exception as e:  # the server may be gone; the next call notices
             logger.debug(f"MCP server '{self.server_id}': roots notification failed: {e}")
 
-    def _transport(self, errlog: IO[str] | None) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _transport(self, errlog: TextIO | None) -> contextlib.AbstractAsyncContextManager[Any]:
         cfg = self.config
         if cfg.type == "stdio":
             from mcp import StdioServerParameters
@@ -275,7 +276,7 @@ class MCPConnection:
             params = StdioServerParameters(
                 command=cfg.command or "", args=list(cfg.args), env={**base, **(cfg.env or {})}
             )
-            return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
+            return stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
         if cfg.type == "sse":
             from mcp.client.sse import sse_client
 
