@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from pydantic import (
     BaseModel,
@@ -57,7 +57,7 @@ __all__ = [
     "PLACEHOLDER_API_KEYS",
     "PROJECT_ROOT",
     "WORKSPACE_ENV_VAR",
-    "WORKSPACE_ROOT",  # noqa: F822 (module __getattr__: the active workspace)
+    "WORKSPACE_ROOT",  # read through the module __getattr__ (the active workspace)
     "AppConfig",
     "BrowserSettings",
     "Config",
@@ -531,7 +531,7 @@ class Config:
 
         An ``LLMSettings`` alone stands for an ``AppConfig`` with defaults for the rest."""
         if isinstance(app_config, LLMSettings):
-            app_config = AppConfig(llm=app_config)
+            app_config = AppConfig(llm={DEFAULT_PROFILE: app_config})
         if not isinstance(app_config, AppConfig):
             raise TypeError(
                 f"expected an AppConfig or LLMSettings, got {type(app_config).__name__}"
@@ -567,14 +567,26 @@ class Config:
     def llm(self) -> dict[str, LLMSettings]:
         return self.app_config.llm
 
+    @overload
+    def section_or_default(self, name: Literal["sandbox"]) -> SandboxSettings: ...
+    @overload
+    def section_or_default(self, name: Literal["browser_config"]) -> BrowserSettings: ...
+    @overload
+    def section_or_default(self, name: Literal["search_config"]) -> SearchSettings: ...
+    @overload
+    def section_or_default(self, name: Literal["mcp_config"]) -> MCPSettings: ...
+    @overload
+    def section_or_default(self, name: Literal["daytona_config"]) -> DaytonaSettings: ...
+    @overload
+    def section_or_default(self, name: str) -> Any: ...
     def section_or_default(self, name: str) -> Any:
         """Section ``name`` (e.g. ``"browser_config"``) of the active config, or its defaults
         when there is no config file at all: tools must work without one (only the LLM
         needs settings). A config file with errors is still reported."""
         if self._app is None and not find_config_path().is_file():
-            factory = AppConfig.model_fields[name].default_factory
-            assert factory is not None, f"{name} has no defaults"
-            return factory()  # type: ignore[call-arg]
+            field = AppConfig.model_fields[name]
+            assert field.default_factory is not None, f"{name} has no defaults"
+            return field.get_default(call_default_factory=True, validated_data={})
         return getattr(self.app_config, name)
 
     @property
@@ -652,6 +664,10 @@ config = Config()
 def get_project_root() -> Path:
     """The project directory (upstream's helper; the same as :data:`PROJECT_ROOT`)."""
     return PROJECT_ROOT
+
+
+if TYPE_CHECKING:
+    WORKSPACE_ROOT: Path  # read through __getattr__ below
 
 
 def __getattr__(name: str) -> Any:

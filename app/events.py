@@ -16,9 +16,13 @@ import dataclasses
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from app.logger import logger
+
+if TYPE_CHECKING:
+    from app.agent.result import RunResult  # plain data; named here for type checkers only
+    from app.llm.usage import Usage
 
 __all__ = [
     "Compacted",
@@ -167,8 +171,8 @@ class UsageReport(Event):
 
     kind: ClassVar[str] = "usage"
     step: int = 0
-    usage: Any = None
-    run_usage: Any = None
+    usage: Usage | None = None
+    run_usage: Usage | None = None
     cost: float | None = None
     run_cost: float | None = None
 
@@ -233,12 +237,14 @@ class RunFinished(Event):
     state: str = ""
     steps: int = 0
     final_answer: str | None = None
-    usage: Any = None
+    usage: Usage | None = None
     cost: float | None = None
     stop_reason: str = ""
     failure: str | None = None
     #: Lives only in memory (not written to session files).
-    result: Any = field(default=None, compare=False, repr=False, metadata={"transient": True})
+    result: RunResult | None = field(
+        default=None, compare=False, repr=False, metadata={"transient": True}
+    )
 
 
 def event_from_json(data: dict[str, Any]) -> Event | None:

@@ -162,6 +162,9 @@ class MCPServerError(OpenManusError):
 class LLMError(OpenManusError):
     """A request to the language model failed."""
 
+    #: How many times the request was sent (more than 1 when retries gave up).
+    attempts: int = 1
+
     def __init__(
         self, message: str = "", *, status_code: int | None = None, model: str | None = None
     ) -> None:
@@ -177,8 +180,15 @@ class LLMTransientError(LLMError):
 class LLMRateLimitError(LLMTransientError):
     """HTTP 429; ``retry_after`` holds the server's requested delay in seconds, if any."""
 
-    def __init__(self, message: str = "", *, retry_after: float | None = None, **kw) -> None:
-        super().__init__(message, **kw)
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        retry_after: float | None = None,
+        status_code: int | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, model=model)
         self.retry_after = retry_after
 
 
@@ -214,9 +224,15 @@ class ContextWindowExceededError(LLMBadRequestError):
     """The request does not fit the model's context window (``max_input_tokens`` or the API)."""
 
     def __init__(
-        self, message: str = "", *, tokens: int | None = None, limit: int | None = None, **kw
+        self,
+        message: str = "",
+        *,
+        tokens: int | None = None,
+        limit: int | None = None,
+        status_code: int | None = None,
+        model: str | None = None,
     ) -> None:
-        super().__init__(message, **kw)
+        super().__init__(message, status_code=status_code, model=model)
         self.tokens = tokens
         self.limit = limit
 

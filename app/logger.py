@@ -179,6 +179,7 @@ def log_enabled(level: str) -> bool:
     level cheaply, but the message's f-string is built first; hot paths check this before
     building costly messages, so logging that is off costs nothing."""
     try:
+        # loguru has no public way to ask this; its stubs leave out the internal _core.
         core = _loguru_logger._core  # type: ignore[attr-defined]
         return core.levels[level].no >= core.min_level
     except (AttributeError, KeyError):  # another loguru layout: assume it is on
@@ -224,12 +225,12 @@ class _LazyFileSink:
             self._file = None
 
 
-def _is_off(level: str | int | None) -> bool:
-    return level is None or (isinstance(level, str) and level.strip().upper() in {"OFF", ""})
-
-
-def _normalise(level: str | int) -> str | int:
-    return level.strip().upper() if isinstance(level, str) else level
+def _sink_level(level: str | int | None) -> str | int | None:
+    """The level a sink takes records at, or None when it is off (None, "OFF" or "")."""
+    if not isinstance(level, str):
+        return level
+    name = level.strip().upper()
+    return None if name in {"OFF", ""} else name
 
 
 def define_log_level(
@@ -248,24 +249,26 @@ def define_log_level(
     ``compact`` gives a short console line (time, level, message) for terminal programs.
     """
     _loguru_logger.remove()
-    if not _is_off(print_level):
+    console_level = _sink_level(print_level)
+    file_level = _sink_level(logfile_level)
+    if console_level is not None:
         colorize = bool(getattr(sys.stderr, "isatty", lambda: False)())
         _loguru_logger.add(
             _ConsoleSink(),
-            level=_normalise(print_level),  # type: ignore[arg-type]
+            level=console_level,
             format=_COMPACT_CONSOLE_FORMAT if compact else _CONSOLE_FORMAT,
             colorize=colorize,
             backtrace=False,
             diagnose=False,
         )
-    if not _is_off(logfile_level):
+    if file_level is not None:
         stamp = datetime.now().strftime("%Y%m%d%H%M%S")
         file_name = f"{name}_{stamp}.log" if name else f"{stamp}.log"
         default_dir = os.environ.get("OPENMANUS_LOG_DIR") or _PROJECT_ROOT / "logs"
         directory = Path(log_dir) if log_dir is not None else Path(default_dir)
         _loguru_logger.add(
             _LazyFileSink(directory / file_name),
-            level=_normalise(logfile_level),  # type: ignore[arg-type]
+            level=file_level,
             format=_FILE_FORMAT,
             colorize=False,
             backtrace=False,

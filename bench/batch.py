@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.batch import BatchOptions, run_batch
 from app.config import LLMSettings, config
-from app.config_models import AppConfig
 from app.logger import define_log_level
 from app.testing import KeyedScripts, ScriptedLLMServer, slow, text
 
@@ -75,24 +76,13 @@ async def run(args: argparse.Namespace) -> list[dict[str, float | int | str]]:
     rows = []
     with ScriptedLLMServer() as server, tempfile.TemporaryDirectory() as tmp:
         config.use(
-            AppConfig(
-                llm=LLMSettings(
-                    model="gpt-4o-mini", base_url=server.base_url, api_key="sk-bench", max_retries=0
-                )
+            LLMSettings(
+                model="gpt-4o-mini", base_url=server.base_url, api_key="sk-bench", max_retries=0
             )
         )
         for backend in args.backends:
-            ray = None
-            if backend == "ray":
-                import ray
-
-                ray.init(
-                    address="local",
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    _temp_dir=str(Path(tmp) / "ray"),
-                )
-            try:
+            runtime = _ray_runtime(Path(tmp)) if backend == "ray" else contextlib.nullcontext()
+            with runtime:
                 for level in args.levels:
                     count = max(args.min_tasks, level * args.tasks_per_slot)
                     row = await measure(backend, level, count, args.latency, server, Path(tmp))
@@ -102,10 +92,24 @@ async def run(args: argparse.Namespace) -> list[dict[str, float | int | str]]:
                         f"{row['seconds']:>7.2f} s  {row['tasks_per_second']:>8.2f} tasks/s",
                         flush=True,
                     )
-            finally:
-                if ray is not None:
-                    ray.shutdown()
     return rows
+
+
+@contextlib.contextmanager
+def _ray_runtime(tmp: Path) -> Iterator[None]:
+    """A local Ray runtime for the block (its files under ``tmp``)."""
+    import ray
+
+    ray.init(
+        address="local",
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=str(tmp / "ray"),
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def main() -> None:

@@ -23,4 +23,5 @@ bash scripts/setup-npm-tools.sh
 bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
 
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
+"$VENV/bin/python" -m mypy  # [tool.mypy] in pyproject.toml; one line when clean
 exec "$VENV/bin/python" -m pytest "$@"

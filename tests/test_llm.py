@@ -272,6 +272,19 @@ async def test_ask_with_images(llm_server, make_llm):
     assert content[1]["image_url"]["url"] == "https://example.invalid/cat.png"
 
 
+async def test_an_image_dict_without_a_url_is_a_clear_error(llm_server, make_llm):
+    # It used to fail deep inside formatting with an AttributeError on None.
+    llm = make_llm(model="gpt-4o")
+    for image in ({"detail": "low"}, {"image_url": {}}, {"url": 5}):
+        with pytest.raises(ValueError, match="needs a 'url'"):
+            await llm.ask_with_images(USER, [image])
+    assert llm_server.requests == []
+    llm_server.push(text("ok"))
+    await llm.ask_with_images(USER, [{"image_url": {"url": "https://example.invalid/a.png"}}])
+    content = llm_server.requests[0].body["messages"][-1]["content"]
+    assert content[-1]["image_url"]["url"] == "https://example.invalid/a.png"
+
+
 async def test_images_to_a_text_model_are_an_error(llm_server, make_llm):
     with pytest.raises(ImagesNotSupportedError, match="supports_images"):
         await make_llm(model="deepseek-chat").ask_with_images(USER, ["aGVsbG8="])

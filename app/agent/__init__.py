@@ -3,7 +3,21 @@ each is imported on first use, so importing this package stays cheap."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.agent.base import BaseAgent
+    from app.agent.browser import BrowserAgent
+    from app.agent.data_analysis import DataAnalysis
+    from app.agent.manus import Manus
+    from app.agent.mcp import MCPAgent
+    from app.agent.react import ReActAgent
+    from app.agent.result import RunResult, StopReason
+    from app.agent.sandbox_agent import SandboxManus
+    from app.agent.swe import SWEAgent
+    from app.agent.toolcall import ToolCallAgent
 
 __all__ = [
     "BaseAgent",

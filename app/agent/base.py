@@ -35,6 +35,11 @@ from app.strict import StrictModel
 __all__ = ["BaseAgent"]
 
 
+def _default_llm(name: object) -> LLM:
+    """The LLM profile named after the agent, else the default one (``LLM`` falls back)."""
+    return LLM(config_name=name.lower() if isinstance(name, str) else "default")
+
+
 class BaseAgent(StrictModel, ABC):
     """Runs ``step()`` until the agent finishes, fails, or uses up ``max_steps``.
 
@@ -53,7 +58,10 @@ class BaseAgent(StrictModel, ABC):
     system_prompt: str | None = Field(default=None, description="System-level instruction")
     next_step_prompt: str | None = Field(default=None, description="Prompt for the next action")
 
-    llm: LLM | None = Field(default=None, description="Language model instance")
+    llm: LLM = Field(
+        default_factory=lambda data: _default_llm(data.get("name")),
+        description="Language model instance (default: the profile named after the agent)",
+    )
     memory: Memory = Field(default_factory=Memory, description="The agent's memory")
     state: AgentState = Field(default=AgentState.IDLE, description="Current agent state")
 
@@ -73,9 +81,7 @@ class BaseAgent(StrictModel, ABC):
 
     @model_validator(mode="after")
     def initialize_agent(self) -> BaseAgent:
-        """Give the agent its LLM (the profile named after it, else the default one)."""
-        if self.llm is None or not isinstance(self.llm, LLM):
-            self.llm = LLM(config_name=self.name.lower())
+        """Upstream's validator (subclasses' own run after it)."""
         if not isinstance(self.memory, Memory):
             self.memory = Memory()
         return self

@@ -127,14 +127,15 @@ class BrowserAgent(ToolCallAgent):
     max_observe: int = 10000
     max_steps: int = 20
 
-    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    #: Built for the workspace by the validator below, unless passed in.
+    available_tools: ToolCollection = Field(default_factory=ToolCollection)
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     _helper: BrowserContextHelper | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _setup_tools(self) -> BrowserAgent:
-        if self.available_tools is None:
+        if "available_tools" not in self.model_fields_set:
             self.available_tools = _browser_tools()
         self._helper = BrowserContextHelper(self)
         return self

@@ -252,12 +252,13 @@ class Compactor:
         history = _render(middle, max(budget_chars, 400))
         prompt = SUMMARY_REQUEST.format(task=task.content or "", history=history)
         limit_key = "max_completion_tokens" if agent.llm.is_reasoning_model else "max_tokens"
+        limit: dict[str, Any] = {limit_key: budget}  # goes through request()'s **kwargs
         self.summaries += 1
         try:
             reply = await agent.llm.request(
                 [Message.user_message(prompt)],
                 system_msgs=[Message.system_message(SUMMARY_SYSTEM)],
-                **{limit_key: budget},
+                **limit,
             )
             await agent._report_usage(reply.usage)
             summary = (reply.message.content or "").strip()

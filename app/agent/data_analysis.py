@@ -33,7 +33,8 @@ class DataAnalysis(ToolCallAgent):
     max_steps: int = 20
 
     workspace: Path | None = Field(default=None, description="Directory the tools work in")
-    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    #: Built for the workspace by the validator below, unless passed in.
+    available_tools: ToolCollection = Field(default_factory=ToolCollection)
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     @model_validator(mode="after")

@@ -34,7 +34,7 @@ def browser_tool_or_notice() -> BaseTool | None:
     global _browser_notice_shown
     if importlib.util.find_spec("browser_use") is not None:
         try:
-            from app.tool.browser_use_tool import BrowserUseTool  # type: ignore[import-not-found]
+            from app.tool.browser_use_tool import BrowserUseTool
         except ImportError:
             pass
         else:
@@ -65,7 +65,8 @@ class Manus(MCPHostAgent):
     max_steps: int = 20
 
     workspace: Path | None = Field(default=None, description="Directory the tools work in")
-    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    #: Built for the workspace by the validator below, unless passed in.
+    available_tools: ToolCollection = Field(default_factory=ToolCollection)
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     _browser_helper: BrowserContextHelper | None = PrivateAttr(default=None)

@@ -37,7 +37,8 @@ class MCPAgent(MCPHostAgent):
     connection_type: str = "stdio"
     tool_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
     refresh_tools_interval: int = 5
-    available_tools: ToolCollection = Field(default=None)  # type: ignore[assignment]
+    #: Always the servers' tools (``mcp_clients``), set by the validator below.
+    available_tools: ToolCollection = Field(default_factory=ToolCollection)
     special_tool_names: list[str] = Field(default_factory=lambda: ["terminate"])
 
     _prompt_template: str = PrivateAttr(default=SYSTEM_PROMPT)

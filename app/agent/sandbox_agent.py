@@ -33,5 +33,5 @@ class SandboxManus(Manus):
     sandbox_link: dict[str, dict[str, str]] = Field(default_factory=dict)
 
     @staticmethod
-    def default_tools(workspace: Path) -> ToolCollection:
-        return Manus.default_tools(workspace, backend=isolating_backend())
+    def default_tools(workspace: Path, backend: str | None = None) -> ToolCollection:
+        return Manus.default_tools(workspace, backend=backend or isolating_backend())

@@ -35,7 +35,7 @@ from app.prompt.toolcall import (
     REQUIRED_TOOL_PROMPT,
     SYSTEM_PROMPT,
 )
-from app.schema import TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
+from app.schema import ROLE_TYPE, TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
 from app.tool.arguments import parse_arguments
 from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output, result_failed
 from app.tool.concurrency import plan_batches
@@ -80,7 +80,7 @@ class ToolCallAgent(ReActAgent):
     available_tools: ToolCollection = Field(
         default_factory=lambda: ToolCollection(CreateChatCompletion(), Terminate())
     )
-    tool_choices: TOOL_CHOICE_TYPE = ToolChoice.AUTO.value  # type: ignore[assignment]
+    tool_choices: TOOL_CHOICE_TYPE = ToolChoice.AUTO.value
     special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
 
     #: Tools whose successful result is the final answer (they end the run like terminate).
@@ -528,7 +528,7 @@ class ToolCallAgent(ReActAgent):
 
 
 @lru_cache(maxsize=256)
-def _prompt_message(role: str, text: str) -> Message:
+def _prompt_message(role: ROLE_TYPE, text: str) -> Message:
     """One shared message per prompt text: built and wire-encoded once, not at every step.
     Prompt messages only go into requests, never into memory, so sharing them is safe."""
     return Message(role=role, content=text)

@@ -18,5 +18,5 @@ def attach_workspace(agent: Any, build_tools: Callable[[Path], Any]) -> None:
     agent.workspace = resolve_workspace(agent.workspace)
     if agent.system_prompt and "{directory}" in agent.system_prompt:
         agent.system_prompt = agent.system_prompt.format(directory=agent.workspace)
-    if agent.available_tools is None:
+    if "available_tools" not in agent.model_fields_set:
         agent.available_tools = build_tools(agent.workspace)

@@ -11,7 +11,17 @@ Names load lazily, so importing the package costs nothing until it is used.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.batch.agents import register_agent
+    from app.batch.execute import ExecutionSettings, execute_task
+    from app.batch.jsonl import load_tasks, read_results
+    from app.batch.models import BatchTask, TaskResult
+    from app.batch.runner import BatchOptions, BatchReport, run_batch
+    from app.batch.summary import BatchSummary
 
 __all__ = [
     "BatchOptions",

@@ -12,11 +12,13 @@ from app.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
+    from app.flow.base import FlowType
+    from app.session import SessionRecorder
 
 __all__ = ["check_flow_name", "run_flow"]
 
 
-def _flow_type(name: str) -> Any:
+def _flow_type(name: str) -> FlowType:
     try:
         from app.flow.base import FlowType
     except ImportError as e:
@@ -34,18 +36,21 @@ def check_flow_name(name: str) -> None:
 
 
 async def run_flow(
-    name: str, agent: BaseAgent, prompt: str, recorder: Any = None
+    name: str, agent: BaseAgent, prompt: str, recorder: SessionRecorder | None = None
 ) -> dict[str, Any]:
     """Run flow ``name`` with the task's agent as its executor.
 
     Returns the result fields: the flow's summary as the answer, FINISHED only when every plan
     step completed, else ERROR with what went wrong (blocked steps, timeout, LLM error)."""
     from app.flow.factory import FlowFactory
+    from app.flow.result import FlowResult
 
     flow = FlowFactory.create_flow(_flow_type(name), agents={agent.name.lower(): agent})
     if recorder is not None:  # the task's session file (a SessionRecorder)
         recorder.attach_flow(flow)
     result = await flow.execute(prompt)
+    if not isinstance(result, FlowResult):  # a flow that reports text only
+        return {"state": "FINISHED", "final_answer": str(result), "steps": 0}
     fields: dict[str, Any] = {
         "state": "FINISHED" if result.ok else "ERROR",
         "final_answer": result.summary or str(result),

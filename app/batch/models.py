@@ -12,8 +12,8 @@ __all__ = ["FAILED", "FINISHED", "BatchTask", "TaskResult", "TaskState", "TaskSt
 #: How a task ended: the agent's own states, plus the two the batch itself decides.
 TaskState = Literal["FINISHED", "IDLE", "ERROR", "TIMEOUT", "CRASHED"]
 TaskStatus = Literal["done", "failed"]
-FINISHED = "done"
-FAILED = "failed"
+FINISHED: TaskStatus = "done"
+FAILED: TaskStatus = "failed"
 
 
 class BatchTask(BaseModel):

@@ -32,7 +32,7 @@ from typing import Any
 
 from app.batch.backend import ResultCallback, StartCallback
 from app.batch.execute import ExecutionSettings, execute_task, workspace_for
-from app.batch.models import FAILED, BatchTask, TaskResult
+from app.batch.models import FAILED, BatchTask, TaskResult, TaskState
 from app.batch.ratelimit import RateSchedule
 from app.exceptions import BatchBackendError, ConfigError
 
@@ -286,7 +286,7 @@ async def _await(ref: Any) -> Any:
 def _failure(
     task: BatchTask,
     settings: ExecutionSettings,
-    state: str,
+    state: TaskState,
     error: str,
     started: float | None = None,
 ) -> TaskResult:

@@ -104,7 +104,7 @@ class FlowSession(TerminalSession):
             self.agents["data_analysis"] = DataAnalysis(**kwargs)
         # Progress is rendered from the flow's events (see TerminalSession._watch).
         flow = FlowFactory.create_flow(FlowType.PLANNING, self.agents, timeout=self.args.timeout)
-        self.flow = flow  # type: ignore[assignment]
+        self.flow = flow
         logger.info(
             f"Planning flow ready with agents: {', '.join(a.name for a in self.agents.values())}"
         )

@@ -6,7 +6,7 @@ name is used. ``daytona_settings`` is the ``[daytona]`` section of the config (r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.unsupported import Unsupported, daytona_unsupported
 
@@ -14,7 +14,7 @@ __all__ = [
     "create_sandbox",
     "daytona",
     "daytona_config",
-    "daytona_settings",  # noqa: F822 (module __getattr__: read on use)
+    "daytona_settings",
     "delete_sandbox",
     "get_or_start_sandbox",
     "start_supervisord_session",
@@ -22,6 +22,12 @@ __all__ = [
 
 daytona = Unsupported(daytona_unsupported("The Daytona client").message)
 daytona_config = Unsupported(daytona_unsupported("The Daytona client config").message)
+
+
+if TYPE_CHECKING:
+    from app.config_models import DaytonaSettings
+
+    daytona_settings: DaytonaSettings  # read through __getattr__ below
 
 
 def __getattr__(name: str) -> Any:

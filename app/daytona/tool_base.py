@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.daytona.sandbox import daytona, daytona_config
 from app.tool.base import BaseTool
@@ -16,8 +16,14 @@ __all__ = [
     "ThreadMessage",
     "daytona",
     "daytona_config",
-    "daytona_settings",  # noqa: F822 (module __getattr__: read on use)
+    "daytona_settings",
 ]
+
+
+if TYPE_CHECKING:
+    from app.config_models import DaytonaSettings
+
+    daytona_settings: DaytonaSettings  # read through __getattr__ below
 
 
 def __getattr__(name: str) -> Any:

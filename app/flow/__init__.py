@@ -3,7 +3,15 @@ this package stays cheap (``from app.flow import FlowFactory, FlowType``)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.flow.base import BaseFlow, FlowType
+    from app.flow.factory import FlowFactory
+    from app.flow.planning import PlanningFlow
+    from app.flow.result import FlowResult, StepOutcome
 
 __all__ = [
     "BaseFlow",

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from app.agent.base import BaseAgent
 from app.flow.base import BaseFlow, FlowType
+
+if TYPE_CHECKING:
+    from app.flow.planning import PlanningFlow
 
 __all__ = ["FlowFactory"]
 
 
 class FlowFactory:
+    @overload
+    @staticmethod
+    def create_flow(
+        flow_type: Literal[FlowType.PLANNING, "planning"],
+        agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent],
+        **kwargs: Any,
+    ) -> PlanningFlow: ...
+    @overload
+    @staticmethod
+    def create_flow(
+        flow_type: FlowType | str,
+        agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent],
+        **kwargs: Any,
+    ) -> BaseFlow: ...
     @staticmethod
     def create_flow(
         flow_type: FlowType | str,

@@ -1,8 +1,14 @@
 """The language-model wrapper. Importing this package does not import the openai SDK."""
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
 from app.llm.client import LLM
 from app.llm.usage import Usage
+
+if TYPE_CHECKING:
+    from app.llm.compat import MULTIMODAL_MODELS, REASONING_MODELS
+    from app.tokens import TokenCounter
 
 __all__ = ["LLM", "MULTIMODAL_MODELS", "REASONING_MODELS", "TokenCounter", "Usage"]
 

@@ -119,8 +119,8 @@ class LLM(UpstreamAsk):
         self.api_type: str = settings.api_type
         self.api_key: str | None = settings.api_key
         register_secret(self.api_key)  # also for settings built in code, not loaded from a file
-        self.api_version: str = settings.api_version
-        self.base_url: str = settings.base_url
+        self.api_version: str | None = settings.api_version
+        self.base_url: str | None = settings.base_url
         self.max_input_tokens: int | None = settings.max_input_tokens
         self.timeout: float = settings.timeout
         self.max_retries: int = settings.max_retries

@@ -87,6 +87,17 @@ class _Snapshot:
         "supports_images",
     )
 
+    inputs: list[Any]
+    out: list[dict[str, Any]]
+    entries: list[WireEntry | None]
+    fragments: list[bytes]
+    pending: tuple[str, ...]
+    images: tuple[str, ...]
+    omitted: int
+    supports_images: bool
+    model: str
+    edits: int
+
 
 class _Pass:
     """One formatting pass over messages, appending wire dicts, entries and JSON texts."""
@@ -159,6 +170,7 @@ class _Pass:
 
     def feed(self, raw: Message | dict[str, Any]) -> None:
         entry: WireEntry | None
+        role: str
         if isinstance(raw, Message):
             entry = wire_entry(raw)
             role, wire, image = entry.role, entry.wire, entry.base64_image
@@ -247,22 +259,23 @@ def prepare_messages(
         head.feed(raw)
     conversation = messages if isinstance(messages, list) else list(messages)
     work = _Pass(supports_images, model)
-    anchor = conversation[0] if conversation else None
-    cacheable = isinstance(anchor, Message) and head.clean
+    first = conversation[0] if conversation else None
+    # The conversation's first message carries the snapshot, when it is a cacheable Message.
+    anchor = first if isinstance(first, Message) and head.clean else None
     start = 0
-    if cacheable:
-        snap = wire_entry(anchor).snapshot  # type: ignore[arg-type]
+    if anchor is not None:
+        snap = wire_entry(anchor).snapshot
         if _resumable(snap, conversation, supports_images, model):
             work.resume(snap)
             start = len(snap.inputs)
     last = len(conversation) - 1
     for index in range(start, len(conversation)):
-        if index == last and cacheable and index > start:
+        if index == last and anchor is not None and index > start:
             done = conversation[:index]
             if all(isinstance(m, Message) for m in done[start:]):
-                wire_entry(anchor).snapshot = work.snapshot(done)  # type: ignore[arg-type]
+                wire_entry(anchor).snapshot = work.snapshot(done)
             else:
-                cacheable = False
+                anchor = None
         work.feed(conversation[index])
     work.flush()
     if head.clean and not head.out:

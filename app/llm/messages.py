@@ -77,7 +77,10 @@ def attach_images(
     )
     for image in images:
         if isinstance(image, dict):
-            url = image.get("url") or (image.get("image_url") or {}).get("url")
+            nested = image.get("image_url")
+            url = image.get("url") or (nested.get("url") if isinstance(nested, dict) else nested)
+            if not isinstance(url, str) or not url:
+                raise ValueError("An image given as a dict needs a 'url' (or 'image_url.url')")
             parts.append(image_part(url, image.get("detail")))
         else:
             parts.append(image_part(image))
@@ -208,12 +211,13 @@ def _tool_calls(data: dict[str, Any], model: str) -> list[ToolCall] | None:
             # correct itself (llama.cpp's legacy function_call sometimes has an empty name).
             logger.warning(f"Model '{model}' called a tool with an empty name")
         call_id = raw.get("id")
+        call_type = raw.get("type")
         calls.append(
             ToolCall(
                 id=str(call_id)
                 if isinstance(call_id, str | int) and call_id != ""
                 else f"call_{uuid.uuid4().hex[:24]}",
-                type=raw.get("type") if isinstance(raw.get("type"), str) else "function",
+                type=call_type if isinstance(call_type, str) else "function",
                 function=Function(name=name, arguments=normalize_arguments(fn.get("arguments"))),
             )
         )

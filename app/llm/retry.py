@@ -74,4 +74,4 @@ def _gave_up(error: LLMTransientError, attempts: int) -> None:
     if attempts > 1 and "(gave up after" not in error.message:
         error.message = f"{error.message} (gave up after {attempts} attempts)"
         error.args = (error.message,)
-    error.attempts = attempts  # type: ignore[attr-defined]
+    error.attempts = attempts

@@ -53,17 +53,22 @@ class OpenAITransport(Transport):
             import openai
 
             key = self.api_key or "no-key-configured"
-            if self.azure:
+            if not self.azure:
+                self._client = openai.AsyncOpenAI(
+                    api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
+                )
+            elif self.base_url is None:
+                # Without a base_url the SDK takes the endpoint from AZURE_OPENAI_ENDPOINT.
+                self._client = openai.AsyncAzureOpenAI(
+                    api_key=key, api_version=self.api_version, max_retries=0, timeout=self.timeout
+                )
+            else:
                 self._client = openai.AsyncAzureOpenAI(
                     api_key=key,
                     api_version=self.api_version,
                     azure_endpoint=self.base_url,
                     max_retries=0,
                     timeout=self.timeout,
-                )
-            else:
-                self._client = openai.AsyncOpenAI(
-                    api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
                 )
             self.endpoint = str(self._client.base_url)
             self._loop = loop

@@ -29,7 +29,8 @@ __all__ = ["recover_text_calls", "text_mode_messages", "text_mode_response", "to
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:
     names = []
     for tool in tools:
-        fn = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        function = tool.get("function")
+        fn = function if isinstance(function, dict) else tool
         if isinstance(fn.get("name"), str):
             names.append(fn["name"])
     return names

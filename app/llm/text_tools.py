@@ -316,6 +316,12 @@ def _param_value(raw: str) -> Any:
     return value
 
 
+def _lang_end(fenced: str) -> int:
+    """Where the language tag after a fence's backticks ends (0 when there is none)."""
+    match = _FENCE_LANG.match(fenced)  # always matches: the tag may be empty
+    return match.end() if match is not None else 0
+
+
 class _Parser:
     def __init__(self, text: str, names: _Names) -> None:
         self.text = text
@@ -347,13 +353,15 @@ class _Parser:
     def explicit_value(self, value: Any) -> list[tuple[str, Any]] | None:
         items = value if isinstance(value, list) else [value]
         shaped = [_shape(item, strict=False) for item in items[: MAX_CALLS + 1]]
-        if not items or any(s is None for s in shaped):
+        calls = [s for s in shaped if s is not None]
+        if not items or len(calls) < len(shaped):
             return None
-        return [(self.explicit_name(n), a) for n, a in shaped if n is not None]
+        return [(self.explicit_name(n), a) for n, a in calls]
 
     def sequence(self, body: str) -> list[Any] | None:
         """Several JSON values in a row, separated by blanks, commas or semicolons."""
-        values, pos = [], 0
+        values: list[Any] = []
+        pos = 0
         while len(values) <= MAX_CALLS:
             while pos < len(body) and body[pos] in " \t\r\n,;":
                 pos += 1
@@ -370,7 +378,7 @@ class _Parser:
         text = body.strip()
         if text.startswith("```"):
             text = text[3:]
-            text = text[_FENCE_LANG.match(text).end() :].strip()  # type: ignore[union-attr]
+            text = text[_lang_end(text) :].strip()
             text = text.removesuffix("```").strip()
         if not text:
             return []
@@ -536,7 +544,7 @@ class _Parser:
         for a, b in zip(ticks[::2], ticks[1::2], strict=False):
             self.fences.append((a, b + 3))
             inner = text[a + 3 : b]
-            lang_end = _FENCE_LANG.match(inner).end()  # type: ignore[union-attr]
+            lang_end = _lang_end(inner)
             lang = inner[:lang_end].lower()
             body = inner[lang_end:].strip()
             if (lang not in _JSON_FENCES and lang not in _CALL_FENCES) or not body:

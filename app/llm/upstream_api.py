@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import ImagesNotSupportedError, LLMResponseError
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Messages", "UpstreamAsk"]
 
-Messages = list[Message | dict[str, Any]]
+Messages = Sequence[Message | dict[str, Any]]
 
 
 class UpstreamAsk:

@@ -80,7 +80,8 @@ def context_numbers(text: str, body: Any = None) -> tuple[int | None, int | None
     """
     limit = tokens = None
     if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        error = body.get("error")
+        inner = error if isinstance(error, dict) else body
         limit = _positive(inner.get("n_ctx"))
         tokens = _positive(inner.get("n_prompt_tokens"))
     limit = limit or _first_number(_LIMIT_PATTERNS, text)

@@ -6,7 +6,14 @@ is made or the server starts.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.mcp.connection import MCPConnection
+    from app.mcp.results import MCPToolResult, tool_name
+    from app.mcp.server import MCPServer
 
 __all__ = ["MCPConnection", "MCPServer", "MCPToolResult", "tool_name"]
 

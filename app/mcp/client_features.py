@@ -62,9 +62,10 @@ class MCPClientFeatures:
 
     async def list_roots(self, context: Any = None) -> Any:
         from mcp import types
+        from pydantic import FileUrl
 
         path = self.root_path()
-        return types.ListRootsResult(roots=[types.Root(uri=path.as_uri(), name=path.name)])
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl(path.as_uri()), name=path.name)])
 
     # ---- sampling ------------------------------------------------------------------------------
 
@@ -133,7 +134,7 @@ class MCPClientFeatures:
         answer = await self._ask_until_valid(server_id, params)
         logger.info(f"MCP server '{server_id}' asked the user; answer: {answer.action}")
         if answer.action != "accept":
-            return types.ElicitResult(action=answer.action)  # type: ignore[arg-type]
+            return types.ElicitResult(action=answer.action)
         if getattr(params, "mode", "form") == "url":
             return types.ElicitResult(action="accept")
         return types.ElicitResult(action="accept", content=answer.content or {})

@@ -15,9 +15,10 @@ import asyncio
 import collections
 import contextlib
 import os
+import sys
 import tempfile
 from collections.abc import Awaitable, Callable
-from typing import IO, Any
+from typing import IO, Any, TextIO
 
 from app.config_models import MCPServerConfig
 from app.exceptions import MCPServerError, ToolError
@@ -171,7 +172,7 @@ class MCPConnection:
 
     async def _run(self, ready: asyncio.Future[Any]) -> None:
         """The task that owns the transport and the session for their whole life."""
-        errlog: IO[str] | None = None
+        errlog: TextIO | None = None
         if self.config.type == "stdio":
             errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         try:
@@ -265,7 +266,7 @@ class MCPConnection:
         except Exception as e:  # the server may be gone; the next call notices
             logger.debug(f"MCP server '{self.server_id}': roots notification failed: {e}")
 
-    def _transport(self, errlog: IO[str] | None) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _transport(self, errlog: TextIO | None) -> contextlib.AbstractAsyncContextManager[Any]:
         cfg = self.config
         if cfg.type == "stdio":
             from mcp import StdioServerParameters
@@ -275,7 +276,7 @@ class MCPConnection:
             params = StdioServerParameters(
                 command=cfg.command or "", args=list(cfg.args), env={**base, **(cfg.env or {})}
             )
-            return stdio_client(params, errlog=errlog)  # type: ignore[arg-type]
+            return stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
         if cfg.type == "sse":
             from mcp.client.sse import sse_client
 
@@ -398,7 +399,7 @@ class MCPConnection:
             raise ToolError(f"MCP server '{self.server_id}' rejected {what}: {e.message}") from e
         except TimeoutError as e:
             raise await self._lost(what, e) from e
-        except (OSError, EOFError, *_anyio_closed_errors()) as e:
+        except _closed_errors() as e:
             raise await self._lost(what, e) from e
 
     async def _lost(self, what: str, cause: BaseException) -> MCPConnectionLost:
@@ -453,10 +454,17 @@ def _http_transport(
     return transport()
 
 
-def _anyio_closed_errors() -> tuple[type[BaseException], ...]:
+def _closed_errors() -> tuple[type[BaseException], ...]:
+    """What a transport raises when its connection went away."""
     import anyio
 
-    return (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    return (
+        OSError,
+        EOFError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+    )
 
 
 def _root_cause(error: BaseException) -> BaseException:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["ElicitationAnswer", "check_answer", "describe_form", "parse_answer"]
 
@@ -26,7 +26,7 @@ _FALSE = frozenset({"false", "no", "n", "0", "off"})
 class ElicitationAnswer:
     """What the user chose: ``accept`` (with ``content`` for a form), ``decline`` or ``cancel``."""
 
-    action: str
+    action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
 
 

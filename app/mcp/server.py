@@ -23,14 +23,17 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.logger import logger
 from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
 from app.tool.base import BaseTool, ToolResult, format_output, result_failed
 from app.tool.tool_collection import ToolCollection
+
+if TYPE_CHECKING:
+    import uvicorn
 
 __all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main", "parse_args"]
 
@@ -216,9 +219,7 @@ class MCPServer:
         sock.listen(128)
         bound_port = sock.getsockname()[1]
         shown = f"[{host}]" if ":" in host else host
-        server = _quiet_exit_server(uvicorn)(
-            uvicorn.Config(app, log_level="warning", lifespan="on")
-        )
+        server = _quiet_exit_server()(uvicorn.Config(app, log_level="warning", lifespan="on"))
         if on_ready is not None:
             on_ready(f"http://{shown}:{bound_port}{path}")
         reaper = asyncio.ensure_future(self.sessions.reap_forever())
@@ -281,13 +282,14 @@ class MCPServer:
         asyncio.run(self.serve(transport, **kwargs))
 
 
-def _quiet_exit_server(uvicorn: Any) -> Any:
+def _quiet_exit_server() -> type[uvicorn.Server]:
     """uvicorn's server, minus re-raising SIGTERM/SIGINT after shutdown: that would kill the
     process before our cleanup (bash sessions, browser) runs."""
+    import uvicorn
 
-    class Server(uvicorn.Server):  # type: ignore[name-defined,misc]
+    class Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self) -> Any:
+        def capture_signals(self) -> Iterator[None]:
             if threading.current_thread() is not threading.main_thread():
                 yield
                 return

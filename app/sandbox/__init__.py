@@ -3,7 +3,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.exceptions import SandboxError, SandboxResourceError, SandboxTimeoutError
+    from app.sandbox.base import ExecResult, LaunchSpec, Sandbox, SandboxLimits
+    from app.sandbox.bubblewrap import BubblewrapSandbox
+    from app.sandbox.client import BaseSandboxClient, LocalSandboxClient, create_sandbox_client
+    from app.sandbox.core.manager import SandboxManager
+    from app.sandbox.docker import DockerSandbox
+    from app.sandbox.environment import scrub_environment
+    from app.sandbox.factory import create_sandbox
+    from app.sandbox.local import LocalSandbox
 
 __all__ = [
     "BaseSandboxClient",

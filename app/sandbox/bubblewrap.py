@@ -26,6 +26,7 @@ import stat
 import sys
 from pathlib import Path
 
+from app.config_models import SandboxSettings
 from app.exceptions import SandboxUnavailableError
 from app.sandbox.base import LaunchSpec, Sandbox, signal_exit_status
 from app.sandbox.launcher import LaunchOptions, launcher_argv
@@ -49,8 +50,14 @@ class BubblewrapSandbox(Sandbox):
 
     backend = "bubblewrap"
 
-    def __init__(self, *args: object, bwrap: str | None = None, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        settings: SandboxSettings | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        *,
+        bwrap: str | None = None,
+    ) -> None:
+        super().__init__(settings, workspace)
         self._bwrap_arg = bwrap
         self._bwrap: str | None = None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from app.config_models import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
@@ -72,7 +72,7 @@ class UpstreamSandbox:
         workspace = _workspace_from_bindings(self.config, volume_bindings)
         self.sandbox: Sandbox = create_sandbox(self.config, workspace, backend=backend)
 
-    async def create(self) -> UpstreamSandbox:
+    async def create(self) -> Self:
         await self.sandbox.start()
         return self
 
@@ -101,9 +101,12 @@ class UpstreamSandbox:
         """A workspace file of the sandbox copied to ``dst_path`` on the host."""
         data = await self.sandbox.read_file(src_path)
         target = Path(dst_path)
-        await asyncio.to_thread(
-            lambda: (target.parent.mkdir(parents=True, exist_ok=True), target.write_bytes(data))
-        )
+
+        def write() -> None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+
+        await asyncio.to_thread(write)
 
     async def copy_to(self, src_path: str, dst_path: str) -> None:
         """A host file copied into the sandbox's workspace as ``dst_path``."""

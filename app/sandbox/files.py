@@ -25,7 +25,7 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
@@ -64,7 +64,7 @@ class _OpenHow(ctypes.Structure):
     ]
 
 
-def _syscall() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def _syscall() -> Callable[..., int] | None:
     try:
         return ctypes.CDLL(None, use_errno=True).syscall
     except (OSError, AttributeError):

@@ -37,7 +37,7 @@ _POLL = 0.05
 
 def _mounts() -> list[tuple[str, str, str, str]]:
     """(mount point, root, fs type, super options) of every mount."""
-    found = []
+    found: list[tuple[str, str, str, str]] = []
     try:
         text = Path("/proc/self/mountinfo").read_text()
     except OSError:
@@ -106,7 +106,7 @@ class ProcessGuard:
         self.cgroup: Path | None = None
         self._scopes: list[ProcessScope] = []
         self._watchdog: asyncio.Task[None] | None = None
-        self._finalizer: weakref.finalize[..., None] | None = None
+        self._finalizer: weakref.finalize[[Path], ProcessGuard] | None = None
 
     @property
     def mode(self) -> str:
@@ -221,7 +221,7 @@ def sweep_orphans(parent: Path) -> list[Path]:
     """Remove the cgroups of agents that died without cleaning up (SIGKILL, a crash): their
     processes are killed and the groups removed. A group is an orphan when the agent whose
     pid its name carries is gone; returns the groups removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(parent.glob("openmanus-*-*"))
     except OSError:

@@ -10,7 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from app.sandbox.processes import OutputBuffer, PipeProtocol, finish_run, format_seconds
+from app.sandbox.processes import (
+    OutputBuffer,
+    PipeProtocol,
+    ProcessScope,
+    finish_run,
+    format_seconds,
+)
 
 if TYPE_CHECKING:
     from app.sandbox.base import ExecResult, Sandbox
@@ -56,10 +62,7 @@ async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> Exec
                 timed_out = True
                 notes.append(f"timed out after {format_seconds(timeout)} seconds")
                 await scope.terminate(protocol.exited, grace=1.0)
-        elif limit and (
-            sandbox.guard.refused() > refused
-            or len(await asyncio.to_thread(scope.members) or ()) >= limit
-        ):
+        elif limit and (sandbox.guard.refused() > refused or await _live_count(scope) >= limit):
             # The program spawned its crowd and exited between two watchdog polls.
             notes.append(f"stopped: reached the limit of {limit} processes")
     finally:
@@ -77,3 +80,9 @@ async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> Exec
         timed_out=timed_out,
         notes=notes,
     )
+
+
+async def _live_count(scope: ProcessScope) -> int:
+    """How many of the run's processes are alive (0 when ``/proc`` cannot tell)."""
+    members = await asyncio.to_thread(scope.members)
+    return len(members) if members is not None else 0

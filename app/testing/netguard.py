@@ -156,9 +156,9 @@ def install() -> None:
         _check_lookup(host)
         return real_gethostbyname_ex(host)
 
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
-    socket.socket.sendto = sendto  # type: ignore[assignment, method-assign]
+    # Methods replaced on the class on purpose (uninstall() puts the originals back).
+    for name, method in (("connect", connect), ("connect_ex", connect_ex), ("sendto", sendto)):
+        setattr(socket.socket, name, method)
     socket.getaddrinfo = getaddrinfo
     socket.gethostbyname = gethostbyname
     socket.gethostbyname_ex = gethostbyname_ex

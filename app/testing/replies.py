@@ -249,7 +249,9 @@ def _default_error(status: int) -> tuple[str, str, str | None]:
     return (f"Scripted error {status}.", "invalid_request_error", None)
 
 
-def _header_pairs(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> tuple:
+def _header_pairs(
+    headers: Mapping[str, str] | Iterable[tuple[str, str]] | None,
+) -> tuple[tuple[str, str], ...]:
     if headers is None:
         return ()
     items = headers.items() if isinstance(headers, Mapping) else headers

@@ -3,7 +3,25 @@ each is imported on first use, so importing this package stays cheap."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.tool.ask_human import AskHuman
+    from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
+    from app.tool.bash import Bash
+    from app.tool.browser_use_tool import BrowserUseTool
+    from app.tool.chart.tools import DataVisualization, VisualizationPrepare
+    from app.tool.crawl4ai import Crawl4aiTool
+    from app.tool.create_chat_completion import CreateChatCompletion
+    from app.tool.mcp import MCPClients, MCPClientTool
+    from app.tool.planning import PlanningTool
+    from app.tool.python_execute import PythonExecute
+    from app.tool.str_replace_editor import StrReplaceEditor
+    from app.tool.terminate import Terminate
+    from app.tool.tool_collection import ToolCollection
+    from app.tool.web_search import WebSearch
 
 __all__ = [
     "AskHuman",

@@ -146,8 +146,9 @@ class BaseTool(ABC, StrictModel):
         return await self.execute(**kwargs)
 
     @abstractmethod
-    async def execute(self, **kwargs: Any) -> Any:
-        """Run the tool with the model's arguments."""
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the tool with the model's arguments (as keywords; each tool names its own, so
+        this signature accepts any, and type checkers accept any override)."""
 
     def to_param(self) -> dict[str, Any]:
         """The tool in the OpenAI function-calling format."""

@@ -179,7 +179,7 @@ class _Session:
 
     def send(self, line: str) -> None:
         pipe = self.transport.get_pipe_transport(0)
-        if pipe is None or pipe.is_closing():
+        if not isinstance(pipe, asyncio.WriteTransport) or pipe.is_closing():
             raise ConnectionResetError("the shell's input is closed")
         try:
             data = line.encode("utf-8", "surrogateescape")  # file names decoded by Python
@@ -285,7 +285,7 @@ class Bash(BaseTool):
     _lock: asyncio.Lock | None = PrivateAttr(default=None)
     _lock_loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self,
         command: str | None = None,
         restart: bool = False,
@@ -492,7 +492,7 @@ class Bash(BaseTool):
             return await session.wait_for_markers(timeout)
         markers = asyncio.ensure_future(session.wait_for_markers(timeout))
         try:
-            await asyncio.wait({markers, watchdog}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((markers, watchdog), return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not markers.done():
                 markers.cancel()

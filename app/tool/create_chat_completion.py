@@ -25,7 +25,8 @@ class CreateChatCompletion(BaseTool):
     concurrency_safe: bool = True  # it only shapes an answer: no side effects
 
     def __init__(self, response_type: Any = str, **data: Any) -> None:
-        super().__init__(response_type=response_type, **data)
+        super().__init__(**data)
+        self.response_type = response_type
         self.parameters = self._build_parameters()
 
     def _build_parameters(self) -> dict[str, Any]:

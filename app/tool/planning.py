@@ -138,7 +138,7 @@ class PlanningTool(BaseTool):
     def current_plan_id(self) -> str | None:
         return self._current_plan_id
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self,
         *,
         command: Literal["create", "update", "list", "get", "set_active", "mark_step", "delete"],

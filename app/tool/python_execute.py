@@ -181,7 +181,7 @@ class PythonExecute(BaseTool):
 
     _ENV_DROP: ClassVar[tuple[str, ...]] = ("PYTHONINSPECT", "PYTHONSTARTUP")
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self, code: str | None = None, timeout: float | str | None = None, **_: Any
     ) -> dict[str, Any]:
         """Run ``code``; always returns ``{"observation": str, "success": bool}``."""
@@ -283,7 +283,7 @@ class PythonExecute(BaseTool):
         scope = sandbox.scope(pid)
         max_processes = self._process_limit()
         stdin = transport.get_pipe_transport(0)
-        if stdin is not None:
+        if isinstance(stdin, asyncio.WriteTransport):
             stdin.write(code.encode("utf-8", "surrogatepass"))
             stdin.close()  # flushes, then closes: the bootstrap reads up to EOF
 

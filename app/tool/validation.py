@@ -347,7 +347,9 @@ class _Node:
             return _MISSING
         return out if out is not None else value
 
-    def _check_object(self, value: Mapping, path: _Path, problems: _Problems, depth: int) -> Any:
+    def _check_object(
+        self, value: Mapping[str, Any], path: _Path, problems: _Problems, depth: int
+    ) -> Any:
         if depth >= MAX_DEPTH and (self.properties or self.additional is not True):
             return _too_deep(path, problems)
         props = self.properties or {}

@@ -6,7 +6,11 @@ is imported by the terminal programs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.web.cli import main
+    from app.web.server import create_app
 
 __all__ = ["create_app", "main"]
 

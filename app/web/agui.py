@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from app.web.session import Mode
 
 __all__ = ["AguiInputError", "AguiTranslator", "parse_run_input"]
 
@@ -22,7 +25,7 @@ class AguiInputError(ValueError):
     """The posted RunAgentInput cannot be used (the message says why)."""
 
 
-def parse_run_input(body: Any) -> tuple[str, str, str, str]:
+def parse_run_input(body: Any) -> tuple[str, str, str, Mode]:
     """(thread id, run id, prompt, mode) from a RunAgentInput body."""
     if not isinstance(body, dict):
         raise AguiInputError("The body must be a RunAgentInput JSON object.")
@@ -42,9 +45,11 @@ def parse_run_input(body: Any) -> tuple[str, str, str, str]:
         raise AguiInputError("RunAgentInput has no user message with text to run.")
     props = body.get("forwardedProps", body.get("forwarded_props"))
     mode = props.get("mode") if isinstance(props, dict) else None
-    if mode not in (None, "agent", "flow"):
-        raise AguiInputError("forwardedProps.mode must be 'agent' or 'flow'.")
-    return thread, run, prompt, mode or "agent"
+    if mode is None or mode == "agent":
+        return thread, run, prompt, "agent"
+    if mode == "flow":
+        return thread, run, prompt, "flow"
+    raise AguiInputError("forwardedProps.mode must be 'agent' or 'flow'.")
 
 
 def _text_of(content: Any) -> str | None:

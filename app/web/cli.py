@@ -13,6 +13,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from types import FrameType
 
 __all__ = ["build_parser", "main"]
 
@@ -146,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     class _Server(uvicorn.Server):
         """Ends the event streams at once on shutdown, so it does not wait on them."""
 
-        def handle_exit(self, sig: int, frame: object) -> None:
-            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            super().handle_exit(sig, frame)
             with contextlib.suppress(RuntimeError):
                 asyncio.get_running_loop().call_soon_threadsafe(manager.end_streams)
 

@@ -96,7 +96,7 @@ class Workspace:
             raise FileProblem(400, f"{self.relative(located)} is not a directory") from e
         except PathChangedError as e:
             raise FileProblem(403, str(e)) from e
-        entries = []
+        entries: list[dict[str, Any]] = []
         try:
             with os.scandir(fd) as it:
                 for entry in it:

@@ -100,7 +100,9 @@ class AccessPolicy:
     def token_ok(self, value: str | None) -> bool:
         if self.token is None:
             return True
-        return bool(value) and hmac.compare_digest(value.encode(), self.token.encode())
+        if not value:
+            return False
+        return hmac.compare_digest(value.encode(), self.token.encode())
 
 
 class SecurityMiddleware:

@@ -267,7 +267,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         try:
             session = await manager.open(sid)
         except UnknownSession:
-            session = await manager.create(mode)  # type: ignore[arg-type]
+            session = await manager.create(mode)
             manager.threads[thread] = session.id
         except SessionBusyError as e:
             raise ApiError(409, str(e)) from None

@@ -103,7 +103,7 @@ class WebSession:
             flow = FlowFactory.create_flow(
                 FlowType.PLANNING, self.agents, timeout=self.options.get("flow_timeout", 3600.0)
             )
-            self.flow = flow  # type: ignore[assignment]
+            self.flow = flow
             flow.events.subscribe(self._on_event)
         else:
             self.agent = manus

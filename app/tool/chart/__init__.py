@@ -7,7 +7,14 @@ imported only when a chart is drawn; it comes with the ``data`` extra.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.tool.chart.render import render_chart
+    from app.tool.chart.spec import ChartSpec, Table
+    from app.tool.chart.tools import DataVisualization, VisualizationPrepare
 
 __all__ = ["ChartSpec", "DataVisualization", "Table", "VisualizationPrepare", "render_chart"]
 

@@ -114,7 +114,7 @@ class DataVisualization(BaseTool):
     def output_dir(self) -> Path:
         return resolve_workspace(self.workspace) / self.output_dir_name
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self,
         *,
         json_path: str | None = None,
@@ -199,11 +199,12 @@ class VisualizationPrepare(PythonExecute):
     )
     default_timeout: float = 30.0
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self,
         code: str | None = None,
-        code_type: str = "visualization",
         timeout: float | str | None = None,
+        *,
+        code_type: str = "visualization",
         **kwargs: Any,
     ) -> dict[str, Any]:
         if code_type not in ("visualization", "insight"):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from app._lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from app.tool.chart.tools import DataVisualization, VisualizationPrepare
+    from app.tool.chart_visualization.python_execute import NormalPythonExecute
 
 __all__ = ["DataVisualization", "NormalPythonExecute", "VisualizationPrepare"]
 

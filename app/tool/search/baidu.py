@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.tool.search.base import SearchItem, WebSearchEngine, clean_text
+from app.tool.search.base import SearchItem, WebSearchEngine, clean_text, link_target
 
 __all__ = ["BaiduSearchEngine"]
 
@@ -25,13 +25,16 @@ class BaiduSearchEngine(WebSearchEngine):
         items: list[SearchItem] = []
         for block in soup.select("div.result, div.c-container"):
             link = block.select_one("h3 a[href]")
-            if link is None or any(item.url == link["href"] for item in items):
+            if link is None:
+                continue
+            url = link_target(link)
+            if any(item.url == url for item in items):
                 continue
             desc = block.select_one(".c-abstract") or block.select_one("[class*=content-right]")
             items.append(
                 SearchItem(
                     title=clean_text(link.get_text(" ")),
-                    url=link["href"],
+                    url=url,
                     description=clean_text(desc.get_text(" ")) if desc else "",
                 )
             )

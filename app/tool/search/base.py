@@ -6,11 +6,21 @@ overridable ``base_url`` (so it can be aimed at a self-hosted instance or a loca
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
 
-__all__ = ["USER_AGENT", "SearchEngineError", "SearchItem", "WebSearchEngine", "clean_text"]
+if TYPE_CHECKING:
+    from bs4.element import Tag
+
+__all__ = [
+    "USER_AGENT",
+    "SearchEngineError",
+    "SearchItem",
+    "WebSearchEngine",
+    "clean_text",
+    "link_target",
+]
 
 USER_AGENT = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -32,6 +42,12 @@ class SearchEngineError(Exception):
 
 def clean_text(text: str | None) -> str:
     return " ".join((text or "").split())
+
+
+def link_target(link: Tag) -> str:
+    """A link's ``href`` ("" without one); bs4 types attributes as possibly multi-valued."""
+    href = link.get("href")
+    return href if isinstance(href, str) else ""
 
 
 class WebSearchEngine:

@@ -6,7 +6,7 @@ import base64
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from app.tool.search.base import SearchItem, WebSearchEngine, clean_text
+from app.tool.search.base import SearchItem, WebSearchEngine, clean_text, link_target
 
 __all__ = ["BingSearchEngine"]
 
@@ -50,7 +50,7 @@ class BingSearchEngine(WebSearchEngine):
             items.append(
                 SearchItem(
                     title=clean_text(link.get_text(" ")),
-                    url=_unwrap(link["href"]),
+                    url=_unwrap(link_target(link)),
                     description=clean_text(desc.get_text(" ")) if desc else "",
                 )
             )

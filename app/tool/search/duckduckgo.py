@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from app.tool.search.base import SearchEngineError, SearchItem, WebSearchEngine, clean_text
+from app.tool.search.base import (
+    SearchEngineError,
+    SearchItem,
+    WebSearchEngine,
+    clean_text,
+    link_target,
+)
 
 __all__ = ["DuckDuckGoSearchEngine"]
 
@@ -43,7 +49,7 @@ class DuckDuckGoSearchEngine(WebSearchEngine):
             items.append(
                 SearchItem(
                     title=clean_text(link.get_text(" ")),
-                    url=_unwrap(link["href"]),
+                    url=_unwrap(link_target(link)),
                     description=clean_text(desc.get_text(" ")) if desc else "",
                 )
             )

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from app.tool.search.base import SearchEngineError, SearchItem, WebSearchEngine, clean_text
+from app.tool.search.base import (
+    SearchEngineError,
+    SearchItem,
+    WebSearchEngine,
+    clean_text,
+    link_target,
+)
 
 __all__ = ["GoogleSearchEngine"]
 
@@ -49,7 +55,7 @@ class GoogleSearchEngine(WebSearchEngine):
         seen: set[str] = set()
         for block in soup.select("div.ezO2md") or soup.select("div.g") or [soup]:
             for link in block.find_all("a", href=True):
-                url = _target(link["href"])
+                url = _target(link_target(link))
                 if not url or url in seen:
                     continue
                 title_tag = link.find("span", class_="CVA68e") or link.find("h3") or link
