@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web
+source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs
 # shellcheck source=scripts/setup-chromium.sh
 source scripts/setup-chromium.sh
 
@@ -23,4 +23,8 @@ bash scripts/setup-npm-tools.sh
 bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
 
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
+# The docs site (mkdocs.yml): broken links or anchors fail the build. Built into a temp dir.
+docs_site="$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$docs_site"
+rm -rf "$docs_site"
 exec "$VENV/bin/python" -m pytest "$@"
