@@ -1,3 +1,3 @@
-"""The performance suite: ``python -m bench`` (see README, *Performance*)."""
+"""The performance suite: ``python -m bench`` (see docs/performance.md)."""
 
 __all__: list[str] = []

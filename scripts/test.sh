@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web
+source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs
 # shellcheck source=scripts/setup-chromium.sh
 source scripts/setup-chromium.sh
 
@@ -24,4 +24,8 @@ bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20
 
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
 "$VENV/bin/python" -m mypy  # [tool.mypy] in pyproject.toml; one line when clean
+# The docs site (mkdocs.yml): broken links or anchors fail the build. Built into a temp dir.
+docs_site="$(mktemp -d)"
+NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$docs_site"
+rm -rf "$docs_site"
 exec "$VENV/bin/python" -m pytest "$@"

@@ -134,7 +134,7 @@ def test_facade_use_installs_code_built_config(
     assert redact("code-built-key-321") == "***"
     with pytest.raises(TypeError):
         facade.use({"llm": {}})  # type: ignore[arg-type]
-    facade.use(LLMSettings(model="just-llm"))  # the README's short form
+    facade.use(LLMSettings(model="just-llm"))  # the short form in docs/configuration.md
     assert facade.llm["default"].model == "just-llm" and facade.config_path is None
 
 

@@ -10,7 +10,7 @@ What is checked: ``type`` (one name or a list, ``null`` included), ``enum``, ``c
 ``minLength``/``maxLength`` and ``minItems``/``maxItems``. Every other keyword (``format``,
 ``pattern``, ``dependencies``...) is ignored, never a reason to reject a call.
 
-Policy (documented in the README):
+Policy (documented in docs/agents.md, "Arguments are checked before the tool runs"):
 
 * An object that declares ``properties`` is closed unless ``additionalProperties`` (or
   ``patternProperties``) allows more: an unknown argument is an error, not silently dropped.
