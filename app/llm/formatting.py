@@ -23,7 +23,7 @@ from typing import Any
 
 from app.llm.wire import WireEntry, dumps, wire_entry
 from app.logger import logger
-from app.schema import ROLE_VALUES, Message, _Edits
+from app.schema import ROLE_VALUES, Message, nested_edit_count
 
 __all__ = ["IMAGE_OMITTED_NOTE", "Formatted", "image_part", "prepare_messages"]
 
@@ -138,7 +138,7 @@ class _Pass:
         snap.omitted = self.omitted
         snap.supports_images = self.supports_images
         snap.model = self.model
-        snap.edits = _Edits.count
+        snap.edits = nested_edit_count()
         return snap
 
     def resume(self, snap: _Snapshot) -> None:
@@ -234,7 +234,7 @@ def _resumable(snap: Any, messages: list[Any], supports_images: bool, model: str
         return False
     count = len(snap.inputs)
     return (
-        snap.edits == _Edits.count
+        snap.edits == nested_edit_count()
         and snap.supports_images == supports_images
         and snap.model == model
         and len(messages) >= count

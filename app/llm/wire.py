@@ -17,7 +17,7 @@ import json
 from datetime import date, datetime
 from typing import Any
 
-from app.schema import ROLE_VALUES, Message, _Edits
+from app.schema import ROLE_VALUES, Message, nested_edit_count
 
 __all__ = ["WireEntry", "count_tokens", "dumps", "encode_body", "wire_entry"]
 
@@ -52,7 +52,7 @@ class WireEntry:
         self.name = message.name
         self.tool_call_id = message.tool_call_id
         self.base64_image = message.base64_image
-        self.stamp = _Edits.count
+        self.stamp = nested_edit_count()
         wire: dict[str, Any] = {"role": role}
         if self.content is not None:
             wire["content"] = self.content
@@ -85,7 +85,7 @@ class WireEntry:
             and self.tool_call_id is message.tool_call_id
             and self.base64_image is message.base64_image
             and self.name is message.name
-            and self.stamp == _Edits.count
+            and self.stamp == nested_edit_count()
             and self.tool_calls_len == (len(calls) if calls is not None else -1)
         )
 
