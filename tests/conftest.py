@@ -13,6 +13,9 @@ from app.llm import LLM
 from app.testing import ScriptedLLMServer, netguard
 from tests.real_model_fixtures import *  # noqa: F403  (the real-model tier's fixtures)
 
+#: Test tiers (unit, e2e, browser, ray, real_model): every test gets exactly one.
+pytest_plugins = ("tests.tiers",)
+
 TEST_API_KEY = "sk-test-0123456789abcdefghij"
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["alive", "live_group_members", "processes_in", "stat"]
+__all__ = ["ROOT", "alive", "live_group_members", "processes_in", "processes_mentioning", "stat"]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def stat(pid: int) -> tuple[str, int] | None:
@@ -43,5 +45,20 @@ def processes_in(directory: Path) -> list[int]:
         except OSError:
             continue
         if cwd == str(directory) and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (arguments joined by spaces)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if text.encode() in cmdline and alive(int(name)):
             found.append(int(name))
     return found

@@ -11,11 +11,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from app.batch import read_results
 from app.testing import KeyedScripts, ScriptedLLMServer, slow, text
 from app.testing.keyed import request_prompt
 from tests.batch_helpers import write_tasks
-from tests.test_batch_ray import ROOT, ray_processes
+from tests.proc_utils import ROOT, processes_mentioning
 from tests.test_main_e2e import child_env, write_config
 
 FAST, LATE, WORKERS = 12, 12, 4
@@ -104,7 +106,9 @@ def test_bad_tasks_file_is_reported_before_anything_runs(tmp_path):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.ray
 def test_ray_backend_starts_and_stops_its_own_local_ray(tmp_path):
+    pytest.importorskip("ray")  # the ray extra
     scripts = {f"Task {i}": [text(f"answer {i}")] for i in range(6)}
     tasks = [{"id": str(i), "prompt": p, "agent": "toolcall"} for i, p in enumerate(scripts)]
     path = write_tasks(tmp_path / "tasks.jsonl", tasks)
@@ -148,7 +152,7 @@ def test_ray_backend_starts_and_stops_its_own_local_ray(tmp_path):
         results = read_results(tmp_path / "out.jsonl")
         assert {r.final_answer for r in results.values()} == {f"answer {i}" for i in range(6)}
         assert "tasks: 6  done: 6  failed: 0" in stdout
-        assert ray_processes(str(temp)) == []  # the Ray it started is gone
+        assert processes_mentioning(str(temp)) == []  # the Ray it started is gone
     finally:
-        for pid in ray_processes(str(temp)):
+        for pid in processes_mentioning(str(temp)):
             os.kill(pid, signal.SIGKILL)
