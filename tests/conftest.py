@@ -28,6 +28,19 @@ def _block_internet() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Log files of the test process and of every program it starts go to a temporary
+    directory, never into the checkout's logs/ (where parallel workers would share names)."""
+    previous = os.environ.get("OPENMANUS_LOG_DIR")
+    os.environ["OPENMANUS_LOG_DIR"] = str(tmp_path_factory.mktemp("logs"))
+    yield
+    if previous is None:
+        os.environ.pop("OPENMANUS_LOG_DIR", None)
+    else:
+        os.environ["OPENMANUS_LOG_DIR"] = previous
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _matplotlib_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """matplotlib (charts) keeps its font cache in a temporary directory, not in $HOME."""
     previous = os.environ.get("MPLCONFIGDIR")

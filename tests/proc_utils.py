@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
-__all__ = ["ROOT", "alive", "live_group_members", "processes_in", "processes_mentioning", "stat"]
+__all__ = [
+    "ROOT",
+    "alive",
+    "live_group_members",
+    "processes_in",
+    "processes_mentioning",
+    "short_temp_dir",
+    "stat",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,3 +71,9 @@ def processes_mentioning(text: str) -> list[int]:
         if text.encode() in cmdline and alive(int(name)):
             found.append(int(name))
     return found
+
+
+def short_temp_dir(prefix: str) -> Path:
+    """A new directory right under /tmp, for programs whose Unix socket paths must fit in 107
+    bytes (Ray's): pytest's temp dirs are longer under xdist (``.../popen-gw0/...``)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

@@ -17,7 +17,7 @@ from app.testing import call, keyed_server, slow, text, tool_calls
 from app.testing.netguard import SITE_DIR
 from tests.batch_helpers import comparable, fifty_tasks, write_tasks
 from tests.conftest import llm_settings
-from tests.proc_utils import ROOT, processes_mentioning
+from tests.proc_utils import ROOT, processes_mentioning, short_temp_dir
 
 ray = pytest.importorskip("ray")  # the ray extra
 
@@ -35,10 +35,10 @@ def worker_runtime_env() -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private local Ray for this module. Its temp dir sits right under pytest's base
-    temp dir: Ray's socket paths must fit in 107 bytes, which a test's tmp_path does not."""
-    temp = str(tmp_path_factory.getbasetemp() / f"ray{os.getpid()}")
+def local_ray() -> Iterator[str]:
+    """A private local Ray for this module, in a short temp dir of its own (Ray's socket
+    paths must fit in 107 bytes, which pytest's temp dirs do not)."""
+    temp = str(short_temp_dir("omray-"))
     saved = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"  # no token written to the home directory
     try:

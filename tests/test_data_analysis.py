@@ -30,6 +30,7 @@ def tool(tmp_path: Path) -> DataVisualization:
     return DataVisualization(workspace=tmp_path)
 
 
+@pytest.mark.e2e
 async def test_csv_to_png_in_the_visualization_folder(tool, tmp_path):
     result = await tool.execute(
         charts=[{"chartTitle": "Monthly sales", "csvFilePath": "sales.csv"}]
@@ -73,6 +74,7 @@ async def test_every_chart_type_draws(tmp_path, chart_type):
     assert f"({chart_type})" in result.output
 
 
+@pytest.mark.e2e
 async def test_prepare_then_draw_from_a_json_list(tmp_path):
     """Upstream's two steps: Python writes CSV + chart list, then the list is drawn."""
     prep = VisualizationPrepare(workspace=tmp_path)
@@ -165,6 +167,7 @@ async def test_one_bad_chart_does_not_lose_the_good_ones(tool, tmp_path):
     assert "Charts that could not be drawn:\n- bad: chart 'bad': column 'nope'" in result.output
 
 
+@pytest.mark.e2e
 async def test_data_analysis_agent_makes_a_chart(llm_server, make_llm, tmp_path):
     llm_server.push(
         tool_calls(

@@ -179,6 +179,7 @@ async def test_failed_step_is_blocked_and_the_flow_still_finishes(llm_server, ma
     )
 
 
+@pytest.mark.e2e
 async def test_exhausted_step_is_replanned_and_next_step_gets_a_full_budget(
     llm_server, make_llm, workspace
 ):

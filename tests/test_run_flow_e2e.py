@@ -12,6 +12,8 @@ import pytest
 from app.testing import call, error, slow, text, tool_calls
 from tests.test_main_e2e import child_env, write_config
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FLOW = ROOT / "run_flow.py"
 

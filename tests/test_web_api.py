@@ -17,6 +17,8 @@ from tests.conftest import TEST_API_KEY
 from tests.test_run_flow_e2e import plan_call
 from tests.web_ui_helpers import WebApp, sse_entries
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[ScriptedLLMServer]:

@@ -129,7 +129,7 @@ def _check_started(item: pytest.Item, started: list[list[str]]) -> None:
     if not wrong:
         return
     needed = sorted({spawn_kind(argv) for argv in wrong})
-    shown = "; ".join(" ".join(argv)[:160] for argv in wrong[:3])
+    shown = "; ".join(" ".join(argv).replace("\n", "\\n")[:160] for argv in wrong[:3])
     advice = (
         f"mark it @pytest.mark.{needed[0]} (or its module's pytestmark)"
         if len(needed) == 1
