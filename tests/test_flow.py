@@ -73,6 +73,7 @@ def make_flow(
 
 
 async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, make_llm, workspace):
+    pytest.importorskip("matplotlib")  # the data agent draws a chart (the data extra)
     llm_server.push(
         plan_call(
             "[MANUS] Write sales.csv with the monthly revenue",

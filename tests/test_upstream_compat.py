@@ -527,6 +527,7 @@ def test_local_file_operator(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_crawl4ai_tool_fetches_page_text_from_a_local_server() -> None:
+    pytest.importorskip("bs4")  # the search extra
     from app.tool import Crawl4aiTool
 
     with WebServer() as web:

@@ -109,9 +109,24 @@ def _argv(event: str, args: tuple[Any, ...]) -> list[str]:
     return [f"<{event}>"]
 
 
+#: Standard-library modules that run system programs for their own queries (``uname -p`` the
+#: first time anyone asks ``platform``, ``ldconfig`` in ``ctypes.util.find_library``): whichever
+#: test happens to ask first is not starting programs of its own.
+_SYSTEM_QUERIES = (f"{os.sep}platform.py", f"{os.sep}ctypes{os.sep}util.py")
+
+
+def _system_query() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_SYSTEM_QUERIES):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     started = _started
-    if started is None or event not in _SPAWN_EVENTS:
+    if started is None or event not in _SPAWN_EVENTS or _system_query():
         return
     try:
         started.append(_argv(event, args))
