@@ -20,6 +20,8 @@ from app.testing import call, text, tool_calls
 from tests.conftest import llm_settings
 from tests.web_fixtures import WebServer, isolated_tempdir
 
+pytest.importorskip("browser_use")  # the browser extra
+
 pytestmark = pytest.mark.browser
 
 PAGE = """<html><head><title>Shop</title></head><body>

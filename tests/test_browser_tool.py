@@ -30,6 +30,8 @@ from app.tool.web_search import WebSearch
 from tests.conftest import llm_settings
 from tests.web_fixtures import WebServer, isolated_tempdir, processes_mentioning
 
+pytest.importorskip("browser_use")  # the browser extra
+
 pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 MAIN = """<html><head><title>Test Page</title></head><body>

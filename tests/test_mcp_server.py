@@ -214,6 +214,7 @@ def test_sigterm_with_stdin_still_open_cleans_up_and_exits(tmp_path):
 
 @pytest.mark.browser
 async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
+    pytest.importorskip("browser_use")  # the browser extra
     with WebServer() as web, isolated_tempdir() as temp:  # checks: no files, no processes left
         web.html("/page", "<html><head><title>Served over MCP</title></head><body>hi</body></html>")
         env = {**guarded_env(), "TMPDIR": str(temp)}

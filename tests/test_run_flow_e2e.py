@@ -56,6 +56,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def test_two_agents_interactive_with_live_progress(tmp_path, workspace, llm_server):
+    pytest.importorskip("matplotlib")  # the data agent draws a chart (the data extra)
     llm_server.push(
         plan_call("[MANUS] Write sales.csv", "[DATA_ANALYSIS] Chart sales.csv"),
         tool_calls(
