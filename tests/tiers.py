@@ -47,6 +47,9 @@ FIXTURE_TIERS: dict[str, str] = {"llama_pool": "real_model"}
 
 #: Tiers whose tests share one xdist worker (one Ray, one set of llama servers at a time).
 _SHARED_GROUPS = ("ray", "real_model")
+#: The order xdist workers take tests in: the longest groups first, so that the real-model
+#: group (minutes on one worker) runs while the other worker does everything else.
+_FIRST = ("real_model", "ray", "browser", "e2e", "unit")
 
 _BROWSER_PROGRAMS = {"chromium", "chromium-browser", "chrome", "google-chrome", "headless_shell"}
 
@@ -165,6 +168,10 @@ _TIER = pytest.StashKey[str]()
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in TIERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
+    if config.pluginmanager.hasplugin("xdist"):
+        # Workers take groups in collection order, which puts the longest first (below), not
+        # in xdist's default order (the groups with the most tests first).
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -189,6 +196,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "every test needs exactly one tier (docs/testing.md):\n  " + "\n  ".join(problems)
         )
+    if hasattr(config, "workerinput"):  # an xdist worker: the slowest tiers start first
+        items.sort(key=lambda item: _FIRST.index(item.stash[_TIER]))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
