@@ -112,10 +112,15 @@ def _argv(event: str, args: tuple[Any, ...]) -> list[str]:
     return [f"<{event}>"]
 
 
-#: Standard-library modules that run system programs for their own queries (``uname -p`` the
-#: first time anyone asks ``platform``, ``ldconfig`` in ``ctypes.util.find_library``): whichever
-#: test happens to ask first is not starting programs of its own.
-_SYSTEM_QUERIES = (f"{os.sep}platform.py", f"{os.sep}ctypes{os.sep}util.py")
+#: Library modules that run system programs for their own queries (``uname -p`` the first time
+#: anyone asks ``platform``, ``ldconfig`` in ``ctypes.util.find_library``, ``fc-list`` when
+#: matplotlib builds its font cache): whichever test happens to ask first is not starting
+#: programs of its own.
+_SYSTEM_QUERIES = (
+    f"{os.sep}platform.py",
+    f"{os.sep}ctypes{os.sep}util.py",
+    f"{os.sep}matplotlib{os.sep}font_manager.py",  # fc-list, building its font cache
+)
 
 
 def _system_query() -> bool:
