@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything the test suite needs on a fresh machine, then run it.
 # Idempotent: a second run reuses .venv and reinstalls only when pyproject.toml changes.
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k llm -x`.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k llm -x` or `-m unit` (a tier;
+# docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
@@ -23,9 +24,11 @@ bash scripts/setup-npm-tools.sh
 bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
 
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
+"$VENV/bin/python" -m ruff format --check app bench tests ./*.py
 "$VENV/bin/python" -m mypy  # [tool.mypy] in pyproject.toml; one line when clean
 # The docs site (mkdocs.yml): broken links or anchors fail the build. Built into a temp dir.
 docs_site="$(mktemp -d)"
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$docs_site"
 rm -rf "$docs_site"
-exec "$VENV/bin/python" -m pytest "$@"
+# Both cores (pytest-xdist; --dist loadgroup is in pyproject.toml): `-n 0` runs serially.
+exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-auto}" "$@"

@@ -13,6 +13,9 @@ from app.llm import LLM
 from app.testing import ScriptedLLMServer, netguard
 from tests.real_model_fixtures import *  # noqa: F403  (the real-model tier's fixtures)
 
+#: Test tiers (unit, e2e, browser, ray, real_model): every test gets exactly one.
+pytest_plugins = ("tests.tiers",)
+
 TEST_API_KEY = "sk-test-0123456789abcdefghij"
 
 
@@ -22,6 +25,19 @@ def _block_internet() -> Iterator[None]:
     netguard.install()
     yield
     netguard.uninstall()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Log files of the test process and of every program it starts go to a temporary
+    directory, never into the checkout's logs/ (where parallel workers would share names)."""
+    previous = os.environ.get("OPENMANUS_LOG_DIR")
+    os.environ["OPENMANUS_LOG_DIR"] = str(tmp_path_factory.mktemp("logs"))
+    yield
+    if previous is None:
+        os.environ.pop("OPENMANUS_LOG_DIR", None)
+    else:
+        os.environ["OPENMANUS_LOG_DIR"] = previous
 
 
 @pytest.fixture(autouse=True, scope="session")

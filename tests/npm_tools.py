@@ -59,26 +59,31 @@ def _free_port() -> int:
 
 @contextlib.contextmanager
 def everything_http() -> Iterator[str]:
-    """server-everything over streamable HTTP; yields its 127.0.0.1 URL."""
+    """server-everything over streamable HTTP; yields its 127.0.0.1 URL. It must be told its
+    port, so a port another process took meanwhile (a parallel test worker) is retried."""
     program = npm_bin("mcp-server-everything")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(program), "streamableHttp"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=node_env(PORT=str(port)),
-    )
-    try:
-        seen = []
-        assert proc.stderr is not None
-        for line in proc.stderr:  # ends if the server exits
-            seen.append(line)
-            if "listening on port" in line:
-                break
-        else:
-            raise AssertionError(f"server-everything did not start: {''.join(seen)}")
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
+    for attempt in range(1, 4):
+        port = _free_port()
+        proc = subprocess.Popen(
+            [str(program), "streamableHttp"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=node_env(PORT=str(port)),
+        )
+        try:
+            seen = []
+            assert proc.stderr is not None
+            for line in proc.stderr:  # ends if the server exits
+                seen.append(line)
+                if "listening on port" in line:
+                    break
+            else:
+                if "EADDRINUSE" in "".join(seen) and attempt < 3:
+                    continue
+                raise AssertionError(f"server-everything did not start: {''.join(seen)}")
+            yield f"http://127.0.0.1:{port}/mcp"
+            return
+        finally:
+            stop(proc)

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
-__all__ = ["alive", "live_group_members", "processes_in", "stat"]
+__all__ = [
+    "ROOT",
+    "alive",
+    "live_group_members",
+    "processes_in",
+    "processes_mentioning",
+    "short_temp_dir",
+    "stat",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def stat(pid: int) -> tuple[str, int] | None:
@@ -45,3 +56,24 @@ def processes_in(directory: Path) -> list[int]:
         if cwd == str(directory) and alive(int(name)):
             found.append(int(name))
     return found
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains ``text`` (arguments joined by spaces)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if text.encode() in cmdline and alive(int(name)):
+            found.append(int(name))
+    return found
+
+
+def short_temp_dir(prefix: str) -> Path:
+    """A new directory right under /tmp, for programs whose Unix socket paths must fit in 107
+    bytes (Ray's): pytest's temp dirs are longer under xdist (``.../popen-gw0/...``)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))

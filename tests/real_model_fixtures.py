@@ -35,6 +35,7 @@ __all__ = [
     "real_llm",
     "real_settings",
     "recording_proxy",
+    "server_threads",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +64,15 @@ CONFIGS: dict[str, ServerConfig] = {
 }
 
 
+def server_threads() -> int:
+    """Threads per llama server: every core when the tests run serially, a share of them under
+    pytest-xdist. llama.cpp's threads wait for each other at every step of a token, so one that
+    loses its core to another worker stalls them all: with two threads on two busy cores a
+    test ran 5-10 times slower than serially (and timed out), with one thread about twice."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
 class LlamaPool:
     """Starts a configuration on first use and keeps it for the session."""
 
@@ -82,6 +92,7 @@ class LlamaPool:
             cfg.model,
             chat_format=cfg.chat_format,
             n_ctx=cfg.n_ctx,
+            n_threads=server_threads(),
             log_path=self.log_dir / f"{name}.log",
         )
         try:
@@ -99,6 +110,7 @@ class LlamaPool:
             cfg.model,
             chat_format=cfg.chat_format,
             n_ctx=n_ctx or cfg.n_ctx,
+            n_threads=server_threads(),
             log_path=self.log_dir / f"{name}-{label}.log",
         ).start()
 

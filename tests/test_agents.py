@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from app.agent import Manus, SWEAgent
 from app.prompt.manus import SYSTEM_PROMPT as MANUS_PROMPT
 from app.schema import AgentState
@@ -33,6 +35,7 @@ async def test_swe_agent_defaults(make_llm, tmp_path):
     assert str(tmp_path) in agent.system_prompt
 
 
+@pytest.mark.e2e
 async def test_swe_agent_edits_and_runs_in_its_workspace(llm_server, make_llm, tmp_path):
     llm_server.push(
         tool_calls(
@@ -56,6 +59,7 @@ async def test_swe_agent_edits_and_runs_in_its_workspace(llm_server, make_llm, t
     assert "one\ttwo" in bash_out and str(tmp_path) in bash_out
 
 
+@pytest.mark.e2e
 async def test_manus_tools_are_usable_after_cleanup(llm_server, make_llm, tmp_path):
     """run() cleans the tools up afterwards; a follow-up run starts them again."""
     llm_server.push(

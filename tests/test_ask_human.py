@@ -301,6 +301,7 @@ async def test_stdin_file_object_is_accepted(pty_fds: tuple[Fds, int, int]) -> N
 
 
 @pytest.mark.parametrize("stdin", [subprocess.DEVNULL, subprocess.PIPE])
+@pytest.mark.e2e
 def test_real_process_without_terminal_does_not_hang(stdin: int) -> None:
     code = (
         "import asyncio\n"

@@ -18,6 +18,8 @@ from tests.proc_utils import alive as _alive
 from tests.proc_utils import live_group_members as _live_group_members
 from tests.proc_utils import processes_in as _processes_in
 
+pytestmark = pytest.mark.e2e
+
 
 async def _shell_pid(bash: Bash) -> int:
     result = await bash.execute(command="echo $$")

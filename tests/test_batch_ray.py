@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
 
 from app.batch import BatchOptions, read_results, run_batch
 from app.config import config
@@ -18,24 +17,11 @@ from app.testing import call, keyed_server, slow, text, tool_calls
 from app.testing.netguard import SITE_DIR
 from tests.batch_helpers import comparable, fifty_tasks, write_tasks
 from tests.conftest import llm_settings
-from tests.proc_utils import alive
+from tests.proc_utils import ROOT, processes_mentioning, short_temp_dir
 
-ROOT = Path(__file__).resolve().parent.parent
+ray = pytest.importorskip("ray")  # the ray extra
 
-
-def ray_processes(marker: str) -> list[int]:
-    """Live processes whose command line mentions ``marker`` (our Ray's temp dir)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and alive(int(name)):
-            found.append(int(name))
-    return found
+pytestmark = pytest.mark.ray
 
 
 def worker_runtime_env() -> dict[str, object]:
@@ -49,10 +35,10 @@ def worker_runtime_env() -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A private local Ray for this module. Its temp dir sits right under pytest's base
-    temp dir: Ray's socket paths must fit in 107 bytes, which a test's tmp_path does not."""
-    temp = str(tmp_path_factory.getbasetemp() / f"ray{os.getpid()}")
+def local_ray() -> Iterator[str]:
+    """A private local Ray for this module, in a short temp dir of its own (Ray's socket
+    paths must fit in 107 bytes, which pytest's temp dirs do not)."""
+    temp = str(short_temp_dir("omray-"))
     saved = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"  # no token written to the home directory
     try:
@@ -71,7 +57,7 @@ def local_ray(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             os.environ.pop("RAY_AUTH_MODE", None)
         else:
             os.environ["RAY_AUTH_MODE"] = saved
-        left = ray_processes(temp)
+        left = processes_mentioning(temp)
         for pid in left:
             os.kill(pid, 9)
         shutil.rmtree(temp, ignore_errors=True)

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from app.batch import read_results
 from app.testing import KeyedScripts, ScriptedLLMServer, slow, text
 from app.testing.keyed import request_prompt
 from tests.batch_helpers import write_tasks
-from tests.test_batch_ray import ROOT, ray_processes
+from tests.proc_utils import ROOT, processes_mentioning, short_temp_dir
 from tests.test_main_e2e import child_env, write_config
 
 FAST, LATE, WORKERS = 12, 12, 4
@@ -35,6 +38,7 @@ def start_batch(
     )
 
 
+@pytest.mark.e2e
 def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path):
     fast = {f"Task fast {i}": f"f{i}" for i in range(FAST)}
     late = {f"Task late {i}": f"l{i}" for i in range(LATE)}
@@ -88,6 +92,7 @@ def test_killed_batch_resumes_without_redoing_finished_tasks(tmp_path):
     assert summary["ran"] == LATE and summary["done"] == FAST + LATE
 
 
+@pytest.mark.e2e
 def test_bad_tasks_file_is_reported_before_anything_runs(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text(
@@ -104,11 +109,13 @@ def test_bad_tasks_file_is_reported_before_anything_runs(tmp_path):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.ray
 def test_ray_backend_starts_and_stops_its_own_local_ray(tmp_path):
+    pytest.importorskip("ray")  # the ray extra
     scripts = {f"Task {i}": [text(f"answer {i}")] for i in range(6)}
     tasks = [{"id": str(i), "prompt": p, "agent": "toolcall"} for i, p in enumerate(scripts)]
     path = write_tasks(tmp_path / "tasks.jsonl", tasks)
-    temp = tmp_path.parent / f"r{os.getpid()}"  # short: Ray's socket paths are limited
+    temp = short_temp_dir("omray-")  # short: Ray's socket paths are limited
     guarded = child_env(tmp_path)
     env_json = json.dumps(
         {"env_vars": {"OPENMANUS_BLOCK_NETWORK": "1", "PYTHONPATH": guarded["PYTHONPATH"]}}
@@ -148,7 +155,8 @@ def test_ray_backend_starts_and_stops_its_own_local_ray(tmp_path):
         results = read_results(tmp_path / "out.jsonl")
         assert {r.final_answer for r in results.values()} == {f"answer {i}" for i in range(6)}
         assert "tasks: 6  done: 6  failed: 0" in stdout
-        assert ray_processes(str(temp)) == []  # the Ray it started is gone
+        assert processes_mentioning(str(temp)) == []  # the Ray it started is gone
     finally:
-        for pid in ray_processes(str(temp)):
+        for pid in processes_mentioning(str(temp)):
             os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp, ignore_errors=True)

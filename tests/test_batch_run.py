@@ -15,6 +15,8 @@ from app.testing import keyed_server
 from tests.batch_helpers import fifty_tasks, write_tasks
 from tests.conftest import llm_settings
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 def batch_env(tmp_path: Path):

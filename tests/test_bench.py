@@ -18,6 +18,8 @@ from bench.parallel import measure_parallel
 from bench.server import respond
 from bench.steps import LOOPS, measure_steps
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

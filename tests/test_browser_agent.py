@@ -20,6 +20,10 @@ from app.testing import call, text, tool_calls
 from tests.conftest import llm_settings
 from tests.web_fixtures import WebServer, isolated_tempdir
 
+pytest.importorskip("browser_use")  # the browser extra
+
+pytestmark = pytest.mark.browser
+
 PAGE = """<html><head><title>Shop</title></head><body>
 <a href="/cart">Open the cart</a><button>Buy now</button>
 <div style="height: 3000px"></div><p>Footer</p></body></html>"""

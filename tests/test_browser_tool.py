@@ -30,7 +30,9 @@ from app.tool.web_search import WebSearch
 from tests.conftest import llm_settings
 from tests.web_fixtures import WebServer, isolated_tempdir, processes_mentioning
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytest.importorskip("browser_use")  # the browser extra
+
+pytestmark = [pytest.mark.browser, pytest.mark.asyncio(loop_scope="module")]
 
 MAIN = """<html><head><title>Test Page</title></head><body>
 <h1>Welcome</h1>

@@ -50,6 +50,7 @@ def test_facade_workspace_from_file_even_if_llm_is_unusable(
 # --- the facade -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_import_and_construction_read_nothing(tmp_path: Path) -> None:
     path = write_config(tmp_path, MINIMAL)
     code = textwrap.dedent(

@@ -25,12 +25,19 @@ def png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture
+def matplotlib() -> object:
+    """Drawing needs the data extra (the test command installs it; elsewhere these skip)."""
+    return pytest.importorskip("matplotlib")
+
+
+@pytest.fixture
 def tool(tmp_path: Path) -> DataVisualization:
     (tmp_path / "sales.csv").write_text(SALES_CSV)
     return DataVisualization(workspace=tmp_path)
 
 
-async def test_csv_to_png_in_the_visualization_folder(tool, tmp_path):
+@pytest.mark.e2e
+async def test_csv_to_png_in_the_visualization_folder(matplotlib, tool, tmp_path):
     result = await tool.execute(
         charts=[{"chartTitle": "Monthly sales", "csvFilePath": "sales.csv"}]
     )
@@ -42,7 +49,7 @@ async def test_csv_to_png_in_the_visualization_folder(tool, tmp_path):
     assert not (tmp_path / "visualization" / "Monthly_sales.html").exists()
 
 
-async def test_html_is_a_self_contained_page_with_insights(tool, tmp_path):
+async def test_html_is_a_self_contained_page_with_insights(matplotlib, tool, tmp_path):
     rows = [{"year": 2020 + i, "users": v} for i, v in enumerate([10, 40, 25, 80])]
     result = await tool.execute(
         charts=[{"chartTitle": "Users <per year>", "data": rows}],
@@ -62,7 +69,7 @@ async def test_html_is_a_self_contained_page_with_insights(tool, tmp_path):
 
 
 @pytest.mark.parametrize("chart_type", ["line", "bar", "scatter", "area", "histogram", "pie"])
-async def test_every_chart_type_draws(tmp_path, chart_type):
+async def test_every_chart_type_draws(matplotlib, tmp_path, chart_type):
     tool = DataVisualization(workspace=tmp_path)
     rows = [{"x": i, "a": i * i, "b": 10 - i} for i in range(1, 6)]
     spec = {"chartTitle": f"t {chart_type}", "data": rows, "chartType": chart_type}
@@ -73,7 +80,8 @@ async def test_every_chart_type_draws(tmp_path, chart_type):
     assert f"({chart_type})" in result.output
 
 
-async def test_prepare_then_draw_from_a_json_list(tmp_path):
+@pytest.mark.e2e
+async def test_prepare_then_draw_from_a_json_list(matplotlib, tmp_path):
     """Upstream's two steps: Python writes CSV + chart list, then the list is drawn."""
     prep = VisualizationPrepare(workspace=tmp_path)
     code = (
@@ -141,7 +149,7 @@ async def test_prepare_then_draw_from_a_json_list(tmp_path):
         ),
     ],
 )
-async def test_bad_data_or_spec_is_a_clear_error(tool, tmp_path, kwargs, message):
+async def test_bad_data_or_spec_is_a_clear_error(matplotlib, tool, tmp_path, kwargs, message):
     (tmp_path / "bad.json").write_text('{"a": 1, ]')
     with pytest.raises(ToolError, match=message):
         await tool.execute(**kwargs)
@@ -150,7 +158,7 @@ async def test_bad_data_or_spec_is_a_clear_error(tool, tmp_path, kwargs, message
     )
 
 
-async def test_one_bad_chart_does_not_lose_the_good_ones(tool, tmp_path):
+async def test_one_bad_chart_does_not_lose_the_good_ones(matplotlib, tool, tmp_path):
     result = await ToolCollection(tool).execute(
         name="data_visualization",
         tool_input={
@@ -165,7 +173,8 @@ async def test_one_bad_chart_does_not_lose_the_good_ones(tool, tmp_path):
     assert "Charts that could not be drawn:\n- bad: chart 'bad': column 'nope'" in result.output
 
 
-async def test_data_analysis_agent_makes_a_chart(llm_server, make_llm, tmp_path):
+@pytest.mark.e2e
+async def test_data_analysis_agent_makes_a_chart(matplotlib, llm_server, make_llm, tmp_path):
     llm_server.push(
         tool_calls(
             call(

@@ -232,6 +232,7 @@ print("ok")
 """
 
 
+@pytest.mark.e2e
 def test_concurrent_processes_keep_each_others_entries(tmp_path: Path) -> None:
     path = tmp_path / "endpoints.json"
     workers, count = 4, 25

@@ -291,6 +291,7 @@ async def test_tool_result_error_flag_comes_from_the_result_not_its_text(llm_ser
     assert flags == {"a": True, "b": False, "c": True}
 
 
+@pytest.mark.e2e
 async def test_a_failed_python_run_is_an_error_result_event(llm_server, make_llm, tmp_path):
     """python_execute keeps upstream's dict result; its ``success: false`` is the flag."""
     from app.tool.python_execute import PythonExecute

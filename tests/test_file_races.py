@@ -26,6 +26,8 @@ from app.testing import ScriptedLLMServer, call, tool_calls
 from app.tool.str_replace_editor import StrReplaceEditor
 from tests.sandbox_utils import BACKENDS, make_sandbox, processes_under
 
+pytestmark = pytest.mark.e2e
+
 MARKER = "HOST-ONLY-CONTENT-5e1f"
 
 # Flips d <-> symlink to the host dir and f.txt <-> symlink to the host file, forever;

@@ -83,6 +83,7 @@ def make_flow(
 
 
 async def test_two_agent_plan_runs_each_step_on_its_tagged_agent(llm_server, make_llm, workspace):
+    pytest.importorskip("matplotlib")  # the data agent draws a chart (the data extra)
     llm_server.push(
         plan_call(
             "[MANUS] Write sales.csv with the monthly revenue",
@@ -192,6 +193,7 @@ async def test_failed_step_is_blocked_and_the_flow_still_finishes(llm_server, ma
     )
 
 
+@pytest.mark.e2e
 async def test_exhausted_step_is_replanned_and_next_step_gets_a_full_budget(
     llm_server, make_llm, workspace
 ):

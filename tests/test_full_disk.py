@@ -10,6 +10,8 @@ from app.exceptions import ToolError
 from app.tool.str_replace_editor import StrReplaceEditor
 from tests.disk_utils import fill, small_tmpfs
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["small_tmpfs"]  # the fixture, used by name
 
 

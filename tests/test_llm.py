@@ -347,6 +347,7 @@ async def test_tool_results_never_orphaned_on_the_wire(llm_server, make_llm):
     assert sent[2]["tool_call_id"] == "c1" and "not executed" in sent[2]["content"]
 
 
+@pytest.mark.e2e
 def test_importing_the_agent_does_not_import_openai():
     code = (
         "import sys, app.agent.toolcall, app.llm;"

@@ -88,6 +88,7 @@ async def test_default_transport_is_httpx_with_lean_headers(llm_server, make_llm
     await llm.aclose()
 
 
+@pytest.mark.e2e
 def test_a_request_over_http_imports_neither_openai_nor_httpx():
     """The default transport needs only httpx2, which openai 3 and mcp 2 install (a core
     install has no httpx: importing it would fail there)."""
@@ -317,6 +318,7 @@ async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_s
     assert len(llm_server.requests) == 4
 
 
+@pytest.mark.e2e
 def test_the_memory_survives_a_new_process(llm_server, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENMANUS_CACHE_DIR", str(tmp_path))
     _refuses_streaming_with_tools(llm_server)

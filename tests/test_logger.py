@@ -195,6 +195,7 @@ def test_define_log_level_returns_the_redacting_logger(
     assert "returned-logger-secret" not in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 def test_import_adds_and_removes_no_handlers(tmp_path: Path) -> None:
     code = (
         "import sys\n"

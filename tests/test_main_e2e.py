@@ -14,6 +14,8 @@ from app.testing import ScriptedLLMServer, call, error, text, tool_calls
 from app.testing.netguard import SITE_DIR
 from tests.conftest import TEST_API_KEY
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "main.py"
 

@@ -16,6 +16,8 @@ from app.testing import call, text, tool_calls
 from tests.conftest import llm_settings
 from tests.mcp_helpers import DEMO, PNG_B64, demo_config, guarded_env
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture
 async def agent(make_llm):

@@ -17,6 +17,8 @@ from app.tool.base import ToolFailure
 from app.tool.mcp import MCPClients, MCPClientTool
 from tests.mcp_helpers import DEMO, PNG_B64, demo_config, http_server
 
+pytestmark = pytest.mark.e2e
+
 DEMO_TOOLS = {"echo", "add", "fail", "picture", "pid", "slow", "grow"}
 
 

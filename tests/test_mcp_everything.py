@@ -26,6 +26,8 @@ from app.tool.mcp import MCPClients
 from tests.conftest import TEST_API_KEY
 from tests.npm_tools import everything_http, node_env, npm_bin
 
+pytestmark = pytest.mark.e2e
+
 LONG = "mcp_everything_trigger-long-running-operation"
 
 

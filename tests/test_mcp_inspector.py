@@ -15,6 +15,8 @@ from app.mcp.server import MCPServer
 from tests.mcp_helpers import ROOT, child_env, guarded_env, http_server
 from tests.npm_tools import node_env, npm_bin
 
+pytestmark = pytest.mark.e2e
+
 SERVER = ["-m", "app.mcp.server"]
 
 

@@ -34,6 +34,7 @@ async def connect_stdio(clients: MCPClients, tmp_path: Path, *extra: str) -> lis
     return await clients.connect_stdio(sys.executable, args, env=guarded_env())
 
 
+@pytest.mark.e2e
 async def test_schemas_equal_the_in_process_tools(clients, tmp_path):
     names = await connect_stdio(clients, tmp_path)
     local = {tool.name: tool for tool in MCPServer.default_tools(tmp_path / "ws")}
@@ -54,6 +55,7 @@ async def test_schemas_equal_the_in_process_tools(clients, tmp_path):
     assert editor["properties"]["view_range"]["items"] == {"type": "integer"}
 
 
+@pytest.mark.e2e
 async def test_tools_work_over_stdio_and_errors_are_flagged(clients, tmp_path):
     await connect_stdio(clients, tmp_path)
     ws = tmp_path / "ws"
@@ -93,6 +95,7 @@ async def test_tools_work_over_stdio_and_errors_are_flagged(clients, tmp_path):
     assert not alive(child)
 
 
+@pytest.mark.e2e
 async def test_http_transport_and_cleanup_on_exit(clients, tmp_path):
     args = [*SERVER, "--transport", "http", "--port", "0", "--workspace", str(tmp_path / "ws")]
     with http_server(args, tmp_path) as (proc, url):
@@ -109,6 +112,7 @@ async def test_http_transport_and_cleanup_on_exit(clients, tmp_path):
     assert not alive(child)
 
 
+@pytest.mark.e2e
 async def test_sse_transport(clients, tmp_path):
     args = [*SERVER, "--transport", "sse", "--port", "0", "--workspace", str(tmp_path / "ws")]
     with http_server(args, tmp_path) as (_proc, url):
@@ -118,6 +122,7 @@ async def test_sse_transport(clients, tmp_path):
         assert result.output.strip() == "via sse"
 
 
+@pytest.mark.e2e
 def test_non_loopback_host_needs_allow_remote(tmp_path):
     proc = subprocess.run(
         [sys.executable, *SERVER, "--transport", "http", "--host", "0.0.0.0"],
@@ -131,6 +136,7 @@ def test_non_loopback_host_needs_allow_remote(tmp_path):
     assert "--allow-remote" in proc.stderr
 
 
+@pytest.mark.e2e
 async def test_run_task_delegates_to_a_manus_agent(clients, tmp_path):
     with ScriptedLLMServer() as llm:
         llm.push(text("The answer is 42."))
@@ -152,6 +158,7 @@ async def test_run_task_delegates_to_a_manus_agent(clients, tmp_path):
         assert isinstance(empty, ToolFailure) and "non-empty" in empty.error
 
 
+@pytest.mark.e2e
 def test_sigterm_with_stdin_still_open_cleans_up_and_exits(tmp_path):
     """A client that signals instead of closing stdin (or Ctrl-C in a terminal) still gets a
     prompt exit, and the shell's background jobs are stopped."""
@@ -205,7 +212,9 @@ def test_sigterm_with_stdin_still_open_cleans_up_and_exits(tmp_path):
         proc.stdout.close()
 
 
+@pytest.mark.browser
 async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
+    pytest.importorskip("browser_use")  # the browser extra
     with WebServer() as web, isolated_tempdir() as temp:  # checks: no files, no processes left
         web.html("/page", "<html><head><title>Served over MCP</title></head><body>hi</body></html>")
         env = {**guarded_env(), "TMPDIR": str(temp)}
@@ -221,6 +230,7 @@ async def test_browser_is_closed_when_the_server_exits(clients, tmp_path):
         await clients.disconnect()  # closes stdin: the server stops its browser and exits
 
 
+@pytest.mark.e2e
 async def test_code_failures_are_flagged_and_unknown_tools_rejected(clients, tmp_path):
     await connect_stdio(clients, tmp_path)
     crash = await clients.execute(
@@ -242,6 +252,7 @@ async def test_code_failures_are_flagged_and_unknown_tools_rejected(clients, tmp
         await connection.call_tool("no_such_tool", {})
 
 
+@pytest.mark.e2e
 async def test_our_server_gets_workspace_and_config_without_our_environment(tmp_path):
     """Started as upstream's run_mcp does (no inherited environment, no --workspace), our
     own server still works in the client's workspace."""

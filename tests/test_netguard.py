@@ -232,6 +232,7 @@ def _run_child(port: int, env_value: str | None) -> dict[str, object]:
     return json.loads(completed.stdout)
 
 
+@pytest.mark.e2e
 def test_subprocess_with_sitecustomize_is_blocked(listener) -> None:
     port = listener.getsockname()[1]
     guarded = _run_child(port, "1")

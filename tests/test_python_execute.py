@@ -19,6 +19,8 @@ from tests.proc_utils import alive as _alive
 from tests.proc_utils import live_group_members as _live_group_members
 from tests.proc_utils import processes_in as _processes_in
 
+pytestmark = pytest.mark.e2e
+
 #: Period of the ticker that measures event-loop latency while code runs.
 TICK_SECONDS = 0.01
 

@@ -30,6 +30,7 @@ def script():
     ]
 
 
+@pytest.mark.e2e
 async def test_record_then_replay_reproduces_the_run_offline(llm_server, make_llm, tmp_path):
     llm_server.push(*script())
     tape = tmp_path / "run.jsonl"
@@ -58,6 +59,7 @@ async def test_record_then_replay_reproduces_the_run_offline(llm_server, make_ll
     assert "45" in tool_output
 
 
+@pytest.mark.e2e
 async def test_a_departing_request_is_reported(llm_server, make_llm, tmp_path):
     llm_server.push(*script())
     tape = tmp_path / "run.jsonl"
@@ -85,6 +87,7 @@ async def test_a_departing_request_is_reported(llm_server, make_llm, tmp_path):
     assert isinstance(result.error, ReplayError) and "holds only 3" in str(result.error)
 
 
+@pytest.mark.e2e
 def test_record_and_replay_from_main(tmp_path, llm_server):
     llm_server.push(*script())
     workspace = tmp_path / "ws"

@@ -12,6 +12,8 @@ import pytest
 from app.testing import call, error, slow, text, tool_calls
 from tests.test_main_e2e import child_env, write_config
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 RUN_FLOW = ROOT / "run_flow.py"
 
@@ -54,6 +56,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def test_two_agents_interactive_with_live_progress(tmp_path, workspace, llm_server):
+    pytest.importorskip("matplotlib")  # the data agent draws a chart (the data extra)
     llm_server.push(
         plan_call("[MANUS] Write sales.csv", "[DATA_ANALYSIS] Chart sales.csv"),
         tool_calls(

@@ -7,8 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.testing import call, text, tool_calls
 from tests.mcp_helpers import ROOT, child_env, http_server, write_config
+
+pytestmark = pytest.mark.e2e
 
 RUN_MCP = ROOT / "run_mcp.py"
 

@@ -17,6 +17,8 @@ from app.tool.python_execute import PythonExecute
 from app.tool.str_replace_editor import StrReplaceEditor
 from tests.sandbox_utils import BACKENDS, make_sandbox, processes_under, requires_bwrap
 
+pytestmark = pytest.mark.e2e
+
 PY = sys.executable
 
 

@@ -98,6 +98,7 @@ def test_agents_share_one_sandbox_of_the_configured_backend(
 
 
 @requires_bwrap
+@pytest.mark.e2e
 async def test_manus_runs_its_tools_in_the_configured_sandbox(
     llm_server, make_llm, tmp_path: Path
 ) -> None:

@@ -107,6 +107,7 @@ def test_paths_map_between_host_and_container(tmp_path: Path) -> None:
 async def test_without_an_engine_the_tools_report_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("docker")  # without the SDK the error names the extra instead
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
     box = DockerSandbox(SandboxSettings(backend="docker"), tmp_path)
     with pytest.raises(SandboxUnavailableError, match="no Docker engine is reachable"):

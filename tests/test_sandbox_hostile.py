@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,8 @@ from app.tool.python_execute import PythonExecute
 from tests.mcp_helpers import http_server, write_config
 from tests.proc_utils import alive
 from tests.sandbox_utils import BACKENDS, make_sandbox, processes_under, requires_bwrap
+
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSCTL = Path("/proc/sys/kernel/core_uses_pid")
@@ -475,14 +479,30 @@ async def test_files_the_editor_creates_are_usable_by_unprivileged_sandboxed_cod
         assert owner != 0 and os.stat(workspace / "new/notes.txt").st_uid == owner
 
 
-def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(workspace: Path) -> None:
-    """An agent SIGKILLed mid-command cannot clean up: the next agent on the machine kills
-    what the dead one left running and removes its cgroup."""
+@pytest.fixture
+def private_pids_cgroup() -> Iterator[Path]:
+    """A cgroup of our own under this process's pids hierarchy, for agents whose sandboxes'
+    cgroups only these tests sweep: agents of parallel test workers (which sweep the shared
+    hierarchy when they start a sandbox) never see what these tests leave behind on purpose."""
     parent = find_pids_hierarchy()
     if parent is None:
         pytest.skip("no writable pids cgroup hierarchy on this machine (the watchdog path)")
+    private = parent / f"sweep-test-{os.getpid()}-{time.monotonic_ns()}"
+    private.mkdir()
+    try:
+        yield private
+    finally:
+        with contextlib.suppress(OSError):
+            private.rmdir()
+
+
+def start_agent(workspace: Path, cgroup: Path) -> tuple[subprocess.Popen[str], int, Path]:
+    """An agent process in ``cgroup`` whose sandbox runs a background sleeper; returns the
+    process, the sleeper's pid and the sandbox's cgroup."""
     code = textwrap.dedent(f"""
-        import asyncio, sys
+        import asyncio, os
+        from pathlib import Path
+        Path({str(cgroup)!r}, "cgroup.procs").write_text(str(os.getpid()))
         from app.tool.bash import Bash
         async def main():
             tool = Bash(workspace={str(workspace)!r})
@@ -495,12 +515,44 @@ def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(workspace: 
         [sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
     assert agent.stdout is not None
-    sleeper, cgroup = agent.stdout.readline().split()
+    sleeper, sandbox = agent.stdout.readline().split()
+    if sandbox == "None" or Path(sandbox).parent != cgroup:
+        agent.kill()
+        agent.wait()
+        os.kill(int(sleeper), signal.SIGKILL)
+        pytest.skip(f"the agent got no cgroup under {cgroup} (cgroup v2 without delegation)")
+    return agent, int(sleeper), Path(sandbox)
+
+
+def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(
+    workspace: Path, private_pids_cgroup: Path
+) -> None:
+    """An agent SIGKILLed mid-command cannot clean up: the next agent on the machine kills
+    what the dead one left running and removes its cgroup."""
+    agent, sleeper, left = start_agent(workspace, private_pids_cgroup)
     agent.kill()
     agent.wait()
-    left = Path(cgroup)
-    assert left.exists() and alive(int(sleeper))  # what a killed agent leaves behind
+    assert left.exists() and alive(sleeper)  # what a killed agent leaves behind
     from app.sandbox.guard import sweep_orphans
 
-    assert left in sweep_orphans(parent)
-    assert not left.exists() and not alive(int(sleeper))
+    assert sweep_orphans(private_pids_cgroup) == [left]
+    assert not left.exists() and not alive(sleeper)
+
+
+def test_the_sweep_leaves_the_sandboxes_of_live_agents_alone(
+    workspace: Path, private_pids_cgroup: Path
+) -> None:
+    """Agents of other processes (parallel test workers, a second openmanus) are alive: the
+    sweep must not kill their sandboxes, whatever else it removes."""
+    from app.sandbox.guard import sweep_orphans
+
+    agent, sleeper, sandbox = start_agent(workspace, private_pids_cgroup)
+    try:
+        assert sweep_orphans(private_pids_cgroup) == []
+        assert sandbox.exists() and alive(sleeper)
+        assert agent.poll() is None
+    finally:
+        agent.kill()
+        agent.wait()
+    assert sweep_orphans(private_pids_cgroup) == [sandbox]  # now it is an orphan
+    assert not alive(sleeper)

@@ -24,6 +24,8 @@ from app.testing import (
 )
 from tests.test_scripted_server import ask
 
+pytestmark = pytest.mark.e2e
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 USER = [{"role": "user", "content": "hello"}]
 

@@ -21,6 +21,8 @@ from app.session import SessionStore
 from app.testing import ScriptedLLMServer, call, error, tool_calls
 from tests.sandbox_utils import BACKENDS, processes_under
 
+pytestmark = pytest.mark.e2e
+
 SECRET = "sk-live-SECRET0123456789abcdefXYZ"
 ENV_SECRET = "env-only-secret-7f3a9c2e1b"
 

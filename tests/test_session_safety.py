@@ -15,6 +15,8 @@ from app.testing import call, tool_calls
 from tests.disk_utils import small_tmpfs
 from tests.test_main_e2e import MAIN, child_env, run_main, write_config
 
+pytestmark = pytest.mark.e2e
+
 __all__ = ["small_tmpfs"]  # the fixture, used by name
 
 SECRET_PROMPT = "the second run's private prompt 91c2"

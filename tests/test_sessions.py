@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.agent import Manus
 from app.agent.toolcall import ToolCallAgent
 from app.flow import FlowFactory, FlowType
@@ -109,6 +111,7 @@ def test_cut_off_last_line_and_damaged_lines_are_reported_not_fatal(tmp_path):
     assert data.state == "incomplete" and data.first_prompt == "hello"
 
 
+@pytest.mark.e2e
 async def test_session_files_hold_no_secrets(llm_server, make_llm, tmp_path):
     llm_server.push(
         tool_calls(
@@ -182,6 +185,7 @@ async def test_flow_resumes_its_plan_after_being_cut_off(llm_server, make_llm, t
     assert "first done" in contents
 
 
+@pytest.mark.e2e
 def test_main_killed_mid_step_resumes_from_its_session_file(tmp_path, llm_server):
     workspace = tmp_path / "ws"
     workspace.mkdir()
@@ -236,6 +240,7 @@ def test_main_killed_mid_step_resumes_from_its_session_file(tmp_path, llm_server
     assert "Tokens:" in resumed.stderr and "in 2 request(s)" in resumed.stderr
 
 
+@pytest.mark.e2e
 def test_resume_of_an_unknown_session_is_a_clear_error(tmp_path, llm_server):
     cfg = write_config(tmp_path, llm_server.base_url)
     proc = run_main(tmp_path, "-c", str(cfg), "-w", str(tmp_path), "--resume", "nope-123")
@@ -243,6 +248,7 @@ def test_resume_of_an_unknown_session_is_a_clear_error(tmp_path, llm_server):
     assert "No session 'nope-123'" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
 def test_no_session_writes_nothing(tmp_path, llm_server):
     llm_server.push(text("ok"))
     cfg = write_config(tmp_path, llm_server.base_url)

@@ -145,6 +145,7 @@ def test_harmony_shares_o200k_ranks_with_its_own_special_tokens() -> None:
     assert harmony.n_vocab == 201088
 
 
+@pytest.mark.e2e
 def test_fresh_process_without_network_counts_exactly_and_prints_nothing(tmp_path: Path) -> None:
     """The whole path in a fresh interpreter under the real netguard, tiktoken's cache empty."""
     cache = tmp_path / "cache"

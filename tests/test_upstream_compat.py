@@ -248,6 +248,7 @@ def test_upstream_module_and_its_names_import(module: str) -> None:
     assert not missing, f"{module} lacks {missing}"
 
 
+@pytest.mark.e2e
 def test_importing_every_upstream_module_loads_no_heavy_dependency(tmp_path: Path) -> None:
     # The aliases must stay cheap: no SDK, browser, Docker or MCP import just for a name.
     code = (
@@ -455,6 +456,7 @@ def local_settings():
     return SandboxSettings(backend="local", timeout=30, memory_limit="256m")
 
 
+@pytest.mark.e2e
 def test_local_sandbox_client_round_trip_and_timeout(tmp_path: Path) -> None:
     from app.sandbox.client import LocalSandboxClient
 
@@ -502,6 +504,7 @@ def test_sandbox_manager_enforces_its_limit() -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.e2e
 def test_local_file_operator(tmp_path: Path, monkeypatch) -> None:
     from app.tool.file_operators import FileOperator, LocalFileOperator
 
@@ -524,6 +527,7 @@ def test_local_file_operator(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_crawl4ai_tool_fetches_page_text_from_a_local_server() -> None:
+    pytest.importorskip("bs4")  # the search extra
     from app.tool import Crawl4aiTool
 
     with WebServer() as web:

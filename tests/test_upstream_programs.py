@@ -15,6 +15,8 @@ from app.testing import call, text, tool_calls
 from tests.mcp_helpers import DEMO, guarded_env
 from tests.test_main_e2e import TEST_API_KEY, child_env
 
+pytestmark = pytest.mark.e2e
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "tests" / "upstream_programs"
 

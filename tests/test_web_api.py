@@ -9,13 +9,16 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
 from tests.conftest import TEST_API_KEY
 from tests.test_run_flow_e2e import plan_call
 from tests.web_ui_helpers import WebApp, sse_entries
+
+httpx = pytest.importorskip("httpx")  # the browser and search extras install it
+
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from app.tool.search import (
 from app.tool.web_search import WebSearch
 from tests.web_fixtures import WebServer
 
+pytest.importorskip("bs4")  # the engines parse result pages with it (the search extra)
+
 GOOGLE = """<html><body>
 <div class="ezO2md"><a href="/url?q=https://python.org/&amp;sa=U&amp;ved=x">
   <span class="CVA68e">Welcome to Python</span></a>

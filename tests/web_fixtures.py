@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.proc_utils import processes_mentioning
+
 __all__ = ["Page", "WebServer", "isolated_tempdir", "processes_mentioning"]
 
 Page = tuple[int, str, bytes | str]
@@ -89,22 +91,6 @@ class WebServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join(5)
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line contains ``text``."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ")
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            continue
-        if text.encode() in cmdline and state not in ("Z", "X"):
-            found.append(int(name))
-    return found
 
 
 @contextmanager

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
+import pytest
 
 from tests.proc_utils import alive
 from tests.test_main_e2e import child_env, write_config
+
+httpx = pytest.importorskip("httpx")  # the browser and search extras install it
 
 __all__ = ["WebApp", "children_of", "sse_entries", "wait_until"]
 

@@ -107,6 +107,9 @@ def _free_port() -> int:
 
 
 _LIVE: weakref.WeakSet[LlamaServer] = weakref.WeakSet()
+#: Ports tried before giving up, and how uvicorn says a port was taken ([Errno 98]).
+_PORT_ATTEMPTS = 3
+_ADDRESS_IN_USE = "address already in use"
 
 
 @atexit.register
@@ -203,14 +206,33 @@ class LlamaServer:
     # ---- life cycle ----------------------------------------------------------------------
 
     def start(self) -> LlamaServer:
+        """Start on a free port; a port taken between choosing and binding it (by any other
+        process of the machine, e.g. a parallel test worker) is retried on another one."""
         if self.process is not None:
             raise LlamaServerError("The server is already started")
-        self.port = _free_port()
         if self._log_path is None:
             fd, name = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
             os.close(fd)
             self._log_path = Path(name)
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            logged = self._log_path.stat().st_size if self._log_path.exists() else 0
+            self._launch()
+            try:
+                self._wait_ready()
+                return self
+            except BaseException as e:
+                taken = isinstance(e, LlamaServerError) and _ADDRESS_IN_USE in (
+                    self.log_text()[logged:].lower()
+                )
+                self.stop()
+                if not taken or attempt == _PORT_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _launch(self) -> None:
+        assert self._log_path is not None
+        self.port = _free_port()
         self._log_file = self._log_path.open("ab")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         self.process = subprocess.Popen(
@@ -222,12 +244,6 @@ class LlamaServer:
             start_new_session=True,
         )
         _LIVE.add(self)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def _wait_ready(self) -> None:
         """Poll ``/v1/models`` until it answers; fail early when the process dies."""

@@ -25,17 +25,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from app.testing.http import (
-    Connection,
-    HTTPRequest,
-    error_body,
-    reason_phrase,
-    resolve_future,
-)
+from app.testing.captured import CapturedRequest
+from app.testing.http import Connection, HTTPRequest, error_body, resolve_future
 from app.testing.replies import (
     CutReply,
     DropReply,
@@ -46,8 +40,15 @@ from app.testing.replies import (
     StallReply,
     TextReply,
     ToolCallsReply,
-    Usage,
     coerce_reply,
+)
+from app.testing.wire import (
+    IdentifiedCall,
+    completion_body,
+    plain_head,
+    stream_events,
+    stream_head,
+    usage_for,
 )
 
 __all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer", "main"]
@@ -55,86 +56,9 @@ __all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer", "main"]
 #: Called (on the server's thread) for a chat request when the script is empty.
 Responder = Callable[["CapturedRequest"], Any]
 
-_MAX_STREAM_PIECES = 32
 _CHAT_PATH = re.compile(r"^(?:/v1)?/chat/completions/?$")
 _AZURE_PATH = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
 _MODELS_PATH = re.compile(r"^(?:/v1)?/models(?:/(?P<model>[^/]+))?/?$")
-_WORDS = re.compile(r"\S+\s*|\s+")
-
-
-@dataclass(frozen=True)
-class CapturedRequest:
-    """One request as the server saw it (every route, in arrival order).
-
-    ``raw`` is the request body exactly as received; ``body`` is its JSON (``None`` when it is
-    empty or not JSON). ``route`` is ``"chat"``, ``"models"`` or ``"unknown"``.
-    """
-
-    index: int
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: Any
-    raw: bytes
-    route: str = "unknown"
-    received_at: float = field(default_factory=time.time)
-
-    @property
-    def messages(self) -> list[Any]:
-        """The request's ``messages`` (empty when absent)."""
-        value = self.body.get("messages") if isinstance(self.body, dict) else None
-        return value if isinstance(value, list) else []
-
-    @property
-    def tools(self) -> list[Any] | None:
-        """The request's ``tools``; ``None`` when the key was not sent at all."""
-        return self.body.get("tools") if isinstance(self.body, dict) else None
-
-    @property
-    def model(self) -> str | None:
-        return self.body.get("model") if isinstance(self.body, dict) else None
-
-    @property
-    def stream(self) -> bool:
-        return isinstance(self.body, dict) and self.body.get("stream") is True
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-able record (what the CLI's ``--log`` writes, one per line)."""
-        return {
-            "index": self.index,
-            "method": self.method,
-            "path": self.path,
-            "query": self.query,
-            "headers": self.headers,
-            "body": self.body if self.body is not None else self.raw.decode("utf-8", "replace"),
-            "route": self.route,
-        }
-
-
-# --- rendering replies ------------------------------------------------------------------------
-
-
-def _split_text(value: str) -> list[str]:
-    """Pieces that concatenate back to ``value``: at least two when it has 2+ characters."""
-    if len(value) < 2:
-        return [value] if value else []
-    pieces = _WORDS.findall(value)
-    if len(pieces) < 2:
-        half = len(value) // 2
-        return [value[:half], value[half:]]
-    if len(pieces) > _MAX_STREAM_PIECES:
-        step = -(-len(pieces) // _MAX_STREAM_PIECES)
-        pieces = ["".join(pieces[i : i + step]) for i in range(0, len(pieces), step)]
-    return pieces
-
-
-def _split_arguments(value: str) -> list[str]:
-    if len(value) < 2:
-        return [value]
-    count = 3 if len(value) >= 3 else 2
-    size = -(-len(value) // count)
-    return [value[i : i + size] for i in range(0, len(value), size)]
 
 
 class ScriptedLLMServer:
@@ -532,15 +456,10 @@ class ScriptedLLMServer:
         content_type: str = "application/json",
         headers: Iterable[tuple[str, str]] = (),
     ) -> None:
-        lines = [
-            f"HTTP/1.1 {status} {reason_phrase(status)}",
-            f"Content-Type: {content_type}",
-            f"Content-Length: {len(body)}",
-            f"Connection: {'keep-alive' if keep_alive else 'close'}",
-            "Server: openmanus-scripted",
-        ]
-        lines.extend(f"{name}: {value}" for name, value in headers)
-        conn.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        head = plain_head(
+            status, len(body), keep_alive=keep_alive, content_type=content_type, headers=headers
+        )
+        conn.write(head + body)
 
     async def _send_reply(
         self,
@@ -598,11 +517,11 @@ class ScriptedLLMServer:
             return keep_alive
         if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
             raise TypeError(f"cannot send {reply!r}")
-        calls = [
+        calls: list[IdentifiedCall] = [
             (tc, tc.id or self._next_call_id())
             for tc in (reply.calls if isinstance(reply, ToolCallsReply) else ())
         ]
-        usage = self._usage_for(req, reply, calls)
+        usage = usage_for(req, reply, calls)
         created = int(time.time())
         completion_id = self._next_completion_id()
         if req.stream:
@@ -620,67 +539,21 @@ class ScriptedLLMServer:
                 stall,
             )
             return finished and keep_alive and chunked_ok
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
-        if calls:
-            message["tool_calls"] = [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": tc.name, "arguments": tc.wire_arguments()},
-                }
-                for tc, call_id in calls
-            ]
-        payload: dict[str, Any] = {
-            "id": completion_id,
-            "object": "chat.completion",
-            "created": created,
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": reply.finish_reason,
-                }
-            ],
-        }
-        if usage is not None:
-            payload["usage"] = usage
-        data = json.dumps(payload).encode("utf-8")
+        data = completion_body(reply, calls, usage, model, completion_id, created)
         if isinstance(stall, CutReply):  # announce the whole body, send half, hang up
-            head = (
-                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
-            )
-            conn.write(head.encode("latin-1") + data[: len(data) // 2])
+            head = plain_head(200, len(data), keep_alive=False)
+            conn.write(head + data[: len(data) // 2])
             await conn.drain()
             return False
         self._send_plain(conn, 200, data, keep_alive=keep_alive)
         return keep_alive
-
-    @staticmethod
-    def _usage_for(
-        req: CapturedRequest, reply: TextReply | ToolCallsReply, calls: list[tuple[Any, str]]
-    ) -> dict[str, int] | None:
-        if reply.usage is False:
-            return None
-        if isinstance(reply.usage, Usage):
-            return reply.usage.to_json()
-        prompt = len(json.dumps(req.messages)) // 4
-        produced = (reply.content or "") + "".join(tc.name + tc.arguments_text for tc, _ in calls)
-        completion = len(produced) // 4 + 1
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
 
     async def _stream(
         self,
         conn: Connection,
         req: CapturedRequest,
         reply: TextReply | ToolCallsReply,
-        calls: list[tuple[Any, str]],
+        calls: list[IdentifiedCall],
         usage: dict[str, int] | None,
         model: str,
         completion_id: str,
@@ -691,64 +564,8 @@ class ScriptedLLMServer:
     ) -> bool:
         """Send the answer as an event stream; False when it was cut (the connection is
         then closed without the end of the stream)."""
-        options = req.body.get("stream_options") if isinstance(req.body, dict) else None
-        include_usage = isinstance(options, dict) and options.get("include_usage") is True
-
-        def chunk(delta: dict[str, Any] | None, finish: str | None = None) -> bytes:
-            data: dict[str, Any] = {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": []
-                if delta is None
-                else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-            }
-            if include_usage:
-                data["usage"] = usage if delta is None else None
-            return b"data: " + json.dumps(data).encode("utf-8") + b"\n\n"
-
-        events = [chunk({"role": "assistant", "content": "", "refusal": None})]
-        events += [chunk({"content": piece}) for piece in _split_text(reply.content or "")]
-        for index, (tc, call_id) in enumerate(calls):
-            events.append(
-                chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": index,
-                                "id": call_id,
-                                "type": "function",
-                                "function": {"name": tc.name, "arguments": ""},
-                            }
-                        ]
-                    }
-                )
-            )
-            pieces = (
-                [tc.wire_arguments()]
-                if tc.raw_object and tc.is_mapping
-                else _split_arguments(tc.arguments_text)
-            )
-            events += [
-                chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
-                for p in pieces
-            ]
-        events.append(chunk({}, reply.finish_reason))
-        if include_usage and usage is not None:
-            events.append(chunk(None))
-        events.append(b"data: [DONE]\n\n")
-
-        head = [
-            "HTTP/1.1 200 OK",
-            "Content-Type: text/event-stream; charset=utf-8",
-            "Cache-Control: no-cache",
-            f"Connection: {'keep-alive' if keep_alive else 'close'}",
-            "Server: openmanus-scripted",
-        ]
-        if chunked:
-            head.append("Transfer-Encoding: chunked")
-        conn.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        events = stream_events(req, reply, calls, usage, model, completion_id, created)
+        conn.write(stream_head(keep_alive=keep_alive, chunked=chunked))
         for number, event in enumerate(events):
             if interruption is not None and number == interruption.after:
                 if isinstance(interruption, CutReply):
