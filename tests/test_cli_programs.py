@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # runs the programs' --help in subprocesses
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = {"main.py": "app.cli.agent", "run_flow.py": "app.cli.flow", "run_mcp.py": "app.cli.mcp"}
 

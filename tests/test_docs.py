@@ -278,6 +278,7 @@ PAGES = {
 }
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("program", list(PROGRAMS))
 def test_every_option_of_a_program_is_documented_on_its_page(program: str) -> None:
     result = subprocess.run(
@@ -299,6 +300,7 @@ def test_every_option_of_a_program_is_documented_on_its_page(program: str) -> No
 # --- the build ------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_the_site_builds_strictly_without_the_network(tmp_path: Path) -> None:
     """``mkdocs build --strict`` with every connection outside 127.0.0.1 refused (the network
     guard in the child): no Google fonts, no social cards, no warning of any kind."""

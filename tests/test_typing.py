@@ -59,6 +59,7 @@ def test_every_lazy_name_is_visible_to_type_checkers(init: Path):
         assert getattr(package, name) is getattr(importlib.import_module(typed[name]), name)
 
 
+@pytest.mark.e2e
 def test_the_built_package_ships_py_typed(tmp_path: Path):
     # Build the package's files the way a wheel gets them (setuptools' build_py, reading
     # pyproject.toml), from a copy so the checkout gets no build leftovers.
