@@ -76,8 +76,14 @@ class BaseAgent(StrictModel, ABC):
     _stuck_hints: int = PrivateAttr(default=0)
     _stop_reason: StopReason | None = PrivateAttr(default=None)
     _failure: str | None = PrivateAttr(default=None)
-    _run_usage: Usage = PrivateAttr(default_factory=Usage)
-    _events: EventBus = PrivateAttr(default_factory=EventBus)
+    # Set in model_post_init, not by default factories: pydantic inspects a factory's signature
+    # at every instantiation (0.2 ms for a builtin such as ``list``).
+    _run_usage: Usage = PrivateAttr()
+    _events: EventBus = PrivateAttr()
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._run_usage = Usage()
+        self._events = EventBus()
 
     @model_validator(mode="after")
     def initialize_agent(self) -> BaseAgent:

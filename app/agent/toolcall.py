@@ -99,12 +99,16 @@ class ToolCallAgent(ReActAgent):
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
     _last_usage: Usage | None = PrivateAttr(default=None)
-    _notes: list[str] = PrivateAttr(default_factory=list)  # one-off notes for the next request
-    _step_notes: list[str] = PrivateAttr(default_factory=list)  # ... taken for this step
+    _notes: list[str] = PrivateAttr()  # one-off notes for the next request
+    _step_notes: list[str] = PrivateAttr()  # ... taken for this step
     _step_note: str | None = PrivateAttr(default=None)  # the step log line when think is False
     _empty_replies: int = PrivateAttr(default=0)
-    _partial: list[str] = PrivateAttr(default_factory=list)  # parts of a cut answer
+    _partial: list[str] = PrivateAttr()  # parts of a cut answer
     _reply_cut: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._notes, self._step_notes, self._partial = [], [], []
 
     max_steps: int = 30
     max_observe: int | bool | None = None

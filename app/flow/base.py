@@ -30,7 +30,10 @@ class BaseFlow(StrictModel, ABC):
     tools: list[Any] | None = None
     primary_agent_key: str | None = None
 
-    _events: EventBus = PrivateAttr(default_factory=EventBus)
+    _events: EventBus = PrivateAttr()  # set below: a default factory is inspected per instance
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._events = EventBus()
 
     def __init__(
         self, agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent], **data: Any

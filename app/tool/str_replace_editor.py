@@ -256,9 +256,13 @@ class StrReplaceEditor(BaseTool):
         "sandbox sees them (e.g. /workspace/... in Docker).",
     )
 
-    _history: dict[Path, list[_Snapshot]] = PrivateAttr(default_factory=dict)
+    _history: dict[Path, list[_Snapshot]] = PrivateAttr()  # set in model_post_init (cheaper)
     _lock: asyncio.Lock | None = PrivateAttr(default=None)
     _lock_loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._history = {}
 
     def is_concurrency_safe(self, arguments: dict[str, Any]) -> bool:
         """``view`` only reads; every other command edits."""
