@@ -310,12 +310,16 @@ def _render_cold(cold: dict[str, Any], counts: list[int]) -> list[str]:
         f"Whole process, start to exit, of a {WHOLE_PROCESS_STEPS}-step run, s (median)",
         f"  {'raw HTTP script':34}{floor:>7.3f}",
     ]
-    for key, label in (("ours", "ours (ToolCallAgent script)"), ("main.py", "python main.py -p")):
-        ratio = process[key] / floor
-        lines.append(
-            f"  {label:34}{process[key]:>7.3f}  {ratio:.2f}x raw, target <= {PROCESS_TARGET}x "
-            f"-> {_mark(ratio <= PROCESS_TARGET)}"
-        )
+    ratio = process["ours"] / floor
+    lines.append(
+        f"  {'ours (ToolCallAgent script)':34}{process['ours']:>7.3f}  {ratio:.2f}x raw, "
+        f"target <= {PROCESS_TARGET}x -> {_mark(ratio <= PROCESS_TARGET)}"
+    )
+    # Not the same loop (Manus: its tools, the terminal view, a session file): a reference.
+    lines.append(
+        f"  {'python main.py -p (Manus)':34}{process['main.py']:>7.3f}  "
+        f"{process['main.py'] / floor:.2f}x raw (reference: a bigger agent than the loops)"
+    )
     return lines
 
 
