@@ -79,12 +79,7 @@ class AgentSession(TerminalSession):
         from app.agent.manus import Manus
         from app.logger import logger
 
-        kwargs: dict[str, Any] = {}
-        if self.args.max_steps is not None:
-            kwargs["max_steps"] = self.args.max_steps
-        if self.args.workspace is not None:
-            kwargs["workspace"] = self.args.workspace
-        agent = await Manus.create(**kwargs)
+        agent = await Manus.create(**self.agent_options())
         tools = ", ".join(agent.available_tools.tool_map)
         logger.info(f"{agent.name} ready (model {agent.llm.model}; tools: {tools})")
         self.agent = agent

@@ -80,6 +80,16 @@ class TerminalSession(ABC):
     async def build(self) -> None:
         """Create the agents (or flow); ``ConfigError`` means exit code 2."""
 
+    def agent_options(self, *, workspace: bool = True) -> dict[str, Any]:
+        """The agent keyword arguments the shared options set: ``--max-steps`` and, unless the
+        agent takes its workspace elsewhere, ``--workspace``."""
+        options: dict[str, Any] = {}
+        if self.args.max_steps is not None:
+            options["max_steps"] = self.args.max_steps
+        if workspace and self.args.workspace is not None:
+            options["workspace"] = self.args.workspace
+        return options
+
     @abstractmethod
     def start_task(self, prompt: str) -> Awaitable[Any]:
         """The awaitable that runs one task."""

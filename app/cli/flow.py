@@ -83,11 +83,7 @@ class FlowSession(TerminalSession):
         from app.flow.factory import FlowFactory
         from app.logger import logger
 
-        kwargs: dict[str, Any] = {}
-        if self.args.max_steps is not None:
-            kwargs["max_steps"] = self.args.max_steps
-        if self.args.workspace is not None:
-            kwargs["workspace"] = self.args.workspace
+        kwargs = self.agent_options()
         self.agents["manus"] = await Manus.create(**kwargs)
         use_data = self.args.data_analysis
         if use_data is None:

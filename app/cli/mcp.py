@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
 
 from app.cli.agent import AgentSession
 from app.cli.common import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORDS
@@ -82,10 +81,8 @@ class MCPSession(AgentSession):
         from app.config import config
         from app.logger import logger
 
-        kwargs: dict[str, Any] = {}
-        if self.args.max_steps is not None:
-            kwargs["max_steps"] = self.args.max_steps
-        agent = MCPAgent(**kwargs)
+        # The workspace goes to the MCP server (below), not to the agent.
+        agent = MCPAgent(**self.agent_options(workspace=False))
         self.agent = agent  # cleaned up by the session even if connecting fails half-way
         if self.args.connection == "stdio":
             server_args = ["-m", config.mcp_config.server_reference]
