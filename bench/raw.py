@@ -116,16 +116,7 @@ async def run_raw_http(
         "Content-Type": "application/json",
     }
     for _ in range(steps):
-        body = json.dumps(
-            {
-                "model": model,
-                "messages": [*messages, after],
-                "max_tokens": workload["max_tokens"],
-                "temperature": workload["temperature"],
-                "tools": workload["tools"],
-                "tool_choice": "auto",
-            }
-        )
+        body = _request_body(model, [*messages, after], workload, stream=False)
         response = await http.post(url, content=body, headers=headers)
         response.raise_for_status()
         message = json.loads(response.content)["choices"][0]["message"]

@@ -431,7 +431,9 @@ class LLM(UpstreamAsk):
                     raise ValueError("Each tool must be a dict with a 'type' field")
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, tools)
-        if tools and self._text_tools():
+
+        async def in_prompt(tools: list[dict[str, Any]]) -> ModelResponse:
+            """The turn with the tools described in the prompt (text tool calling)."""
             return await self._text_turn(
                 formatted,
                 tools,
@@ -442,6 +444,9 @@ class LLM(UpstreamAsk):
                 stream=stream,
                 extra=kwargs,
             )
+
+        if tools and self._text_tools():
+            return await in_prompt(tools)
         extra = dict(kwargs)
         if tools:
             extra["tools"] = tools
@@ -459,16 +464,7 @@ class LLM(UpstreamAsk):
             if not tools or self.settings.tool_calling != "auto":
                 raise
             await self._refuse("tools", e.message)
-            return await self._text_turn(
-                formatted,
-                tools,
-                choice,
-                temperature=temperature,
-                timeout=timeout,
-                on_delta=on_delta,
-                stream=stream,
-                extra=kwargs,
-            )
+            return await in_prompt(tools)
         if (
             tools
             and choice != "none"
