@@ -31,7 +31,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--reps", type=int, default=5, help="repetitions per figure (median)")
+    parser.add_argument(
+        "--reps",
+        type=int,
+        default=5,
+        help="repetitions per figure (median); per-step figures repeat shorter histories more",
+    )
     parser.add_argument("--steps", default="10,50,200", help="history lengths, comma-separated")
     parser.add_argument("--agents", type=int, default=1000, help="concurrent agents")
     parser.add_argument(
@@ -188,7 +193,11 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
         "raw_http_stream": "raw HTTP, streamed (SSE)",
     }
     steps = figures["steps"]
-    lines = ["", f"Per step, ms (median of {args.reps}; wall / CPU of the client process)"]
+    from bench.steps import reps_for
+
+    longest = max(counts)
+    runs = ", ".join(f"{reps_for(n, longest, args.reps)} at {n}" for n in counts)
+    lines = ["", f"Per step, ms (median of {runs} runs; wall / CPU of the client process)"]
     header = f"{'':36}" + "".join(f"{f'{n} steps':>16}" for n in counts)
     lines.append(header)
     for loop, label in names.items():

@@ -2,6 +2,8 @@
 
 Every loop gets a warm-up run (connection pool open, code paths imported), then the loops
 take turns, repetition by repetition, so drift in the machine's load hits all of them alike.
+Shorter histories get more repetitions (``reps_for``), so each median covers about as many
+steps as the longest history's.
 Wall and CPU time are per step; the model server runs in another process, so the CPU figure
 is the loop's own work.
 """
@@ -24,7 +26,7 @@ from bench.loops import (
     run_raw_sdk,
 )
 
-__all__ = ["LOOPS", "RSS_LOOPS", "StepFigures", "measure_steps"]
+__all__ = ["LOOPS", "MAX_REPEAT_FACTOR", "RSS_LOOPS", "StepFigures", "measure_steps", "reps_for"]
 
 LOOPS = ("ours", "raw_sdk", "raw_http", "raw_http_stream")
 #: The loops whose peak memory is measured (the streamed floor adds nothing there).
@@ -38,6 +40,16 @@ class StepFigures:
     wall: dict[tuple[str, int], float] = field(default_factory=dict)
     cpu: dict[tuple[str, int], float] = field(default_factory=dict)
     samples: dict[tuple[str, int], list[float]] = field(default_factory=dict)
+
+
+#: A short history is repeated at most this many times as often as the longest one.
+MAX_REPEAT_FACTOR = 20
+
+
+def reps_for(steps: int, longest: int, reps: int) -> int:
+    """Repetitions for runs of ``steps`` steps: ``reps`` for the longest history, more for
+    shorter ones (up to ``MAX_REPEAT_FACTOR`` times as many)."""
+    return reps * max(1, min(MAX_REPEAT_FACTOR, longest // steps))
 
 
 async def measure_steps(
@@ -62,11 +74,17 @@ async def measure_steps(
     figures = StepFigures()
     wall_samples: dict[tuple[str, int], list[float]] = {}
     cpu_samples: dict[tuple[str, int], list[float]] = {}
+    longest = max(step_counts)
+    # A 10-step run lasts a few milliseconds, where a scheduler hiccup moves one sample by a
+    # third: shorter histories are repeated more, so every figure covers about as many steps.
+    rounds = {steps: reps_for(steps, longest, reps) for steps in step_counts}
     try:
         for name in loops:  # warm-up
             await runners[name](5)
-        for _ in range(reps):
+        for rep in range(max(rounds.values())):
             for steps in step_counts:
+                if rep >= rounds[steps]:
+                    continue
                 for name in loops:
                     gc.collect()
                     wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -16,7 +16,7 @@ import pytest
 from app.testing.netguard import SITE_DIR
 from bench.parallel import measure_parallel
 from bench.server import respond
-from bench.steps import LOOPS, measure_steps
+from bench.steps import LOOPS, MAX_REPEAT_FACTOR, measure_steps, reps_for
 
 pytestmark = pytest.mark.e2e
 
@@ -75,11 +75,21 @@ def bench_server() -> Iterator[str]:
 
 
 async def test_step_figures_for_every_loop(bench_server: str):
-    figures = await measure_steps(bench_server, [2, 3], reps=1)
+    figures = await measure_steps(bench_server, [2, 4], reps=1)
     for loop in LOOPS:
-        for steps in (2, 3):
+        for steps in (2, 4):
             assert figures.wall[(loop, steps)] > 0
             assert figures.cpu[(loop, steps)] >= 0
+        # The shorter history is repeated more: both figures cover as many steps.
+        assert len(figures.samples[(loop, 2)]) == 2
+        assert len(figures.samples[(loop, 4)]) == 1
+
+
+def test_shorter_histories_get_more_repetitions():
+    assert reps_for(200, 200, 5) == 5
+    assert reps_for(50, 200, 5) == 20
+    assert reps_for(10, 200, 5) == 100
+    assert reps_for(1, 1000, 2) == 2 * MAX_REPEAT_FACTOR  # capped
 
 
 async def test_parallel_figure(bench_server: str):

@@ -51,6 +51,7 @@ __all__ = ["TOOL_CALL_REQUIRED", "ToolCallAgent"]
 TOOL_CALL_REQUIRED = "Tool calls required but none provided"
 
 _LOG_PREVIEW = 300
+_NONE, _REQUIRED = ToolChoice.NONE.value, ToolChoice.REQUIRED.value
 _CURRENT_IMAGE: ContextVar[str | None] = ContextVar("tool_call_image", default=None)
 
 
@@ -81,7 +82,9 @@ class ToolCallAgent(ReActAgent):
         default_factory=lambda: ToolCollection(CreateChatCompletion(), Terminate())
     )
     tool_choices: TOOL_CHOICE_TYPE = ToolChoice.AUTO.value
-    special_tool_names: list[str] = Field(default_factory=lambda: [Terminate().name])
+    special_tool_names: list[str] = Field(
+        default_factory=lambda: [Terminate.model_fields["name"].default]
+    )
 
     #: Tools whose successful result is the final answer (they end the run like terminate).
     answer_tool_names: list[str] = Field(
@@ -249,7 +252,7 @@ class ToolCallAgent(ReActAgent):
 
         tool_calls = list(response.tool_calls or [])
         content = response.content or ""
-        if choice == ToolChoice.NONE.value and tool_calls:
+        if choice == _NONE and tool_calls:
             logger.warning(f"{self.name} asked for tools while tools are disabled; ignored")
             tool_calls = []
         if not content.strip() and not tool_calls:
@@ -275,7 +278,7 @@ class ToolCallAgent(ReActAgent):
                     f"🔧 {call.function.name} arguments: {_preview(call.function.arguments)}"
                 )
 
-        if choice == ToolChoice.NONE.value:
+        if choice == _NONE:
             self.tool_calls = []
             if content:
                 self.memory.add_message(Message.assistant_message(content))
@@ -302,7 +305,7 @@ class ToolCallAgent(ReActAgent):
                     )
                 )
 
-        if choice == ToolChoice.REQUIRED.value:
+        if choice == _REQUIRED:
             return True  # act() handles a missing call
         return bool(tool_calls or content)
 
@@ -347,7 +350,7 @@ class ToolCallAgent(ReActAgent):
 
     async def act(self) -> str:
         if not self.tool_calls:
-            if _choice_value(self.tool_choices) == ToolChoice.REQUIRED.value:
+            if _choice_value(self.tool_choices) == _REQUIRED:
                 # Tell the model and let it try again, rather than ending the run.
                 self.memory.add_message(Message.user_message(REQUIRED_TOOL_PROMPT))
                 return "Error: a tool call was required but the model answered without one"
@@ -402,10 +405,12 @@ class ToolCallAgent(ReActAgent):
     async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
         """One call, typed: its text, image and whether it failed. Concurrent calls run as
         separate tasks, each with its own context, so each sees only its own image."""
-        self._current_base64_image = None
+        _CURRENT_IMAGE.set(None)  # what the ``_current_base64_image`` property sets
         outcome = await self.run_tool(command)
-        if outcome.image is None and self._current_base64_image:
-            outcome = replace(outcome, image=self._current_base64_image)
+        if outcome.image is None:
+            image = _CURRENT_IMAGE.get()
+            if image:
+                outcome = replace(outcome, image=image)
         return outcome
 
     @property
@@ -548,6 +553,8 @@ def _answer_text(result: Any) -> str:
 
 
 def _choice_value(choice: Any) -> str:
+    if type(choice) is str:
+        return choice
     return choice.value if isinstance(choice, ToolChoice) else str(choice)
 
 

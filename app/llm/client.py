@@ -139,9 +139,11 @@ class LLM(UpstreamAsk):
         #: ``ModelResponse.usage`` (concurrent callers overwrite this one).
         self.last_usage: Usage | None = None
         self._tools_cache: tuple[Any, bytes] | None = None
+        self._fields_cache: tuple[dict[str, Any], tuple[type, ...], bytes] | None = None
         self._counter: TokenCounter | None = None
         self._warned_images = False
         self._learned_window: int | None = None
+        self._known_window: tuple[str, int | None] | None = None
         self._wire = TurnExchange(settings, transport)
 
     def __repr__(self) -> str:
@@ -211,7 +213,12 @@ class LLM(UpstreamAsk):
     def context_window(self) -> int | None:
         """Input tokens a request may take: ``max_input_tokens``, else the window the server
         named when it rejected an oversized request, else a known window for the model."""
-        return self.max_input_tokens or self._learned_window or known_window(self.model)
+        if self.max_input_tokens or self._learned_window:
+            return self.max_input_tokens or self._learned_window
+        cached = self._known_window
+        if cached is None or cached[0] != self.model:  # looked up once per model, not per step
+            cached = self._known_window = (self.model, known_window(self.model))
+        return cached[1]
 
     def check_token_limit(self, input_tokens: int) -> bool:
         """True when ``input_tokens`` fits the per-request window (``max_input_tokens``)."""
@@ -314,7 +321,19 @@ class LLM(UpstreamAsk):
         body.update(extra)
         body.pop("messages", None)
         tools = body.pop("tools", None)
-        return encode_body(formatted.fragments, body, self._tools_json(tools))
+        return encode_body(formatted.fragments, self._fields_json(body), self._tools_json(tools))
+
+    def _fields_json(self, fields: dict[str, Any]) -> bytes:
+        """The body's other fields as JSON, reused while they stay the same plain values
+        (they do from one step to the next)."""
+        kinds = tuple(map(type, fields.values()))  # 1 == 1.0 == True, but not in JSON
+        cached = self._fields_cache
+        if cached is not None and cached[1] == kinds and cached[0] == fields:
+            return cached[2]
+        encoded = dumps(fields)
+        if _PLAIN.issuperset(kinds):  # nothing that could be edited in place
+            self._fields_cache = (fields, kinds, encoded)
+        return encoded
 
     def _tools_json(self, tools: Any) -> bytes | None:
         """The tool definitions' JSON, re-encoded only when they change (an agent offers the
@@ -574,6 +593,10 @@ class LLM(UpstreamAsk):
     async def aclose(self) -> None:
         """Close the HTTP connection pool (optional: it is also released at exit)."""
         await self._wire.aclose()
+
+
+#: Types whose values cannot change in place (a cached encoding of them stays true).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def _produced_text(message: Message) -> str:

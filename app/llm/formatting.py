@@ -254,40 +254,66 @@ def prepare_messages(
     Images are left out (replaced by a visible note) only when ``supports_images`` is False;
     the caller decides whether that is a warning or an error.
     """
-    head = _Pass(supports_images, model)
-    for raw in system or ():
-        head.feed(raw)
+    head = _plain_head(system)
+    if head is None:  # a system part that needs the whole pass (dicts, images, tool results)
+        head_pass = _Pass(supports_images, model)
+        for raw in system or ():
+            head_pass.feed(raw)
+        if not head_pass.clean:  # it ends mid-block: format everything in one pass
+            conversation = messages if isinstance(messages, list) else list(messages)
+            return _single_pass([*(system or ()), *conversation], supports_images, model)
+        head = Formatted(head_pass.out, head_pass.entries, head_pass.fragments, head_pass.omitted)
     conversation = messages if isinstance(messages, list) else list(messages)
     work = _Pass(supports_images, model)
     first = conversation[0] if conversation else None
     # The conversation's first message carries the snapshot, when it is a cacheable Message.
-    anchor = first if isinstance(first, Message) and head.clean else None
+    anchor = wire_entry(first) if isinstance(first, Message) else None
     start = 0
     if anchor is not None:
-        snap = wire_entry(anchor).snapshot
+        snap = anchor.snapshot
         if _resumable(snap, conversation, supports_images, model):
             work.resume(snap)
             start = len(snap.inputs)
     last = len(conversation) - 1
-    for index in range(start, len(conversation)):
-        if index == last and anchor is not None and index > start:
-            done = conversation[:index]
-            if all(isinstance(m, Message) for m in done[start:]):
-                wire_entry(anchor).snapshot = work.snapshot(done)
-            else:
-                anchor = None
-        work.feed(conversation[index])
+    cacheable = anchor is not None
+    for index in range(start, last + 1):
+        raw = conversation[index]
+        if index == last and cacheable and index > start:
+            anchor.snapshot = work.snapshot(conversation[:index])  # type: ignore[union-attr]
+        if cacheable and not isinstance(raw, Message):
+            cacheable = False  # a dict in the conversation: nothing to resume from
+        work.feed(raw)
     work.flush()
-    if head.clean and not head.out:
+    if not head.messages:
         return Formatted(work.out, work.entries, work.fragments, work.omitted)
-    if not head.clean:  # a system list ending mid-block: format everything in one pass
-        return _single_pass([*(system or ()), *conversation], supports_images, model)
     return Formatted(
-        head.out + work.out,
+        head.messages + work.out,
         head.entries + work.entries,
         head.fragments + work.fragments,
         head.omitted + work.omitted,
     )
+
+
+def _plain_head(system: Iterable[Message | dict[str, Any]] | None) -> Formatted | None:
+    """The system part when it is plain cached messages (the usual one system prompt, with
+    no image and no tool result), without a formatting pass; else None."""
+    if not system:
+        return Formatted()
+    if not isinstance(system, list | tuple):
+        return None
+    head = Formatted()
+    for raw in system:
+        if not isinstance(raw, Message):
+            return None
+        entry = wire_entry(raw)
+        if entry.base64_image or entry.role == "tool" or entry.tool_calls_len > 0:
+            return None
+        if not isinstance(entry.content, str | None):
+            return None
+        head.messages.append(entry.wire)
+        head.entries.append(entry)
+        head.fragments.append(entry.json)
+    return head
 
 
 def _single_pass(messages: list[Any], supports_images: bool, model: str) -> Formatted:

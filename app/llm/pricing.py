@@ -17,6 +17,7 @@ at ``input``. Models without a price have no cost (``None``), never a made-up on
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from app.config_models import ModelPrice
@@ -34,11 +35,12 @@ def price_for(model: str, table: Mapping[str, ModelPrice] | None = None) -> Mode
     a library that builds its LLM in code never triggers a config read).
     """
     if table is None:
-        from app.config import config
-
-        if not config.is_loaded:
+        # A config module never imported was never loaded (and this runs at every turn,
+        # where an import statement alone costs more than the lookup).
+        active = sys.modules.get("app.config")
+        if active is None or not active.config.is_loaded:
             return None
-        table = config.app_config.pricing
+        table = active.config.app_config.pricing
     if not table:
         return None
     if model in table:

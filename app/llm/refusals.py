@@ -28,15 +28,19 @@ class Refusals:
         self.model = model
         self.persistent = persistent
         self._features: set[str] | None = None  # loaded from the memory on first use
+        self._frozen: frozenset[str] | None = None
 
     @property
     def features(self) -> frozenset[str]:
-        if self._features is None:
-            self._features = set()
-            memory = self._memory()
-            if memory is not None:
-                self._features |= memory.refused(self.base_url, self.model)
-        return frozenset(self._features)
+        frozen = self._frozen
+        if frozen is None:  # asked several times per turn: built once per change
+            if self._features is None:
+                self._features = set()
+                memory = self._memory()
+                if memory is not None:
+                    self._features |= memory.refused(self.base_url, self.model)
+            frozen = self._frozen = frozenset(self._features)
+        return frozen
 
     def _memory(self) -> EndpointMemory | None:
         """The endpoint memory at the current cache path (``None`` when not persistent)."""
@@ -56,6 +60,7 @@ class Refusals:
             return
         assert self._features is not None
         self._features.add(feature)
+        self._frozen = None
         memory = self._memory()
         if memory is not None:  # locks and fsyncs a file: off the event loop
             await asyncio.to_thread(memory.remember, self.base_url, self.model, feature)

@@ -7,8 +7,7 @@ the agent turns that into a ``ToolProgress`` event. Outside an agent nothing is 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -36,11 +35,18 @@ def current_tool_call() -> ToolCallContext | None:
     return _CURRENT.get()
 
 
-@contextlib.contextmanager
-def tool_call_context(context: ToolCallContext) -> Iterator[ToolCallContext]:
-    """Make ``context`` the current call for the block (restored afterwards)."""
-    token = _CURRENT.set(context)
-    try:
-        yield context
-    finally:
-        _CURRENT.reset(token)
+class tool_call_context:  # noqa: N801  (a context manager used like a function)
+    """Make ``context`` the current call for the block (restored afterwards). A class, not a
+    generator: it runs around every tool call."""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: ToolCallContext) -> None:
+        self._context = context
+
+    def __enter__(self) -> ToolCallContext:
+        self._token = _CURRENT.set(self._context)
+        return self._context
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)
