@@ -14,8 +14,9 @@ __all__ = ["http_client_name", "new_http_client", "run_raw_http", "run_raw_http_
 
 
 def http_client_name() -> str:
-    """The plain HTTP client the floor uses: ``httpx2``, the one our default transport uses
-    (so the two loops differ by the framework, not by the HTTP library)."""
+    """The plain HTTP client the floor uses: ``httpx2``, the client a bare loop would use (our
+    default transport sends through its connection layer, httpcore2, directly: skipping the
+    client's layers is part of what the framework does to be cheap)."""
     return "httpx2"
 
 

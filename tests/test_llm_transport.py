@@ -17,6 +17,7 @@ from app.exceptions import (
     ContextWindowExceededError,
     LLMConnectionError,
     LLMError,
+    LLMResponseError,
     LLMServerError,
     LLMTimeoutError,
 )
@@ -90,8 +91,9 @@ async def test_default_transport_is_httpx_with_lean_headers(llm_server, make_llm
 
 @pytest.mark.e2e
 def test_a_request_over_http_imports_neither_openai_nor_httpx():
-    """The default transport needs only httpx2, which openai 3 and mcp 2 install (a core
-    install has no httpx: importing it would fail there)."""
+    """The default transport needs only httpcore2, under the httpx2 that openai 3 and mcp 2
+    install (a core install has no httpx: importing it would fail there); without a proxy
+    it does not even import httpx2's client."""
     code = """
 import asyncio, sys
 from app.llm import LLM
@@ -108,7 +110,8 @@ async def main():
 asyncio.run(main())
 assert "openai" not in sys.modules, "openai imported"
 assert "httpx" not in sys.modules, "httpx imported"
-assert "httpx2" in sys.modules
+assert "httpx2" not in sys.modules, "httpx2 imported"
+assert "httpcore2" in sys.modules
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
@@ -430,3 +433,88 @@ async def test_json_in_an_ordinary_answer_is_not_a_tool_call(llm_server, make_ll
     llm_server.push(text('The config is {"name": "demo", "arguments": []}.'))
     reply = await make_llm(model="local").request(USER, tools=TOOLS)
     assert not reply.message.tool_calls and "demo" in reply.message.content
+
+
+def _completion_body(content: str) -> bytes:
+    return json.dumps(
+        {
+            "id": "c1",
+            "object": "chat.completion",
+            "model": "gpt-4o-mini",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
+        }
+    ).encode()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_compressed_replies_are_decoded(llm_server, make_llm, encoding):
+    """Replies are asked for uncompressed; a server that compresses anyway is understood."""
+    import gzip
+    import zlib
+
+    body = _completion_body("squeezed é")
+    packed = gzip.compress(body) if encoding == "gzip" else zlib.compress(body)
+    llm_server.push(raw(200, packed, headers={"Content-Encoding": encoding}))
+    llm = make_llm(max_retries=0)
+    assert await llm.ask(USER, stream=False) == "squeezed é"
+    headers = llm_server.requests[-1].headers
+    assert headers["accept-encoding"] == "identity"
+    assert headers["host"] == llm_server.base_url.split("/")[2]  # host:port, as sent
+    await llm.aclose()
+
+
+async def test_a_compressed_event_stream_is_decoded(llm_server, make_llm):
+    import gzip
+
+    events = b"".join(
+        b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        for chunk in (
+            {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "zip"}}]},
+            {"choices": [{"index": 0, "delta": {"content": "ped"}, "finish_reason": "stop"}]},
+        )
+    )
+    reply = raw(
+        200,
+        gzip.compress(events + b"data: [DONE]\n\n"),
+        content_type="text/event-stream",
+        headers={"Content-Encoding": "gzip"},
+    )
+    llm_server.push(reply)
+    llm = make_llm(max_retries=0)
+    pieces: list[str] = []
+    response = await llm.request(USER, on_delta=pieces.append, stream=True)
+    assert response.message.content == "zipped" and "".join(pieces) == "zipped"
+    await llm.aclose()
+
+
+async def test_a_reply_in_an_encoding_not_asked_for_is_an_error(llm_server, make_llm):
+    llm_server.push(raw(200, b"\x00\x01garbage", headers={"Content-Encoding": "br"}))
+    llm = make_llm(max_retries=0)
+    with pytest.raises(LLMResponseError, match="encoding not asked for: 'br'"):
+        await llm.ask(USER, stream=False)
+    await llm.aclose()
+
+
+async def test_a_configured_proxy_carries_the_requests(llm_server, make_llm, monkeypatch):
+    """With HTTP_PROXY set (and 127.0.0.1 not exempted), requests go through the proxy, as
+    httpx2's client routes them."""
+    from app.testing.proxy import RecordingProxy
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with RecordingProxy(llm_server.base_url) as proxy:
+        proxy_url = proxy.base_url.split("/v1")[0]
+        monkeypatch.setenv("HTTP_PROXY", proxy_url)
+        monkeypatch.setenv("http_proxy", proxy_url)
+        llm_server.push(text("via the proxy"))
+        llm = make_llm(max_retries=0)
+        assert await llm.ask(USER, stream=False) == "via the proxy"
+        await llm.aclose()
+        sent = proxy.chat_requests()
+    assert len(sent) == 1 and sent[0].path == f"{llm_server.base_url}/chat/completions"

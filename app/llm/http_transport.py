@@ -1,31 +1,38 @@
-"""The default transport: chat requests over plain HTTP with httpx2, no openai package.
+"""The default transport: chat requests over plain HTTP with httpcore2, no openai package.
 
-httpx2 is the maintained fork of httpx that the openai and mcp packages are built on, so it is
-always installed with them (httpx itself is not), and importing it does not pull in a command
-line client's rich/click/pygments as ``import httpx`` does.
+httpcore2 is the connection layer under httpx2, the maintained fork of httpx that the openai
+and mcp packages are built on, so both are always installed with them (httpx itself is not).
 
 ``import openai`` costs about a second; an agent step needs one POST. Errors are built from
-the status code, body and headers (``app.llm.errors.error_from_response``). httpx2 is
-imported on the first request. A streamed answer is read event by event with a stall timeout
-between chunks; leaving the stream early (an error, a timeout, a cancelled task) closes the
-connection, which is how servers such as llama.cpp learn to stop generating.
+the status code, body and headers (``app.llm.errors.error_from_response``). The HTTP library
+is imported on the first request. A streamed answer is read event by event with a stall
+timeout between chunks; leaving the stream early (an error, a timeout, a cancelled task)
+closes the connection, which is how servers such as llama.cpp learn to stop generating.
 
 Per request, the work is kept to what one POST needs: the URL, headers and timeouts are built
-once, and when no proxy is configured in the environment the request goes straight to httpx2's
-connection pool (``AsyncHTTPTransport.handle_async_request``, its public transport API),
-skipping the client's per-call layers (URL merging, cookies, auth and redirect handling) that a
-chat request never uses. With a proxy configured, httpx2's client routes it as before. An event
-stream is split into lines on bytes (CR, LF or CRLF, as the SSE format defines them), one
-``json.loads`` per event.
+once, and when no proxy is configured in the environment the request goes straight to
+httpcore2's connection pool (its public ``AsyncConnectionPool.handle_async_request``), skipping
+the client layers (URL merging, cookies, auth, redirects, response models) that a chat request
+never uses; about a tenth of a local step's CPU. TLS is verified as httpx2 does
+(``httpcore2.default_ssl_context``). Replies are asked for uncompressed, and a gzip or
+deflate one is decoded anyway. With a proxy configured, httpx2's client routes the request.
+An event stream is split into lines on bytes (CR, LF or CRLF, as the SSE format defines them),
+one JSON decode per event.
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
+import ssl
+import sys
 import time
+import urllib.parse
+import zlib
+from collections.abc import AsyncIterator
 from typing import Any
 
-from app.exceptions import LLMConnectionError, LLMResponseError, LLMTimeoutError
+from app.exceptions import LLMConnectionError, LLMError, LLMResponseError, LLMTimeoutError
 from app.llm.arguments import loads_safely
 from app.llm.errors import error_from_response
 from app.llm.streaming import StreamAssembler
@@ -65,139 +72,161 @@ class HttpTransport(Transport):
         self.max_connections = max_connections
         #: httpx2's client when the environment names a proxy (it routes the request), else None.
         self._client: Any = None
-        #: httpx2's connection pool, requests sent to it directly (no proxy configured).
+        #: httpcore2's connection pool, requests sent to it directly (no proxy configured).
         self._pool: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._url: Any = None  # httpx2.URL, parsed once
+        self._target: Any = None  # httpcore2.URL of the endpoint, parsed once
         self._raw_headers: list[tuple[bytes, bytes]] = []
         self._timeouts: dict[float, dict[str, float | None]] = {}
 
-    def _http(self) -> Any:
+    def _sender(self) -> Any:
         """What sends a request, one per event loop (a connection pool cannot outlive its
-        loop): httpx2's client when a proxy is configured, else its connection pool."""
+        loop): httpx2's client when a proxy is configured, else httpcore2's pool."""
         loop = asyncio.get_running_loop()
         if (self._pool is None and self._client is None) or self._loop is not loop:
-            import httpx2
-
-            limits = httpx2.Limits(
-                max_connections=self.max_connections,
-                max_keepalive_connections=min(self.max_connections, 20),
-            )
-            self._url = httpx2.URL(self.url)
-            # What httpx2's client would add by default, ours replacing them whatever their
-            # case; encoded once, reused by every request.
-            merged = {
-                "accept-encoding": ("Accept-Encoding", "gzip, deflate"),
-                "connection": ("Connection", "keep-alive"),
-            }
-            merged.update({name.lower(): (name, value) for name, value in self.headers.items()})
-            self._raw_headers = [
-                (name.encode("ascii"), value.encode("ascii")) for name, value in merged.values()
-            ]
+            self._client = self._pool = None
             if _proxy_configured():
-                self._client, self._pool = (
-                    httpx2.AsyncClient(limits=limits, follow_redirects=False),
-                    None,
-                )
-            elif self._url.scheme == "http":
-                # Plain HTTP (a local server): no TLS, so no certificate store to load
-                # (loading it takes ~0.1 s). The context given instead verifies by default
-                # and trusts nothing: it could never make an insecure connection.
-                import ssl
-
-                no_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-                self._client, self._pool = (
-                    None,
-                    httpx2.AsyncHTTPTransport(limits=limits, verify=no_tls),
-                )
+                self._client = _proxied_client(self.max_connections)
             else:
-                self._client, self._pool = None, httpx2.AsyncHTTPTransport(limits=limits)
+                self._pool = self._new_pool()
             self._loop = loop
         return self._client if self._client is not None else self._pool
 
+    def _new_pool(self) -> Any:
+        import httpcore2
+
+        split = urllib.parse.urlsplit(self.url)
+        scheme = split.scheme.lower()
+        if scheme not in ("http", "https") or not split.hostname:
+            raise LLMConnectionError(
+                f"Could not reach the LLM endpoint ({self.endpoint}): base_url must be an "
+                "http:// or https:// URL",
+                model="",
+            )
+        port = split.port or (443 if scheme == "https" else 80)
+        host = split.hostname.encode("idna")
+        target = urllib.parse.quote(split.path or "/", safe="/%:@!$&'()*+,;=~")
+        if split.query:
+            target += "?" + urllib.parse.quote(split.query, safe="/%:@!$&'()*+,;=~?")
+        self._target = httpcore2.URL(
+            scheme=scheme.encode("ascii"), host=host, port=port, target=target.encode("ascii")
+        )
+        default_port = 443 if scheme == "https" else 80
+        netloc = split.hostname if ":" not in split.hostname else f"[{split.hostname}]"
+        authority = netloc if port == default_port else f"{netloc}:{port}"
+        # What httpx2's client would add (Host, Accept-Encoding, Connection), ours replacing
+        # them whatever their case; encoded once, reused by every request. Compressed
+        # replies are not asked for (a chat reply is small; identity costs both ends less).
+        merged = {
+            "host": ("Host", authority),
+            "accept-encoding": ("Accept-Encoding", "identity"),
+            "connection": ("Connection", "keep-alive"),
+        }
+        merged.update({name.lower(): (name, value) for name, value in self.headers.items()})
+        self._raw_headers = [
+            (name.encode("ascii"), value.encode("ascii")) for name, value in merged.values()
+        ]
+        if scheme == "http":
+            # Plain HTTP (a local server): no TLS, so no certificate store to load (loading
+            # it takes ~0.1 s). The context given instead verifies by default and trusts
+            # nothing: it could never make an insecure connection.
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        else:
+            context = httpcore2.default_ssl_context()  # what httpx2 verifies with
+        return httpcore2.AsyncConnectionPool(
+            ssl_context=context,
+            max_connections=self.max_connections,
+            max_keepalive_connections=min(self.max_connections, 20),
+            keepalive_expiry=5.0,
+        )
+
     def _timeout(self, seconds: float) -> dict[str, float | None]:
-        """httpx2's per-request timeout extension for ``seconds`` (built once per value)."""
+        """The per-request timeout extension for ``seconds`` (built once per value)."""
         timeout = self._timeouts.get(seconds)
         if timeout is None:
-            import httpx2
-
-            timeout = httpx2.Timeout(seconds, connect=min(seconds, _CONNECT_TIMEOUT)).as_dict()
+            timeout = {
+                "connect": min(seconds, _CONNECT_TIMEOUT),
+                "read": seconds,
+                "write": seconds,
+                "pool": seconds,
+            }
             if len(self._timeouts) < 64:
                 self._timeouts[seconds] = timeout
         return timeout
 
-    async def _open(self, body: bytes, seconds: float) -> Any:
-        """Send the request; the response's body is not read yet (the caller closes it)."""
-        import httpx2
+    async def _open(self, body: bytes, seconds: float) -> _Reply:
+        """Send the request; the reply's body is not read yet (the caller closes it)."""
+        sender = self._sender()
+        if sender is self._client:
+            import httpx2
 
-        sender = self._http()
-        request = httpx2.Request(
-            "POST",
-            self._url,
-            headers=self._raw_headers,
+            proxied = httpx2.Request(
+                "POST",
+                self.url,
+                headers=self.headers,
+                content=body,
+                extensions={"timeout": self._timeout(seconds)},
+            )
+            return _ClientReply(await sender.send(proxied, stream=True))
+        import httpcore2
+
+        request = httpcore2.Request(
+            b"POST",
+            self._target,
+            headers=[*self._raw_headers, (b"Content-Length", str(len(body)).encode("ascii"))],
             content=body,
             extensions={"timeout": self._timeout(seconds)},
         )
-        if sender is self._client:
-            return await sender.send(request, stream=True)
-        return await sender.handle_async_request(request)
+        return _PoolReply(await sender.handle_async_request(request))
 
     async def send(self, request: ChatRequest) -> dict[str, Any]:
-        import httpx2
-
         started = time.monotonic()
         try:
-            response = await self._open(request.body, request.timeout)
+            reply = await self._open(request.body, request.timeout)
             try:
-                if response.status_code >= 400:
-                    body = await response.aread()
+                if reply.status >= 400:
+                    body = await reply.read()
                     raise error_from_response(
-                        response.status_code,
+                        reply.status,
                         body,
-                        response.headers,
+                        reply.headers,
                         model=request.model,
                         base_url=self.endpoint,
                     )
-                content_type = response.headers.get("content-type", "")
+                content_type = reply.headers.get("content-type", "")
                 if request.stream and "text/event-stream" in content_type:
-                    return await self._read_stream(response, request)
-                body = await response.aread()
+                    return await self._read_stream(reply, request)
+                body = await reply.read()
             finally:
-                await response.aclose()  # unread (an error, a cancel): the connection closes
-        except httpx2.TimeoutException as e:
+                await reply.close()  # unread (an error, a cancel): the connection closes
+        except Exception as e:
             waited = time.monotonic() - started
-            raise LLMTimeoutError(
-                f"Request to model '{request.model}' ({self.endpoint}) timed out: no answer "
-                f"within {waited:.1f} s (timeout {request.timeout:g} s)",
-                model=request.model,
-            ) from e
-        except (httpx2.HTTPError, OSError) as e:
-            raise LLMConnectionError(
-                f"Could not reach the LLM endpoint ({self.endpoint}) for model "
-                f"'{request.model}': {type(e).__name__}: {e}",
-                model=request.model,
-            ) from e
+            error = _translated(
+                e,
+                request.model,
+                timeout=f"Request to model '{request.model}' ({self.endpoint}) timed out: no "
+                f"answer within {waited:.1f} s (timeout {request.timeout:g} s)",
+                failure=f"Could not reach the LLM endpoint ({self.endpoint}) for model "
+                f"'{request.model}'",
+            )
+            if error is None:
+                raise
+            raise error from e
         data = decode_completion(body, request.model, self.endpoint)
         if request.stream:
             raise NoStream(data, "it answered a streamed request with plain JSON")
         return data
 
-    async def _read_stream(self, response: Any, request: ChatRequest) -> dict[str, Any]:
-        import httpx2
-
+    async def _read_stream(self, reply: _Reply, request: ChatRequest) -> dict[str, Any]:
         assembler = StreamAssembler(request.model)
         on_delta = request.on_delta
         last = time.monotonic()
         # Lines are split on bytes at CR, LF or CRLF only, as SSE defines them (splitting
         # text would also break a JSON string at U+2028), and each is decoded whole.
-        encoding = response.encoding or "utf-8"
-        if response.headers.get("content-encoding", "identity") in ("", "identity"):
-            chunks = response.aiter_raw()
-        else:
-            chunks = response.aiter_bytes()  # compressed: httpx2 decodes it
+        encoding = reply.charset
         pending = b""
         try:
-            async for chunk in chunks:
+            async for chunk in reply.chunks():
                 last = time.monotonic()
                 if pending:
                     chunk = pending + chunk
@@ -214,22 +243,23 @@ class HttpTransport(Transport):
                 text = assembler.add_payload(pending[5:].strip().decode(encoding, "replace"))
                 if text and on_delta is not None:
                     await deliver(on_delta, text)
-        except httpx2.TimeoutException as e:
-            if assembler.done:  # a server that hangs after [DONE]: the answer is whole
-                return finish_stream(assembler, request.model, self.endpoint)
+        except Exception as e:
             silent = time.monotonic() - last
-            raise LLMTimeoutError(
-                f"The stream from model '{request.model}' ({self.endpoint}) stalled: no data "
-                f"for {silent:.1f} s after {assembler.chunks} chunk(s) (stall timeout "
+            error = _translated(
+                e,
+                request.model,
+                timeout=f"The stream from model '{request.model}' ({self.endpoint}) stalled: "
+                f"no data for {silent:.1f} s after {assembler.chunks} chunk(s) (stall timeout "
                 f"{request.timeout:g} s)",
-                model=request.model,
-            ) from e
-        except (httpx2.HTTPError, OSError) as e:
-            raise LLMConnectionError(
-                f"The connection to model '{request.model}' ({self.endpoint}) broke "
-                f"mid-stream after {assembler.chunks} chunk(s): {type(e).__name__}: {e}",
-                model=request.model,
-            ) from e
+                failure=f"The connection to model '{request.model}' ({self.endpoint}) broke "
+                f"mid-stream after {assembler.chunks} chunk(s)",
+            )
+            if error is None:
+                raise
+            if isinstance(error, LLMTimeoutError) and assembler.done:
+                # A server that hangs after [DONE]: the answer is whole.
+                return finish_stream(assembler, request.model, self.endpoint)
+            raise error from e
         return finish_stream(assembler, request.model, self.endpoint)
 
     async def aclose(self) -> None:
@@ -239,6 +269,144 @@ class HttpTransport(Transport):
             for sender in (client, pool):
                 if sender is not None:
                     await sender.aclose()
+
+
+class _Reply:
+    """A reply whose body is not read yet: status, headers (lower-case names), the body's
+    bytes as they arrive (decoded from the content encoding), and closing it."""
+
+    status: int
+    headers: dict[str, str]
+
+    @property
+    def charset(self) -> str:
+        """The charset the content type names, else UTF-8."""
+        for param in self.headers.get("content-type", "").split(";")[1:]:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "charset" and value.strip():
+                name = value.strip().strip('"')
+                try:
+                    return codecs.lookup(name).name
+                except LookupError:
+                    break
+        return "utf-8"
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    async def read(self) -> bytes:
+        return b"".join([chunk async for chunk in self.chunks()])
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+
+class _PoolReply(_Reply):
+    """A reply from httpcore2's pool (its headers and stream are raw)."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.status = response.status
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in response.headers:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        self.headers = headers
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        decoder = _decoder(self.headers.get("content-encoding", ""))
+        async for chunk in self._response.stream:
+            if decoder is not None:
+                chunk = decoder.decompress(chunk)
+            if chunk:
+                yield chunk
+        if decoder is not None:
+            rest = decoder.flush()
+            if rest:
+                yield rest
+
+    async def close(self) -> None:
+        await self._response.aclose()
+
+
+class _ClientReply(_Reply):
+    """A reply from httpx2's client (the proxy path; it decodes the content itself)."""
+
+    def __init__(self, response: Any) -> None:
+        self._response = response
+        self.status = response.status_code
+        self.headers = {name.lower(): value for name, value in response.headers.items()}
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._response.aiter_bytes()
+
+    async def close(self) -> None:
+        await self._response.aclose()
+
+
+def _decoder(encoding: str) -> Any:
+    """A zlib decompressor for a gzip or deflate body (None for identity). Other encodings
+    were never asked for: a reply in one is refused."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return None
+    if name in ("gzip", "x-gzip", "deflate"):
+        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header, detected
+    raise LLMResponseError(f"The endpoint answered in an encoding not asked for: {encoding!r}")
+
+
+def _translated(error: Exception, model: str, *, timeout: str, failure: str) -> LLMError | None:
+    """Our error for a failure of the HTTP layer (None: ``error`` is not one). The classes
+    are looked up now: the proxy path imports httpx2 only on its first request."""
+    timeouts, failures = _failures()
+    if isinstance(error, timeouts):
+        return LLMTimeoutError(timeout, model=model)
+    if isinstance(error, failures):
+        return LLMConnectionError(f"{failure}: {type(error).__name__}: {error}", model=model)
+    return None
+
+
+_Errors = tuple[type[BaseException], ...]
+_FAILURES: dict[bool, tuple[_Errors, _Errors]] = {}
+
+
+def _failures() -> tuple[_Errors, _Errors]:
+    """(timeouts, other transport failures) of httpcore2 and, once used, httpx2."""
+    proxied = "httpx2" in sys.modules
+    known = _FAILURES.get(proxied)
+    if known is None:
+        known = _FAILURES[proxied] = _load_failures()
+    return known
+
+
+def _load_failures() -> tuple[_Errors, _Errors]:
+    import httpcore2
+
+    timeouts: _Errors = (httpcore2.TimeoutException,)
+    failures: _Errors = (
+        httpcore2.NetworkError,
+        httpcore2.ProtocolError,
+        httpcore2.ProxyError,
+        httpcore2.UnsupportedProtocol,
+        zlib.error,
+        OSError,
+    )
+    httpx2 = sys.modules.get("httpx2")  # the proxy path's client, when it was used
+    if httpx2 is not None:
+        timeouts += (httpx2.TimeoutException,)
+        failures += (httpx2.HTTPError,)
+    return timeouts, failures
+
+
+def _proxied_client(max_connections: int) -> Any:
+    """httpx2's client, which routes each request as the proxy settings say."""
+    import httpx2
+
+    limits = httpx2.Limits(
+        max_connections=max_connections,
+        max_keepalive_connections=min(max_connections, 20),
+    )
+    return httpx2.AsyncClient(limits=limits, follow_redirects=False)
 
 
 def finish_stream(assembler: StreamAssembler, model: str, endpoint: str) -> dict[str, Any]:

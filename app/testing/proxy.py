@@ -6,6 +6,9 @@ Responses are relayed as they arrive (event streams stay streams). When the clie
 even while the upstream is still thinking, the exchange's ``client_left`` event is set and the
 upstream connection is shut, so the server sees the disconnect as it would directly.
 
+It also serves as a forward proxy for plain http (``HTTP_PROXY`` pointing at it): a request
+in absolute form is passed upstream by its path, and recorded with the URL it named.
+
 ``rewrite`` may change a JSON request body on its way upstream (the recorded body stays what the
 client sent): tests use it to add server-side sampling constraints (a llama.cpp ``grammar``, a
 forced ``tool_choice``) that make a tiny model's answer deterministic without touching the
@@ -230,7 +233,11 @@ class _Handler(BaseHTTPRequestHandler):
             name="recording-proxy-watch",
         )
         try:
-            upstream.request(self.command, self.path, body=raw or None, headers=headers)
+            target = self.path
+            if target.startswith("http://"):  # absolute-form: used as a forward proxy
+                parts = urlsplit(target)
+                target = parts.path + (f"?{parts.query}" if parts.query else "")
+            upstream.request(self.command, target, body=raw or None, headers=headers)
             watcher.start()
             response = upstream.getresponse()
             exchange.status = response.status

@@ -35,7 +35,7 @@ def current_tool_call() -> ToolCallContext | None:
     return _CURRENT.get()
 
 
-class tool_call_context:  # noqa: N801  (a context manager used like a function)
+class tool_call_context:  # a context manager used like a function, hence the name
     """Make ``context`` the current call for the block (restored afterwards). A class, not a
     generator: it runs around every tool call."""
 
