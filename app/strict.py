@@ -60,7 +60,7 @@ class StrictModel(BaseModel):
     attributes are read without pydantic's slow fallback (see ``_PrivateRead``).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     #: The private attributes read and written directly (see ``_PrivateRead``).
     __plain_private__: ClassVar[frozenset[str]] = frozenset()
