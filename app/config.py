@@ -26,19 +26,9 @@ from app.config_files import nested_error, parse_toml, read_limited, too_deep
 from app.config_models import (
     DEFAULT_PROFILE,
     PROJECT_ROOT,
-    AppConfig,
-    BrowserSettings,
     CompactionSettings,
-    DaytonaSettings,
     LLMSettings,
-    MCPServerConfig,
-    MCPSettings,
     ModelPrice,
-    ProxySettings,
-    RunflowSettings,
-    SandboxSettings,
-    SearchSettings,
-    WebSettings,
 )
 from app.config_report import (
     describe_error,
@@ -51,6 +41,22 @@ from app.config_report import (
 )
 from app.exceptions import ConfigError
 from app.logger import logger, register_secret
+
+if TYPE_CHECKING:
+    # The other sections are imported when a config is loaded or one is first named here
+    # (see ``__getattr__`` at the end): building an ``LLMSettings`` in code needs none.
+    from app.config_sections import (
+        AppConfig,
+        BrowserSettings,
+        DaytonaSettings,
+        MCPServerConfig,
+        MCPSettings,
+        ProxySettings,
+        RunflowSettings,
+        SandboxSettings,
+        SearchSettings,
+        WebSettings,
+    )
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -164,11 +170,12 @@ def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
 
 #: Example text in upstream's config files: "YOUR_API_KEY", "your ppio api key",
 #: "your Jiekou.AI api key", "<your-azure-key>"...
-_PLACEHOLDER_KEY = re.compile(r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$", re.I)
+#: (These patterns are compiled when a config is first checked, and cached by ``re``.)
+_PLACEHOLDER_KEY = r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$"
 #: "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
-_PLACEHOLDER_VERSION = re.compile(r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]")
+_PLACEHOLDER_VERSION = r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]"
 #: "{YOUR_AZURE_ENDPOINT...}/openai/...", "https://your-resource.openai.azure.com".
-_PLACEHOLDER_URL = re.compile(r"\{[^}]*\}|\byour[_-]", re.I)
+_PLACEHOLDER_URL = r"\{[^}]*\}|\byour[_-]"
 
 
 def _is_placeholder(value: Any, key: str = "api_key") -> bool:
@@ -177,10 +184,12 @@ def _is_placeholder(value: Any, key: str = "api_key") -> bool:
         return False
     text = value.strip()
     if key == "api_version":
-        return bool(_PLACEHOLDER_VERSION.search(text))
+        return bool(re.search(_PLACEHOLDER_VERSION, text))
     if key == "base_url":
-        return bool(_PLACEHOLDER_URL.search(text))
-    return text.lower() in PLACEHOLDER_API_KEYS or bool(_PLACEHOLDER_KEY.match(text))
+        return bool(re.search(_PLACEHOLDER_URL, text, re.IGNORECASE))
+    if text.lower() in PLACEHOLDER_API_KEYS:
+        return True
+    return bool(re.match(_PLACEHOLDER_KEY, text, re.IGNORECASE))
 
 
 class _Problems:
@@ -351,6 +360,8 @@ def _load_pricing(raw: dict[str, Any], problems: _Problems) -> dict[str, ModelPr
 
 def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     """Servers from ``mcp.json``; a missing file means none."""
+    from app.config_sections import MCPServerConfig
+
     if not path.is_file():
         return {}
     try:
@@ -442,6 +453,17 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         if key not in _TOP_LEVEL_KEYS:
             problems.unknown.append(toml_key(raw, (key,)) + suggest(key, _TOP_LEVEL_KEYS))
 
+    from app.config_sections import (
+        AppConfig,
+        BrowserSettings,
+        DaytonaSettings,
+        MCPSettings,
+        RunflowSettings,
+        SandboxSettings,
+        SearchSettings,
+        WebSettings,
+    )
+
     llm = _load_llm(raw, problems)
     browser = _load_section(raw, "browser", BrowserSettings, problems)
     search = _load_section(raw, "search", SearchSettings, problems)
@@ -530,6 +552,8 @@ class Config:
         """Make a config built in code active (libraries, tests); no file is read.
 
         An ``LLMSettings`` alone stands for an ``AppConfig`` with defaults for the rest."""
+        from app.config_sections import AppConfig
+
         if isinstance(app_config, LLMSettings):
             app_config = AppConfig(llm={DEFAULT_PROFILE: app_config})
         if not isinstance(app_config, AppConfig):
@@ -584,6 +608,8 @@ class Config:
         when there is no config file at all: tools must work without one (only the LLM
         needs settings). A config file with errors is still reported."""
         if self._app is None and not find_config_path().is_file():
+            from app.config_sections import AppConfig
+
             field = AppConfig.model_fields[name]
             assert field.default_factory is not None, f"{name} has no defaults"
             return field.get_default(call_default_factory=True, validated_data={})
@@ -675,4 +701,8 @@ def __getattr__(name: str) -> Any:
     # name reads the active one (config file, $OPENMANUS_WORKSPACE) when first asked for.
     if name == "WORKSPACE_ROOT":
         return config.workspace_root
+    if name in __all__:  # a section of app.config_sections, imported on first access
+        from app import config_models
+
+        return getattr(config_models, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

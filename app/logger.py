@@ -4,22 +4,28 @@ API keys travel through error messages (an SDK echoing a rejected key, a proxy U
 password), so redaction happens twice: a patcher cleans each record's message for any sink,
 and the sinks added by :func:`define_log_level` clean the fully formatted text, tracebacks
 included. Importing this module touches no handler; entry points call ``define_log_level``.
+
+loguru itself is imported on first need, not with this module: a run whose configured levels
+drop every record it logs (``define_log_level("ERROR", "OFF")`` and no error) never imports it.
+Until then :data:`logger` is a stand-in that drops records below the configured levels and
+otherwise loads loguru, applies the configuration, and hands over to loguru's own methods.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
 import os
 import re
 import sys
 import threading
 import urllib.parse
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
-
-from loguru import logger as _loguru_logger
+from typing import IO, TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from loguru import Logger, Record
@@ -51,29 +57,34 @@ _FILE_FORMAT = "{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}
 _secrets: set[str] = set()
 _secrets_forms: set[str] = set()
 _secrets_lock = threading.Lock()
+#: Built from the registered forms when first needed after a registration (None: not yet).
 _secrets_pattern: re.Pattern[str] | None = None
 
-# Patterns for credentials nobody registered (keys pasted into prompts, SDK error messages).
-_KEY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # OpenAI / Anthropic / DeepSeek style keys: sk-..., sk-proj-..., sk-ant-...
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), REDACTED),
-    # Authorization headers.
-    (re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/\-]{6,}=*", re.IGNORECASE), r"\1 " + REDACTED),
-    # key=value, key: value, "key": "value" for credential-like key names.
-    (
-        re.compile(
-            r"""(?ix)
-            \b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret
-               |secret[_-]?key|password|passwd)
-            (["']?\s*[:=]\s*["']?)
-            ([^\s"',;&}\]\)]+)
-            """
+
+@functools.cache
+def _key_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """Patterns for credentials nobody registered (keys pasted into prompts, SDK error
+    messages); compiled when first needed, not at import."""
+    return (
+        # OpenAI / Anthropic / DeepSeek style keys: sk-..., sk-proj-..., sk-ant-...
+        (re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"), REDACTED),
+        # Authorization headers.
+        (re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/\-]{6,}=*", re.IGNORECASE), r"\1 " + REDACTED),
+        # key=value, key: value, "key": "value" for credential-like key names.
+        (
+            re.compile(
+                r"""(?ix)
+                \b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret
+                   |secret[_-]?key|password|passwd)
+                (["']?\s*[:=]\s*["']?)
+                ([^\s"',;&}\]\)]+)
+                """
+            ),
+            r"\1\2" + REDACTED,
         ),
-        r"\1\2" + REDACTED,
-    ),
-    # Credentials inside URLs: scheme://user:password@host
-    (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1" + REDACTED + "@"),
-)
+        # Credentials inside URLs: scheme://user:password@host
+        (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1" + REDACTED + "@"),
+    )
 
 
 def register_secret(value: str | None) -> None:
@@ -89,9 +100,21 @@ def register_secret(value: str | None) -> None:
             return
         _secrets.add(value)
         _secrets_forms.update(f for f in secret_forms(value) if len(f) >= MIN_SECRET_LENGTH)
-        # Longest first so a secret containing another one is replaced whole.
-        ordered = sorted(_secrets_forms, key=len, reverse=True)
-        _secrets_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        _secrets_pattern = None  # rebuilt by the next redaction
+
+
+def _registered_pattern() -> re.Pattern[str] | None:
+    """One pattern matching every registered form, or None when nothing is registered."""
+    global _secrets_pattern
+    pattern = _secrets_pattern
+    if pattern is not None or not _secrets_forms:
+        return pattern
+    with _secrets_lock:
+        if _secrets_pattern is None and _secrets_forms:
+            # Longest first so a secret containing another one is replaced whole.
+            ordered = sorted(_secrets_forms, key=len, reverse=True)
+            _secrets_pattern = re.compile("|".join(re.escape(s) for s in ordered))
+        return _secrets_pattern
 
 
 def _escaped(value: str) -> set[str]:
@@ -139,10 +162,10 @@ def redact(text: str) -> str:
     """Replace registered secrets and anything shaped like a credential with ``***``."""
     if not text:
         return text
-    pattern = _secrets_pattern
+    pattern = _registered_pattern()
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
-    for regex, replacement in _KEY_PATTERNS:
+    for regex, replacement in _key_patterns():
         text = regex.sub(replacement, text)
     return text
 
@@ -150,10 +173,10 @@ def redact(text: str) -> str:
 def redact_registered(text: str) -> str:
     """Replace only the registered secret values: for text the model reads, where a pattern
     such as ``password=...`` is often legitimate code and must stay visible."""
-    pattern = _secrets_pattern
-    if not text or pattern is None:
+    if not text:
         return text
-    return pattern.sub(REDACTED, text)
+    pattern = _registered_pattern()
+    return text if pattern is None else pattern.sub(REDACTED, text)
 
 
 def registered_secrets() -> frozenset[str]:
@@ -171,17 +194,141 @@ def _redact_record(record: Record) -> None:
             extra[key] = redact(value)
 
 
-logger: Logger = _loguru_logger.patch(_redact_record)
+#: loguru's built-in levels (``logger.level(name).no``), known without importing loguru.
+_LEVEL_NUMBERS = {
+    "TRACE": 5,
+    "DEBUG": 10,
+    "INFO": 20,
+    "SUCCESS": 25,
+    "WARNING": 30,
+    "ERROR": 40,
+    "CRITICAL": 50,
+}
+#: The level each logging method logs at (``exception`` logs at ERROR).
+_METHOD_LEVELS = {
+    "trace": 5,
+    "debug": 10,
+    "info": 20,
+    "success": 25,
+    "warning": 30,
+    "error": 40,
+    "exception": 40,
+    "critical": 50,
+}
+_NOTHING = 1 << 30  # the lowest level taken when no sink is configured
+
+
+class _Loader:
+    """When loguru is loaded, and what :func:`define_log_level` asked for before it was.
+
+    ``pending`` is the last configuration not yet applied (it is applied on load, as if it had
+    been applied when asked); ``floor`` is the lowest level it lets through.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.real: Logger | None = None
+        self.pending: Callable[[], None] | None = None
+        self.floor = 0
+
+    def decides(self) -> bool:
+        """Whether the pending configuration alone says which records are kept: loguru is
+        not loaded (had anyone imported it, they may have added handlers of their own)."""
+        return self.real is None and self.pending is not None and "loguru" not in sys.modules
+
+    def dropped(self, level_no: int) -> bool:
+        """Whether a record at ``level_no`` is certainly dropped, decided without loguru."""
+        return level_no < self.floor and self.decides()
+
+    def load(self) -> Logger:
+        """The redacting loguru logger, with any pending configuration applied first."""
+        real = self.real
+        if real is not None:
+            return real
+        with self.lock:
+            if self.real is None:
+                from loguru import logger as base
+
+                pending, self.pending = self.pending, None
+                if pending is not None:
+                    pending()
+                real = base.patch(_redact_record)
+                # Later calls go straight to loguru's methods, which then name the caller's
+                # frame in the record, not this module's.
+                proxy_vars = vars(logger)
+                for name in (*_METHOD_LEVELS, "log"):
+                    proxy_vars[name] = getattr(real, name)
+                self.real = real
+            return self.real
+
+
+_loader = _Loader()
+
+
+def _level_method(name: str) -> Callable[..., None]:
+    level_no = _METHOD_LEVELS[name]
+
+    def method(self: _LazyLogger, message: Any, /, *args: Any, **kwargs: Any) -> None:
+        if _loader.dropped(level_no):
+            return
+        # The first record that may be kept: loguru is loaded, and this one call is logged
+        # one frame up so it names our caller, as every later call does by itself.
+        getattr(_loader.load().opt(depth=1), name)(message, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"Log ``message`` at {name.upper()} (see loguru's ``Logger.{name}``)."
+    return method
+
+
+class _LazyLogger:
+    """The project's logger before loguru is loaded; loguru's own logger once it is.
+
+    Level methods drop records below the configured levels without importing loguru; any
+    other attribute (``add``, ``opt``, ``bind``, ...) loads it and is loguru's.
+    """
+
+    trace = _level_method("trace")
+    debug = _level_method("debug")
+    info = _level_method("info")
+    success = _level_method("success")
+    warning = _level_method("warning")
+    error = _level_method("error")
+    exception = _level_method("exception")
+    critical = _level_method("critical")
+
+    def log(self, level: int | str, message: Any, /, *args: Any, **kwargs: Any) -> None:
+        """Log at ``level`` (a number or a level's name), as loguru's ``Logger.log``."""
+        number = level if isinstance(level, int) else _LEVEL_NUMBERS.get(level)
+        if number is not None and _loader.dropped(number):
+            return
+        _loader.load().opt(depth=1).log(level, message, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(_loader.load(), name)
+
+    def __repr__(self) -> str:
+        return repr(_loader.real) if _loader.real is not None else "<logger (loguru not loaded)>"
+
+
+logger: Logger = cast("Logger", _LazyLogger())
 
 
 def log_enabled(level: str) -> bool:
     """Whether any sink takes records at ``level``. loguru drops a record below every sink's
     level cheaply, but the message's f-string is built first; hot paths check this before
     building costly messages, so logging that is off costs nothing."""
+    number = _LEVEL_NUMBERS.get(level)
+    if number is not None and _loader.decides():
+        return number >= _loader.floor
+    _loader.load()
+    from loguru import logger as base
+
     try:
         # loguru has no public way to ask this; its stubs leave out the internal _core.
-        core = _loguru_logger._core  # type: ignore[attr-defined]
-        return core.levels[level].no >= core.min_level
+        core = base._core  # type: ignore[attr-defined]
+        return bool(core.levels[level].no >= core.min_level)
     except (AttributeError, KeyError):  # another loguru layout: assume it is on
         return True
 
@@ -225,6 +372,13 @@ class _LazyFileSink:
             self._file = None
 
 
+def _level_number(level: str | int) -> int | None:
+    """A built-in level's number, or None when only loguru can tell (custom or invalid)."""
+    if isinstance(level, int):
+        return level if level >= 0 else None
+    return _LEVEL_NUMBERS.get(level)
+
+
 def _sink_level(level: str | int | None) -> str | int | None:
     """The level a sink takes records at, or None when it is off (None, "OFF" or "")."""
     if not isinstance(level, str):
@@ -248,30 +402,44 @@ def define_log_level(
     ``<project>/logs``).
     ``compact`` gives a short console line (time, level, message) for terminal programs.
     """
-    _loguru_logger.remove()
     console_level = _sink_level(print_level)
     file_level = _sink_level(logfile_level)
+    sinks: list[tuple[Any, str | int, str, bool]] = []
     if console_level is not None:
         colorize = bool(getattr(sys.stderr, "isatty", lambda: False)())
-        _loguru_logger.add(
-            _ConsoleSink(),
-            level=console_level,
-            format=_COMPACT_CONSOLE_FORMAT if compact else _CONSOLE_FORMAT,
-            colorize=colorize,
-            backtrace=False,
-            diagnose=False,
-        )
+        console_format = _COMPACT_CONSOLE_FORMAT if compact else _CONSOLE_FORMAT
+        sinks.append((_ConsoleSink(), console_level, console_format, colorize))
     if file_level is not None:
         stamp = datetime.now().strftime("%Y%m%d%H%M%S")
         file_name = f"{name}_{stamp}.log" if name else f"{stamp}.log"
         default_dir = os.environ.get("OPENMANUS_LOG_DIR") or _PROJECT_ROOT / "logs"
         directory = Path(log_dir) if log_dir is not None else Path(default_dir)
-        _loguru_logger.add(
-            _LazyFileSink(directory / file_name),
-            level=file_level,
-            format=_FILE_FORMAT,
-            colorize=False,
-            backtrace=False,
-            diagnose=False,
-        )
+        sinks.append((_LazyFileSink(directory / file_name), file_level, _FILE_FORMAT, False))
+
+    def apply(*remove: int) -> None:
+        from loguru import logger as base
+
+        if remove:
+            for handler_id in remove:
+                with contextlib.suppress(ValueError):  # already removed by its owner
+                    base.remove(handler_id)
+        else:
+            base.remove()
+        for sink, level, fmt, colorize in sinks:
+            base.add(
+                sink, level=level, format=fmt, colorize=colorize, backtrace=False, diagnose=False
+            )
+
+    numbers = [_level_number(level) for _, level, _, _ in sinks]
+    known = [n for n in numbers if n is not None]
+    with _loader.lock:
+        if _loader.real is None and "loguru" not in sys.modules and len(known) == len(numbers):
+            # Applied when loguru is loaded. No handler exists before that but the one
+            # loguru's import adds (id 0): that one is replaced, any added later are kept.
+            _loader.pending = lambda: apply(0)
+            _loader.floor = min(known, default=_NOTHING)
+            return logger
+        _loader.pending = None
+    _loader.load()
+    apply()  # an unknown level is refused here, by loguru, as when the call is eager
     return logger

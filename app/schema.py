@@ -252,7 +252,7 @@ class Memory(BaseModel):
     history therefore never starts with, or contains, an orphaned ``tool`` message.
     """
 
-    messages: list[Message] = Field(default_factory=list)
+    messages: list[Message] = []  # copied per instance by pydantic
     max_messages: int = Field(default=100)
 
     def add_message(self, message: Message) -> None:

@@ -134,7 +134,7 @@ def test_first_runs_and_whole_processes(bench_server: str):
     """Fresh processes for both loops at each length, plus ``main.py -p`` to its 10th step."""
     from bench.cold import COLD_LOOPS, WHOLE_PROCESS_STEPS, measure_cold
 
-    figures = measure_cold(bench_server, [2], reps=1)
+    figures = measure_cold(bench_server, [2], reps=1, process_samples=2)
     for loop in COLD_LOOPS:
         for steps in (2, WHOLE_PROCESS_STEPS):
             with_imports = figures["first_run_ms_per_step"][loop][str(steps)]
@@ -143,6 +143,8 @@ def test_first_runs_and_whole_processes(bench_server: str):
             assert 0 < run_only <= with_imports
     process = figures["process_s"]
     assert set(process) == {"ours", "raw_http", "main.py"}
+    # The whole-process figures of the two loops take their own count of samples.
+    assert figures["process_samples"] == {"ours": 2, "raw_http": 2, "main.py": 1}
     # A whole process includes its run: never less than the run itself.
     for loop in COLD_LOOPS:
         run_s = figures["first_run_ms_per_step"][loop][str(WHOLE_PROCESS_STEPS)] / 1000

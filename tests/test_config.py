@@ -599,3 +599,19 @@ def test_hostile_mcp_json_is_a_clear_error(tmp_path: Path) -> None:
     mcp.write_text('{"mcpServers": {}, "pad": "' + "x" * (5 << 20) + '"}')
     with pytest.raises(ConfigError, match="config file too large"):
         load_config(path)
+
+
+def test_every_settings_class_is_importable_from_each_module() -> None:
+    """The sections moved to ``app.config_sections`` (imported on first use); the upstream
+    paths ``app.config`` and ``app.config_models`` name the very same classes."""
+    import app.config
+    import app.config_models
+    import app.config_sections
+
+    for name in app.config_sections.__all__:
+        cls = getattr(app.config_sections, name)
+        assert getattr(app.config, name) is cls
+        assert getattr(app.config_models, name) is cls
+        assert name in app.config.__all__ and name in app.config_models.__all__
+    with pytest.raises(AttributeError, match="NoSuchSettings"):
+        _ = app.config_models.NoSuchSettings

@@ -25,6 +25,18 @@ def restore_logger() -> Iterator[None]:
     base_logger.add(lambda message: sys.stderr.write(message), level="DEBUG")
 
 
+def _fresh(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter, where nothing has imported loguru yet."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 # --- redact() -------------------------------------------------------------------------------
 
 
@@ -205,14 +217,88 @@ def test_import_adds_and_removes_no_handlers(tmp_path: Path) -> None:
         "logger.remove(0)\n"  # loguru's own handler is still there ...
         "print(logger.add(sys.stdout))\n"  # ... and nothing else was added (next id is 1)
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = _fresh(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
     assert "still-default-handler" in result.stderr
+
+
+# --- loguru imported on first need ------------------------------------------------------------
+
+
+@pytest.mark.e2e
+def test_records_below_the_levels_never_import_loguru() -> None:
+    result = _fresh(
+        "import sys\n"
+        "from app.logger import define_log_level, log_enabled, logger\n"
+        "define_log_level('WARNING', 'OFF')\n"
+        "logger.debug('d'); logger.info('i'); logger.log('INFO', 'l'); logger.log(5, 't')\n"
+        "print(log_enabled('INFO'), log_enabled('WARNING'), log_enabled('CRITICAL'))\n"
+        "print('loguru' in sys.modules)\n"
+        "logger.warning('first kept record')\n"
+        "print('loguru' in sys.modules)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True", "True", "False", "True"]
+    assert "first kept record" in result.stderr
+    assert "WARNING" in result.stderr
+    assert not any(level in result.stderr for level in ("DEBUG", "INFO", "Level 5"))
+
+
+@pytest.mark.e2e
+def test_a_handler_added_before_loguru_is_needed_is_kept() -> None:
+    """The configuration asked for before loguru was loaded replaces only loguru's own
+    import-time handler: a handler someone added meanwhile keeps its records."""
+    result = _fresh(
+        "from app.logger import define_log_level, logger, register_secret\n"
+        "register_secret('late-handler-secret-42')\n"
+        "define_log_level('WARNING', 'OFF')\n"
+        "from loguru import logger as base\n"
+        "lines = []\n"
+        "base.add(lines.append, level='DEBUG', format='{message}')\n"
+        "logger.info('for the user handler')\n"
+        "logger.warning('warned late-handler-secret-42')\n"
+        "print(repr(lines))\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "for the user handler" in result.stdout
+    assert "warned ***" in result.stdout  # the patcher redacts for every sink
+    # Ours at WARNING (redacted); loguru's own DEBUG handler is gone, so no INFO line here.
+    assert "warned ***" in result.stderr
+    assert "for the user handler" not in result.stderr
+    assert "late-handler-secret-42" not in result.stdout + result.stderr
+
+
+@pytest.mark.e2e
+def test_an_unknown_level_is_refused_at_once() -> None:
+    result = _fresh(
+        "from app.logger import define_log_level\n"
+        "try:\n    define_log_level('LOUD', 'OFF')\n"
+        "except ValueError as e:\n    print('refused', e)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("refused") and "LOUD" in result.stdout
+
+
+@pytest.mark.e2e
+def test_a_deferred_log_file_is_written_on_the_first_record(tmp_path: Path) -> None:
+    result = _fresh(
+        "import sys\n"
+        "from app.logger import define_log_level, logger\n"
+        f"define_log_level('OFF', 'DEBUG', 'deferred', log_dir={str(tmp_path)!r})\n"
+        "assert 'loguru' not in sys.modules\n"
+        "logger.opt(lazy=True).debug('lazy {}', lambda: 'value')\n"
+        "logger.bind(task='t1').info('bound record')\n"
+    )
+    assert result.returncode == 0, result.stderr
+    (log,) = tmp_path.glob("deferred_*.log")
+    written = log.read_text(encoding="utf-8")
+    assert "lazy value" in written and "bound record" in written
+    assert result.stderr == ""
+
+
+def test_a_secret_registered_after_a_redaction_is_redacted_too() -> None:
+    register_secret("before-any-redaction-1")
+    assert redact("a before-any-redaction-1") == "a ***"
+    register_secret("after-a-redaction-22")
+    assert redact("b after-a-redaction-22 before-any-redaction-1") == "b *** ***"

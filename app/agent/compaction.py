@@ -28,7 +28,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.config_models import CompactionSettings
-from app.events import Compacted
 from app.exceptions import ContextWindowExceededError, LLMError, LLMResponseError
 from app.llm.windows import KNOWN_WINDOWS, known_window
 from app.logger import logger
@@ -37,6 +36,7 @@ from app.schema import Message
 
 if TYPE_CHECKING:
     from app.agent.toolcall import ToolCallAgent
+    from app.events import Compacted
 
 __all__ = ["KNOWN_WINDOWS", "Compactor", "known_window"]
 
@@ -194,6 +194,8 @@ class Compactor:
             f"(window {window}; {stubbed} outputs shortened, {summarized} messages "
             "summarized)"
         )
+        from app.events import Compacted  # rare: not imported with the agent
+
         event = Compacted(
             agent.name,
             step=agent.current_step,

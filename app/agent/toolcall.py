@@ -15,14 +15,6 @@ from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
 from app.agent.result import StopReason
 from app.config_models import CompactionSettings
-from app.events import (
-    Reasoning,
-    TextDelta,
-    Thought,
-    ToolCallEvent,
-    ToolProgress,
-    ToolResultEvent,
-)
 from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
 from app.llm.model import ModelResponse
@@ -91,7 +83,7 @@ class ToolCallAgent(ReActAgent):
         default_factory=lambda: [CreateChatCompletion.model_fields["name"].default]
     )
 
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = []  # copied per instance by pydantic
     #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``.
     compaction: CompactionSettings | None = None
     #: Empty replies (no text, no tool call) in a row before the run fails.
@@ -218,6 +210,9 @@ class ToolCallAgent(ReActAgent):
         bus = self._events
         extra: dict[str, Any] = {}
         if bus.active:  # someone watches: stream the text to them as it is written
+            # Event types are imported only once someone listens (see app.agent.base).
+            from app.events import TextDelta
+
             name, step = self.name, self.current_step
 
             async def on_delta(text: str) -> None:
@@ -246,6 +241,8 @@ class ToolCallAgent(ReActAgent):
         reasoning = (reply.reasoning or "").strip()
         if reasoning:  # shown as thinking; never the answer, never stored
             if watched:
+                from app.events import Reasoning
+
                 await bus.emit(Reasoning(self.name, step=self.current_step, text=reasoning))
             elif log_enabled("INFO"):
                 logger.info(f"💭 {self.name} is thinking: {_preview(reasoning)}")
@@ -283,6 +280,8 @@ class ToolCallAgent(ReActAgent):
             if content:
                 self.memory.add_message(Message.assistant_message(content))
                 if bus.active:
+                    from app.events import Thought
+
                     await bus.emit(Thought(self.name, step=self.current_step, text=content))
             return bool(content)
 
@@ -292,6 +291,8 @@ class ToolCallAgent(ReActAgent):
         elif content:
             self.memory.add_message(Message.assistant_message(content))
         if bus.active:
+            from app.events import Thought, ToolCallEvent
+
             if content:
                 await bus.emit(Thought(self.name, step=self.current_step, text=content))
             for call in tool_calls:
@@ -332,6 +333,8 @@ class ToolCallAgent(ReActAgent):
         self._partial.append(content)
         self._last_text = "".join(self._partial)
         if self._events.active:
+            from app.events import Thought
+
             await self._events.emit(Thought(self.name, step=self.current_step, text=content))
         cuts = len(self._partial)
         logger.warning(f"{self.name}: the answer was cut at max_tokens ({cuts} in a row)")
@@ -389,6 +392,8 @@ class ToolCallAgent(ReActAgent):
                 )
                 results.append(result)
                 if self._events.active:
+                    from app.events import ToolResultEvent
+
                     await self._events.emit(
                         ToolResultEvent(
                             self.name,
@@ -455,6 +460,8 @@ class ToolCallAgent(ReActAgent):
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             if self._events.active:
+                from app.events import ToolProgress
+
                 await self._events.emit(
                     ToolProgress(
                         self.name,

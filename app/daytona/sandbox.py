@@ -25,7 +25,7 @@ daytona_config = Unsupported(daytona_unsupported("The Daytona client config").me
 
 
 if TYPE_CHECKING:
-    from app.config_models import DaytonaSettings
+    from app.config_sections import DaytonaSettings
 
     daytona_settings: DaytonaSettings  # read through __getattr__ below
 

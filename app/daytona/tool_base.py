@@ -21,7 +21,7 @@ __all__ = [
 
 
 if TYPE_CHECKING:
-    from app.config_models import DaytonaSettings
+    from app.config_sections import DaytonaSettings
 
     daytona_settings: DaytonaSettings  # read through __getattr__ below
 

@@ -30,18 +30,18 @@ from app.logger import redact
 
 __all__ = ["error_from_response", "parse_retry_after", "translate_error"]
 
-_CONTEXT_PATTERNS = re.compile(
+# Patterns as text, matched with ``re.search`` (compiled on the first error, then cached by
+# ``re``): most processes never see an error, and compiling them costs every process.
+_CONTEXT_PATTERNS = (
     r"context[_ ]length|maximum context|context window|context size|too many tokens|"
-    r"prompt is too long|input is too long|reduce the length|exceed_context",
-    re.IGNORECASE,
+    r"prompt is too long|input is too long|reduce the length|exceed_context"
 )
-_TOOLS_PATTERNS = re.compile(
+_TOOLS_PATTERNS = (
     r"(does not|doesn't|do not|not) support[s]? (tools|tool[ _]use|tool[ _]calling|function)|"
     r"(tools?|function[ _]calling|tool_choice)\b[^.]{0,40}\b"
     r"not (supported|support|enabled|allowed)|"
     # vLLM started without --enable-auto-tool-choice
-    r"tool[ _]choice requires --enable-auto-tool-choice",
-    re.IGNORECASE,
+    r"tool[ _]choice requires --enable-auto-tool-choice"
 )
 
 
@@ -122,7 +122,7 @@ def _from_status(
             **kw,
         )
     if code in ("context_length_exceeded", "exceed_context_size_error") or (
-        status < 500 and _CONTEXT_PATTERNS.search(text)
+        status < 500 and re.search(_CONTEXT_PATTERNS, text, re.IGNORECASE)
     ):
         limit, tokens = context_numbers(text, data)
         return ContextWindowExceededError(
@@ -135,7 +135,7 @@ def _from_status(
         return LLMServerError(
             f"The LLM endpoint{where} failed for model '{model}' (HTTP {status}): {text}", **kw
         )
-    if _TOOLS_PATTERNS.search(text):
+    if re.search(_TOOLS_PATTERNS, text, re.IGNORECASE):
         return ToolsNotSupportedError(
             f"Model '{model}'{where} rejected the tools in the request: {text}. "
             'Choose a model that supports function calling, or set tool_calling = "text".',

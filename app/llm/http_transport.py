@@ -104,7 +104,9 @@ class HttpTransport(Transport):
                 model="",
             )
         port = split.port or (443 if scheme == "https" else 80)
-        host = split.hostname.encode("idna")
+        # ASCII names (the usual case) skip the idna codec, an import of its own.
+        hostname = split.hostname
+        host = hostname.encode("ascii") if hostname.isascii() else hostname.encode("idna")
         target = urllib.parse.quote(split.path or "/", safe="/%:@!$&'()*+,;=~")
         if split.query:
             target += "?" + urllib.parse.quote(split.query, safe="/%:@!$&'()*+,;=~?")

@@ -33,20 +33,21 @@ KNOWN_WINDOWS: dict[str, int] = {
     "llama3.1": 128_000,
 }
 
+# Matched case-insensitively with ``re.search`` (compiled on first use, cached by ``re``).
 _LIMIT_PATTERNS = (
-    re.compile(r"context (?:window|length|size)(?: of| is)?\s*(?:of\s*)?\(?(\d[\d,]*)", re.I),
-    re.compile(r"maximum context length (?:is|of)\s*(\d[\d,]*)", re.I),
-    re.compile(r"(\d[\d,]*)\s*(?:tokens?\s*)?maximum", re.I),
-    re.compile(r"n_ctx\D{0,5}(\d+)", re.I),
-    re.compile(r"max(?:imum)?[_ ]input[_ ]tokens\D{0,5}(\d+)", re.I),
+    r"context (?:window|length|size)(?: of| is)?\s*(?:of\s*)?\(?(\d[\d,]*)",
+    r"maximum context length (?:is|of)\s*(\d[\d,]*)",
+    r"(\d[\d,]*)\s*(?:tokens?\s*)?maximum",
+    r"n_ctx\D{0,5}(\d+)",
+    r"max(?:imum)?[_ ]input[_ ]tokens\D{0,5}(\d+)",
 )
 _TOKENS_PATTERNS = (
-    re.compile(r"requested tokens\s*\((\d[\d,]*)\)", re.I),
-    re.compile(r"resulted in (\d[\d,]*) tokens", re.I),
-    re.compile(r"you requested (\d[\d,]*) tokens", re.I),
-    re.compile(r"prompt is too long:\s*(\d[\d,]*)", re.I),
-    re.compile(r"n_prompt_tokens\D{0,5}(\d+)", re.I),
-    re.compile(r"(\d[\d,]*) (?:input )?tokens? (?:exceed|is more than|>)", re.I),
+    r"requested tokens\s*\((\d[\d,]*)\)",
+    r"resulted in (\d[\d,]*) tokens",
+    r"you requested (\d[\d,]*) tokens",
+    r"prompt is too long:\s*(\d[\d,]*)",
+    r"n_prompt_tokens\D{0,5}(\d+)",
+    r"(\d[\d,]*) (?:input )?tokens? (?:exceed|is more than|>)",
 )
 
 
@@ -60,9 +61,9 @@ def known_window(model: str) -> int | None:
     return best[1] if best else None
 
 
-def _first_number(patterns: tuple[re.Pattern[str], ...], text: str) -> int | None:
+def _first_number(patterns: tuple[str, ...], text: str) -> int | None:
     for pattern in patterns:
-        match = pattern.search(text)
+        match = re.search(pattern, text, re.IGNORECASE)
         if match:
             try:
                 value = int(match.group(1).replace(",", ""))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from app.config_models import SandboxSettings
+from app.config_sections import SandboxSettings
 from app.sandbox.environment import register_environment_secrets, scrub_environment
 from app.sandbox.files import FileAccessPolicy, resolve_workspace
 from app.sandbox.guard import ProcessGuard

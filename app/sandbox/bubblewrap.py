@@ -26,7 +26,7 @@ import stat
 import sys
 from pathlib import Path
 
-from app.config_models import SandboxSettings
+from app.config_sections import SandboxSettings
 from app.exceptions import SandboxUnavailableError
 from app.sandbox.base import LaunchSpec, Sandbox, signal_exit_status
 from app.sandbox.launcher import LaunchOptions, launcher_argv

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from app.config_models import SandboxSettings
+from app.config_sections import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
 
 if TYPE_CHECKING:

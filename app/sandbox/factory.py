@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from app.config_models import SandboxSettings
+from app.config_sections import SandboxSettings
 from app.exceptions import ConfigError
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from loguru import logger
+from app.logger import logger
 
 __all__ = [
     "GroupScope",

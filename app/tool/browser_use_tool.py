@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field, PrivateAttr
 
-from app.config_models import BrowserSettings
+from app.config_sections import BrowserSettings
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions

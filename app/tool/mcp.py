@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from app.config_models import MCPServerConfig
+from app.config_sections import MCPServerConfig
 from app.exceptions import MCPServerError
 from app.logger import logger
 from app.mcp.client_features import MCPClientFeatures

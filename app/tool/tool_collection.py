@@ -102,11 +102,12 @@ class ToolCollection:
                 logger.warning(f"Cleanup of tool '{tool.name}' failed: {e}")
 
 
-_SIGNATURE_ERROR = re.compile(
+#: Matched with ``re.search`` (compiled on the first failure, then cached by ``re``).
+_SIGNATURE_ERROR = (
     r"(execute|__call__)\(\) (got an unexpected keyword argument|missing \d+ required)"
 )
 
 
 def _is_signature_error(error: TypeError) -> bool:
     """True when the model's arguments did not fit the tool's signature (not a bug inside it)."""
-    return bool(_SIGNATURE_ERROR.search(str(error)))
+    return bool(re.search(_SIGNATURE_ERROR, str(error)))

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.config_models import SearchSettings
+from app.config_sections import SearchSettings
 from app.exceptions import ToolError
 from app.logger import logger
 from app.tool.base import BaseTool, ToolResult

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from app.config_models import SandboxSettings
+from app.config_sections import SandboxSettings
 from app.exceptions import SandboxError, SandboxResourceError
 from app.sandbox.core.sandbox import DockerSandbox
 

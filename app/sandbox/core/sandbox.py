@@ -4,7 +4,7 @@ Our own backend class is :class:`app.sandbox.docker.DockerSandbox`."""
 
 from __future__ import annotations
 
-from app.config_models import SandboxSettings
+from app.config_sections import SandboxSettings
 from app.sandbox.client import UpstreamSandbox
 
 __all__ = ["DockerSandbox"]

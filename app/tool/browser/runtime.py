@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from app.config_models import BrowserSettings
+from app.config_sections import BrowserSettings
 from app.exceptions import ToolError
 from app.logger import logger
 from app.tool.browser.guard import LocalRequestGuard
