@@ -27,6 +27,7 @@ from app.config_models import (
     DEFAULT_PROFILE,
     PROJECT_ROOT,
     CompactionSettings,
+    LimitsSettings,
     LLMSettings,
     ModelPrice,
 )
@@ -193,24 +194,50 @@ def _is_placeholder(value: Any, key: str = "api_key") -> bool:
 
 
 class _Problems:
-    """Collects errors and unknown keys for one file so they are reported together."""
+    """Collects errors and unknown keys for one file so they are reported together.
 
-    def __init__(self, path: Path) -> None:
+    An unknown key is an error when ``strict`` (a misspelt ``base_ulr`` would otherwise be
+    dropped and the default used in its place), else a warning."""
+
+    def __init__(self, path: Path, *, strict: bool = True) -> None:
         self.path = path
+        self.strict = strict
         self.errors: list[str] = []
-        self.unknown: list[str] = []
+        #: (the key as written, a hint such as " (did you mean 'base_url'?)")
+        self.unknown: list[tuple[str, str]] = []
 
     def error(self, line: str) -> None:
         if line not in self.errors:
             self.errors.append(line)
 
+    def unknown_key(self, key: str, hint: str = "") -> None:
+        if (key, hint) not in self.unknown:
+            self.unknown.append((key, hint))
+
     def message(self) -> str:
         items = "\n".join(f"  - {line}" for line in self.errors)
-        return f"Invalid configuration in {self.path}:\n{items}"
+        text = f"Invalid configuration in {self.path}:\n{items}"
+        if self.strict and self.unknown:
+            text += f"\n{STRICT_HINT}"
+        return text
 
-    def warn_unknown(self) -> None:
-        if self.unknown:
-            logger.warning("Ignoring unknown keys in {}: {}", self.path, "; ".join(self.unknown))
+    def report_unknown(self) -> None:
+        """Unknown keys as errors (strict) or as one warning."""
+        if not self.unknown:
+            return
+        if self.strict:
+            for key, hint in self.unknown:
+                self.error(f"{key}: unknown key{hint}")
+            return
+        listed = "; ".join(key + hint for key, hint in self.unknown)
+        logger.warning("Ignoring unknown keys in {}: {}", self.path, listed)
+
+
+#: How to turn unknown-key errors into warnings (shown under them).
+STRICT_HINT = (
+    "Unknown keys are errors. To only warn about them (say, a config shared with another "
+    "version), put strict = false at the top of config.toml, before any [table]."
+)
 
 
 #: Keys checked for example text, and what to do instead.
@@ -221,6 +248,7 @@ _PLACEHOLDER_KEYS = {
 }
 
 _TOP_LEVEL_KEYS = (
+    "strict",
     "llm",
     "browser",
     "search",
@@ -229,6 +257,7 @@ _TOP_LEVEL_KEYS = (
     "runflow",
     "pricing",
     "compaction",
+    "limits",
     "workspace_root",
     "daytona",
     "web",
@@ -238,28 +267,39 @@ _TOP_LEVEL_KEYS = (
 def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings]:
     section = raw.get("llm")
     if section is None:
-        raise ConfigError(
-            f"{problems.path} has no [llm] section. Add one with at least a model, e.g.\n"
-            f'    [llm]\n    model = "gpt-4o"\n    base_url = "https://api.openai.com/v1"\n'
-            f'    api_key = "${{OPENAI_API_KEY}}"'
+        problems.error(
+            "no [llm] section. Add one with at least a model, e.g.\n"
+            '      [llm]\n      model = "gpt-4o"\n      base_url = "https://api.openai.com/v1"\n'
+            '      api_key = "${OPENAI_API_KEY}"'
         )
+        return {}
     if not isinstance(section, dict):
-        raise ConfigError(
-            f"{problems.path}: llm must be a table ([llm]), got {short_repr(section)}"
-        )
+        problems.error(f"llm: must be a table ([llm]), got {short_repr(section)}")
+        return {}
     plain = {k: v for k, v in section.items() if not isinstance(v, dict)}
     tables = {k: v for k, v in section.items() if isinstance(v, dict)}
-    if "model" not in plain and "model" not in tables.get(DEFAULT_PROFILE, {}):
-        raise ConfigError(
-            f"{problems.path}: [llm] has no model. Set the model name the endpoint serves, "
-            f'e.g. model = "gpt-4o" (OpenAI) or model = "llama3.1" (Ollama).'
-        )
 
+    # Unknown keys first: a misspelt model ("modle") is named with its suggestion.
     for key_path, hint in unknown_keys(LLMSettings, plain, ("llm",)):
-        problems.unknown.append(toml_key(raw, key_path) + hint)
+        problems.unknown_key(toml_key(raw, key_path), hint)
     for name, table in tables.items():
         for key_path, hint in unknown_keys(LLMSettings, table, ("llm", name)):
-            problems.unknown.append(toml_key(raw, key_path) + hint)
+            problems.unknown_key(toml_key(raw, key_path), hint)
+
+    if "model" not in plain and "model" not in tables.get(DEFAULT_PROFILE, {}):
+        typos = [key for key in plain if key not in LLMSettings.model_fields]
+        meant = [key for key in typos if suggest(key, ["model"])]
+        # Strict, the unknown key is an error of its own, with its "did you mean".
+        hint = (
+            f" ([llm] {meant[0]} looks like a misspelt model)"
+            if meant and not problems.strict
+            else ""
+        )
+        problems.error(
+            f"[llm] has no model{hint}. Set the model name the endpoint serves, "
+            f'e.g. model = "gpt-4o" (OpenAI) or model = "llama3.1" (Ollama).'
+        )
+        return {}
 
     fields = LLMSettings.model_fields
     # profile name -> the [llm.<name>] table overlaid on [llm]'s plain keys (None: only those)
@@ -324,7 +364,7 @@ def _load_section(
         problems.error(f"{name}: must be a table ([{name}]), got {short_repr(section)}")
         return model()
     for key_path, hint in unknown_keys(model, section, (name,), skip):
-        problems.unknown.append(toml_key(raw, key_path) + hint)
+        problems.unknown_key(toml_key(raw, key_path), hint)
     data = {k: v for k, v in section.items() if k not in skip}
     try:
         return model.model_validate(data)
@@ -349,7 +389,7 @@ def _load_pricing(raw: dict[str, Any], problems: _Problems) -> dict[str, ModelPr
             )
             continue
         for key_path, hint in unknown_keys(ModelPrice, table, ("pricing", model)):
-            problems.unknown.append(toml_key(raw, key_path) + hint)
+            problems.unknown_key(toml_key(raw, key_path), hint)
         try:
             prices[model] = ModelPrice.model_validate(table)
         except ValidationError as exc:
@@ -380,7 +420,8 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
         ) from exc
     if too_deep(data):
         raise nested_error(path)
-    problems = _Problems(path)
+    # Only warned about: mcp.json is shared with other MCP clients, which add keys of their own.
+    problems = _Problems(path, strict=False)
     if not isinstance(data, dict):
         raise ConfigError(
             f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}, '
@@ -389,7 +430,7 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     key = "mcpServers" if "mcpServers" in data else ("servers" if "servers" in data else None)
     for other in data:
         if other != key:
-            problems.unknown.append(other + suggest(other, ["mcpServers"]))
+            problems.unknown_key(other, suggest(other, ["mcpServers"]))
     servers_raw = data.get(key, {}) if key else {}
     if not isinstance(servers_raw, dict):
         raise ConfigError(f'{path}: "{key}" must be an object mapping server ids to settings')
@@ -405,13 +446,13 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
             continue
         entry = expand_tree(entry, prefix, os.environ, on_env_error)
         for key_path, hint in unknown_keys(MCPServerConfig, entry, prefix):
-            problems.unknown.append(json_key(key_path) + hint)
+            problems.unknown_key(json_key(key_path), hint)
         try:
             servers[server_id] = MCPServerConfig.model_validate(entry)
         except ValidationError as exc:
             for line in describe_errors(exc, prefix, json_key):
                 problems.error(line)
-    problems.warn_unknown()
+    problems.report_unknown()
     if problems.errors:
         raise ConfigError(problems.message())
     return servers
@@ -432,15 +473,29 @@ def _register_secrets(app: AppConfig) -> None:
                 register_secret(value)
 
 
-def load_config(path: str | Path | None = None) -> AppConfig:
+def load_config(
+    path: str | Path | None = None, *, sections: frozenset[str] | None = None
+) -> AppConfig:
     """Read and validate the config (and ``mcp.json`` beside it) into an :class:`AppConfig`.
 
     ``path`` None means ``$OPENMANUS_CONFIG`` or ``<project>/config/config.toml``. Raises
-    :class:`ConfigError` with every problem found; unknown keys are only warned about.
+    :class:`ConfigError` with every problem found, unknown keys included (each with a "did
+    you mean" when one is close) unless the file says ``strict = false``: then they are only
+    warned about, as unknown keys of ``mcp.json`` always are.
+    ``sections`` (top-level TOML keys, e.g. ``{"sandbox", "workspace_root"}``) reads only
+    those: the rest keep their defaults and are neither expanded nor checked, so a program
+    that needs no model does not fail on an unset ``${OPENAI_API_KEY}``. Without ``"llm"``
+    the result has no LLM profiles (the :data:`config` facade reads them on first use), and
+    ``mcp.json`` is read only with ``"mcp"``.
     """
     config_path, source = _resolve_config_path(path)
     document = _read_toml(config_path, source)
-    problems = _Problems(config_path)
+    strict = document.get("strict", True)
+    if sections is not None:
+        document = {key: value for key, value in document.items() if key in sections}
+    problems = _Problems(config_path, strict=strict is not False)
+    if not isinstance(strict, bool):
+        problems.error(f"strict: must be true or false, got {short_repr(strict)}")
 
     def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
         problems.error(f"{toml_key(document, p)}: {problem}")
@@ -451,7 +506,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
 
     for key in raw:
         if key not in _TOP_LEVEL_KEYS:
-            problems.unknown.append(toml_key(raw, (key,)) + suggest(key, _TOP_LEVEL_KEYS))
+            problems.unknown_key(toml_key(raw, (key,)), suggest(key, _TOP_LEVEL_KEYS))
 
     from app.config_sections import (
         AppConfig,
@@ -464,15 +519,16 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         WebSettings,
     )
 
-    llm = _load_llm(raw, problems)
+    llm = _load_llm(raw, problems) if sections is None or "llm" in sections else None
     browser = _load_section(raw, "browser", BrowserSettings, problems)
     search = _load_section(raw, "search", SearchSettings, problems)
     sandbox = _load_section(raw, "sandbox", SandboxSettings, problems)
     mcp = _load_section(raw, "mcp", MCPSettings, problems, skip=frozenset({"servers"}))
     if isinstance(raw.get("mcp"), dict) and "servers" in raw["mcp"]:
-        problems.unknown.append("[mcp] servers (MCP servers belong in mcp.json)")
+        problems.unknown_key("[mcp] servers", " (MCP servers belong in mcp.json)")
     runflow = _load_section(raw, "runflow", RunflowSettings, problems)
     compaction = _load_section(raw, "compaction", CompactionSettings, problems)
+    limits = _load_section(raw, "limits", LimitsSettings, problems)
     pricing = _load_pricing(raw, problems)
     daytona = _load_section(raw, "daytona", DaytonaSettings, problems)
     web = _load_section(raw, "web", WebSettings, problems)
@@ -482,13 +538,16 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         problems.error(f"workspace_root: must be a path string, got {short_repr(workspace_value)}")
         workspace_value = None
 
-    problems.warn_unknown()
+    problems.report_unknown()
     if problems.errors:
         raise ConfigError(problems.message())
 
-    mcp.servers = _load_mcp_servers(config_path.parent / "mcp.json")
-    app = AppConfig(
-        llm=llm,
+    if sections is None or "mcp" in sections:
+        mcp.servers = _load_mcp_servers(config_path.parent / "mcp.json")
+    # No [llm] read: the one field whose validation needs it is left empty (see Config.llm).
+    build = AppConfig if llm is not None else AppConfig.model_construct
+    app = build(
+        llm=llm or {},
         browser_config=browser,
         search_config=search,
         sandbox=sandbox,
@@ -496,6 +555,7 @@ def load_config(path: str | Path | None = None) -> AppConfig:
         run_flow_config=runflow,
         pricing=pricing,
         compaction=compaction,
+        limits=limits,
         daytona_config=daytona,
         web=web,
         workspace_root=_resolve_workspace(workspace_value, config_path),
@@ -539,13 +599,20 @@ class Config:
         self._lock = threading.RLock()
         self._app: AppConfig | None = None
         self._workspace_cache: tuple[Path, Path] | None = None
+        #: The file whose [llm] is still unread (``load`` with ``sections`` without "llm").
+        self._llm_unread: Path | None = None
 
-    def load(self, path: str | Path | None = None) -> AppConfig:
-        """Read the config now (``path`` as for :func:`load_config`) and make it active."""
-        app = load_config(path)
+    def load(
+        self, path: str | Path | None = None, *, sections: frozenset[str] | None = None
+    ) -> AppConfig:
+        """Read the config now (``path`` and ``sections`` as for :func:`load_config`) and
+        make it active; sections left out are read in full when first needed."""
+        app = load_config(path, sections=sections)
         with self._lock:
             self._app = app
             self._workspace_cache = None
+            partial = sections is not None and "llm" not in sections
+            self._llm_unread = app.config_path if partial else None
         return app
 
     def use(self, app_config: AppConfig | LLMSettings) -> None:
@@ -564,12 +631,14 @@ class Config:
         with self._lock:
             self._app = app_config
             self._workspace_cache = None
+            self._llm_unread = None
 
     def reset(self) -> None:
         """Forget the active config; the next access loads again."""
         with self._lock:
             self._app = None
             self._workspace_cache = None
+            self._llm_unread = None
 
     @property
     def is_loaded(self) -> bool:
@@ -589,6 +658,12 @@ class Config:
 
     @property
     def llm(self) -> dict[str, LLMSettings]:
+        if self._llm_unread is not None:
+            # Loaded in part by a program that needed no model so far: read the whole file
+            # now, and fail now with its own message (e.g. an unset ${OPENAI_API_KEY}).
+            with self._lock:
+                if self._llm_unread is not None:
+                    self.load(self._llm_unread)
         return self.app_config.llm
 
     @overload

@@ -49,6 +49,7 @@ __all__ = [
     "CompactionSettings",
     "DaytonaSettings",
     "LLMSettings",
+    "LimitsSettings",
     "MCPServerConfig",
     "MCPSettings",
     "ModelPrice",
@@ -165,7 +166,7 @@ class LLMSettings(SettingsModel):
         # retried for over half a minute.
         if value is not None and not value.lower().startswith(("http://", "https://")):
             raise ValueError(
-                f"base_url must be a full URL starting with http:// or https://, "
+                f"must be a full URL starting with http:// or https://, "
                 f"got {value!r} (for example https://api.openai.com/v1)"
             )
         return value
@@ -215,6 +216,17 @@ class CompactionSettings(SettingsModel):
         if self.target > self.trigger:
             raise ValueError(f"target ({self.target}) must not exceed trigger ({self.trigger})")
         return self
+
+
+class LimitsSettings(SettingsModel):
+    """Caps on what one model reply may make the agent do or store (``[limits]``): a reply
+    is untrusted input, and without them its size is multiplied by every copy made of it."""
+
+    #: Tool calls of one assistant reply that run; the others are answered "not run".
+    max_tool_calls_per_reply: PositiveInt = 16
+    #: Characters of one text a session file repeats (events, run records): the full text is
+    #: kept once, in its message record; the repeats are cut to this with a marker.
+    max_stored_text_chars: PositiveInt = 20_000
 
 
 # Every name of __all__ not defined above is a section of app.config_sections.

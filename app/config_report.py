@@ -91,7 +91,9 @@ def describe_error(
     # Never echo values of secret-bearing keys; whole-model inputs are not worth echoing.
     secret = any(isinstance(p, str) and p in SECRET_FIELDS for p in path)
     if error.get("loc") and not secret and "input" in error:
-        problem += f" (got {short_repr(error['input'])})"
+        shown = short_repr(error["input"])
+        if shown not in problem and repr(error["input"]) not in problem:  # said once
+            problem += f" (got {shown})"
     return f"{where}: {problem}"
 
 

@@ -11,6 +11,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -22,6 +23,7 @@ from app.config_models import (
     DEFAULT_PROFILE,
     PROJECT_ROOT,
     CompactionSettings,
+    LimitsSettings,
     LLMSettings,
     ModelPrice,
     SettingsModel,
@@ -29,6 +31,7 @@ from app.config_models import (
 )
 from app.config_report import suggest
 from app.exceptions import ConfigError
+from app.utils.sizes import parse_size
 
 __all__ = [
     "AppConfig",
@@ -112,8 +115,6 @@ class SandboxSettings(SettingsModel):
     @field_validator("memory_limit")
     @classmethod
     def _check_memory(cls, value: str) -> str:
-        from app.sandbox.sizes import parse_size
-
         parse_size(value)
         return value
 
@@ -185,16 +186,32 @@ class MCPServerConfig(SettingsModel):
 
 
 class MCPSettings(SettingsModel):
-    """MCP: the module our own MCP server runs from, and the servers agents connect to."""
+    """MCP: the module our own MCP server runs from, the servers agents connect to, and caps
+    on what servers may put in front of the model (each request carries every tool offered)."""
 
     server_reference: str = "app.mcp.server"
     servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    #: Tools offered from all MCP servers together; the rest are left out (logged per server).
+    max_tools: PositiveInt = 128
+    #: Characters of one tool's description; longer ones are cut with a marker.
+    max_description_chars: PositiveInt = 1024
+    #: Characters of one tool's input schema (as JSON); a tool with a larger one is left out.
+    max_schema_chars: PositiveInt = 16_384
+    #: Seconds between two progress reports of one call that are passed on (the latest wins).
+    progress_interval: NonNegativeFloat = 0.5
 
 
 class RunflowSettings(SettingsModel):
-    """Which agents the planning flow gets."""
+    """Which agents the planning flow gets, and how large its plans may be."""
 
     use_data_analysis_agent: bool = False
+    #: Steps one plan may have; the planning tool refuses larger plans with an error.
+    max_plan_steps: PositiveInt = 100
+    #: Characters of one step's text; the planning tool refuses longer steps.
+    max_step_chars: PositiveInt = 1000
+    #: Characters of the plan shown in each step's prompt; a larger plan is shown around
+    #: the current step, the rest summed up in counts.
+    max_plan_prompt_chars: PositiveInt = 8000
 
 
 class WebSettings(SettingsModel):
@@ -235,6 +252,7 @@ class AppConfig(BaseModel):
     run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     daytona_config: DaytonaSettings = Field(default_factory=DaytonaSettings)
     web: WebSettings = Field(default_factory=WebSettings)
     workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")

@@ -23,6 +23,7 @@ __all__ = [
     "LLMAuthenticationError",
     "LLMBadRequestError",
     "LLMConnectionError",
+    "LLMEndpointError",
     "LLMError",
     "LLMNotFoundError",
     "LLMQuotaError",
@@ -202,6 +203,12 @@ class LLMConnectionError(LLMTransientError):
 
 class LLMServerError(LLMTransientError):
     """HTTP 5xx (or 408/409) from the endpoint."""
+
+
+class LLMEndpointError(LLMError):
+    """``base_url`` leads nowhere useful: nothing listens there (connection refused), its host
+    is not found (DNS), TLS fails, or what answers is not an LLM API (an HTML page). Retrying
+    the same URL cannot help, so it fails at once; the message names the endpoint."""
 
 
 class LLMAuthenticationError(LLMError):

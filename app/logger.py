@@ -5,6 +5,10 @@ password), so redaction happens twice: a patcher cleans each record's message fo
 and the sinks added by :func:`define_log_level` clean the fully formatted text, tracebacks
 included. Importing this module touches no handler; entry points call ``define_log_level``.
 
+A library is silent unless its application turns logging on: until ``define_log_level`` is
+called, our records reach only handlers someone added; loguru's import-time stderr handler
+still takes everyone else's records, but not ours (see :func:`_quiet_default_handler`).
+
 loguru itself is imported on first need, not with this module: a run whose configured levels
 drop every record it logs (``define_log_level("ERROR", "OFF")`` and no error) never imports it.
 Until then :data:`logger` is a stand-in that drops records below the configured levels and
@@ -61,8 +65,21 @@ _secrets_lock = threading.Lock()
 _secrets_pattern: re.Pattern[str] | None = None
 
 
+def _redact_assignment(match: re.Match[str]) -> str:
+    """``api_key=value``, ``"password": "value"``: the value goes, the name stays. A
+    ``${VAR}`` reference is no secret, and after a bare ``name: `` (no quotes) one lowercase
+    word is prose ("api_key: environment variable OPENAI_API_KEY is not set"), not a value."""
+    name, separator, value = match.groups()
+    if value.startswith("${"):
+        return match.group(0)
+    bare_colon = ":" in separator and not ({'"', "'"} & set(separator))
+    if bare_colon and separator.endswith((" ", "\t")) and value.isalpha() and value.islower():
+        return match.group(0)
+    return f"{name}{separator}{REDACTED}"
+
+
 @functools.cache
-def _key_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
+def _key_patterns() -> tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...]:
     """Patterns for credentials nobody registered (keys pasted into prompts, SDK error
     messages); compiled when first needed, not at import."""
     return (
@@ -77,10 +94,10 @@ def _key_patterns() -> tuple[tuple[re.Pattern[str], str], ...]:
                 \b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret
                    |secret[_-]?key|password|passwd)
                 (["']?\s*[:=]\s*["']?)
-                ([^\s"',;&}\]\)]+)
+                (\$\{[^}\s]*\}?|[^\s"',;&}\]\)]+)
                 """
             ),
-            r"\1\2" + REDACTED,
+            _redact_assignment,
         ),
         # Credentials inside URLs: scheme://user:password@host
         (re.compile(r"(://[^/\s:@]+:)[^/\s@]+@"), r"\1" + REDACTED + "@"),
@@ -252,6 +269,8 @@ class _Loader:
                 pending, self.pending = self.pending, None
                 if pending is not None:
                     pending()
+                else:
+                    _quiet_default_handler()
                 real = base.patch(_redact_record)
                 # Later calls go straight to loguru's methods, which then name the caller's
                 # frame in the record, not this module's.
@@ -263,6 +282,28 @@ class _Loader:
 
 
 _loader = _Loader()
+
+#: Our package: its records stay off loguru's default handler (``app`` and ``app.*``).
+_PACKAGE = __name__.partition(".")[0]
+
+
+def _not_ours(record: Record) -> bool:
+    name = record["name"] or ""
+    return name != _PACKAGE and not name.startswith(_PACKAGE + ".")
+
+
+def _quiet_default_handler() -> None:
+    """Swap loguru's import-time stderr handler (id 0) for one that takes every record but
+    ours: importing the library prints nothing, while an application's own loguru records
+    still show. Handlers the application added keep all records; ``define_log_level``
+    replaces the swapped one like any other."""
+    from loguru import logger as base
+
+    try:
+        base.remove(0)
+    except ValueError:  # already removed: whoever did it configured loguru as they wish
+        return
+    base.add(sys.stderr, filter=_not_ours)
 
 
 def _level_method(name: str) -> Callable[..., None]:

@@ -110,6 +110,8 @@ class Message(BaseModel):
     name: str | None = Field(default=None)
     tool_call_id: str | None = Field(default=None)
     base64_image: str | None = Field(default=None)
+    #: A tool message reporting a failure (never sent to the model: the text says so).
+    is_error: bool = Field(default=False)
 
     # A slot for the wire form, encoded once (app.llm.wire; checked against the fields on
     # every use). Not a PrivateAttr: those make every Message creation ~3x slower, and a slot
@@ -164,6 +166,8 @@ class Message(BaseModel):
             data["tool_call_id"] = self.tool_call_id
         if self.base64_image is not None:
             data["base64_image"] = self.base64_image
+        if self.is_error:
+            data["is_error"] = True
         return data
 
     @classmethod
@@ -182,7 +186,13 @@ class Message(BaseModel):
 
     @classmethod
     def tool_message(
-        cls, content: str, name: str, tool_call_id: str, base64_image: str | None = None
+        cls,
+        content: str,
+        name: str,
+        tool_call_id: str,
+        base64_image: str | None = None,
+        *,
+        is_error: bool = False,
     ) -> Message:
         return cls(
             role=Role.TOOL.value,
@@ -190,6 +200,7 @@ class Message(BaseModel):
             name=name,
             tool_call_id=tool_call_id,
             base64_image=base64_image,
+            is_error=is_error,
         )
 
     @classmethod

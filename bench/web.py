@@ -38,7 +38,7 @@ def _page_weight() -> dict[str, int]:
     return {"bytes": raw, "gzip_bytes": zipped}
 
 
-def _browser_figures(base: str, sessions: int) -> dict[str, Any]:
+def _browser_figures(login_url: str, sessions: int) -> dict[str, Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -57,7 +57,7 @@ def _browser_figures(base: str, sessions: int) -> dict[str, Any]:
             "window.__lat = []; window.addEventListener('openmanus:event', e => {"
             " if (!e.detail.history) window.__lat.push(Date.now() - e.detail.t * 1000); });"
         )
-        page.goto(base + "/")
+        page.goto(login_url)  # the token becomes a cookie, then the page loads
         page.wait_for_selector("body[data-ready=true]")
         paint = page.evaluate(
             "performance.getEntriesByType('paint').map(p => [p.name, p.startTime])"
@@ -74,11 +74,12 @@ def _browser_figures(base: str, sessions: int) -> dict[str, Any]:
     return {"paint": dict(paint), "latencies_ms": latencies}
 
 
-async def _concurrent(base: str, n: int) -> dict[str, Any]:
+async def _concurrent(base: str, n: int, token: str | None) -> dict[str, Any]:
     import httpx
 
     latencies: list[float] = []
-    async with httpx.AsyncClient(base_url=base, timeout=120) as client:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(base_url=base, timeout=120, headers=headers) as client:
         ids = []
         for _i in range(n):
             r = await client.post("/api/sessions", json={"mode": "agent"})
@@ -117,8 +118,8 @@ def run_web(sessions: int = 50, page_tasks: int = 5) -> dict[str, Any]:
             app = WebApp(Path(tmp), llm.base_url).start()
             try:
                 figures = {"weight": _page_weight()}
-                figures["browser"] = _browser_figures(app.base, page_tasks)
-                figures["concurrent"] = asyncio.run(_concurrent(app.base, sessions))
+                figures["browser"] = _browser_figures(app.login_url, page_tasks)
+                figures["concurrent"] = asyncio.run(_concurrent(app.base, sessions, app.token))
             finally:
                 app.stop()
     return figures

@@ -10,4 +10,8 @@ cd "$(dirname "$0")/.."
 source scripts/setup-venv.sh browser,search,data,docker,web
 # shellcheck source=scripts/setup-chromium.sh
 CHROMIUM_OPTIONAL=1 source scripts/setup-chromium.sh
+# slirp4netns: the bubblewrap sandbox's network_enabled needs it (docs/sandbox.md); optional.
+command -v slirp4netns >/dev/null 2>&1 || { [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1 &&
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 slirp4netns \
+    >/dev/null 2>&1; } || echo "warning: no slirp4netns: bubblewrap refuses network_enabled" >&2
 exec "$VENV/bin/python" main.py "$@"

@@ -34,3 +34,10 @@ setup_chromium() {
   have_chromium || chromium_failed "installing chromium failed"
 }
 setup_chromium
+# An agent running as root starts Chromium as this unprivileged system user, with Chromium's own
+# sandbox (app/tool/browser/launcher.py; without the user it falls back to nobody).
+if [ "$(id -u)" -eq 0 ] && ! id openmanus-browser >/dev/null 2>&1 && command -v useradd >/dev/null 2>&1; then
+  useradd --system --user-group --no-create-home --home-dir /nonexistent \
+    --shell /usr/sbin/nologin openmanus-browser ||
+    echo "warning: could not create the openmanus-browser user; Chromium will run as nobody" >&2
+fi

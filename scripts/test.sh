@@ -10,13 +10,20 @@ source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs
 # shellcheck source=scripts/setup-chromium.sh
 source scripts/setup-chromium.sh
 
-# The bubblewrap sandbox tests need bwrap (Debian package); waits if apt is busy.
-if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+# The bubblewrap sandbox tests need bwrap, and slirp4netns for its network_enabled (user-mode
+# networking that cannot reach the host's loopback); Debian packages; waits if apt is busy.
+if ! { command -v bwrap && command -v slirp4netns; } >/dev/null 2>&1 &&
+  command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap >/dev/null ||
+  apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap slirp4netns >/dev/null ||
     { apt-get update -qq -o DPkg::Lock::Timeout=600 &&
-      apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap >/dev/null; }
+      apt-get install -y -qq -o DPkg::Lock::Timeout=600 bubblewrap slirp4netns >/dev/null; }
 fi
+
+# The docker sandbox tests: Debian's docker.io, dockerd (stopped after the run if started
+# here) and the sandbox image built offline (cached by a stamp: seconds on a second run).
+# shellcheck source=scripts/setup-docker.sh
+source scripts/setup-docker.sh
 
 # The MCP interop tests talk to Node.js MCP tools (pinned, into .npm-tools/; offline-tolerant).
 bash scripts/setup-npm-tools.sh
@@ -26,6 +33,8 @@ bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20
 "$VENV/bin/python" -m ruff check app bench tests ./*.py
 "$VENV/bin/python" -m ruff format --check app bench tests ./*.py
 "$VENV/bin/python" -m mypy  # [tool.mypy] in pyproject.toml; one line when clean
+# The layers (docs/architecture.md): [tool.importlinter] in pyproject.toml.
+"$VENV/bin/lint-imports" --no-cache
 # The docs site (mkdocs.yml): broken links or anchors fail the build. Built into a temp dir.
 docs_site="$(mktemp -d)"
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$docs_site"

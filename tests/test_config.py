@@ -392,26 +392,89 @@ def test_section_must_be_a_table(tmp_path: Path) -> None:
     assert "browser" in config_error(path)
 
 
-def test_unknown_keys_warn_with_suggestion(tmp_path: Path, warned: list[str]) -> None:
-    path = write_config(
-        tmp_path,
-        """
-        [llm]
-        model = "m"
-        max_token = 10
-        [browser]
-        headles = true
-        [daytona]
-        api = 1
-        """,
-    )
+TYPOS = """
+[llm]
+model = "m"
+max_token = 10
+base_ulr = "http://127.0.0.1:9/v1"
+[llm.vision]
+modle = "v"
+[browser]
+headles = true
+[browser.proxy]
+server = "http://p:1"
+usernme = "u"
+[daytona]
+api = 1
+[sandbox_]
+x = 1
+"""
+
+
+def test_unknown_keys_are_errors_with_suggestions(tmp_path: Path, warned: list[str]) -> None:
+    """A misspelt key would be dropped and its default used instead (base_ulr: the default
+    endpoint, waited on for half a minute): each one is an error naming it, every section."""
+    path = write_config(tmp_path, TYPOS)
+    message = config_error(path)
+    assert str(path) in message
+    for line in (
+        "[llm] max_token: unknown key (did you mean 'max_tokens'?)",
+        "[llm] base_ulr: unknown key (did you mean 'base_url'?)",
+        "[llm.vision] modle: unknown key (did you mean 'model'?)",
+        "[browser] headles: unknown key (did you mean 'headless'?)",
+        "[browser.proxy] usernme: unknown key (did you mean 'username'?)",
+        "[daytona] api: unknown key",
+        "[sandbox_]: unknown key (did you mean 'sandbox'?)",
+    ):
+        assert f"  - {line}\n" in message + "\n", line
+    assert "strict = false" in message  # how to opt out is said where it is needed
+    assert warned == []
+
+
+def test_misspelt_model_is_named_with_its_suggestion(tmp_path: Path) -> None:
+    message = config_error(write_config(tmp_path, '[llm]\nmodle = "m"\n'))
+    assert "[llm] modle: unknown key (did you mean 'model'?)" in message
+    assert "[llm] has no model" in message
+
+
+def test_strict_false_turns_unknown_keys_into_one_warning(
+    tmp_path: Path, warned: list[str]
+) -> None:
+    path = write_config(tmp_path, "strict = false\n" + TYPOS)
     app = load_config(path)
     assert app.llm["default"].max_tokens == 4096
+    assert app.llm["default"].base_url is None  # the misspelt key was ignored, as warned
     (warning,) = warned
-    assert "[llm] max_token (did you mean 'max_tokens'?)" in warning
-    assert "[browser] headles (did you mean 'headless'?)" in warning
-    assert "[daytona]" in warning
     assert str(path) in warning
+    assert "[llm] max_token (did you mean 'max_tokens'?)" in warning
+    assert "[llm] base_ulr (did you mean 'base_url'?)" in warning
+    assert "[browser] headles (did you mean 'headless'?)" in warning
+    assert "[daytona] api" in warning
+
+
+def test_strict_false_still_names_a_misspelt_model(tmp_path: Path, warned: list[str]) -> None:
+    message = config_error(write_config(tmp_path, 'strict = false\n[llm]\nmodle = "m"\n'))
+    assert "[llm] has no model ([llm] modle looks like a misspelt model)" in message
+    assert any("modle (did you mean 'model'?)" in w for w in warned)
+
+
+def test_strict_must_be_a_boolean(tmp_path: Path) -> None:
+    message = config_error(write_config(tmp_path, 'strict = "no"\n' + MINIMAL))
+    assert "strict: must be true or false, got 'no'" in message
+
+
+def test_strict_true_is_the_default_spelt_out(tmp_path: Path) -> None:
+    assert load_config(write_config(tmp_path, "strict = true\n" + MINIMAL)).llm
+    message = config_error(write_config(tmp_path, "strict = true\n" + MINIMAL + "tmperature = 1\n"))
+    assert "[llm] tmperature: unknown key (did you mean 'temperature'?)" in message
+
+
+def test_value_error_shows_the_value_once(tmp_path: Path) -> None:
+    message = config_error(
+        write_config(tmp_path, '[llm]\nmodel = "m"\nbase_url = "127.0.0.1:9/v1"\n')
+    )
+    assert message.count("127.0.0.1:9/v1") == 1
+    assert "[llm] base_url: must be a full URL" in message
 
 
 def test_known_keys_do_not_warn(tmp_path: Path, warned: list[str]) -> None:

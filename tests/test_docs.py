@@ -27,6 +27,7 @@ from app.config_models import (
     BrowserSettings,
     CompactionSettings,
     DaytonaSettings,
+    LimitsSettings,
     LLMSettings,
     MCPServerConfig,
     MCPSettings,
@@ -59,6 +60,7 @@ SECTIONS: dict[type[BaseModel], tuple[str, frozenset[str]]] = {
     WebSettings: ("## `[web]`", frozenset()),
     ModelPrice: ("## `[pricing]`", frozenset()),
     CompactionSettings: ("## `[compaction]`", frozenset()),
+    LimitsSettings: ("## `[limits]`", frozenset()),
     DaytonaSettings: ("## `[daytona]`", frozenset()),
 }
 #: AppConfig fields that are not a TOML section of their own.
@@ -197,7 +199,7 @@ def test_the_reference_documents_no_key_that_does_not_exist() -> None:
     for heading, fields in by_heading.items():
         unknown = set(_table_rows(_section(text, heading))) - fields
         assert not unknown, f"{heading} documents keys that do not exist: {sorted(unknown)}"
-    assert set(_table_rows(_section(text, "## Top level"))) == {"workspace_root"}
+    assert set(_table_rows(_section(text, "## Top level"))) == {"strict", "workspace_root"}
 
 
 # --- the site: nav, links, anchors -------------------------------------------------------------

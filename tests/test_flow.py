@@ -327,7 +327,7 @@ async def test_step_timeout_blocks_one_step_and_the_flow_goes_on(llm_server, mak
     assert result.summary == "One of two done."
 
 
-async def test_cancel_marks_the_running_step_blocked(llm_server, make_llm, workspace):
+async def test_cancel_leaves_the_running_step_to_carry_on(llm_server, make_llm, workspace):
     llm_server.push(plan_call("[MANUS] Long work"), slow(60, text("late")))
     flow = make_flow(make_llm, workspace)
     task = asyncio.create_task(flow.execute("Long"))
@@ -336,8 +336,12 @@ async def test_cancel_marks_the_running_step_blocked(llm_server, make_llm, works
     with pytest.raises(asyncio.CancelledError):
         await task
     plan = flow.planning_tool.plans[flow.active_plan_id]
-    assert plan["step_statuses"] == ["blocked"]
-    assert plan["step_notes"] == ["stopped: the flow was interrupted"]
+    assert plan["step_statuses"] == ["in_progress"]
+    llm_server.push(text("done after all"), text("All done."))
+    result = await flow.execute("")  # carries the cut-off step on, without a new step prompt
+    assert result.plan["step_statuses"] == ["completed"]
+    asked = [m for m in llm_server.requests[-2].messages if m["role"] == "user"]
+    assert len([m for m in asked if "Your job now is step" in m["content"]]) == 1
 
 
 async def test_llm_failure_while_planning_ends_with_an_error(llm_server, make_llm, workspace):

@@ -132,7 +132,7 @@ def test_message_json_with_lone_surrogates_is_escaped():
     "text",
     [
         '{"a": 1}',
-        '{"a": "\\ud800"}',  # a lone surrogate escape: the standard library accepts it
+        '{"a": "\\ud83d\\ude00"}',  # a surrogate pair escaped (a lone one: test_text_safety)
         '{"a": NaN, "b": Infinity}',
         '{"big": 123456789012345678901234567890}',
         "[" * 300 + "]" * 300,  # deeper than pydantic-core's limit, within json's

@@ -110,6 +110,8 @@ async def test_invalid_messages_are_developer_errors(make_llm):
         (error(429, headers={"Retry-After": "0"}), LLMRateLimitError),
         (error(500), LLMServerError),
         (error(503), LLMServerError),
+        # A proxy's error page while the model behind it restarts: transient, like any 5xx.
+        (raw(502, "<html><title>502 Bad Gateway</title></html>", "text/html"), LLMServerError),
         (drop(), LLMConnectionError),
     ],
 )

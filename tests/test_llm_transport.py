@@ -6,22 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from app.config_models import LLMSettings
 from app.exceptions import (
     ContextWindowExceededError,
+    LLMAuthenticationError,
     LLMConnectionError,
+    LLMEndpointError,
     LLMError,
+    LLMNotFoundError,
     LLMResponseError,
     LLMServerError,
     LLMTimeoutError,
 )
 from app.llm import LLM
+from app.llm.errors import EXCERPT_CHARS, body_excerpt, endpoint_error
 from app.llm.http_transport import HttpTransport
 from app.logger import logger
 from app.schema import Message
@@ -29,6 +37,13 @@ from app.testing import ScriptedLLMServer, call, cut, drop, error, raw, stall, t
 from tests.conftest import TEST_API_KEY, llm_settings
 
 USER = [Message.user_message("hi")]
+#: What a web server (not an LLM API) answers: a whole page.
+PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>Welcome to\n nginx!</title>"
+    "<script>var secret = 'in-a-script';</script></head><body>"
+    + "<p>deep-in-the-page</p>" * 400
+    + "</body></html>"
+)
 TOOLS = [{"type": "function", "function": {"name": "echo", "parameters": {"type": "object"}}}]
 
 FAILURES = [
@@ -49,6 +64,8 @@ FAILURES = [
     pytest.param(error(400, "gemma does not support tools"), id="tools"),
     pytest.param(error(500, "oops"), id="500"),
     pytest.param(raw(502, b"<html>bad gateway</html>", content_type="text/html"), id="502-html"),
+    pytest.param(raw(404, PAGE, content_type="text/html"), id="404-html"),
+    pytest.param(raw(200, PAGE, content_type="text/html"), id="200-html"),
     pytest.param(drop(), id="drop"),
 ]
 
@@ -406,27 +423,36 @@ async def test_an_empty_stream_that_was_an_overflow_is_not_taken_for_a_refusal(
     assert llm_server.requests[-1].stream is True
 
 
+WRITTEN_CALLS = [
+    '<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>',
+    # The reply that once ran a tool and turned native tools off for a week (issue 25).
+    'To call it you would send: {"name": "echo", "arguments": {"text": "Paris"}}',
+]
+
+
 @pytest.mark.parametrize("mode", ["auto", "native"])
-async def test_tool_calls_written_as_text_in_a_native_turn_are_tool_calls(
-    llm_server, make_llm, mode
+@pytest.mark.parametrize("written", WRITTEN_CALLS)
+async def test_a_call_written_as_text_in_a_native_turn_is_prose(
+    llm_server, make_llm, mode, written, tmp_path, monkeypatch, warnings
 ):
-    """A server that silently drops the tools (a model's own template) gets the calls written
-    as text: they are calls, not a final answer; ``auto`` then puts the tools in the prompt."""
-    written = '<tool_call>{"name": "echo", "arguments": {"text": "hi"}}</tool_call>'
-    llm_server.push(text(written), text("done"))
+    """The model's prose is not the endpoint's word: a native turn whose text quotes a call
+    runs nothing, remembers nothing (in this process or the capability file), and the next
+    turn still sends the tools; the user is told once how to switch to text mode."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OPENMANUS_CACHE_DIR", str(cache))
+    llm_server.push(text(written), text(written), text("done"))
     llm = make_llm(model="local", tool_calling=mode)
     reply = await llm.request(USER, tools=TOOLS)
-    assert [
-        (c.function.name, json.loads(c.function.arguments)) for c in reply.message.tool_calls
-    ] == [("echo", {"text": "hi"})]
-    assert reply.finish_reason == "tool_calls"
+    assert not reply.message.tool_calls and reply.message.content == written
+    assert reply.finish_reason != "tool_calls"
     await llm.request(USER, tools=TOOLS)
-    second = llm_server.requests[-1].body
-    if mode == "auto":
-        assert "tools" in llm.refused_features
-        assert "tools" not in second and "echo" in second["messages"][0]["content"]
-    else:
-        assert llm.refused_features == frozenset() and second["tools"] == TOOLS
+    await llm.request(USER, tools=TOOLS)
+    assert llm.refused_features == frozenset()
+    assert all(r.body["tools"] == TOOLS for r in llm_server.requests)
+    assert not (cache / "endpoints.json").exists()
+    assert make_llm(model="local").refused_features == frozenset()
+    said = [m for m in warnings if "looks like a tool call" in m]
+    assert len(said) == 1 and 'tool_calling = "text"' in said[0]
 
 
 async def test_json_in_an_ordinary_answer_is_not_a_tool_call(llm_server, make_llm):
@@ -518,3 +544,188 @@ async def test_a_configured_proxy_carries_the_requests(llm_server, make_llm, mon
         await llm.aclose()
         sent = proxy.chat_requests()
     assert len(sent) == 1 and sent[0].path == f"{llm_server.base_url}/chat/completions"
+
+
+# --- errors retrying cannot fix ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", ["httpx", "openai"])
+async def test_a_closed_port_fails_at_once_naming_the_endpoint(transport):
+    with ScriptedLLMServer() as server:  # started and stopped: its port is now closed
+        settings = llm_settings(
+            server, transport=transport, retry_min_wait=1.0, retry_max_wait=60.0, max_retries=5
+        )
+    llm = LLM.create(llm_config=settings)
+    if transport == "openai":
+        import openai  # noqa: F401 - imported before the clock starts (about a second)
+    started = time.monotonic()
+    with pytest.raises(LLMEndpointError) as info:
+        await llm.request(USER, stream=False)
+    await llm.aclose()
+    assert time.monotonic() - started < 1.0  # one retry alone would wait at least 1 s
+    assert str(info.value).startswith(f"Nothing listens at {server.base_url} (connection refused)")
+    assert "is the server running, and is base_url right?" in str(info.value)
+    assert info.value.attempts == 1
+
+
+@pytest.mark.parametrize("transport", ["httpx", "openai"])
+async def test_tls_to_a_plain_http_server_fails_at_once(transport):
+    """https:// for a local plain-HTTP server: its "400 Bad Request" to the TLS hello ends
+    the handshake; the same URL would fail the same way on every retry."""
+    seen: list[bytes] = []
+
+    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        seen.append(await reader.read(1024))
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    https = f"https://127.0.0.1:{port}/v1"
+    settings = LLMSettings(
+        model="m", base_url=https, api_key=TEST_API_KEY, transport=transport, timeout=10.0
+    )
+    llm = LLM.create(llm_config=settings)
+    if transport == "openai":
+        import openai  # noqa: F401 - imported before the clock starts (about a second)
+    started = time.monotonic()
+    try:
+        with pytest.raises(LLMEndpointError) as info:
+            await llm.request(USER, stream=False)
+    finally:
+        await llm.aclose()
+        server.close()
+        await server.wait_closed()
+    assert time.monotonic() - started < 1.0  # default retries would wait 1 s and more
+    assert str(info.value).startswith(f"TLS with {https.rstrip('/')}")
+    assert "http://, not https://" in str(info.value)
+    assert len(seen) == 1 and seen[0].startswith(b"\x16\x03")  # one TLS hello, not retried
+
+
+def _raised(make: Any) -> BaseException:
+    try:
+        make()
+    except BaseException as e:
+        return e
+    raise AssertionError("nothing raised")
+
+
+def _connect_error_from(cause: BaseException) -> BaseException:
+    """httpcore2's ConnectError raised from ``cause``, the chain the pool produces."""
+    import httpcore2
+
+    def make() -> None:
+        try:
+            raise cause
+        except BaseException as e:
+            raise httpcore2.ConnectError(str(e)) from e
+
+    return _raised(make)
+
+
+def test_a_failed_dns_lookup_is_final_and_says_so():
+    error = _connect_error_from(socket.gaierror(socket.EAI_NONAME, "Name or service not known"))
+    final = endpoint_error(error, endpoint="http://llm.example.invalid/v1", model="m")
+    assert isinstance(final, LLMEndpointError)
+    assert str(final) == (
+        "The host of http://llm.example.invalid/v1 was not found (DNS lookup failed: Name or "
+        "service not known) for model 'm': is base_url spelt right, and is the network up?"
+    )
+
+
+def test_a_certificate_that_does_not_verify_is_final_and_says_so():
+    cause = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    cause.verify_message = "Hostname mismatch, certificate is not valid for 'llm.lan'."
+    final = endpoint_error(_connect_error_from(cause), endpoint="https://llm.lan/v1", model="m")
+    assert isinstance(final, LLMEndpointError)
+    assert str(final).startswith(
+        "TLS with https://llm.lan/v1 failed (certificate: Hostname mismatch, certificate is "
+        "not valid for 'llm.lan'.) for model 'm'"
+    )
+    assert "SSL_CERT_FILE" in str(final)
+
+
+def test_a_refusal_inside_anyios_group_of_attempts_is_found():
+    """Several addresses (IPv6 and IPv4) all refused: anyio groups the errors."""
+    group = ExceptionGroup("multiple connection attempts failed", [ConnectionRefusedError()] * 2)
+    error = _connect_error_from(_raised(lambda: _raise_from(OSError("All failed"), group)))
+    final = endpoint_error(error, endpoint="http://127.0.0.1:9/v1", model="m")
+    assert final is not None and "(connection refused)" in str(final)
+
+
+def _raise_from(error: BaseException, cause: BaseException) -> None:
+    raise error from cause
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        pytest.param(ConnectionResetError(104, "Connection reset by peer"), id="reset"),
+        pytest.param(ssl.SSLError(1, "bad record mac"), id="tls-mid-answer"),
+        pytest.param(ConnectionRefusedError(111, "refused"), id="refused-mid-answer"),
+    ],
+)
+def test_failures_after_connecting_stay_transient(cause):
+    """The same exception types met while reading an answer are a broken connection."""
+    import httpcore2
+
+    error = _raised(lambda: _raise_from(httpcore2.ReadError(str(cause)), cause))
+    assert endpoint_error(error, endpoint="http://x/v1", model="m") is None
+
+
+def test_a_reset_while_connecting_stays_transient():
+    error = _connect_error_from(ConnectionResetError(104, "Connection reset by peer"))
+    assert endpoint_error(error, endpoint="http://x/v1", model="m") is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        pytest.param(error(401, "bad key"), LLMAuthenticationError, id="401"),
+        pytest.param(error(403, "forbidden"), LLMAuthenticationError, id="403"),
+        pytest.param(error(404, "no such model"), LLMNotFoundError, id="404"),
+        pytest.param(raw(404, PAGE, content_type="text/html"), LLMNotFoundError, id="404-html"),
+        pytest.param(raw(200, PAGE, content_type="text/html"), LLMEndpointError, id="200-html"),
+    ],
+)
+async def test_final_answers_are_not_retried(llm_server, make_llm, reply, kind):
+    llm_server.push(reply, text("never asked"))
+    with pytest.raises(kind) as info:
+        await make_llm(max_retries=5).request(USER, stream=False)
+    assert len(llm_server.requests) == 1
+    assert info.value.attempts == 1
+
+
+@pytest.mark.parametrize("transport", ["httpx", "openai"])
+async def test_a_web_page_to_a_streamed_request_is_not_asked_again(llm_server, transport):
+    """Not a refusal to stream (asked again without): the same page, the same error."""
+    llm_server.push(raw(200, PAGE, content_type="text/html"), text("never asked"))
+    llm = LLM.create(llm_config=llm_settings(llm_server, transport=transport))
+    with pytest.raises(LLMEndpointError, match="an HTML page titled 'Welcome to nginx!'"):
+        await llm.request(USER, stream=True)
+    await llm.aclose()
+    assert len(llm_server.requests) == 1
+
+
+@pytest.mark.parametrize("status", [404, 200, 502])
+async def test_a_web_page_shows_as_its_title(llm_server, make_llm, status):
+    llm_server.push(raw(status, PAGE, content_type="text/html"))
+    with pytest.raises(LLMError) as info:
+        await make_llm(max_retries=0).request(USER, stream=False)
+    message = str(info.value)
+    assert "an HTML page titled 'Welcome to nginx!'" in message
+    assert "deep-in-the-page" not in message and "in-a-script" not in message
+    assert len(message) < 400, message
+
+
+def test_excerpts_of_bodies_that_are_not_json():
+    assert body_excerpt(PAGE) == "an HTML page titled 'Welcome to nginx!'"
+    untitled = "<html><style>p {}</style><body><h1>Bad &amp; wrong</h1>" + "<p>word</p>" * 200
+    excerpt = body_excerpt(untitled)
+    assert excerpt.startswith("an HTML page: 'Bad & wrong word word")
+    assert "<" not in excerpt and "p {}" not in excerpt
+    assert len(excerpt) <= len("an HTML page: ''") + EXCERPT_CHARS
+    assert body_excerpt(b"  plain\n\n  text  ") == "plain text"
+    assert body_excerpt("x" * 1000) == "x" * (EXCERPT_CHARS - 3) + "..."
+    assert body_excerpt("<html></html>") == "an empty HTML page"

@@ -80,6 +80,27 @@ def test_ordinary_text_is_left_alone() -> None:
     assert redact(text) == text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "environment variable OPENAI_API_KEY is not set",
+        "[llm] api_key: environment variable OPENAI_API_KEY is not set (export it, or give a "
+        "default with ${OPENAI_API_KEY:-value})",
+        'api_key = "${OPENAI_API_KEY}"',
+        "password: required",
+    ],
+)
+def test_names_of_secrets_in_prose_stay_readable(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_a_registered_value_is_redacted_inside_such_prose() -> None:
+    register_secret("registered-in-prose-5e1d")
+    text = "api_key: environment variable OPENAI_API_KEY was registered-in-prose-5e1d"
+    assert redact(text) == "api_key: environment variable OPENAI_API_KEY was ***"
+    assert redact("password: Hunter2") == "password: ***"
+
+
 # --- sinks ----------------------------------------------------------------------------------
 
 
@@ -208,19 +229,32 @@ def test_define_log_level_returns_the_redacting_logger(
 
 
 @pytest.mark.e2e
-def test_import_adds_and_removes_no_handlers(tmp_path: Path) -> None:
+def test_the_library_is_silent_until_the_application_turns_logging_on() -> None:
+    """Our records reach no stderr until ``define_log_level`` or a handler the application
+    adds; the application's own loguru records still reach loguru's default handler."""
     code = (
         "import sys\n"
         "import app.logger\n"
         "from loguru import logger\n"
-        "app.logger.logger.info('still-default-handler')\n"
-        "logger.remove(0)\n"  # loguru's own handler is still there ...
-        "print(logger.add(sys.stdout))\n"  # ... and nothing else was added (next id is 1)
+        # A record is ours by the module logging it: run these lines as a module of app.
+        "def ours(line):\n"
+        "    exec('from app.logger import logger; ' + line, {'__name__': 'app.example'})\n"
+        'ours(\'logger.debug("ours-debug"); logger.warning("ours-warning")\')\n'
+        "logger.info('the-applications-own-record')\n"
+        "lines = []\n"
+        "logger.add(lines.append, format='{name} {message}')\n"
+        "ours('logger.info(\"ours-to-the-user-handler\")')\n"
+        "print(repr(lines))\n"
+        "app.logger.define_log_level('INFO', 'OFF')\n"
+        "ours('logger.info(\"ours-after-define-log-level\")')\n"
     )
     result = _fresh(code)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "1"
-    assert "still-default-handler" in result.stderr
+    assert "ours-debug" not in result.stderr and "ours-warning" not in result.stderr
+    assert "the-applications-own-record" in result.stderr
+    assert "app.example ours-to-the-user-handler" in result.stdout
+    assert "ours-to-the-user-handler" not in result.stderr
+    assert "ours-after-define-log-level" in result.stderr
 
 
 # --- loguru imported on first need ------------------------------------------------------------

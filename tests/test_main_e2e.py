@@ -6,11 +6,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from app.testing import ScriptedLLMServer, call, error, text, tool_calls
+from app.testing import ScriptedLLMServer, call, error, raw, text, tool_calls
 from app.testing.netguard import SITE_DIR
 from tests.conftest import TEST_API_KEY
 
@@ -176,8 +177,89 @@ def test_unreachable_endpoint_is_one_clear_message(tmp_path, workspace):
     cfg = write_config(tmp_path, dead_url)
     proc = run_main(tmp_path, "-p", "hi", "-c", str(cfg), "-w", str(workspace))
     assert proc.returncode == 1
-    assert "Could not reach the LLM endpoint" in proc.stderr
+    assert f"Nothing listens at {dead_url} (connection refused)" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def default_retry_config(tmp_path: Path, base_url: str) -> Path:
+    """A config as a new user writes it: the default retries (5, backoff from 1 s), so a
+    retried error would take half a minute."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[llm]\nmodel = "gpt-4o-mini"\nbase_url = "{base_url}"\napi_key = "{TEST_API_KEY}"\n'
+    )
+    return path
+
+
+def run_timed(
+    tmp_path: Path, workspace: Path, cfg: Path
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    started = time.monotonic()
+    proc = run_main(tmp_path, "-p", "hi", "-c", str(cfg), "-w", str(workspace), "--no-session")
+    return proc, time.monotonic() - started
+
+
+def error_line(stderr: str) -> str:
+    (line,) = [line for line in stderr.splitlines() if line.startswith("error:")]
+    return line
+
+
+def test_a_closed_port_fails_at_once_with_default_retries(tmp_path, workspace):
+    """Nothing listening is not transient: no retries, one message naming the endpoint."""
+    with ScriptedLLMServer() as server:
+        dead_url = server.base_url
+    proc, took = run_timed(tmp_path, workspace, default_retry_config(tmp_path, dead_url))
+    assert proc.returncode == 1
+    line = error_line(proc.stderr)
+    assert f"Nothing listens at {dead_url} (connection refused)" in line
+    assert "is the server running, and is base_url right?" in line
+    assert "retry" not in proc.stderr  # the first retry alone would wait 1-2 s
+    assert took < 10, took  # the retried path took 33-36 s
+
+
+def test_a_refused_key_fails_at_once_with_default_retries(tmp_path, workspace, llm_server):
+    llm_server.push(error(401, "Incorrect API key provided"), text("never asked"))
+    proc, _ = run_timed(tmp_path, workspace, default_retry_config(tmp_path, llm_server.base_url))
+    assert proc.returncode == 1
+    line = error_line(proc.stderr)
+    assert "refused the credentials" in line and "api_key" in line
+    assert len(llm_server.requests) == 1
+    assert "retry" not in proc.stderr
+
+
+PAGE = (
+    "<!DOCTYPE html><html><head><title>Welcome to nginx!</title>"
+    "<style>body { width: 35em; }</style></head><body>"
+    + "<p>deep-in-the-page</p>" * 500
+    + "</body></html>"
+)
+
+
+@pytest.mark.parametrize("status", [404, 200])
+def test_a_web_page_instead_of_an_api_is_a_short_message(tmp_path, workspace, llm_server, status):
+    """base_url pointing at a web server: the page's title, not the page, and no retries."""
+    llm_server.push(raw(status, PAGE, content_type="text/html"), text("never asked"))
+    proc, _ = run_timed(tmp_path, workspace, default_retry_config(tmp_path, llm_server.base_url))
+    assert proc.returncode == 1
+    line = error_line(proc.stderr)
+    assert "an HTML page titled 'Welcome to nginx!'" in line
+    assert llm_server.base_url in line and "base_url" in line
+    if status == 404:
+        assert "HTTP 404" in line
+    assert "deep-in-the-page" not in proc.stderr and "<style>" not in proc.stderr
+    assert len(line) < 500, line
+    assert len(llm_server.requests) == 1
+
+
+def test_a_misspelt_config_key_is_an_error_naming_it(tmp_path, workspace, llm_server):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[llm]\nmodle = "gpt-4o-mini"\nbase_ulr = "{llm_server.base_url}"\n')
+    proc = run_main(tmp_path, "-p", "hi", "-c", str(cfg), "-w", str(workspace))
+    assert proc.returncode == 2
+    assert "[llm] modle: unknown key (did you mean 'model'?)" in proc.stderr
+    assert "[llm] base_ulr: unknown key (did you mean 'base_url'?)" in proc.stderr
+    assert "strict = false" in proc.stderr and "Traceback" not in proc.stderr
+    assert llm_server.requests == []
 
 
 def test_max_steps_exhaustion_exits_1(tmp_path, workspace, llm_server):

@@ -12,9 +12,9 @@ import pytest_asyncio
 
 from app.config_models import MCPServerConfig
 from app.exceptions import MCPServerError
-from app.mcp.results import MCPToolFailure, MCPToolResult, tool_name
 from app.tool.base import ToolFailure
 from app.tool.mcp import MCPClients, MCPClientTool
+from app.tool.mcp_results import MCPToolFailure, MCPToolResult, tool_name
 from tests.mcp_helpers import DEMO, PNG_B64, demo_config, http_server
 
 pytestmark = pytest.mark.e2e
@@ -270,7 +270,7 @@ def test_embedded_resources_and_links_keep_what_the_model_needs():
 
     from mcp import types
 
-    from app.mcp.results import MAX_EMBEDDED_TEXT, convert_result
+    from app.tool.mcp_results import MAX_EMBEDDED_TEXT, convert_result
 
     def blob(data: bytes, mime: str | None) -> types.EmbeddedResource:
         return types.EmbeddedResource(
@@ -310,7 +310,7 @@ def test_embedded_resources_and_links_keep_what_the_model_needs():
 
 
 def test_elicitation_answers_are_checked_against_the_schema():
-    from app.mcp.elicitation import ElicitationAnswer, parse_answer
+    from app.mcp.client.elicitation import ElicitationAnswer, parse_answer
 
     schema = {
         "type": "object",

@@ -18,11 +18,11 @@ from app.agent.toolcall import ToolCallAgent
 from app.cli.render import EventRenderer
 from app.config_models import MCPServerConfig
 from app.events import ToolProgress, ToolResultEvent
-from app.mcp.client_features import MCPClientFeatures
 from app.testing import call, text, tool_calls
 from app.tool.ask_human import QueueInputProvider
 from app.tool.base import ToolFailure
 from app.tool.mcp import MCPClients
+from app.tool.mcp_features import MCPClientFeatures
 from tests.conftest import TEST_API_KEY
 from tests.npm_tools import everything_http, node_env, npm_bin
 

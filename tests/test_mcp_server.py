@@ -256,7 +256,7 @@ async def test_code_failures_are_flagged_and_unknown_tools_rejected(clients, tmp
 async def test_our_server_gets_workspace_and_config_without_our_environment(tmp_path):
     """Started as upstream's run_mcp does (no inherited environment, no --workspace), our
     own server still works in the client's workspace."""
-    from app.mcp.client_features import MCPClientFeatures
+    from app.tool.mcp_features import MCPClientFeatures
 
     ws = tmp_path / "client ws"
     clients = MCPClients(connect_timeout=30, features=MCPClientFeatures(workspace=ws))

@@ -15,6 +15,7 @@ import pytest
 
 from app.tool._process import OutputBuffer, compose_streams
 from app.tool.python_execute import PythonExecute
+from app.tool.tool_collection import ToolCollection
 from tests.proc_utils import alive as _alive
 from tests.proc_utils import live_group_members as _live_group_members
 from tests.proc_utils import processes_in as _processes_in
@@ -125,12 +126,20 @@ async def test_input_sees_end_of_file_instead_of_hanging(tool: PythonExecute) ->
 
 
 async def test_missing_code_and_bad_timeout_are_errors(tool: PythonExecute) -> None:
-    assert (await tool.execute())["success"] is False
-    for bad in ("soon", -1, 0, True):
-        result = await tool.execute(code="print(1)", timeout=bad)
+    tools = ToolCollection(tool)
+    missing = await tools.execute(name="python_execute", tool_input={})
+    assert missing.failed and "- code: missing required argument" in missing.error
+    for bad in ("soon", 2.5, [1]):
+        wrong = await tools.execute(
+            name="python_execute", tool_input={"code": "print(1)", "timeout": bad}
+        )
+        assert wrong.failed and "- timeout: expected integer, got " in wrong.error
+    for useless in (-1, 0):  # integers the schema allows, but no use as a timeout
+        result = await tool.execute(code="print(1)", timeout=useless)
         assert result["success"] is False
         assert "timeout" in result["observation"]
-    assert await tool.execute(code="print(1)", timeout="3") == {"observation": "1", "success": True}
+    ok = await tools.execute(name="python_execute", tool_input={"code": "print(1)", "timeout": "3"})
+    assert ok == {"observation": "1", "success": True}
 
 
 # --- limits ----------------------------------------------------------------------------------

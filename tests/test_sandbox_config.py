@@ -13,9 +13,9 @@ from app.config_models import SandboxSettings
 from app.exceptions import ConfigError
 from app.sandbox import BubblewrapSandbox, LocalSandbox
 from app.sandbox.docker import DockerSandbox
-from app.sandbox.sizes import parse_size
 from app.testing import call, tool_calls
 from app.tool import Bash, PythonExecute, StrReplaceEditor
+from app.utils.sizes import parse_size
 from tests.sandbox_utils import requires_bwrap
 
 

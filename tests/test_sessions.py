@@ -108,7 +108,7 @@ def test_cut_off_last_line_and_damaged_lines_are_reported_not_fatal(tmp_path):
     snapshot = data.snapshot("a")
     assert [m["content"] for m in snapshot.messages] == ["hello", "hm"]
     assert snapshot.step == 1 and snapshot.running and data.incomplete
-    assert data.state == "incomplete" and data.first_prompt == "hello"
+    assert data.state == "interrupted" and data.first_prompt == "hello"
 
 
 @pytest.mark.e2e
@@ -218,7 +218,7 @@ def test_main_killed_mid_step_resumes_from_its_session_file(tmp_path, llm_server
 
     listed = run_main(tmp_path, "-c", str(cfg), "-w", str(workspace), "--list-sessions")
     assert listed.returncode == 0
-    assert session_id in listed.stdout and "incomplete" in listed.stdout
+    assert session_id in listed.stdout and "interrupted" in listed.stdout
     assert "compute it" in listed.stdout
 
     llm_server.push(

@@ -68,8 +68,11 @@ def test_schema_matches_upstream_names(editor: StrReplaceEditor) -> None:
     assert props["view_range"] == {**props["view_range"], "type": "array"}
     assert props["view_range"]["items"] == {"type": "integer"}
     assert param["parameters"]["required"] == ["command", "path"]
-    # Instances do not share one mutable schema.
-    assert StrReplaceEditor(workspace=editor.workspace).parameters is not editor.parameters
+    # Instances share one schema, derived once from the Args model, and nobody can edit it.
+    assert StrReplaceEditor(workspace=editor.workspace).parameters is editor.parameters
+    with pytest.raises(TypeError, match="assign a new dict"):
+        props["path"]["type"] = "integer"
+    assert props["path"]["type"] == "string"
 
 
 async def test_unknown_and_missing_command(editor: StrReplaceEditor) -> None:

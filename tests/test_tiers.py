@@ -35,6 +35,7 @@ def test_two_tiers_are_refused(markers: list[str], fixtures: list[str]) -> None:
 
 def test_what_a_started_program_needs() -> None:
     assert spawn_kind(["/usr/bin/chromium", "--headless=new"]) == "browser"
+    assert spawn_kind(["/bin/sh", "-c", "exec ...", "/usr/bin/chromium", "--x"]) == "browser"
     assert spawn_kind(["/venv/lib/python3.11/site-packages/playwright/driver/node", "x"]) == (
         "browser"
     )

@@ -364,12 +364,15 @@ def test_bedrock_module_imports_and_refuses_use() -> None:
             cls()
 
 
-def test_upstream_terminal_classes_point_to_ours() -> None:
-    from app.sandbox.core.terminal import AsyncDockerizedTerminal, DockerSession
+def test_upstream_terminal_without_an_engine_is_a_clear_error(monkeypatch, tmp_path) -> None:
+    pytest.importorskip("docker")
+    from app.exceptions import SandboxUnavailableError
+    from app.sandbox.core.terminal import AsyncDockerizedTerminal
 
-    for cls in (AsyncDockerizedTerminal, DockerSession):
-        with pytest.raises(UnsupportedFeatureError, match="bash tool"):
-            cls("container-id")
+    # (the terminal itself, on a real engine: tests/test_sandbox_docker_api.py)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(SandboxUnavailableError, match="no Docker engine is reachable"):
+        AsyncDockerizedTerminal("container-id")
 
 
 # --- config: refused at load, with the profile and the value named ---------------------------

@@ -170,6 +170,46 @@ def test_previews_are_sandboxed(client: httpx.Client, app: WebApp, session: str)
     assert download.headers["content-type"] == "application/octet-stream"
 
 
+def test_recent_files_are_the_workspace_changes_and_follow_no_link(
+    client: httpx.Client, app: WebApp, session: str, tmp_path: Path
+) -> None:
+    """``/recent`` (the computer panel's "files written"): files changed since a time, newest
+    first, from the whole tree; never through a planted link, never the session files."""
+    ws = app.workspace / "web" / session
+    (ws / "old.txt").write_text("old")
+    os.utime(ws / "old.txt", (1_000_000, 1_000_000))
+    (ws / "charts").mkdir()
+    (ws / "charts" / "a.png").write_bytes(b"png")
+    os.utime(ws / "charts" / "a.png", (2_000_000_000, 2_000_000_000))
+    (ws / "<img src=x onerror=alert(1)>.html").write_text("<script>1</script>")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOP SECRET")
+    os.symlink(outside, ws / "planted-dir")
+    os.symlink(outside / "secret.txt", ws / "planted-file")
+    base = f"/api/sessions/{session}/recent"
+    files = client.get(base).json()["files"]  # since the session began
+    paths = [f["path"] for f in files]
+    assert paths[0] == "charts/a.png"  # the newest first
+    assert set(paths) == {"charts/a.png", "<img src=x onerror=alert(1)>.html"}
+    everything = [f["path"] for f in client.get(base, params={"since": "0"}).json()["files"]]
+    assert "old.txt" in everything and not any("secret" in p for p in everything)
+    assert not any(p.startswith(("planted", ".sessions")) for p in everything)
+    assert client.get(base, params={"since": "3000000000"}).json()["files"] == []
+    for bad in ["soon", "nan", ""]:
+        assert_error(client.get(base, params={"since": bad}), 400, "since")
+
+
+def test_the_favicon_is_served(client: httpx.Client) -> None:
+    for path in ["/favicon.ico", "/static/favicon.svg"]:
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("image/svg+xml")
+        assert response.text.startswith("<svg")
+    page = client.get("/").text
+    assert '<link rel="icon" type="image/svg+xml" href="/static/favicon.svg">' in page
+
+
 def test_uploads_are_size_limited_and_leave_nothing(client, app, session) -> None:
     ws = app.workspace / "web" / session
     base = f"/api/sessions/{session}/upload"
@@ -206,6 +246,148 @@ def test_wrong_host_and_origin_are_refused(client: httpx.Client, app: WebApp, se
     assert client.post("/api/sessions", json={"mode": "agent"}, headers=same).status_code == 201
 
 
+#: Every route, with a body where it takes one: each must refuse a request without the token.
+ROUTES = [
+    ("GET", "/", None),
+    ("GET", "/static/app.js", None),
+    ("GET", "/api/info", None),
+    ("GET", "/api/sessions", None),
+    ("POST", "/api/sessions", {"mode": "agent"}),
+    ("POST", "/api/sessions/{sid}/open", {}),
+    ("POST", "/api/sessions/{sid}/tasks", {"prompt": "x"}),
+    ("POST", "/api/sessions/{sid}/continue", {}),
+    ("POST", "/api/sessions/{sid}/stop", {}),
+    ("POST", "/api/sessions/{sid}/answer", {"question_id": "q", "answer": "a"}),
+    ("GET", "/api/sessions/{sid}/events", None),
+    ("GET", "/api/sessions/{sid}/files", None),
+    ("GET", "/api/sessions/{sid}/file?path=secret.txt", None),
+    ("PUT", "/api/sessions/{sid}/upload?path=x.txt", None),
+    ("GET", "/api/sessions/{sid}/screenshot", None),
+    ("POST", "/api/agui", {"threadId": "t", "runId": "r", "messages": []}),
+]
+
+
+def test_loopback_needs_the_token_on_every_route(app: WebApp, session: str) -> None:
+    """Loopback is not a boundary: other users, programs and the agent's own browser reach it."""
+    (app.workspace / "web" / session / "secret.txt").write_text("SESSION SECRET")
+    token = app.token
+    assert token and len(token) >= 32 and app.url == f"{app.base}/?token={token}"
+    with app.client(login=False) as c:
+        for method, path, body in ROUTES:
+            url = path.format(sid=session)
+            response = c.request(method, url, json=body)
+            assert_error(response, 401, "token")
+            assert "SESSION SECRET" not in response.text and session not in response.text
+        assert_error(c.get("/api/sessions", headers={"authorization": "Bearer wrong"}), 401)
+        assert_error(c.get("/api/sessions", headers={"authorization": f"Basic {token}"}), 401)
+        assert_error(c.get("/?token=wrong"), 401, "wrong")
+        # A browser without the cookie gets a page that says how to log in.
+        page = c.get("/", headers={"accept": "text/html"})
+        assert page.status_code == 401 and "text/html" in page.headers["content-type"]
+        assert "?token=" in page.text and "Bearer" in page.text
+        # The login address: the token becomes a cookie and leaves the address bar.
+        first = c.get("/", params={"token": token})
+        assert first.status_code == 303 and first.headers["location"] == "/"
+        cookie = first.headers["set-cookie"]
+        assert cookie.startswith(f"openmanus_token_{app.port}={token};")
+        for flag in ("HttpOnly", "SameSite=Strict", "Path=/"):
+            assert flag in cookie, cookie
+        assert first.headers["referrer-policy"] == "no-referrer"
+    jar = {f"openmanus_token_{app.port}": token}
+    with app.client(login=False, cookies=jar) as c:
+        assert c.get("/").status_code == 200
+        listing = c.get("/api/sessions").json()["sessions"]
+        assert session in {item["id"] for item in listing}
+        got = c.get(f"/api/sessions/{session}/file", params={"path": "secret.txt"})
+        assert got.text == "SESSION SECRET"
+        with c.stream("GET", f"/api/sessions/{session}/events") as stream:
+            assert stream.status_code == 200
+    # The cookie of another port (another web UI on this host) does not open this one.
+    with app.client(login=False, cookies={f"openmanus_token_{app.port + 1}": token}) as c:
+        assert_error(c.get("/api/sessions"), 401)
+    with app.client() as c:  # Bearer, as API and AG-UI clients send it
+        assert c.get("/api/sessions").status_code == 200
+
+
+def test_deeply_nested_or_broken_json_is_a_400(app: WebApp, client: httpx.Client) -> None:
+    """No parser limit or bad text reaches the error handler as a 500 with a traceback."""
+    json_type = {"content-type": "application/json"}
+    bodies = [
+        b"[" * 100_000,
+        b'{"mode": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"prompt": ' + b'{"a": ' * 5_000 + b"1" + b"}" * 5_000 + b"}",
+        rb'{"mode": "agent", "prompt": "\ud800"}',  # a lone surrogate, escaped
+        rb'{"\udfff": 1}',
+        b'{"mode": "agent", "prompt": "caf\xe9"}',  # Latin-1, not UTF-8
+        b"\xff\xfe{}",
+        b'{"prompt": "x"}\x00',
+    ]
+    session = app.new_session(client)
+    for body in bodies:
+        for path in ("/api/sessions", f"/api/sessions/{session}/tasks", "/api/agui"):
+            response = client.post(path, content=body, headers=json_type)
+            assert_error(response, 400)
+            assert "Traceback" not in response.text and len(response.text) < 400
+    assert_error(
+        client.post("/api/sessions", content=b"[" * 100_000, headers=json_type), 400, "nested"
+    )
+    assert_error(
+        client.post("/api/sessions", content=rb'{"prompt": "\ud800"}', headers=json_type),
+        400,
+        "surrogate",
+    )
+    # Bad bytes in the address (not JSON, but from the same kind of client) are no 500 either.
+    for raw in ("path=%ff", "path=%ed%a0%80", "path=a%00b"):
+        for route in ("file", "files"):
+            response = client.get(f"/api/sessions/{session}/{route}?{raw}")
+            assert 400 <= response.status_code < 500, (raw, response.text)
+    for sid in ("%ff", "%ed%a0%80"):
+        assert client.post(f"/api/sessions/{sid}/open").status_code == 404
+    assert client.get("/api/sessions").status_code == 200  # still serving
+    log = "".join(app.stderr)
+    assert "Traceback" not in log and "RecursionError" not in log
+
+
+def test_no_token_is_an_explicit_loopback_only_choice(tmp_path: Path, llm) -> None:
+    refused = WebApp(
+        tmp_path / "a", llm.base_url, args=("--host", "0.0.0.0", "--allow-remote", "--no-token")
+    )
+    with pytest.raises(AssertionError, match="no-token"):
+        refused.start()
+    app = WebApp(tmp_path / "b", llm.base_url, args=("--no-token",)).start()
+    try:
+        assert app.token is None and "?token" not in app.url
+        with app.client() as c:
+            assert c.get("/api/sessions").status_code == 200
+        assert "--no-token" in "".join(app.stderr)
+    finally:
+        app.stop()
+
+
+def test_a_chosen_token_is_used_and_hidden_from_the_agents(tmp_path: Path, llm) -> None:
+    chosen = "my-chosen-token-0123456789"
+    app = WebApp(tmp_path / "c", llm.base_url, env={"OPENMANUS_WEB_TOKEN": chosen}).start()
+    try:
+        assert app.token == chosen
+        llm.push(tool_calls(call("bash", {"command": "env"})), text("ok"))
+        with app.client() as c:
+            sid = app.new_session(c, "show the environment")
+            try:
+                app.wait_idle(c, sid)
+            except AssertionError:
+                raise AssertionError("".join(app.stderr)[-3000:]) from None
+            with c.stream("GET", f"/api/sessions/{sid}/events") as stream:
+                raw = json.dumps([e for _, e in sse_entries(stream)])
+        assert "PATH=" in raw  # the command ran and printed its environment
+        assert chosen not in raw and "OPENMANUS_WEB_TOKEN" not in raw
+        assert chosen not in str([r.body for r in llm.requests])
+    finally:
+        app.stop()
+    bad = WebApp(tmp_path / "d", llm.base_url, env={"OPENMANUS_WEB_TOKEN": "a b;c"})
+    with pytest.raises(AssertionError, match="OPENMANUS_WEB_TOKEN"):
+        bad.start()
+
+
 def test_remote_needs_allow_remote_and_a_token(tmp_path: Path, llm) -> None:
     refused = WebApp(tmp_path / "a", llm.base_url, args=("--host", "0.0.0.0"))
     with pytest.raises(AssertionError, match="not a loopback address"):
@@ -213,8 +395,8 @@ def test_remote_needs_allow_remote_and_a_token(tmp_path: Path, llm) -> None:
     app = WebApp(tmp_path / "b", llm.base_url, args=("--host", "0.0.0.0", "--allow-remote"))
     app.start()
     try:
-        token = app.url.split("?token=", 1)[1]
-        assert len(token) >= 32
+        token = app.token
+        assert token is not None and len(token) >= 32
         base = f"http://127.0.0.1:{app.port}"
         with httpx.Client(base_url=base, timeout=30) as c:
             assert_error(c.get("/api/sessions"), 401, "token")
@@ -226,11 +408,13 @@ def test_remote_needs_allow_remote_and_a_token(tmp_path: Path, llm) -> None:
             first = c.get("/", params={"token": token})
             assert first.status_code == 303 and first.headers["location"] == "/"
             assert "HttpOnly" in first.headers["set-cookie"]
-        with httpx.Client(base_url=base, timeout=30, cookies={"openmanus_token": token}) as c:
+        jar = {f"openmanus_token_{app.port}": token}
+        with httpx.Client(base_url=base, timeout=30, cookies=jar) as c:
             sid = c.post("/api/sessions", json={"mode": "agent"}).json()["id"]
             with c.stream("GET", f"/api/sessions/{sid}/events") as stream:
                 assert stream.status_code == 200
-        with httpx.Client(base_url=base, timeout=30, cookies={"openmanus_token": "x"}) as c:
+        wrong = {f"openmanus_token_{app.port}": "x"}
+        with httpx.Client(base_url=base, timeout=30, cookies=wrong) as c:
             assert_error(c.get(f"/api/sessions/{sid}/events"), 401)
     finally:
         app.stop()
@@ -266,6 +450,49 @@ def test_a_dropped_stream_loses_nothing(client, app, llm) -> None:
     assert rest[-1][1]["final_answer"] == "done after the client left"
     assert any(e.get("output", "").endswith("two") for _, e in rest)
     assert_error(client.get(f"/api/sessions/{sid}/events", headers={"last-event-id": "x"}), 400)
+
+
+def test_entries_carry_their_run_across_tasks_and_a_restart(tmp_path: Path, llm) -> None:
+    """Steps restart with every agent run; ``run`` tells them apart, live and in the history
+    a restarted server replays, and it goes on counting after the restart."""
+    app = WebApp(tmp_path, llm.base_url).start()
+    try:
+        with app.client() as client:
+            llm.push(text("answer one"), text("answer two"))
+            sid = app.new_session(client, "task one")
+            app.wait_idle(client, sid)
+            assert (
+                client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "2"}).status_code == 202
+            )
+            app.wait_idle(client, sid)
+            assert _thought_runs(client, sid, 2) == [(1, "answer one"), (2, "answer two")]
+        app.stop()
+        app.start()
+        with app.client() as client:
+            assert client.post(f"/api/sessions/{sid}/open", json={}).status_code == 200
+            assert _thought_runs(client, sid, 2) == [(1, "answer one"), (2, "answer two")]
+            llm.push(text("answer three"))
+            assert (
+                client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "3"}).status_code == 202
+            )
+            app.wait_idle(client, sid)
+            assert _thought_runs(client, sid, 3)[-1] == (3, "answer three")
+    finally:
+        app.stop()
+
+
+def _thought_runs(client: httpx.Client, sid: str, tasks: int) -> list[tuple[int, str]]:
+    """(run, text) of each answer in the session's log, read up to its ``tasks``-th end."""
+    found = []
+    with client.stream("GET", f"/api/sessions/{sid}/events") as stream:
+        for _, entry in sse_entries(stream, until="__never__"):
+            if entry.get("kind") == "thought":
+                found.append((entry["run"], entry["text"]))
+            if entry.get("kind") == "task_finished":
+                tasks -= 1
+                if tasks == 0:
+                    break
+    return found
 
 
 def test_secrets_never_reach_the_page(client, app, llm) -> None:

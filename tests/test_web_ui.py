@@ -1,12 +1,14 @@
 """The web UI in a real Chromium (Playwright) against the real server and the scripted LLM.
 
 Every wait is on page state (Playwright's auto-waiting ``expect``) or on /proc, never a sleep.
-The first test refreshes ``docs/web-ui.png``, the screenshot the README shows.
+The computer-panel test takes the screenshot the docs show; it writes ``docs/web-ui.png`` only
+when ``OPENMANUS_UPDATE_DOCS_SCREENSHOT=1`` is set (a normal run writes a temporary copy).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
+from app.testing.server import CapturedRequest
 from tests.proc_utils import processes_in
 from tests.test_run_flow_e2e import plan_call
+from tests.web_fixtures import WebServer
 from tests.web_ui_helpers import WebApp, children_of, wait_until
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -24,6 +28,15 @@ expect = playwright_api.expect
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOT = ROOT / "docs" / "web-ui.png"
+#: Set to 1 to refresh the tracked docs screenshot (otherwise it goes to a temp dir).
+UPDATE_SCREENSHOT = "OPENMANUS_UPDATE_DOCS_SCREENSHOT"
+#: Prices for the scripted model, so every message shows a cost (USD per million tokens).
+APP_CONFIG = """[pricing."gpt-4o-mini"]
+input = 0.15
+output = 0.6
+
+[browser]
+headless = true"""
 
 pytestmark = [
     pytest.mark.browser,
@@ -39,7 +52,7 @@ def llm() -> Iterator[ScriptedLLMServer]:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
-    web = WebApp(tmp_path_factory.mktemp("webui"), llm.base_url).start()
+    web = WebApp(tmp_path_factory.mktemp("webui"), llm.base_url, extra_config=APP_CONFIG).start()
     yield web
     web.stop()
 
@@ -72,11 +85,31 @@ def page(browser: object, app: WebApp, llm: ScriptedLLMServer) -> Iterator[objec
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(app.base + "/")
+    page.goto(app.login_url)  # the token becomes a cookie, then /
     expect(page.locator("body")).to_have_attribute("data-ready", "true")
     yield page
     context.close()
     assert not errors, errors
+
+
+def test_the_login_address_becomes_an_httponly_cookie(browser, app) -> None:
+    """Opening the printed address logs in: the token moves into an HttpOnly, SameSite=Strict
+    cookie, out of the address bar and the history; without it the page says how to log in."""
+    context = browser.new_context()  # type: ignore[attr-defined]
+    page = context.new_page()
+    refused = page.goto(app.base + "/")
+    assert refused is not None and refused.status == 401
+    expect(page.locator("body")).to_contain_text("?token=")
+    page.goto(app.login_url)
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")
+    assert page.url == app.base + "/" and app.token not in page.url
+    cookies = [c for c in context.cookies() if c["name"] == f"openmanus_token_{app.port}"]
+    assert len(cookies) == 1 and cookies[0]["value"] == app.token
+    assert cookies[0]["httpOnly"] is True and cookies[0]["sameSite"] == "Strict"
+    assert page.evaluate("document.cookie") == ""  # no script of the page can read it
+    page.go_back()  # the history holds the 401 page and the clean address, not the token
+    assert app.token not in page.url
+    context.close()
 
 
 def run_task(page: object, prompt: str, mode: str = "agent") -> None:
@@ -85,6 +118,14 @@ def run_task(page: object, prompt: str, mode: str = "agent") -> None:
     expect(page.locator("#sessions li.current")).to_have_count(1)  # type: ignore[attr-defined]
     page.fill("#prompt", prompt)  # type: ignore[attr-defined]
     page.click("#send")  # type: ignore[attr-defined]
+
+
+def reload(page: object) -> None:
+    """Reload the page: the address keeps the session (``#id``), which is opened again and
+    its whole history replayed."""
+    page.reload()  # type: ignore[attr-defined]
+    expect(page.locator("body")).to_have_attribute("data-ready", "true")  # type: ignore[attr-defined]
+    expect(page.locator("#sessions li.current")).to_have_count(1)  # type: ignore[attr-defined]
 
 
 def test_a_task_streams_text_and_tool_calls(page, llm, app) -> None:
@@ -111,8 +152,6 @@ def test_a_task_streams_text_and_tool_calls(page, llm, app) -> None:
     expect(page.locator("#terminal")).to_contain_text("$ echo hello-from-bash")
     expect(page.locator("#terminal")).to_contain_text("hello-from-bash")
     expect(page.locator("#files li.file[data-path='report.md']")).to_be_visible()
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT))
     # The model's text arrives token by token into one bubble, then the final answer.
     expect(page.locator(".msg.final")).to_contain_text("report.md says all good.")
     assert (
@@ -148,6 +187,17 @@ def test_a_flow_shows_its_plan_advancing(page, llm) -> None:
     expect(page.locator(".msg.final")).to_contain_text("Both steps are done.")
     expect(page.locator("#status")).to_have_text("finished")
 
+    def each_step_keeps_its_reply() -> None:
+        # Every plan step's agent run starts again at step 1: neither reply may replace the other.
+        replies = page.locator(".msg.assistant .text")
+        expect(replies.filter(has_text="notes written")).to_have_count(1)
+        expect(replies.filter(has_text="checked")).to_have_count(1)
+
+    each_step_keeps_its_reply()
+    reload(page)
+    expect(page.locator(".msg.final")).to_contain_text("Both steps are done.")
+    each_step_keeps_its_reply()
+
 
 def test_ask_human_question_is_answered_from_the_page(page, llm) -> None:
     llm.push(
@@ -176,6 +226,11 @@ def test_stop_cancels_a_long_task_and_leaves_no_process(page, llm, app) -> None:
     page.click("#stop")
     expect(page.locator("#status")).to_have_text("stopped")
     expect(page.locator(".msg.error")).to_contain_text("stopped by the user")
+    # The call Stop cut short says so; it is not left pending.
+    cut = page.locator("#activity details.tool-call")
+    expect(cut).to_have_class("tool-call cancelled")
+    expect(cut.locator(".result")).to_contain_text("cancelled")
+    expect(page.locator("#terminal")).to_contain_text("^C (cancelled)")
     assert processes_in(workspace) == []
     assert children_of(app.pid) == []
     # The session is still usable.
@@ -183,6 +238,10 @@ def test_stop_cancels_a_long_task_and_leaves_no_process(page, llm, app) -> None:
     page.fill("#prompt", "are you there?")
     page.click("#send")
     expect(page.locator(".msg.final")).to_contain_text("Still here.")
+    reload(page)
+    expect(page.locator(".msg.final")).to_contain_text("Still here.")
+    expect(page.locator("#activity details.tool-call.cancelled")).to_have_count(1)
+    expect(page.locator("#activity details.tool-call.pending")).to_have_count(0)
 
 
 def test_download_a_file_and_upload_one_the_agent_reads(page, llm, app, tmp_path) -> None:
@@ -225,14 +284,14 @@ def test_restart_the_server_and_resume_a_session(browser, llm, tmp_path) -> None
     try:
         context = browser.new_context()
         page = context.new_page()
-        page.goto(app.base + "/")
+        page.goto(app.login_url)  # the token becomes a cookie, then /
         llm.push(text("Remember: the code is 4711."))
         run_task(page, "remember a code")
         expect(page.locator(".msg.final")).to_contain_text("4711")
         sid = page.locator("#sessions li.current").get_attribute("data-id")
         assert app.stop() is not None
         app.start()  # same workspace: the session file is there
-        page.goto(app.base + "/")
+        page.goto(app.login_url)  # the token becomes a cookie, then /
         item = page.locator(f"#sessions li[data-id='{sid}']")
         expect(item).to_have_attribute("data-state", "finished")
         item.click()
@@ -250,3 +309,188 @@ def test_restart_the_server_and_resume_a_session(browser, llm, tmp_path) -> None
     finally:
         app.stop()
         shutil.rmtree(tmp_path / "ws", ignore_errors=True)
+
+
+def test_two_tasks_in_one_session_keep_their_replies_after_reload(page, llm) -> None:
+    """Steps restart with every task; each reply stays with its own task, also after a
+    reload, and shows its tokens and cost."""
+    llm.push(text("Reply to the first task."))
+    run_task(page, "first task")
+    expect(page.locator(".msg.final")).to_have_count(1)
+    llm.push(text("Reply to the second task."))
+    page.fill("#prompt", "second task")
+    page.click("#send")
+    expect(page.locator(".msg.final")).to_have_count(2)
+
+    def both_replies_are_there() -> None:
+        replies = page.locator(".msg.assistant")
+        expect(replies).to_have_count(2)
+        expect(replies.nth(0).locator(".text")).to_have_text("Reply to the first task.")
+        expect(replies.nth(1).locator(".text")).to_have_text("Reply to the second task.")
+        for i in range(2):
+            usage = replies.nth(i).locator(".usage")
+            expect(usage).to_have_text(re.compile(r"^tokens \d+ in / \d+ out · \$\d[\d.e-]*$"))
+        expect(page.locator(".msg.final .usage").last).to_contain_text("task total: tokens")
+
+    both_replies_are_there()
+    reload(page)
+    expect(page.locator(".msg.final")).to_have_count(2)
+    both_replies_are_there()
+
+
+#: What the agent runs to draw its chart: a real 120x60 PNG, no image library needed.
+CHART_CODE = """import struct, zlib
+w, h = 120, 60
+row = b"\\0" + bytes(v for x in range(w) for v in (0, 255 * x // w, 200, 255))
+rows = row * h
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+png = b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 6, 0, 0, 0))
+png += chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+open("chart.png", "wb").write(png)
+print("chart saved:", len(png), "bytes")"""
+
+
+SHOP = """<html><head><title>Widget shop</title></head><body style="font:20px sans-serif">
+<h1>Widgets</h1><p>The blue widget costs 42 euros.</p>
+<button onclick="document.title='Bought'">Buy now</button></body></html>"""
+
+
+def test_the_computer_panel_follows_the_browser_terminal_and_files(
+    page, llm, app, tmp_path
+) -> None:
+    """The agent's computer: the live browser (screenshot, address, the element it clicked),
+    the terminal, and the image it wrote, shown inline."""
+    steps = [
+        lambda request, url: tool_calls(
+            call("browser_use", {"action": "go_to_url", "url": url}),
+            content="I will open the shop first.",
+        ),
+        lambda request, url: tool_calls(
+            call("browser_use", {"action": "click_element", "index": _button(request)})
+        ),
+        lambda request, url: tool_calls(call("bash", {"command": "echo terminal-says-hi"})),
+        lambda request, url: tool_calls(call("python_execute", {"code": CHART_CODE})),
+        lambda request, url: text(
+            "Done. The shop sells:\n\n- the **blue widget**, 42 euros\n- nothing else\n\n"
+            "See `chart.png`."
+        ),
+    ]
+    with WebServer() as shop:
+        url = shop.html("/shop", SHOP)
+
+        def respond(request: CapturedRequest) -> object:
+            return steps.pop(0)(request, url)
+
+        llm.responder = respond
+        try:
+            run_task(page, "check the widget price and chart it")
+            browser = page.locator("#browser-panel")
+            expect(browser).to_be_visible()
+            expect(page.locator("#browser-url")).to_contain_text("/shop")
+            expect(page.locator("#browser-action")).to_contain_text("click_element")
+            expect(page.locator("#browser-action")).to_contain_text("Buy now")
+            expect(page.locator("#screenshot")).to_be_visible()
+            page.wait_for_function("document.querySelector('#screenshot').naturalWidth > 100")
+            expect(page.locator("#terminal")).to_contain_text("$ echo terminal-says-hi")
+            expect(page.locator("#terminal")).to_contain_text(">>> import struct, zlib")
+            expect(page.locator("#terminal")).to_contain_text("chart saved")
+            written = page.locator("#written .written[data-path='chart.png'] img")
+            expect(written).to_be_visible()
+            page.wait_for_function(
+                "document.querySelector(\"#written .written[data-path='chart.png'] img\")"
+                ".naturalWidth === 120"
+            )
+            expect(page.locator(".msg.final li")).to_have_count(2)
+            expect(page.locator(".msg.final strong")).to_have_text("blue widget")
+            expect(page.locator("#status")).to_have_text("finished")
+            assert steps == []
+        finally:
+            llm.responder = None
+    assert len(shop.hits("/shop")) >= 1
+    target = SCREENSHOT if os.environ.get(UPDATE_SCREENSHOT) == "1" else tmp_path / "web-ui.png"
+    page.screenshot(path=str(target))
+    assert target.stat().st_size > 10_000
+
+
+def _button(request: CapturedRequest) -> int:
+    """The index the browser state gave the shop's button (it changes between runs)."""
+    prompt = str(request.messages[-1].get("content"))
+    found = re.search(r"\[(\d+)\]<button", prompt)
+    assert found, f"no button in the browser state: {prompt[-2000:]}"
+    return int(found.group(1))
+
+
+HOSTILE_ANSWER = """Here is the summary.
+
+1. first point
+2. second point
+
+```python
+print("<b>not bold</b>")
+```
+
+<img src=x onerror="window.__xss = 'answer img'">
+<script>window.__xss = 'answer script'</script>
+[a link](javascript:window.__xss='link') and [a safe one](https://example.org/docs)"""
+
+HOSTILE_PAGE = """<html><body><h1 id="h">Report</h1>
+<script>document.title = 'script ran'; document.body.dataset.ran = 'script';</script>
+<img src=x onerror="document.body.dataset.ran = 'onerror'">
+<p>the visible report</p></body></html>"""
+
+HOSTILE_SVG = """<svg xmlns="http://www.w3.org/2000/svg" width="40" height="40"
+onload="window.top.__xss = 'svg onload'"><script>window.top.__xss = 'svg script'</script>
+<rect width="40" height="40" fill="#c33"/></svg>"""
+
+
+def test_markdown_renders_and_hostile_html_does_not_run(page, llm) -> None:
+    """A hostile model puts HTML in its answer, in an HTML file, in an SVG and in a file name:
+    the answer renders as Markdown (lists, code), and none of the markup runs in Chromium."""
+    evil_name = "<img src=x onerror=window.__xss=1>.txt"
+    llm.push(
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "report.html", "file_text": HOSTILE_PAGE},
+            ),
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": "badge.svg", "file_text": HOSTILE_SVG},
+            ),
+            call("str_replace_editor", {"command": "create", "path": evil_name, "file_text": "x"}),
+            content="<img src=x onerror=\"window.__xss = 'streamed'\"> writing **files**",
+        ),
+        text(HOSTILE_ANSWER),
+    )
+    run_task(page, "write a report")
+    final = page.locator(".msg.final")
+    expect(final.locator("ol li")).to_have_count(2)
+    expect(final.locator("pre.code code")).to_have_text('print("<b>not bold</b>")')
+    expect(final).to_contain_text("<script>window.__xss = 'answer script'</script>")
+    expect(final).to_contain_text("<img src=x onerror=\"window.__xss = 'answer img'\">")
+    expect(final.locator("a")).to_have_count(1)  # the javascript: link stays text
+    expect(final.locator("a")).to_have_attribute("href", "https://example.org/docs")
+    expect(page.locator(".msg.assistant strong")).to_have_text("files")
+    # The written files: the HTML in a sandboxed frame, the SVG as an image, the name as text.
+    frame_node = page.locator("#written .written[data-path='report.html'] iframe")
+    expect(frame_node).to_have_attribute("sandbox", "")
+    frame = frame_node.element_handle().content_frame()
+    expect(frame.locator("p")).to_have_text("the visible report")
+    assert frame.evaluate("document.body.dataset.ran") is None
+    assert frame.evaluate("document.title") == ""
+    svg = page.locator("#written .written[data-path='badge.svg'] img")
+    expect(svg).to_be_visible()
+    page.wait_for_function(
+        "document.querySelector(\"#written .written[data-path='badge.svg'] img\").naturalWidth > 0"
+    )
+    expect(page.locator(f"#files li.file[data-path='{evil_name}']")).to_have_text(evil_name)
+    page.locator(f"#written .written[data-path='{evil_name}'] a.name").click()
+    expect(page.locator("#preview strong")).to_have_text(evil_name)
+    page.locator("#written .written[data-path='report.html'] a.name").click()
+    preview = page.locator("#preview iframe")
+    expect(preview).to_have_attribute("sandbox", "")
+    expect(preview.element_handle().content_frame().locator("p")).to_have_text("the visible report")
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("img[src='x']").count() == 0
+    assert page.evaluate("document.body.dataset.ran") is None

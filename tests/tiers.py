@@ -74,6 +74,9 @@ def spawn_kind(argv: Sequence[str]) -> str:
     program = argv[0]
     if PurePath(program).name in _BROWSER_PROGRAMS or "playwright" in program:
         return "browser"
+    # Our launcher starts Chromium through `sh -c '<move the DevTools pipe>' chromium ...`.
+    if list(argv[1:2]) == ["-c"] and len(argv) > 3 and PurePath(argv[3]).name in _BROWSER_PROGRAMS:
+        return "browser"
     if any("llama_cpp.server" in arg for arg in argv[:3]):
         return "real_model"
     if any(f"{os.sep}ray{os.sep}" in arg for arg in argv[:2]):

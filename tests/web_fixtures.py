@@ -1,7 +1,8 @@
 """A tiny web server on 127.0.0.1 for browser and search tests, and the leak check.
 
 Routes are registered as ``path -> (status, content_type, body)`` or a callable taking the
-request and returning that triple; ``hang`` routes accept the request and never answer (until
+request and returning that triple; ``redirects`` maps a path to the address it answers
+``302 Found`` with; ``hang`` routes accept the request and never answer (until
 the server stops). Every request is recorded with its path and query.
 """
 
@@ -29,6 +30,7 @@ class WebServer:
     def __init__(self) -> None:
         self.routes: dict[str, Page | Callable[[dict[str, Any]], Page]] = {}
         self.hanging: set[str] = set()
+        self.redirects: dict[str, str] = {}
         self.requests: list[dict[str, Any]] = []
         self._stop = threading.Event()
         server = self
@@ -51,6 +53,12 @@ class WebServer:
                 server.requests.append(request)
                 if parsed.path in server.hanging:
                     server._stop.wait()
+                    return
+                if parsed.path in server.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", server.redirects[parsed.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 route = server.routes.get(parsed.path)
                 if route is None:
@@ -101,6 +109,7 @@ def isolated_tempdir() -> Iterator[Path]:
     Short, because Chromium puts a Unix socket (108-byte path limit) in its temp dir.
     """
     base = Path(tempfile.mkdtemp(prefix="omt-"))
+    base.chmod(0o711)  # Chromium runs as an unprivileged user when we are root: let it pass
     old_tempdir, old_env = tempfile.tempdir, os.environ.get("TMPDIR")
     tempfile.tempdir = str(base)
     os.environ["TMPDIR"] = str(base)

@@ -54,7 +54,8 @@ def children_of(pid: int) -> list[int]:
 
 
 class WebApp:
-    """One ``python -m app.web`` process on a free port."""
+    """One ``python -m app.web`` process on a free port. ``url`` is the login address it
+    printed (``...?token=``); ``client()`` sends the token as a Bearer header."""
 
     def __init__(
         self,
@@ -64,6 +65,7 @@ class WebApp:
         workspace: Path | None = None,
         extra_config: str = "",
         args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.tmp = tmp
         self.workspace = workspace or tmp / "ws"
@@ -73,6 +75,7 @@ class WebApp:
             with self.config.open("a") as f:
                 f.write("\n" + extra_config + "\n")
         self.args = args
+        self.env = env or {}
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.stderr: list[str] = []
@@ -95,7 +98,7 @@ class WebApp:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=child_env(self.tmp),
+            env={**child_env(self.tmp), **self.env},
             cwd=ROOT,
         )
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -116,11 +119,25 @@ class WebApp:
         return self.url.split("?", 1)[0].rstrip("/")
 
     @property
+    def token(self) -> str | None:
+        """The access token of this start (a new one each start), None with --no-token."""
+        return self.url.split("?token=", 1)[1] if "?token=" in self.url else None
+
+    @property
+    def login_url(self) -> str:
+        """What a person opens: the token is traded for a cookie and leaves the address."""
+        return self.url
+
+    @property
     def port(self) -> int:
         return int(self.base.rsplit(":", 1)[1])
 
-    def client(self, **kwargs: Any) -> httpx.Client:
-        return httpx.Client(base_url=self.base, timeout=30, **kwargs)
+    def client(self, *, login: bool = True, **kwargs: Any) -> httpx.Client:
+        """An API client; ``login=False``: without the token."""
+        headers = dict(kwargs.pop("headers", {}))
+        if login and self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        return httpx.Client(base_url=self.base, timeout=30, headers=headers, **kwargs)
 
     def stop(self) -> int | None:
         if self.proc is None:

@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from app.agent.result import RunResult, StopReason
 from app.event_bus import EventBus, EventStream, Listener, stream_events
 from app.exceptions import AgentStateError, ContextWindowExceededError, LLMError
-from app.llm import LLM, Usage
+from app.llm import LLM, Usage, model_argument
 from app.logger import log_enabled, logger
 from app.prompt.toolcall import STUCK_PROMPT
 
@@ -77,6 +77,12 @@ class BaseAgent(StrictModel, ABC):
     def model_post_init(self, context: Any, /) -> None:
         self._run_usage = Usage()
         self._events = EventBus()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_as_llm(cls, data: Any) -> Any:
+        """``model=`` takes any ``app.llm.Model`` (docs/llm.md, Bring your own model)."""
+        return model_argument(data)
 
     @model_validator(mode="after")
     def initialize_agent(self) -> BaseAgent:

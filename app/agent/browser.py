@@ -9,6 +9,7 @@ message only when the model accepts images, and never inside a ``tool`` message.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
@@ -32,6 +33,8 @@ class BrowserContextHelper:
     def __init__(self, agent: Any) -> None:
         self.agent = agent
         self.current_base64_image: str | None = None
+        #: Called with each state read (and its screenshot), e.g. by the web UI's live view.
+        self.on_state: Callable[[dict[str, Any], str | None], None] | None = None
 
     def browser_tool(self) -> Any:
         tool = self.agent.available_tools.get_tool(_BROWSER_TOOL)
@@ -50,10 +53,13 @@ class BrowserContextHelper:
             return None
         self.current_base64_image = result.base64_image
         try:
-            return json.loads(result.output)
+            state: dict[str, Any] = json.loads(result.output)
         except (TypeError, ValueError):
             logger.warning("The browser state was not valid JSON")
             return None
+        if self.on_state is not None:
+            self.on_state(state, result.base64_image)
+        return state
 
     async def format_next_step_prompt(self, template: str = NEXT_STEP_PROMPT) -> str:
         """``template`` with the browser placeholders filled from the current state."""

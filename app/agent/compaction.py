@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from app.agent.toolcall import ToolCallAgent
     from app.events import Compacted
 
-__all__ = ["KNOWN_WINDOWS", "Compactor", "known_window"]
+__all__ = ["KNOWN_WINDOWS", "Compactor", "known_window", "shorten_tool_outputs"]
 
 _STUB_HEAD = 200
 _CHARS_PER_TOKEN_BOUND = 2  # text has at least this many characters per token (a safe bound)
@@ -153,7 +153,7 @@ class Compactor:
         settings = self.settings
         target = int(window * settings.target)
         messages = list(agent.memory.messages)
-        messages, stubbed = _stub_outputs(
+        messages, stubbed = shorten_tool_outputs(
             messages, _recent_start(messages, settings.keep_recent_turns), settings.stub_chars
         )
         tokens = await self._count(agent, messages) if stubbed else before
@@ -166,7 +166,7 @@ class Compactor:
                 messages, summarized = await self._summarize(agent, messages, start, window, budget)
                 tokens = await self._count(agent, messages)
         if tokens > target:  # no summary could help: shorten everything before the newest turn
-            messages, count = _stub_outputs(
+            messages, count = shorten_tool_outputs(
                 messages, _recent_start(messages, 1), settings.stub_chars
             )
             stubbed += count
@@ -176,7 +176,7 @@ class Compactor:
         for end in (len(messages) - 1, len(messages)):
             if tokens <= window:
                 break
-            messages, count = _stub_outputs(messages, end, settings.stub_chars)
+            messages, count = shorten_tool_outputs(messages, end, settings.stub_chars)
             stubbed += count
             if count:
                 tokens = await self._count(agent, messages)
@@ -223,7 +223,7 @@ class Compactor:
             start = _recent_start(messages, keep)
             if start <= task_index + 1:
                 continue  # nothing between the task and the kept turns
-            candidate, count = _stub_outputs(messages, start, self.settings.stub_chars)
+            candidate, count = shorten_tool_outputs(messages, start, self.settings.stub_chars)
             rest = await self._count(agent, [*head, candidate[task_index], *candidate[start:]])
             budget = min(self.settings.summary_max_tokens, target - rest - _SUMMARY_OVERHEAD)
             if budget >= _MIN_SUMMARY_TOKENS:
@@ -281,7 +281,9 @@ def _recent_start(messages: list[Message], keep: int) -> int:
     return starts[-keep] if len(starts) >= keep else starts[0]
 
 
-def _stub_outputs(messages: list[Message], end: int, limit: int) -> tuple[list[Message], int]:
+def shorten_tool_outputs(
+    messages: list[Message], end: int, limit: int
+) -> tuple[list[Message], int]:
     """Long tool outputs before ``end`` shortened to a stub (new message objects)."""
     result = list(messages)
     count = 0
@@ -295,7 +297,10 @@ def _stub_outputs(messages: list[Message], end: int, limit: int) -> tuple[list[M
             f"{len(content) - _STUB_HEAD} more characters]"
         )
         result[index] = Message.tool_message(
-            stub, name=message.name or "", tool_call_id=message.tool_call_id or ""
+            stub,
+            name=message.name or "",
+            tool_call_id=message.tool_call_id or "",
+            is_error=message.is_error,
         )
         count += 1
     return result, count

@@ -40,6 +40,9 @@ class MCPAgent(MCPHostAgent):
     #: Always the servers' tools (``mcp_clients``), set by the validator below.
     available_tools: ToolCollection = Field(default_factory=ToolCollection)
     special_tool_names: list[str] = Field(default_factory=lambda: ["terminate"])
+    #: Its tools all come from the server it was pointed at: the server's ``terminate`` is
+    #: how the model ends the run (an agent with tools of its own never lets a server do so).
+    server_special_tools: bool = True
 
     _prompt_template: str = PrivateAttr(default=SYSTEM_PROMPT)
 

@@ -31,6 +31,10 @@ class MCPHostAgent(ToolCallAgent):
     mcp_clients: MCPClients = Field(default_factory=MCPClients)
     connected_servers: dict[str, str] = Field(default_factory=dict)
     mcp_failures: dict[str, str] = Field(default_factory=dict)
+    #: Whether a server's tool named like a special tool (``mcp_<server>_terminate``) ends the
+    #: run. False: an agent with tools of its own ends only by its own ``terminate``; only
+    #: ``MCPAgent``, whose tools all come from the server it was pointed at, sets it.
+    server_special_tools: bool = False
 
     # ---- connecting ----------------------------------------------------------------------------
 
@@ -108,13 +112,12 @@ class MCPHostAgent(ToolCallAgent):
         return await super().think()
 
     def _is_special_tool(self, name: str) -> bool:
-        # ``mcp_<server>_terminate`` is the server's terminate (upstream never matched it).
-        if super()._is_special_tool(name):
-            return True
+        """Special tools (``terminate``) are our own tool objects: a server's tool never ends
+        the run, whatever it is called, unless ``server_special_tools`` says it may."""
         tool = self.available_tools.get_tool(name) if self.available_tools else None
         if isinstance(tool, MCPClientTool):
-            return super()._is_special_tool(tool.original_name)
-        return False
+            return self.server_special_tools and super()._is_special_tool(tool.original_name)
+        return super()._is_special_tool(name)
 
     # ---- lifetime ------------------------------------------------------------------------------
 

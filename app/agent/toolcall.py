@@ -14,7 +14,7 @@ from pydantic import Field, PrivateAttr
 from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
 from app.agent.result import StopReason
-from app.config_models import CompactionSettings
+from app.config_models import CompactionSettings, LimitsSettings
 from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
 from app.llm.model import ModelResponse
@@ -24,6 +24,7 @@ from app.prompt.toolcall import (
     CUT_ARGUMENTS_ERROR,
     EMPTY_REPLY_PROMPT,
     NEXT_STEP_PROMPT,
+    NOT_RUN_ERROR,
     REQUIRED_TOOL_PROMPT,
     SYSTEM_PROMPT,
 )
@@ -90,6 +91,9 @@ class ToolCallAgent(ReActAgent):
     max_empty_replies: int = 3
     #: Times in a row an answer cut at ``max_tokens`` is continued before the run fails.
     max_continuations: int = 2
+    #: Tool calls of one reply that run (the rest are answered "not run"); None: the
+    #: config's ``[limits] max_tool_calls_per_reply``.
+    max_tool_calls_per_reply: int | None = Field(default=None, ge=1)
     _compactor: Compactor | None = PrivateAttr(default=None)
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
@@ -365,10 +369,12 @@ class ToolCallAgent(ReActAgent):
             return answer or "No content or commands to execute"
 
         results = []
-        if self.concurrent_tool_calls and len(self.tool_calls) > 1:
-            batches = plan_batches(self.tool_calls, self.available_tools, self.special_tool_names)
+        cap = self._tool_call_cap()
+        calls, not_run = self.tool_calls[:cap], self.tool_calls[cap:]
+        if self.concurrent_tool_calls and len(calls) > 1:
+            batches = plan_batches(calls, self.available_tools, self.special_tool_names)
         else:
-            batches = [[command] for command in self.tool_calls]
+            batches = [[command] for command in calls]
         for batch in batches:
             if len(batch) == 1:
                 outcomes = [await self._run_tool_call(batch[0])]
@@ -388,6 +394,7 @@ class ToolCallAgent(ReActAgent):
                         tool_call_id=command.id,
                         name=command.function.name,
                         base64_image=image,
+                        is_error=outcome.failed,
                     )
                 )
                 results.append(result)
@@ -405,7 +412,52 @@ class ToolCallAgent(ReActAgent):
                             image=image,
                         )
                     )
+        if not_run:
+            results.append(await self._answer_not_run(not_run, cap))
         return "\n\n".join(results)
+
+    def _tool_call_cap(self) -> int:
+        """Calls of one reply that run: ``max_tool_calls_per_reply``, else ``[limits]``."""
+        if self.max_tool_calls_per_reply is not None:
+            return self.max_tool_calls_per_reply
+        from app.config import config
+
+        if config.is_loaded:
+            return config.app_config.limits.max_tool_calls_per_reply
+        default: int = LimitsSettings.model_fields["max_tool_calls_per_reply"].default
+        return default
+
+    async def _answer_not_run(self, calls: list[ToolCall], cap: int) -> str:
+        """Every call over the cap still gets its answer (the API requires one per call id),
+        saying it was not run, so the model can ask again for what it still needs."""
+        total = cap + len(calls)
+        text = NOT_RUN_ERROR.format(total=total, cap=cap)
+        logger.warning(
+            f"{self.name}: the reply asked for {total} tool calls; the first {cap} ran, "
+            f"{len(calls)} were answered 'not run' (max_tool_calls_per_reply)"
+        )
+        bus = self._events
+        for command in calls:
+            name = command.function.name if command.function else ""
+            self.memory.add_message(
+                Message.tool_message(
+                    content=text, tool_call_id=command.id, name=name, is_error=True
+                )
+            )
+            if bus.active:
+                from app.events import ToolResultEvent
+
+                await bus.emit(
+                    ToolResultEvent(
+                        self.name,
+                        step=self.current_step,
+                        call_id=command.id,
+                        name=name,
+                        output=text,
+                        error=True,
+                    )
+                )
+        return f"{len(calls)} tool call(s) not run: {text}"
 
     async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
         """One call, typed: its text, image and whether it failed. Concurrent calls run as

@@ -4,7 +4,8 @@ Progress (steps, thoughts, tool calls, results, token usage) goes to stderr thro
 logger; only final answers go to stdout, so ``python main.py -p ... > answer.txt`` works. A run
 that does not complete prints nothing on stdout; its reason goes to stderr and the exit code
 is 1.
-Ctrl-C stops the running task and returns to the prompt; a second Ctrl-C quits. The session
+Ctrl-C stops the running task and returns to the prompt (the session reads ``interrupted``;
+``--resume`` carries the task on); a second Ctrl-C quits. The session
 loop and exit codes (:mod:`app.cli.common`) and the options (:mod:`app.cli.options`) are
 shared with ``run_flow.py`` and ``run_mcp.py``.
 """
@@ -22,6 +23,7 @@ from app.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     TerminalSession,
+    answer,
     exit_code_for,
     say,
 )
@@ -111,7 +113,7 @@ class AgentSession(TerminalSession):
         """stdout gets the final answer of a completed run and nothing else (no step log);
         stderr gets the usage and, for a run that did not complete, why it stopped."""
         if result.ok and result.final_answer:
-            print(result.final_answer, flush=True)
+            answer(result.final_answer)
         elif result.ok:
             say("(the task finished without a written answer)")
         say(f"Tokens: {result.usage}")

@@ -4,6 +4,10 @@ options are in :mod:`app.cli.options`).
 A ``TerminalSession`` reads tasks (one ``--prompt`` or one per input line), runs each as an
 asyncio task and handles signals: Ctrl-C stops the running task and returns to the prompt,
 Ctrl-C at the prompt (or twice) quits. Progress goes to stderr, answers to stdout.
+
+A task cut short by Ctrl-C is recorded as ``interrupted`` and ``--resume`` carries it on.
+Bad input (an empty task, an unknown ``--resume`` id) is refused before anything is built,
+and a reader of stdout that goes away (``| head -1``) ends the output quietly.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.text import clean_text
+
 if TYPE_CHECKING:
     from app.events import EventBus
     from app.llm.usage import Usage
@@ -33,8 +39,10 @@ __all__ = [
     "EXIT_SESSION_WRITE",
     "EXIT_WORDS",
     "TerminalSession",
+    "answer",
     "exit_code_for",
     "say",
+    "silence_stdout",
     "stdin_is_tty",
 ]
 
@@ -155,6 +163,9 @@ class TerminalSession(ABC):
 
         if getattr(self.args, "list_sessions", False):
             return self._list_sessions()
+        if self.args.prompt is not None and not self.args.prompt.strip():
+            say("error: the prompt is empty")  # before any set-up: nothing built, no session
+            return EXIT_CONFIG
         self.main_task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -164,6 +175,7 @@ class TerminalSession(ABC):
         try:
             try:
                 self._setup()
+                self._check_resume()
                 self._start_tape(tape)
                 await self.build()
                 resumed = self._open_session()
@@ -207,6 +219,15 @@ class TerminalSession(ABC):
 
         return config.workspace_root
 
+    def _check_resume(self) -> None:
+        """An unknown ``--resume`` id is an error before the agents (and MCP servers) are
+        built, so a typo costs nothing and leaves no session file behind."""
+        resume = getattr(self.args, "resume", None)
+        if resume and not getattr(self.args, "no_session", False):
+            from app.session import SessionStore
+
+            SessionStore.for_workspace(self.workspace()).find(resume)
+
     def _list_sessions(self) -> int:
         import time
 
@@ -226,15 +247,18 @@ class TerminalSession(ABC):
         if not infos:
             say(f"No sessions in {store.directory}")
             return EXIT_OK
-        for info in infos:
-            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
-            prompt = " ".join((info.first_prompt or "").split())
-            prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
-            damaged = f"  ({'; '.join(info.problems)})" if info.problems else ""
-            print(
-                f"{info.id}  {when}  {info.kind:<5}  {info.state:<10}  {prompt}{damaged}",
-                flush=True,
-            )
+        try:
+            for info in infos:
+                when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
+                prompt = " ".join((info.first_prompt or "").split())
+                prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
+                damaged = f"  ({'; '.join(info.problems)})" if info.problems else ""
+                print(
+                    f"{info.id}  {when}  {info.kind:<5}  {info.state:<11}  {prompt}{damaged}",
+                    flush=True,
+                )
+        except BrokenPipeError:  # `--list-sessions | head -1`: the reader has what it wanted
+            silence_stdout()
         return EXIT_OK
 
     def _start_tape(self, stack: contextlib.ExitStack) -> None:
@@ -380,7 +404,31 @@ class TerminalSession(ABC):
 
 def say(message: str) -> None:
     """A line for the user on stderr (stdout is kept for answers)."""
-    print(message, file=sys.stderr, flush=True)
+    print(clean_text(message), file=sys.stderr, flush=True)
+
+
+def answer(text: str) -> None:
+    """A task's answer on stdout. It is the model's text: a lone surrogate in it (which has
+    no UTF-8 encoding) is printed as U+FFFD, and a character the terminal's encoding lacks as
+    ``?``, rather than failing the run at its very end."""
+    text = clean_text(text)
+    try:
+        try:
+            print(text, flush=True)
+        except UnicodeEncodeError:
+            encoding = sys.stdout.encoding or "utf-8"
+            print(text.encode(encoding, "replace").decode(encoding), flush=True)
+    except BrokenPipeError:  # `main.py -p ... | head -1`: whoever reads has stopped reading
+        silence_stdout()
+
+
+def silence_stdout() -> None:
+    """After the reader of stdout went away (a closed pipe): send the rest, and Python's own
+    flush at exit, to /dev/null, so no ``BrokenPipeError`` traceback follows."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def stdin_is_tty() -> bool:

@@ -1,7 +1,8 @@
 """``run_flow.py``: a task planned into steps and carried out by Manus (and the data analyst).
 
 The plan and every step's status are shown on stderr as they change; the final summary goes
-to stdout. Options, Ctrl-C handling and exit codes are those of ``main.py``.
+to stdout. Options, Ctrl-C handling and exit codes are those of ``main.py``; a step cut short
+by Ctrl-C stays ``in_progress``, and ``--resume`` carries it on (``PlanningFlow.execute("")``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,15 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from app.cli.common import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, TerminalSession, say
+from app.cli.common import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    TerminalSession,
+    answer,
+    say,
+)
 from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
 if TYPE_CHECKING:
@@ -129,7 +138,7 @@ class FlowSession(TerminalSession):
 
     def report(self, result: FlowResult) -> int:
         if result.summary:
-            print(result.summary, flush=True)
+            answer(result.summary)
         if self.task_usage is not None and self.task_usage.requests:
             say(f"Tokens: {self.task_usage}")
         if result.error is not None:

@@ -13,6 +13,9 @@ Differences from upstream, on purpose:
   learns what the others produced.
 * ``timeout`` bounds the whole flow: when it runs out, the running step is stopped (its tools
   cleaned up), marked blocked, and the flow returns with a summary built without the LLM.
+* Plans are bounded (the planning tool refuses more than ``[runflow] max_plan_steps`` steps),
+  and each step's prompt shows at most ``plan_prompt_chars`` of the plan: a larger plan is
+  shown around the current step, the steps left out summed up in counts.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from app.events import PlanChange, PlanChanged
 from app.exceptions import LLMError, ToolError
 from app.flow.base import BaseFlow
 from app.flow.result import FlowResult, StepOutcome
-from app.llm import LLM
+from app.llm import LLM, model_argument
 from app.logger import logger
 from app.prompt.planning import (
     AGENTS_PROMPT,
@@ -52,6 +55,8 @@ _TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9_\- ]*)\]")
 _COMPLETED = PlanStepStatus.COMPLETED.value
 _BLOCKED = PlanStepStatus.BLOCKED.value
 _IN_PROGRESS = PlanStepStatus.IN_PROGRESS.value
+#: Default of ``[runflow] max_plan_prompt_chars`` (when no config is loaded).
+DEFAULT_PLAN_PROMPT_CHARS = 8000
 
 
 class PlanningFlow(BaseFlow):
@@ -71,6 +76,12 @@ class PlanningFlow(BaseFlow):
     step_timeout: float | None = Field(default=None, gt=0, description="Seconds per step")
     max_replans: int = Field(default=2, ge=0, description="Plan revisions after blocked steps")
     note_chars: int = Field(default=400, ge=40, description="Length of a step's result note")
+    plan_prompt_chars: int | None = Field(
+        default=None,
+        ge=200,
+        description="Characters of the plan in a step's prompt; None: [runflow] "
+        "max_plan_prompt_chars",
+    )
 
     def __init__(
         self, agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent], **data: Any
@@ -79,7 +90,7 @@ class PlanningFlow(BaseFlow):
             data["executor_keys"] = data.pop("executors")
         if "plan_id" in data:
             data["active_plan_id"] = data.pop("plan_id")
-        super().__init__(agents, **data)
+        super().__init__(agents, **model_argument(data))
 
     @model_validator(mode="after")
     def _setup(self) -> PlanningFlow:
@@ -115,7 +126,8 @@ class PlanningFlow(BaseFlow):
     async def execute(self, input_text: str) -> FlowResult:
         """Plan ``input_text`` and work through it. With empty text, an existing plan under
         ``active_plan_id`` is carried on. LLM failures while planning end the flow with
-        ``result.error``; Ctrl-C (cancellation) marks the running step blocked and propagates."""
+        ``result.error``; Ctrl-C (cancellation) leaves the running step ``in_progress`` and
+        propagates, and a later ``execute("")`` carries that step on where its agent stopped."""
         if not (input_text and input_text.strip()):
             if self.active_plan_id not in self.planning_tool.plans:
                 raise ValueError("execute() needs a request, or an existing plan to carry on")
@@ -152,7 +164,8 @@ class PlanningFlow(BaseFlow):
             logger.error(f"The planning flow failed: {e}")
             summary = self._local_summary(f"The flow stopped: {e}")
         except asyncio.CancelledError:
-            self._mark_running_steps_blocked("stopped: the flow was interrupted")
+            # The running step stays in_progress: ``execute("")`` (``--resume``) carries it on.
+            self.current_step_index = None
             raise
         finally:
             for unsubscribe in forwards:
@@ -265,11 +278,13 @@ class PlanningFlow(BaseFlow):
             index, step = found
             self.current_step_index = index
             executor = self.get_executor(self.step_tag(step))
+            plan = self.planning_tool.plans[self.active_plan_id]
+            carry_on = plan["step_statuses"][index] == _IN_PROGRESS  # cut short before
             self._mark(index, _IN_PROGRESS)
             await self._emit(
                 "step_started", index=index, step=step, agent=executor.name, status=_IN_PROGRESS
             )
-            outcome = await self._execute_step(executor, index, step)
+            outcome = await self._execute_step(executor, index, step, carry_on=carry_on)
             outcomes.append(outcome)
             self._mark(index, outcome.status, outcome.note)
             await self._emit(
@@ -295,15 +310,21 @@ class PlanningFlow(BaseFlow):
                 return index, plan["steps"][index]
         return None
 
-    async def _execute_step(self, executor: BaseAgent, index: int, step: str) -> StepOutcome:
-        """Run one step on a fresh run of ``executor``; classify how it ended."""
-        prompt = STEP_PROMPT.format(plan=self._plan_text(), index=index, step=step)
+    async def _execute_step(
+        self, executor: BaseAgent, index: int, step: str, *, carry_on: bool = False
+    ) -> StepOutcome:
+        """Run one step on a fresh run of ``executor``; classify how it ended. ``carry_on``:
+        the step was cut short (Ctrl-C, a kill), so its agent's run goes on instead."""
+        prompt = STEP_PROMPT.format(plan=self._plan_window(index), index=index, step=step)
         outcome = StepOutcome(index=index, step=step, agent=executor.name, status=_BLOCKED)
         logger.debug(f"Step {index} → {executor.name}: {step}")
         limit = asyncio.timeout(self.step_timeout)
         try:
             async with limit:
-                result: Any = await executor.run(prompt)
+                if carry_on and executor.memory.messages:
+                    result: Any = await executor.resume()
+                else:
+                    result = await executor.run(prompt)
         except TimeoutError:
             if not limit.expired():
                 raise
@@ -403,6 +424,27 @@ class PlanningFlow(BaseFlow):
         plan = self.planning_tool.plans.get(self.active_plan_id)
         return format_plan(plan) if plan is not None else "(no plan)"
 
+    def _plan_window(self, focus: int) -> str:
+        """The plan for step ``focus``'s prompt: whole when it fits ``plan_prompt_chars``,
+        else the steps nearest the current one, the others counted by status."""
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        if plan is None:
+            return "(no plan)"
+        text = format_plan(plan)
+        limit = self._plan_prompt_limit()
+        if len(text) <= limit:
+            return text
+        return plan_window(plan, focus, limit)
+
+    def _plan_prompt_limit(self) -> int:
+        if self.plan_prompt_chars is not None:
+            return self.plan_prompt_chars
+        from app.config import config
+
+        if config.is_loaded:
+            return config.app_config.run_flow_config.max_plan_prompt_chars
+        return DEFAULT_PLAN_PROMPT_CHARS
+
     def _clip(self, text: str) -> str:
         text = " ".join(text.split())
         limit = self.note_chars
@@ -445,6 +487,46 @@ class PlanningFlow(BaseFlow):
                 total_steps=len(plan["steps"]) if plan else 0,
             )
         )
+
+
+def plan_window(plan: dict[str, Any], focus: int, limit: int) -> str:
+    """``format_plan`` cut to about ``limit`` characters around step ``focus``."""
+    full = format_plan(plan).split("\nSteps:\n", 1)[0] + "\nSteps:"
+    marks = PlanStepStatus.get_status_marks()
+    steps, statuses, notes = plan["steps"], plan["step_statuses"], plan["step_notes"]
+
+    def entry(i: int) -> str:
+        line = f"{i}. {marks.get(statuses[i], '[ ]')} {steps[i]}"
+        return line + (f"\n   Notes: {notes[i]}" if notes[i] else "")
+
+    budget = limit - len(full) - 200  # room for the two "left out" lines
+    first = last = min(max(focus, 0), len(steps) - 1)
+    used = len(entry(first))
+    while True:  # widen around the focus, after it first, while the budget lasts
+        grown = False
+        for i in (last + 1, first - 1):
+            if 0 <= i < len(steps) and not (first <= i <= last):
+                size = len(entry(i)) + 1
+                if used + size > budget:
+                    continue
+                used += size
+                first, last = min(first, i), max(last, i)
+                grown = True
+        if not grown:
+            break
+    lines = [full]
+    if first > 0:
+        lines.append(f"({first} earlier step(s) not shown: {_counts(statuses[:first])})")
+    lines.extend(entry(i) for i in range(first, last + 1))
+    if last < len(steps) - 1:
+        rest = statuses[last + 1 :]
+        lines.append(f"({len(rest)} later step(s) not shown: {_counts(rest)})")
+    return "\n".join(lines)
+
+
+def _counts(statuses: list[str]) -> str:
+    counted = {s: statuses.count(s) for s in PlanStepStatus.get_all_statuses()}
+    return ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in counted.items() if n)
 
 
 def _norm(name: str) -> str:

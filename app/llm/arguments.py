@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from app.text import clean_tree
+
 __all__ = ["TOO_DEEP", "loads_safely", "normalize_arguments", "parse_arguments"]
 
 #: What the model is told when its arguments nest deeper than the JSON parser can follow.
@@ -29,16 +31,20 @@ def loads_safely(text: str | bytes) -> Any:
     pydantic-core's parser reads first: it is several times faster, and every reply and
     every set of arguments passes here. What it refuses (lone surrogate escapes, nesting
     past its limit of a few hundred, invalid JSON) goes to ``json.loads``, so what is
-    accepted, and the error for what is not, are the standard library's.
+    accepted, and the error for what is not, are the standard library's; a lone surrogate
+    it let through comes out as U+FFFD (see ``app.text``).
     """
     try:
         return from_json(text)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate itself
         pass
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except RecursionError as e:
         raise ValueError(_DEEP_DETAIL) from e
+    # The standard library decodes a lone surrogate escape (``"\\ud800"``) into a string that
+    # has no UTF-8 encoding: made valid here, where the model's text enters.
+    return clean_tree(value)
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

@@ -30,9 +30,10 @@ from app.llm.messages import (
     format_messages,
     prepare_messages,
 )
-from app.llm.model import ModelResponse
+from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
 from app.llm.pricing import cost_of, price_for
 from app.llm.profiles import resolve_settings
+from app.llm.retry import with_retries
 from app.llm.streaming import DeltaRelay
 from app.llm.transport import (
     DeltaCallback,
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from app.config import LLMSettings
     from app.tokens import TokenCounter
 
-__all__ = ["LLM"]
+__all__ = ["LLM", "model_argument"]
 
 
 class LLM(UpstreamAsk):
@@ -104,6 +105,34 @@ class LLM(UpstreamAsk):
         return instance
 
     @classmethod
+    def from_model(cls, model: Model, **overrides: Any) -> LLM:
+        """Upstream's facade (``ask*``, usage, token counting) over any :class:`Model`.
+
+        ``overrides`` set the facade's settings (``max_tokens``, ``temperature``,
+        ``max_retries``, ``max_input_tokens``, ...); the model's ``name`` is its ``model``.
+        Transient errors the model raises are retried as the settings say.
+        """
+        if not isinstance(model, Model):
+            raise TypeError(
+                f"{type(model).__name__} is not a Model: it needs a `name` and an async "
+                "`request(messages, params)` (see docs/llm.md, Bring your own model)"
+            )
+        from app.config_models import LLMSettings
+
+        name = getattr(model, "name", "") or type(model).__name__
+        settings = LLMSettings(model=name, **{"capability_cache": False, **overrides})
+        instance = super().__new__(cls)
+        instance._setup(f"model:{name}", settings)
+        instance._custom = model
+        instance._initialized = True
+        return instance
+
+    @property
+    def custom_model(self) -> Model | None:
+        """The :class:`Model` this facade was built over (``from_model``), else None."""
+        return self._custom
+
+    @classmethod
     def reset_instances(cls) -> None:
         """Forget the shared instances (after the config changed, and in tests)."""
         cls._instances.clear()
@@ -142,9 +171,11 @@ class LLM(UpstreamAsk):
         self._fields_cache: tuple[dict[str, Any], tuple[type, ...], bytes] | None = None
         self._counter: TokenCounter | None = None
         self._warned_images = False
+        self._warned_prose_calls = False
         self._learned_window: int | None = None
         self._known_window: tuple[str, int | None] | None = None
         self._wire = TurnExchange(settings, transport)
+        self._custom: Model | None = None
 
     def __repr__(self) -> str:
         return (
@@ -450,6 +481,20 @@ class LLM(UpstreamAsk):
                     raise ValueError("Each tool must be a dict with a 'type' field")
         formatted = self._prepare(messages, system_msgs)
         await self._check_window(formatted, tools)
+        if self._custom is not None:
+            return await self._model_turn(
+                self._custom,
+                formatted,
+                ModelParams(
+                    tools=tuple(ToolDefinition.from_param(t) for t in tools or ()),
+                    tool_choice=choice,
+                    max_tokens=self.max_tokens,
+                    temperature=self.temperature if temperature is None else temperature,
+                    timeout=timeout or self.timeout,
+                    on_delta=on_delta,
+                ),
+                [*(system_msgs or ()), *messages],
+            )
 
         async def in_prompt(tools: list[dict[str, Any]]) -> ModelResponse:
             """The turn with the tools described in the prompt (text tool calling)."""
@@ -484,31 +529,68 @@ class LLM(UpstreamAsk):
                 raise
             await self._refuse("tools", e.message)
             return await in_prompt(tools)
-        if (
-            tools
-            and choice != "none"
-            and not response.message.tool_calls
-            and response.message.content
-        ):
-            return await self._calls_written_as_text(response, tools)
+        if tools and choice != "none" and not response.message.tool_calls:
+            self._note_prose_calls(response, tools)
         return response
 
-    async def _calls_written_as_text(
-        self, response: ModelResponse, tools: list[dict[str, Any]]
+    async def _model_turn(
+        self, model: Model, formatted: Formatted, params: ModelParams, messages: Messages
     ) -> ModelResponse:
-        """Tool calls written as text in a native turn are tool calls (see
-        ``text_mode.recover_text_calls``); in ``auto`` mode the endpoint is then remembered
-        as one that needs the tools in the prompt."""
-        from app.llm.text_mode import recover_text_calls
+        """One turn of a user's :class:`Model`: typed messages in, retries as configured,
+        text handed to ``on_delta`` in one piece when the model did not stream it, usage
+        recorded (estimated when the model reported none)."""
+        typed = [_typed(m) for m in messages]
+        relay = DeltaRelay(params.on_delta) if params.on_delta is not None else None
+        if relay is not None:
 
-        recovered = recover_text_calls(response, tools, self.model)
-        if recovered is not response and self.settings.tool_calling == "auto":
-            await self._refuse(
-                "tools",
-                "it answered a request with tools by writing the calls "
-                "as text (the tools were likely left out of the prompt)",
+            async def on_delta(piece: str) -> None:
+                await deliver(relay.target, relay.new_text(piece))
+
+            params.on_delta = on_delta
+
+        async def attempt() -> ModelResponse:
+            if relay is not None:
+                relay.attempt()
+            return await model.request(typed, params)
+
+        response = await with_retries(attempt, max_retries=self.max_retries, settings=self.settings)
+        if not isinstance(response, ModelResponse):
+            raise TypeError(
+                f"{type(model).__name__}.request() returned {type(response).__name__}, "
+                "not a ModelResponse"
             )
-        return recovered
+        if relay is not None and not relay.delivered:
+            await deliver(relay.target, response.message.content)
+        usage = response.usage
+        if usage.requests or usage.total_tokens:
+            usage.requests = usage.requests or 1
+            self._record_usage(usage)
+        else:
+            text = _produced_text(response.message)
+            response.usage = await self._usage_from(None, formatted, text)
+        return response
+
+    def _note_prose_calls(self, response: ModelResponse, tools: list[dict[str, Any]]) -> None:
+        """A native turn answered in text that looks like a call: never run, never remembered.
+
+        The model's prose is not the endpoint's word: a reply that quotes a call (to explain
+        one, say) must not execute it, nor mark the endpoint as refusing tools. Only an
+        endpoint's own refusal switches ``auto`` to text mode; a server that silently drops the
+        tools (a model's own chat template) needs ``tool_calling = "text"``, which the warning
+        names once per ``LLM``.
+        """
+        if self._warned_prose_calls or not response.message.content:
+            return
+        from app.llm.text_mode import text_mode_response, tool_names
+
+        if text_mode_response(response, tool_names(tools)) is not response:
+            self._warned_prose_calls = True
+            logger.warning(
+                f"Model '{self.model}' wrote what looks like a tool call in its text instead "
+                "of using the API's tool calls; it was not run. If the server leaves the tools "
+                'out of the prompt (a model\'s own chat template), set tool_calling = "text" '
+                "in its [llm] section."
+            )
 
     async def _text_turn(
         self,
@@ -597,6 +679,24 @@ class LLM(UpstreamAsk):
 
 #: Types whose values cannot change in place (a cached encoding of them stays true).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def model_argument(data: Any) -> Any:
+    """For the ``model=`` argument of agents and flows (a pydantic "before" validator): any
+    :class:`Model` becomes their ``llm``, upstream's facade over it."""
+    if not isinstance(data, dict) or "model" not in data:
+        return data
+    data = dict(data)
+    model = data.pop("model")
+    if data.get("llm") is not None:
+        raise ValueError("give either llm= or model=, not both")
+    data["llm"] = model if isinstance(model, LLM) else LLM.from_model(model)
+    return data
+
+
+def _typed(message: Message | dict[str, Any]) -> Message:
+    """A message as our type (upstream lets callers pass plain dicts)."""
+    return message if isinstance(message, Message) else Message.model_validate(message)
 
 
 def _produced_text(message: Message) -> str:

@@ -3,18 +3,28 @@
 The HTTP transport builds them from the status code, body and headers directly
 (:func:`error_from_response`), without the openai package; the SDK transport translates the
 SDK's exceptions (:func:`translate_error`), which reach the same function.
+
+What retrying cannot fix fails at once, naming the endpoint: a refused connection, a host
+that is not found, a failed TLS handshake (:func:`endpoint_error`), 401/403/404. A body that
+is not JSON (a web server's HTML page) is shown as a short excerpt (:func:`body_excerpt`).
 """
 
 from __future__ import annotations
 
+import errno
+import html
 import re
-from typing import Any
+import socket
+import ssl
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
 from app.exceptions import (
     ContextWindowExceededError,
     LLMAuthenticationError,
     LLMBadRequestError,
     LLMConnectionError,
+    LLMEndpointError,
     LLMError,
     LLMNotFoundError,
     LLMQuotaError,
@@ -28,7 +38,19 @@ from app.llm.arguments import loads_safely
 from app.llm.windows import context_numbers
 from app.logger import redact
 
-__all__ = ["error_from_response", "parse_retry_after", "translate_error"]
+__all__ = [
+    "EXCERPT_CHARS",
+    "body_excerpt",
+    "endpoint_error",
+    "error_from_response",
+    "parse_retry_after",
+    "translate_error",
+]
+
+#: Characters of a non-JSON body (tags stripped) an error message shows.
+EXCERPT_CHARS = 200
+
+_E = TypeVar("_E", bound=LLMError)
 
 # Patterns as text, matched with ``re.search`` (compiled on the first error, then cached by
 # ``re``): most processes never see an error, and compiling them costs every process.
@@ -45,7 +67,7 @@ _TOOLS_PATTERNS = (
 )
 
 
-def _clean(error: LLMError) -> LLMError:
+def _clean(error: _E) -> _E:
     """Providers echo rejected keys back ("Incorrect API key provided: sk-..."), so the message
     is cleaned of anything credential-shaped: it ends up in run results and on screens."""
     clean = redact(error.message)
@@ -70,8 +92,7 @@ def error_from_response(
         try:
             data = loads_safely(body)
         except ValueError:
-            text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-            data = text.strip()[:500] or f"HTTP {status}"
+            data = body_excerpt(body) or f"HTTP {status}"
     text, code = _error_text(data, status)
     return _clean(_from_status(status, text, code, data, headers, model=model, where=where))
 
@@ -161,6 +182,9 @@ def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLME
     if isinstance(error, openai.APITimeoutError):
         return LLMTimeoutError(f"Request to model '{model}'{where} timed out", model=model)
     if isinstance(error, openai.APIConnectionError):
+        final = endpoint_error(error, endpoint=base_url, model=model)
+        if final is not None:
+            return final
         cause = error.__cause__ or error.__context__
         detail = f": {cause}" if cause else ""
         return _clean(
@@ -181,6 +205,91 @@ def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLME
             LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
         )
     return _clean(LLMError(f"LLM request failed for model '{model}'{where}: {error}", model=model))
+
+
+def body_excerpt(body: bytes | str, limit: int = EXCERPT_CHARS) -> str:
+    """A short one-line excerpt of a body that is not JSON: an HTML page (a web server, not
+    an LLM API, answered) as its ``<title>``, else its text with tags stripped, at most
+    ``limit`` characters; a whole page would drown the one-line error it goes into."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    head = text[:65536]
+    if re.match(r"\s*<", head):
+        title = re.search(r"<title[^>]*>(.*?)</title", head, re.IGNORECASE | re.DOTALL)
+        if title and title.group(1).strip():
+            name = " ".join(html.unescape(title.group(1)).split())
+            return f"an HTML page titled {_cut(name, limit)!r}"
+        head = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>", " ", head)
+        words = " ".join(html.unescape(re.sub(r"<[^>]*>", " ", head)).split())
+        return f"an HTML page: {_cut(words, limit)!r}" if words else "an empty HTML page"
+    return _cut(" ".join(head.split()), limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def endpoint_error(error: BaseException, *, endpoint: str, model: str) -> LLMEndpointError | None:
+    """The final error for a connection that failed in a way retrying cannot fix (nothing
+    listens, the host is unknown, TLS fails), else None (a timeout or a reset stays
+    transient). Only failures while connecting count: the same exception types met
+    mid-answer are a broken connection, worth another try."""
+    causes = list(_causes(error))
+    if not any(type(cause).__name__ == "ConnectError" for cause in causes):
+        return None
+    where = endpoint.rstrip("/") or "the LLM endpoint"
+    for cause in causes:
+        if isinstance(cause, ConnectionRefusedError) or (
+            isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
+        ):
+            return LLMEndpointError(
+                f"Nothing listens at {where} (connection refused) for model '{model}': "
+                "is the server running, and is base_url right?",
+                model=model,
+            )
+        if isinstance(cause, socket.gaierror):
+            reason = cause.strerror or str(cause)
+            return LLMEndpointError(
+                f"The host of {where} was not found (DNS lookup failed: {reason}) for model "
+                f"'{model}': is base_url spelt right, and is the network up?",
+                model=model,
+            )
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            reason = cause.verify_message or cause.reason or str(cause)
+            return _clean(
+                LLMEndpointError(
+                    f"TLS with {where} failed (certificate: {reason}) for model '{model}': "
+                    "is base_url's host the one the certificate names, or does the server "
+                    "need a CA of its own (SSL_CERT_FILE)?",
+                    model=model,
+                )
+            )
+        if isinstance(cause, ssl.SSLError):
+            reason = cause.reason or str(cause)
+            return _clean(
+                LLMEndpointError(
+                    f"TLS with {where} failed ({reason}) for model '{model}': is it an "
+                    "https server? A local server usually wants http://, not https://",
+                    model=model,
+                )
+            )
+    return None
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what it came from (causes, contexts, the members of a group)."""
+    seen: set[int] = set()
+    pending = [error]
+    while pending and len(seen) < 64:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                pending.append(linked)
 
 
 def parse_retry_after(headers: Any) -> float | None:

@@ -32,9 +32,15 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.exceptions import LLMConnectionError, LLMError, LLMResponseError, LLMTimeoutError
+from app.exceptions import (
+    LLMConnectionError,
+    LLMEndpointError,
+    LLMError,
+    LLMResponseError,
+    LLMTimeoutError,
+)
 from app.llm.arguments import loads_safely
-from app.llm.errors import error_from_response
+from app.llm.errors import body_excerpt, endpoint_error, error_from_response
 from app.llm.streaming import StreamAssembler
 from app.llm.transport import ChatRequest, NoStream, Transport, deliver
 
@@ -98,7 +104,7 @@ class HttpTransport(Transport):
         split = urllib.parse.urlsplit(self.url)
         scheme = split.scheme.lower()
         if scheme not in ("http", "https") or not split.hostname:
-            raise LLMConnectionError(
+            raise LLMEndpointError(
                 f"Could not reach the LLM endpoint ({self.endpoint}): base_url must be an "
                 "http:// or https:// URL",
                 model="",
@@ -203,7 +209,7 @@ class HttpTransport(Transport):
                 await reply.close()  # unread (an error, a cancel): the connection closes
         except Exception as e:
             waited = time.monotonic() - started
-            error = _translated(
+            error = endpoint_error(e, endpoint=self.endpoint, model=request.model) or _translated(
                 e,
                 request.model,
                 timeout=f"Request to model '{request.model}' ({self.endpoint}) timed out: no "
@@ -430,13 +436,23 @@ def decode_completion(body: bytes, model: str, endpoint: str = "") -> dict[str, 
     try:
         data = loads_safely(body)
     except ValueError as e:
+        excerpt = body_excerpt(body)
+        if excerpt.startswith(("an HTML page", "an empty HTML page")):
+            # A web server, not an LLM API: asking again gets the same page.
+            raise LLMEndpointError(
+                f"{endpoint.rstrip('/') or 'The LLM endpoint'} answered model '{model}' with "
+                f"{excerpt}, not a chat completion: base_url must be the API's URL (it "
+                "usually ends in /v1), not a web page's",
+                model=model,
+            ) from e
         raise LLMResponseError(
-            f"Model '{model}'{where} answered with invalid JSON ({e}): {body[:200]!r}",
+            f"Model '{model}'{where} answered with invalid JSON ({e}): {excerpt!r}",
             model=model,
         ) from e
     if not isinstance(data, dict):
         raise LLMResponseError(
-            f"Model '{model}'{where} answered with JSON that is not an object: {body[:200]!r}",
+            f"Model '{model}'{where} answered with JSON that is not an object: "
+            f"{body_excerpt(body)!r}",
             model=model,
         )
     return data

@@ -4,7 +4,8 @@ The request pass itself (with its repairs of orphaned tool calls and misplaced i
 ``app.llm.formatting``; this module is its public face and the way back. The way back is the
 adapter edge for replies: whatever a broken or hostile server sends (a null message, lists that
 are not lists, calls that are not objects, arguments nested beyond any parser) becomes an
-``LLMResponseError`` here, or a value the agent can show the model, never a traceback.
+``LLMResponseError`` here, or a value the agent can show the model, never a traceback. Text
+with no UTF-8 encoding (a lone surrogate escape such as ``\\ud800``) is made valid here too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from app.llm.arguments import normalize_arguments
 from app.llm.formatting import IMAGE_OMITTED_NOTE, Formatted, image_part, prepare_messages
 from app.logger import logger
 from app.schema import Function, Message, ToolCall
+from app.text import clean_text
 
 __all__ = [
     "IMAGE_OMITTED_NOTE",
@@ -147,7 +149,11 @@ def _bad(model: str, what: str) -> LLMResponseError:
 
 def _message(data: dict[str, Any], model: str) -> tuple[Message, str | None]:
     content = _content(data.get("content"), model)
+    if content:
+        content = clean_text(content)  # whichever transport decoded it: valid UTF-8 from here
     reasoning = data.get("reasoning_content") or data.get("reasoning")
+    if isinstance(reasoning, str):
+        reasoning = clean_text(reasoning)
     thoughts = [reasoning.strip()] if isinstance(reasoning, str) and reasoning.strip() else []
     if content and _may_reason(content):
         from app.llm.text_tools import split_reasoning  # its regexes cost ~60 ms to import
@@ -206,6 +212,7 @@ def _tool_calls(data: dict[str, Any], model: str) -> list[ToolCall] | None:
             name = ""
         if not isinstance(name, str):
             raise _bad(model, "a tool call's name is not text")
+        name = clean_text(name)
         if not name.strip():
             # Kept, not dropped: the agent answers it with "unknown tool" and the model can
             # correct itself (llama.cpp's legacy function_call sometimes has an empty name).
@@ -218,7 +225,9 @@ def _tool_calls(data: dict[str, Any], model: str) -> list[ToolCall] | None:
                 if isinstance(call_id, str | int) and call_id != ""
                 else f"call_{uuid.uuid4().hex[:24]}",
                 type=call_type if isinstance(call_type, str) else "function",
-                function=Function(name=name, arguments=normalize_arguments(fn.get("arguments"))),
+                function=Function(
+                    name=name, arguments=clean_text(normalize_arguments(fn.get("arguments")))
+                ),
             )
         )
     return calls

@@ -1,21 +1,38 @@
-"""The model layer's contract: what one request to a chat model gives back.
+"""The model seam: what a chat model is to everything above ``app.llm``.
 
-Everything above ``app.llm`` (agents, flows, compaction) talks to a model through
-``LLM.request(...) -> ModelResponse``; the usage of a call travels with its response instead of
-through shared mutable state on the ``LLM``, so concurrent callers never see each other's.
+A model is anything with a ``name`` and one async method,
+``request(messages, params) -> ModelResponse``, on our typed :class:`~app.schema.Message`:
+the OpenAI-compatible endpoints behind :class:`app.llm.LLM`, an in-process function, a test
+double (:class:`app.testing.TestModel`) or a user's own class. Agents and flows take one as
+``model=`` (``LLM.from_model`` puts upstream's ``ask*`` facade, usage and token counting on top).
+
+The usage of a call travels with its response instead of through shared mutable state, so
+concurrent callers never see each other's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 from app.llm.usage import Usage
 from app.schema import Message
 
-__all__ = ["FINISH_REASONS", "ModelResponse"]
+__all__ = [
+    "FINISH_REASONS",
+    "DeltaCallback",
+    "Model",
+    "ModelParams",
+    "ModelResponse",
+    "ToolDefinition",
+]
 
 #: ``finish_reason`` values the OpenAI API defines; servers may send others (kept verbatim).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
+
+#: Receives each piece of the model's text as it is written; may be a coroutine function.
+DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 
 @dataclass(slots=True)
@@ -35,3 +52,70 @@ class ModelResponse:
     def truncated(self) -> bool:
         """The answer was cut at the token limit (it is not a complete answer)."""
         return self.finish_reason == "length"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool as a model sees it: its name, what it does, and a JSON schema of its arguments."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    @classmethod
+    def from_param(cls, param: dict[str, Any]) -> ToolDefinition:
+        """From the ``{"type": "function", "function": {...}}`` form tools are offered in."""
+        inner = param.get("function")
+        fn: dict[str, Any] = inner if isinstance(inner, dict) else param
+        parameters = fn.get("parameters")
+        return cls(
+            name=str(fn.get("name") or ""),
+            description=str(fn.get("description") or ""),
+            parameters=parameters if isinstance(parameters, dict) else {"type": "object"},
+        )
+
+    def to_param(self) -> dict[str, Any]:
+        """The ``{"type": "function", ...}`` form of the chat-completions API."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(slots=True)
+class ModelParams:
+    """Everything about one request besides the messages.
+
+    ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or
+    ``{"type": "function", "function": {"name": ...}}``. ``on_delta``, when set, asks for the
+    answer's text piece by piece as it is written (a model that cannot stream hands it over in
+    one piece). ``max_tokens`` and ``temperature`` of None leave the model's own settings.
+    """
+
+    tools: Sequence[ToolDefinition] = ()
+    tool_choice: str | dict[str, Any] = "auto"
+    max_tokens: int | None = None
+    temperature: float | None = None
+    timeout: float | None = None
+    on_delta: DeltaCallback | None = None
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A chat model: ``name`` for logs, usage and pricing, and one request method.
+
+    ``messages`` start with the system prompt when there is one; tool results are
+    ``role="tool"`` messages answering the assistant's ``tool_calls`` by id. Raise
+    ``app.exceptions.LLMTransientError`` (or a subclass) for a failure worth retrying and
+    another ``LLMError`` for one that is not; any other exception is a bug and ends the run.
+    """
+
+    name: str
+
+    async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        """One model turn."""
+        ...

@@ -1,17 +1,22 @@
 """Retrying transient LLM failures (rate limits, timeouts, dropped connections, 5xx, and
-malformed replies a bounded number of times).
+malformed replies a bounded number of times), on tenacity.
 
-Only ``LLMTransientError`` is retried: a bad key or an oversized prompt fails at once. The log
+Only ``LLMTransientError`` is retried: a timeout, a connection reset mid-answer, 429, 5xx.
+What retrying cannot fix fails at once: a bad key (401/403), a wrong model or path (404), an
+oversized prompt, and an endpoint that leads nowhere (``LLMEndpointError``: connection
+refused, host not found, TLS failure, a web page instead of an API). The log
 says "retry k/N" only for a retry that is really about to happen, with k counting from 1 to
-at most N.
+at most N. The policy (what is retried, how often, how long to wait) is :class:`RetryPolicy`;
+tenacity runs the loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from app.exceptions import LLMError, LLMRateLimitError, LLMResponseError, LLMTransientError
 from app.logger import logger
@@ -19,7 +24,9 @@ from app.logger import logger
 if TYPE_CHECKING:
     from app.config_models import LLMSettings
 
-__all__ = ["MAX_RESPONSE_RETRIES", "MAX_RETRY_AFTER", "retry_delay", "with_retries"]
+__all__ = ["MAX_RESPONSE_RETRIES", "MAX_RETRY_AFTER", "RetryPolicy", "retry_delay", "with_retries"]
+
+T = TypeVar("T")
 
 #: A Retry-After longer than this (seconds) is not waited for: the error goes to the caller.
 MAX_RETRY_AFTER = 300.0
@@ -28,31 +35,70 @@ MAX_RETRY_AFTER = 300.0
 MAX_RESPONSE_RETRIES = 2
 
 
+class RetryPolicy:
+    """How one request is retried: at most ``max_retries`` times, malformed replies at most
+    ``MAX_RESPONSE_RETRIES`` times, never past a Retry-After over ``MAX_RETRY_AFTER``;
+    exponential backoff with jitter between ``retry_min_wait`` and ``retry_max_wait``."""
+
+    def __init__(self, max_retries: int, settings: LLMSettings) -> None:
+        self.max_retries = max_retries
+        self.settings = settings
+        self.response_retries = 0
+
+    def stop(self, state: RetryCallState) -> bool:
+        error = _error_of(state)
+        done = state.attempt_number - 1  # retries made so far
+        if done >= self.max_retries or not _retryable(error):
+            return True
+        return isinstance(error, LLMResponseError) and self.response_retries >= MAX_RESPONSE_RETRIES
+
+    def wait(self, state: RetryCallState) -> float:
+        return retry_delay(self.settings, state.attempt_number, _error_of(state))
+
+    def before_sleep(self, state: RetryCallState) -> None:
+        error = _error_of(state)
+        if isinstance(error, LLMResponseError):
+            self.response_retries += 1
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning(
+            f"LLM request failed ({error}); retry {state.attempt_number}/{self.max_retries} "
+            f"in {delay:.2f}s"
+        )
+
+
 async def with_retries(
-    attempt: Callable[[], Awaitable[Any]], *, max_retries: int, settings: LLMSettings
-) -> Any:
+    attempt: Callable[[], Awaitable[T]], *, max_retries: int, settings: LLMSettings
+) -> T:
     """Run ``attempt`` again on transient failures, with exponential backoff and jitter;
-    rate limits wait at least as long as the server's Retry-After asks."""
-    done = 0  # retries made so far
-    response_retries = 0
-    while True:
-        try:
-            return await attempt()
-        except LLMTransientError as error:
-            allowed = max_retries
-            if isinstance(error, LLMResponseError):
-                allowed = min(max_retries, done + MAX_RESPONSE_RETRIES - response_retries)
-            if done >= allowed or not _retryable(error):
-                _gave_up(error, done + 1)
-                raise
-            done += 1
-            if isinstance(error, LLMResponseError):
-                response_retries += 1
-            delay = retry_delay(settings, done, error)
-            logger.warning(
-                f"LLM request failed ({error}); retry {done}/{max_retries} in {delay:.2f}s"
-            )
-            await asyncio.sleep(delay)
+    rate limits wait at least as long as the server's Retry-After asks. The error that ends
+    the loop says how many attempts were made.
+
+    The first attempt runs outside tenacity (nearly every request succeeds at once, and a
+    step should not pay for a retry loop); its failure is replayed as tenacity's first attempt.
+    """
+    try:
+        return await attempt()
+    except LLMTransientError as error:
+        first: list[LLMTransientError] = [error]
+
+    async def replayed() -> T:
+        if first:
+            raise first.pop()
+        return await attempt()
+
+    policy = RetryPolicy(max_retries, settings)
+    retrying = AsyncRetrying(
+        retry=retry_if_exception_type(LLMTransientError),
+        stop=policy.stop,
+        wait=policy.wait,
+        before_sleep=policy.before_sleep,
+        reraise=True,
+    )
+    try:
+        return await retrying(replayed)
+    except LLMTransientError as error:
+        _gave_up(error, int(retrying.statistics.get("attempt_number", 1)))
+        raise
 
 
 def retry_delay(settings: LLMSettings, number: int, error: LLMError) -> float:
@@ -62,6 +108,12 @@ def retry_delay(settings: LLMSettings, number: int, error: LLMError) -> float:
     if isinstance(error, LLMRateLimitError) and error.retry_after is not None:
         return max(error.retry_after, backoff)
     return backoff
+
+
+def _error_of(state: RetryCallState) -> LLMTransientError:
+    error: Any = state.outcome.exception() if state.outcome is not None else None
+    assert isinstance(error, LLMTransientError)  # only these are retried (retry=)
+    return error
 
 
 def _retryable(error: LLMTransientError) -> bool:

@@ -110,6 +110,15 @@ class OpenAITransport(Transport):
             stream=True,
             stream_cls=AsyncStream[ChatCompletionChunk],
         )
+        if "text/html" in stream.response.headers.get("content-type", ""):
+            # A web page, not an event stream: the same error as a plain request gets (it
+            # is not a refusal to stream, to be asked again without).
+            try:
+                body = await stream.response.aread()
+            finally:
+                await stream.close()
+            data = decode_completion(body, request.model, self.endpoint)
+            raise NoStream(data, "it answered a streamed request with plain JSON")
         assembler = StreamAssembler(request.model)
         last = time.monotonic()
         try:

@@ -12,6 +12,7 @@ from typing import Any
 
 from app.exceptions import LLMError, LLMResponseError
 from app.llm.arguments import loads_safely
+from app.text import clean_text
 
 __all__ = ["DeltaRelay", "StreamAssembler", "ThinkFilter"]
 
@@ -105,7 +106,8 @@ class StreamAssembler:
             finish = choice.get("finish_reason")
             if isinstance(finish, str) and finish:
                 self.finish_reason = finish
-        return text
+        # The piece goes out at once (the SDK decoded it, not us): valid UTF-8 only.
+        return clean_text(text) if text else text
 
     def _add_call(self, call: Any) -> None:
         if not isinstance(call, dict):

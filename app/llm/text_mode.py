@@ -19,11 +19,10 @@ from app.llm.formatting import Formatted
 from app.llm.model import ModelResponse
 from app.llm.text_tools import parse_tool_calls, render_tool_prompt, render_tool_result
 from app.llm.wire import dumps
-from app.logger import logger
 from app.prompt.text_mode import TOOL_CHOICE_REQUIRED, TOOL_CHOICE_SPECIFIC
 from app.schema import Message
 
-__all__ = ["recover_text_calls", "text_mode_messages", "text_mode_response", "tool_names"]
+__all__ = ["text_mode_messages", "text_mode_response", "tool_names"]
 
 
 def tool_names(tools: list[dict[str, Any]]) -> list[str]:
@@ -112,22 +111,3 @@ def text_mode_response(response: ModelResponse, names: list[str]) -> ModelRespon
         finish_reason="tool_calls",
         reasoning=response.reasoning,
     )
-
-
-def recover_text_calls(
-    response: ModelResponse, tools: list[dict[str, Any]], model: str
-) -> ModelResponse:
-    """A native turn whose answer holds tool calls written as text, made a tool-call turn.
-
-    Some servers (llama.cpp with a model's own chat template) silently leave the tools out of
-    the prompt, and the model writes its intended calls as prose; taking that as the final
-    answer would end the run as a success for work never done. Returns ``response`` itself
-    when the text holds no call.
-    """
-    recovered = text_mode_response(response, tool_names(tools))
-    if recovered is not response:
-        logger.warning(
-            f"Model '{model}' wrote {len(recovered.message.tool_calls or ())} tool "
-            "call(s) as text instead of using the API's tool calls; running them"
-        )
-    return recovered

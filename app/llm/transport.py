@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from app.llm.context import RequestGate, RequestTimer
+from app.llm.model import DeltaCallback
 
 __all__ = [
     "ChatRequest",
@@ -27,9 +27,6 @@ __all__ = [
     "Transport",
     "deliver",
 ]
-
-#: Receives each piece of the model's text; may be a coroutine function.
-DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 
 @dataclass(slots=True)

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app import own_servers
 from app.logger import logger
 from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
 from app.tool.base import BaseTool, ToolResult, format_output, result_failed
@@ -40,6 +41,9 @@ __all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main", "parse_args"]
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
 _CODE_TOOLS = ("bash", "python_execute")
+#: What the tools read from the config file. Without ``--run-task`` nothing needs a model, so
+#: ``[llm]`` (and its ``${OPENAI_API_KEY}``, often unset in a client-started server) is not read.
+TOOL_SECTIONS = frozenset({"workspace_root", "sandbox", "browser", "search", "limits"})
 
 
 class MCPServer:
@@ -224,7 +228,9 @@ class MCPServer:
             on_ready(f"http://{shown}:{bound_port}{path}")
         reaper = asyncio.ensure_future(self.sessions.reap_forever())
         try:
-            await server.serve(sockets=[sock])
+            # Our own browser_use may not open this server (app.own_servers).
+            with own_servers.listening("MCP server", sock):
+                await server.serve(sockets=[sock])
         finally:
             reaper.cancel()
             sock.close()
@@ -370,7 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow a non-loopback --host although bash and python_execute run arbitrary code",
     )
     parser.add_argument("--name", default="openmanus", help="server name reported to clients")
-    parser.add_argument("-c", "--config", type=Path, help="config file (for workspace, run_task)")
+    parser.add_argument(
+        "-c",
+        "--config",
+        type=Path,
+        help="config file: workspace, [sandbox], [browser]; [llm] only with --run-task",
+    )
     parser.add_argument("-w", "--workspace", type=Path, help="directory the tools work in")
     parser.add_argument(
         "--run-task",
@@ -422,10 +433,7 @@ async def _main(args: argparse.Namespace, transport: str) -> int:
     # stdin may be the MCP channel: nothing in here may ever read it for a human.
     set_input_provider(CallbackInputProvider(lambda question: None))
     try:
-        if args.config is not None:
-            from app.config import config
-
-            config.load(args.config)
+        _load_config(args.config, run_task=args.run_task)
         server = MCPServer(args.name, workspace=args.workspace, run_task=args.run_task)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -456,6 +464,18 @@ async def _main(args: argparse.Namespace, transport: str) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _load_config(path: Path | None, *, run_task: bool) -> None:
+    """Read the sections the server uses from ``path`` (else the default file, if any) now,
+    so a broken file fails at start; the whole file only with ``run_task``, whose agent needs
+    the model. No file at all: the tools use their defaults."""
+    from app.config import config, find_config_path
+
+    chosen = path if path is not None else find_config_path()
+    if path is None and not chosen.is_file():
+        return
+    config.load(chosen, sections=None if run_task else TOOL_SECTIONS)
 
 
 async def _cleanup_and_exit(server: MCPServer) -> None:

@@ -5,6 +5,7 @@ __all__ = [
     "CUT_ARGUMENTS_ERROR",
     "EMPTY_REPLY_PROMPT",
     "NEXT_STEP_PROMPT",
+    "NOT_RUN_ERROR",
     "REQUIRED_TOOL_PROMPT",
     "STUCK_PROMPT",
     "SYSTEM_PROMPT",
@@ -38,6 +39,12 @@ EMPTY_REPLY_PROMPT = (
 CONTINUE_PROMPT = (
     "Your last reply was cut off at the length limit. Continue exactly where it stopped, "
     "without repeating what you already wrote."
+)
+
+NOT_RUN_ERROR = (
+    "Error: this tool call was not run: your reply asked for {total} tool calls, and at most "
+    "{cap} run per reply (max_tool_calls_per_reply). The first {cap} ran; call again, in a "
+    "later reply, those of the others you still need."
 )
 
 CUT_ARGUMENTS_ERROR = (

@@ -2,18 +2,22 @@
 
 A container is controlled by model-written code, so an archive coming out of it may hold
 absolute paths, ``..`` components, links pointing out of the destination, device files or
-setuid bits. Every member is checked before anything is written, and extraction also uses
-Python's ``data`` filter as a second line.
+setuid bits. Every member is checked before anything is written; then each is written through
+the confined writer of :mod:`app.sandbox.files` (beneath the destination by descriptor, no
+link followed at any component), so a link the container's code swaps into the destination
+while it is extracted is refused instead of followed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import tarfile
 from pathlib import Path
 
-from app.exceptions import SandboxError
+from app.exceptions import SandboxError, ToolError
+from app.sandbox.files import open_directory, write_confined
 
 __all__ = ["MAX_ARCHIVE_BYTES", "make_tar", "safe_extract"]
 
@@ -62,7 +66,33 @@ def safe_extract(data: bytes, dest: Path) -> list[str]:
             members = tar.getmembers()
             for member in members:
                 _check_member(member, dest)
-            tar.extractall(dest, members=members, filter="data")
+            for member in members:
+                _write_member(tar, member, dest)
     except tarfile.TarError as exc:
         raise SandboxError(f"unusable archive: {exc}") from exc
+    except ToolError as exc:  # a link met on the way (PathChangedError names it)
+        raise SandboxError(f"refusing to extract: {exc}") from exc
     return [m.name for m in members]
+
+
+def _write_member(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> None:
+    """One checked member, written beneath ``dest`` by descriptor (like the ``data`` filter:
+    no set-id bits, no group/other write; a hard link becomes a copy of its target)."""
+    parts = tuple(p for p in member.name.split("/") if p not in ("", "."))
+    if not parts:
+        return
+    mode = (member.mode & 0o755) | 0o600
+    if member.isdir():
+        os.close(open_directory(dest, parts, create=True, mode=mode | 0o100))
+    elif member.issym():
+        parent = open_directory(dest, parts[:-1], create=True)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(parts[-1], dir_fd=parent)
+            os.symlink(member.linkname, parts[-1], dir_fd=parent)
+        finally:
+            os.close(parent)
+    else:
+        content = tar.extractfile(member)
+        payload = content.read() if content is not None else b""
+        write_confined(dest, parts, payload, mode=mode)

@@ -30,9 +30,20 @@ from app.sandbox.files import FileAccessPolicy, resolve_workspace
 from app.sandbox.guard import ProcessGuard
 from app.sandbox.launcher import LaunchOptions
 from app.sandbox.processes import ProcessScope
-from app.sandbox.sizes import parse_size
+from app.utils.sizes import parse_size
 
-__all__ = ["ExecResult", "LaunchSpec", "Sandbox", "SandboxLimits", "signal_exit_status"]
+__all__ = [
+    "PRIVATE_ENTRIES",
+    "ExecResult",
+    "LaunchSpec",
+    "Sandbox",
+    "SandboxLimits",
+    "signal_exit_status",
+]
+
+#: Workspace entries sandboxed code never sees nor gets handed: the agent's session files
+#: (``app.session.store`` keeps them in ``<workspace>/.sessions``).
+PRIVATE_ENTRIES = (".sessions",)
 
 _FILE_SIZE_LIMIT = 1024**3
 
@@ -292,20 +303,17 @@ class Sandbox(ABC):
         return await run_oneshot(self, [self.python, "-c", code], timeout or self.limits.timeout)
 
     async def read_file(self, path: str) -> bytes:
-        """Bytes of a workspace file (paths as the sandbox sees them; confined)."""
-        real = self.policy().resolve(self.to_host_path(path))
-        return await asyncio.to_thread(real.read_bytes)
+        """Bytes of a workspace file (paths as the sandbox sees them; confined, opened beneath
+        the workspace by descriptor so a link swapped in meanwhile is refused)."""
+        target = self.policy().locate(self.to_host_path(path))
+        return await asyncio.to_thread(target.read_bytes)
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Write a workspace file, creating parent directories (confined; no shell involved)."""
-        real = self.policy().resolve(self.to_host_path(path))
-
-        def work() -> None:
-            real.parent.mkdir(parents=True, exist_ok=True)
-            real.write_bytes(data)
-            self.adopt(real)
-
-        await asyncio.to_thread(work)
+        """Write a workspace file, creating parent directories, through the one confined
+        writer (beneath the workspace by descriptor, no link followed, atomic; no shell). What
+        it creates belongs to the sandbox's user (:attr:`file_owner`)."""
+        target = self.policy().locate(self.to_host_path(path))
+        await asyncio.to_thread(target.write_atomic, data, make_parents=True)
 
     def adopt(self, path: Path) -> None:
         """Make a file the agent wrote in the workspace usable by the sandbox's user (a no-op

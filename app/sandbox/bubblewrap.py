@@ -2,33 +2,39 @@
 
 What the sandboxed program sees: the system directories (``/usr``, ``/etc``, ``/bin``,
 ``/sbin``, ``/lib*``) and the Python installation read-only, the workspace read-write at the
-same path as on the host, a private ``/tmp``, its own ``/proc`` (with ``/proc/sys``
-read-only) and ``/dev``, and nothing else: home directories, ``/opt``, ``/sys``, the
-project's config and other users' files do not exist in there. It has its own user and PID
-namespaces (so everything it starts dies with it, ``setsid`` or not), no capabilities, and
-no network unless ``network_enabled`` (a private loopback only). Limits are rlimits plus the
-sandbox's process limit (``guard``).
+same path as on the host, a private ``/tmp`` (a tmpfs of at most ``memory_limit``), its own
+``/proc`` (with ``/proc/sys`` read-only) and ``/dev``, and nothing else: home directories,
+``/opt``, ``/sys``, the project's config and other users' files do not exist in there. It
+has its own user and PID namespaces (so everything it starts dies with it, ``setsid`` or
+not), no capabilities, and its own network namespace: a private loopback only, or with
+``network_enabled`` user-mode networking that cannot reach the host's loopback (``netns``).
+Limits are rlimits plus the sandbox's process limit (``guard``).
 
 It never runs as root. An agent running as a normal user runs the sandbox as itself. An agent
 running as root drops to an unprivileged user before starting ``bwrap``: the workspace's owner
 when that is not root, else ``nobody`` (65534), in which case the workspace is handed to
-``nobody`` (``chown``, files with one link only) so code can write there. Directories the
-sandbox binds are opened while still root and staged in a private mount namespace, so a
-closed parent directory (``/root``) does not get in the way.
+``nobody`` (``chown`` by descriptor, never through a link nor onto another mount, files with
+one link only: see ``handover``) so code can write there. Directories the sandbox binds are
+opened while still root and staged in a private mount namespace, so a closed parent
+directory (``/root``) does not get in the way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import shutil
-import stat
+import subprocess
 import sys
 from pathlib import Path
 
 from app.config_sections import SandboxSettings
 from app.exceptions import SandboxUnavailableError
-from app.sandbox.base import LaunchSpec, Sandbox, signal_exit_status
+from app.logger import logger
+from app.sandbox import netns
+from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox, signal_exit_status
+from app.sandbox.handover import adopt_path, adopt_tree
 from app.sandbox.launcher import LaunchOptions, launcher_argv
 from app.sandbox.processes import NamespaceScope, ProcessScope
 
@@ -43,6 +49,7 @@ _STAGE_ROOTS = ("/mnt", "/media", "/srv")
 #: Inside /etc, but not for model-run code: password hashes, host keys, TLS private keys.
 _MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
 _MASKED_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/openmanus")
+#: The terminal programs' session directory in the workspace (``app.session.store``).
 
 
 class BubblewrapSandbox(Sandbox):
@@ -93,12 +100,12 @@ class BubblewrapSandbox(Sandbox):
     def adopt(self, path: Path) -> None:
         user = self.file_owner
         if user is not None:
-            _chown_if_single(path, user)
+            adopt_path(self.workspace, path, user)
 
     async def _start(self) -> None:
         user = self.run_as
         if user == NOBODY:
-            await asyncio.to_thread(_adopt_tree, self.workspace, user)
+            await asyncio.to_thread(adopt_tree, self.workspace, user, skip=PRIVATE_ENTRIES)
         # One real launch proves that namespaces are allowed here (containers and hardened
         # kernels may forbid them), so the failure is a clear message rather than a tool error.
         spec = self.command(["true"])
@@ -154,8 +161,27 @@ class BubblewrapSandbox(Sandbox):
                 args += ["--tmpfs", str(directory)]
         return args
 
+    def _session_masks(self) -> list[str]:
+        """An empty read-only tmpfs over the workspace's session files (``.sessions``, see
+        ``app.session.store``), after the workspace bind it covers: sandboxed code must not
+        read or rewrite the history that ``--resume`` restores."""
+        sessions = self.workspace / PRIVATE_ENTRIES[0]
+        if os.path.islink(sessions) or not sessions.is_dir():
+            return []  # a link there is refused by the session store itself
+        return ["--tmpfs", str(sessions), "--remount-ro", str(sessions)]
+
     def exit_status(self, returncode: int | None) -> int | None:
         return signal_exit_status(returncode)
+
+    def _tmp_size(self) -> list[str]:
+        """``--size`` for the private ``/tmp``: it lives in memory, so it holds at most
+        ``memory_limit`` (a tmpfs left unbounded takes half the host's RAM)."""
+        size = self.limits.memory_bytes
+        if size is None:
+            return []
+        if not _tmpfs_size_supported(self.bwrap):
+            return []
+        return ["--size", str(size)]
 
     def _wrap(
         self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
@@ -169,7 +195,7 @@ class BubblewrapSandbox(Sandbox):
         # The private /tmp comes before the binds: Python (a venv in a checkout under /tmp,
         # say) and the workspace may live below /tmp, and a later tmpfs would hide them.
         args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
-        args += ["--dev", "/dev", "--tmpfs", "/tmp"]
+        args += ["--dev", "/dev", *self._tmp_size(), "--tmpfs", "/tmp"]
         user = self.run_as
         stage: list[tuple[int, str]] = []
         for source in self._bind_sources():
@@ -179,6 +205,7 @@ class BubblewrapSandbox(Sandbox):
         workspace = str(self.workspace)
         args += ["--bind", workspace, workspace]
         stage.append((len(args) - 2, workspace))
+        args += self._session_masks()
         args += [
             "--unshare-user", "--disable-userns",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -189,8 +216,11 @@ class BubblewrapSandbox(Sandbox):
             "--setenv", "HOME", "/tmp",
             "--setenv", "TMPDIR", "/tmp",
         ]  # fmt: skip
-        if not self.settings.network_enabled:
-            args.append("--unshare-net")
+        # Always a network namespace of its own: the host's would expose its loopback services.
+        args.append("--unshare-net")
+        slirp = netns.find_slirp4netns() if self.settings.network_enabled else None
+        if slirp is not None:
+            args += netns.bwrap_network_options()
         args += ["--", *argv]
         # rlimits are set outside and inherited: bwrap itself needs little.
         options = self.launch_options(rlimits)
@@ -204,7 +234,29 @@ class BubblewrapSandbox(Sandbox):
                 stage_root=root,
             )
         # ``stage`` holds indexes into ``args``, the very list the launcher execs.
-        return LaunchSpec(argv=launcher_argv(args, options), env=env, cwd="/")
+        command = launcher_argv(args, options)
+        if slirp is not None:  # user-mode networking, set up before the sandbox starts
+            command = netns.wrap(command, slirp)
+        return LaunchSpec(argv=command, env=env, cwd="/")
+
+
+@functools.cache
+def _tmpfs_size_supported(bwrap: str) -> bool:
+    """Whether this ``bwrap`` knows ``--size`` (0.7 and later); older ones get an unbounded
+    ``/tmp``, with a warning."""
+    try:
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    if "--size" in done.stdout + done.stderr:
+        return True
+    logger.warning(
+        f"{bwrap} is too old to bound the sandbox's /tmp (no --size option): code may fill it "
+        "past memory_limit; install bubblewrap 0.7 or later"
+    )
+    return False
 
 
 def _stage_root(stage: list[tuple[int, str]]) -> str | None:
@@ -213,31 +265,3 @@ def _stage_root(stage: list[tuple[int, str]]) -> str | None:
         if os.path.isdir(root) and not any(Path(path).is_relative_to(root) for _, path in stage):
             return root
     return None
-
-
-def _chown_if_single(path: Path, user: tuple[int, int]) -> None:
-    """``chown`` one file or directory without following links, and never a file with more
-    than one hard link (it may be a system file linked into the workspace)."""
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return  # a symlink, a socket, gone: nothing to hand over
-    try:
-        info = os.fstat(fd)
-        if (info.st_uid, info.st_gid) == user:
-            return
-        if stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink == 1):
-            os.fchown(fd, *user)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _adopt_tree(workspace: Path, user: tuple[int, int]) -> None:
-    """Hand the workspace to the sandbox's user (see the module docstring)."""
-    _chown_if_single(workspace, user)
-    for directory, dirs, files in os.walk(workspace):
-        for name in (*dirs, *files):
-            _chown_if_single(Path(directory) / name, user)

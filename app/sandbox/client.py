@@ -1,20 +1,26 @@
 """Upstream's sandbox client API (``SANDBOX_CLIENT.run_command(...)`` and friends) as a thin
 adapter onto our sandboxes (:mod:`app.sandbox.factory`).
 
-Upstream always ran a Docker container here; this client uses the ``[sandbox]`` backend of the
-configuration (``use_sandbox = true`` still means Docker). Files are read and written inside
-the sandbox's workspace only, text in UTF-8 as upstream did.
+``LocalSandboxClient().create(config, volume_bindings)`` starts a Docker container as upstream
+did (:class:`app.sandbox.core.sandbox.DockerSandbox`: files on container paths, any
+``volume_bindings``), unless ``config.backend`` names another backend: ``local`` and
+``bubblewrap`` have no container, so their files stay inside the workspace and they mount only
+the workspace. Used without ``create()`` (``SANDBOX_CLIENT``, the file operators), the client
+opens the ``[sandbox]`` backend of the configuration on the configured workspace
+(``use_sandbox = true`` still means Docker). Text is UTF-8 as upstream's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from app.config_sections import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
+from app.sandbox.files import write_confined
 
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
@@ -25,7 +31,9 @@ __all__ = [
     "LocalSandboxClient",
     "SandboxFileOperations",
     "UpstreamSandbox",
+    "copy_out",
     "create_sandbox_client",
+    "open_sandbox",
 ]
 
 
@@ -98,15 +106,13 @@ class UpstreamSandbox:
             raise SandboxError(f"Failed to write {path}: {e}") from e
 
     async def copy_from(self, src_path: str, dst_path: str) -> None:
-        """A workspace file of the sandbox copied to ``dst_path`` on the host."""
+        """A workspace file of the sandbox copied to ``dst_path`` on the host, through the
+        confined writer: beneath the workspace when it lies there (sandboxed code can plant
+        links in it), else beneath its own directory; never through a link, atomically."""
         data = await self.sandbox.read_file(src_path)
-        target = Path(dst_path)
-
-        def write() -> None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-
-        await asyncio.to_thread(write)
+        await asyncio.to_thread(
+            copy_out, data, Path(dst_path), self.sandbox.workspace, self.sandbox.file_owner
+        )
 
     async def copy_to(self, src_path: str, dst_path: str) -> None:
         """A host file copied into the sandbox's workspace as ``dst_path``."""
@@ -121,6 +127,36 @@ class UpstreamSandbox:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.cleanup()
+
+
+def copy_out(data: bytes, target: Path, workspace: Path, owner: tuple[int, int] | None) -> None:
+    """Write a file copied out of a sandbox: through the confined writer beneath the
+    workspace when it lands there (sandboxed code may have planted links), else into the
+    operator's own directory."""
+    target = Path(os.path.abspath(target))
+    for root in (Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))):
+        if target != root and target.is_relative_to(root):
+            write_confined(root, target.relative_to(root).parts, data, owner=owner)
+            return
+    target.parent.mkdir(parents=True, exist_ok=True)  # the operator's own directory
+    write_confined(target.parent, (target.name,), data)
+
+
+async def open_sandbox(
+    config: SandboxSettings,
+    volume_bindings: dict[str, str] | None,
+    backend: str,
+    configured_workspace: bool = False,
+) -> UpstreamSandbox:
+    """A started sandbox of ``backend`` with upstream's methods. Docker's work directory is a
+    private one unless bound (or ``configured_workspace``: the configured workspace)."""
+    if backend == "docker":
+        from app.sandbox.core.sandbox import DockerSandbox
+        from app.sandbox.files import default_workspace
+
+        workspace = default_workspace() if configured_workspace else None
+        return await DockerSandbox(config, volume_bindings, workspace=workspace).create()
+    return await UpstreamSandbox(config, volume_bindings, backend=backend).create()
 
 
 class BaseSandboxClient(ABC):
@@ -159,15 +195,19 @@ class LocalSandboxClient(BaseSandboxClient):
     async def create(
         self, config: SandboxSettings | None = None, volume_bindings: dict[str, str] | None = None
     ) -> None:
-        if self.sandbox is not None:
-            await self.sandbox.cleanup()
-        self.sandbox = await UpstreamSandbox(config, volume_bindings).create()
+        """Start a sandbox: a Docker container unless ``config.backend`` says otherwise."""
+        await self.cleanup()
+        config = config if config is not None else SandboxSettings()
+        self.sandbox = await open_sandbox(config, volume_bindings, config.backend or "docker")
 
     async def ready(self) -> UpstreamSandbox:
-        """The sandbox, created with the config's settings if :meth:`create` was not called."""
+        """The sandbox; without :meth:`create`, the configuration's ``[sandbox]`` backend on
+        the configured workspace."""
         if self.sandbox is None:
-            await self.create()
-        assert self.sandbox is not None
+            from app.sandbox.factory import current_settings
+
+            settings = current_settings()
+            self.sandbox = await open_sandbox(settings, None, settings.effective_backend, True)
         return self.sandbox
 
     async def run_command(self, command: str, timeout: int | None = None) -> str:

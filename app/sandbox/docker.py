@@ -4,28 +4,349 @@ The container is created on the first command and removed by ``cleanup()``. It r
 unprivileged: all capabilities dropped, ``no-new-privileges``, a read-only root file system
 with a private ``/tmp``, the host user's uid when that is not root, memory/CPU/process limits
 from ``[sandbox]``, and no network unless ``network_enabled``. The workspace is bind-mounted
-at ``work_dir``, so files need no copying; :meth:`copy_to`/:meth:`copy_from` move other files
-as tar archives, extracted with every member checked (``app.sandbox.archive``).
+at ``work_dir`` (plus any ``volume_bindings``), so files need no copying;
+:meth:`copy_to`/:meth:`copy_from` move other files as tar archives, extracted with every
+member checked (``app.sandbox.archive``).
+
+No container outlives its run: each carries labels naming the process that owns it
+(``openmanus.owner``: host, boot, pid and start time of that process) and the run
+(``openmanus.run``). ``cleanup()`` removes it; at interpreter exit (also after Ctrl-C) the
+process removes whatever it still owns; and every start removes containers whose owner is a
+process of this host that no longer exists (a run killed with ``kill -9``).
+
+Inside, each run carries a marker in its environment (``OPENMANUS_RUN_SCOPE``) that every
+process it starts inherits, ``setsid`` or not; through the container's pids cgroup the host
+finds and kills exactly those processes when a run times out or a shell closes
+(:class:`ContainerScope`), and reads from the cgroup whether a fork was refused
+(:class:`ContainerGuard`). Per-process rlimits go through util-linux's ``prlimit`` when the
+image has it (``RLIMIT_DATA``: a ``MemoryError`` rather than the container's OOM killer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import json
 import os
+import secrets
+import signal
+import socket
 import sys
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+from app.config_sections import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.logger import logger
 from app.sandbox.archive import MAX_ARCHIVE_BYTES, make_tar, safe_extract
-from app.sandbox.base import LaunchSpec, Sandbox, signal_exit_status
-from app.sandbox.sizes import parse_size
+from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox, signal_exit_status
+from app.sandbox.files import FileAccessPolicy
+from app.sandbox.guard import ProcessGuard, cgroup_members, pids_cgroup_dirs
+from app.sandbox.processes import ProcessScope, group_members, signal_group
+from app.utils.sizes import parse_size
 
-__all__ = ["DockerSandbox"]
+__all__ = [
+    "LABEL",
+    "OWNER_LABEL",
+    "RUN_LABEL",
+    "DockerSandbox",
+    "docker_client",
+    "owner_id",
+    "reap_own_containers",
+    "reap_stale_containers",
+    "run_id",
+]
 
-_LABEL = "openmanus.sandbox"
+LABEL = "openmanus.sandbox"
+OWNER_LABEL = "openmanus.owner"
+RUN_LABEL = "openmanus.run"
+
+#: Places a Docker engine socket lives; binding one (or a directory above it) into a
+#: container would hand the model the engine, i.e. root on the host.
+_ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
+
+#: The image scripts/setup-docker.sh builds offline from Debian packages.
+BUILT_IMAGE = "openmanus-sandbox:latest"
+
+_run_id: str | None = None
+_unpullable: dict[str, str] = {}  # image -> why pulling it failed (asked once per process)
+_fallback_told: set[str] = set()
+_atexit_registered = False
+_registry_lock = threading.Lock()
+
+
+def run_id() -> str:
+    """This run's id (``$OPENMANUS_RUN_ID``, else one per process), put on its containers."""
+    global _run_id
+    if _run_id is None:
+        _run_id = os.environ.get("OPENMANUS_RUN_ID") or uuid.uuid4().hex[:12]
+    return _run_id
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown-boot"
+
+
+def _start_time(pid: int) -> str | None:
+    """The start time of ``pid`` (clock ticks since boot), None if there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat.rsplit(b")", 1)[1].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def owner_id(pid: int | None = None) -> str:
+    """``host/boot/pid/start``: a process of this machine, never confused with a later one
+    that reuses its pid."""
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}/{_boot_id()}/{pid}/{_start_time(pid) or '?'}"
+
+
+def _owner_is_gone(owner: str) -> bool:
+    """Whether the process named by an owner label is dead (only for owners of this host)."""
+    parts = owner.split("/")
+    if len(parts) != 4 or parts[0] != socket.gethostname():
+        return False  # another machine sharing the engine: not ours to judge
+    host_boot, pid_text, start = parts[1], parts[2], parts[3]
+    if host_boot != _boot_id():
+        return True  # started before this machine's last boot
+    if not pid_text.isdigit():
+        return False
+    return _start_time(int(pid_text)) != start
+
+
+def docker_client() -> Any:
+    """A connected Docker SDK client; SandboxUnavailableError saying what to do otherwise."""
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError as exc:
+        raise SandboxUnavailableError(
+            "sandbox backend 'docker' needs the Docker SDK: pip install -e '.[docker]'"
+        ) from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except DockerException as exc:
+        raise SandboxUnavailableError(
+            f"sandbox backend 'docker': no Docker engine is reachable ({exc}); start "
+            "Docker (scripts/setup-docker.sh) or set DOCKER_HOST, or use backend = "
+            '"bubblewrap" or "local"'
+        ) from exc
+    return client
+
+
+def _remove(container: Any) -> None:
+    try:
+        container.remove(force=True)
+    except Exception as exc:
+        if type(exc).__name__ != "NotFound":
+            logger.warning(f"could not remove sandbox container {container.id[:12]}: {exc}")
+
+
+def reap_stale_containers(client: Any) -> list[str]:
+    """Remove sandbox containers whose owning process (on this host) is gone; their ids."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        owner = container.labels.get(OWNER_LABEL, "")
+        if owner and _owner_is_gone(owner):
+            _remove(container)
+            removed.append(container.id)
+    if removed:
+        logger.info(f"removed {len(removed)} sandbox container(s) left by an earlier run")
+    return removed
+
+
+def reap_own_containers() -> list[str]:
+    """Remove every sandbox container this process still owns (runs at interpreter exit)."""
+    try:
+        import docker
+
+        client = docker.from_env()
+    except Exception:
+        return []
+    removed = []
+    try:
+        label = f"{OWNER_LABEL}={owner_id()}"
+        for container in client.containers.list(all=True, filters={"label": label}):
+            _remove(container)
+            removed.append(container.id)
+    except Exception as exc:
+        logger.warning(f"could not list this run's sandbox containers: {exc}")
+    finally:
+        client.close()
+    return removed
+
+
+def _register_exit_reaper() -> None:
+    global _atexit_registered
+    with _registry_lock:
+        if not _atexit_registered:
+            _atexit_registered = True
+            atexit.register(reap_own_containers)
+
+
+def _socket_paths() -> list[Path]:
+    paths = [Path(p) for p in _ENGINE_SOCKETS]
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        paths.append(Path(host[len("unix://") :]))
+    return paths
+
+
+def check_bindings(bindings: dict[str, str], work_dir: str) -> dict[str, str]:
+    """``{host_dir: container_dir}`` made absolute and checked; SandboxError naming the problem
+    (relative container paths, the engine's socket or a directory holding it)."""
+    checked: dict[str, str] = {}
+    for host, inside in bindings.items():
+        if not str(inside).startswith("/"):
+            raise SandboxError(f"volume_bindings: container path {inside!r} must be absolute")
+        real = Path(os.path.realpath(Path(host).expanduser()))
+        for sock in _socket_paths():
+            sock_real = Path(os.path.realpath(sock))
+            if sock_real == real or sock_real.is_relative_to(real) or sock == real:
+                raise SandboxError(
+                    f"volume_bindings: {host!r} would expose the Docker engine's socket "
+                    f"({sock}) to sandboxed code; bind a directory that does not contain it"
+                )
+        if real.exists() and not real.is_dir() and real.is_socket():
+            raise SandboxError(f"volume_bindings: {host!r} is a socket; bind directories/files")
+        if inside.rstrip("/") == work_dir.rstrip("/"):
+            raise SandboxError(
+                f"volume_bindings: {inside!r} is the workspace mount; pass that directory "
+                "as the workspace instead"
+            )
+        checked[str(real)] = inside.rstrip("/") or "/"
+    return checked
+
+
+def pids_cgroup_of(pid: int) -> Path | None:
+    """The pids cgroup directory of host process ``pid`` (a container's init), if visible."""
+    for base, _ in pids_cgroup_dirs(pid):
+        if (base / "pids.max").exists():
+            return base
+    return None
+
+
+class ContainerGuard(ProcessGuard):
+    """The container's own pids cgroup, read only: the engine enforces ``pids_limit`` and
+    removes the cgroup; the tools read from it whether a fork was refused (a fork bomb) and
+    how many processes the sandbox has. Without a local engine (a remote DOCKER_HOST) it
+    reports nothing, as a guard without a cgroup does."""
+
+    @property
+    def cgroup_procs(self) -> str | None:
+        return None  # nothing on the host joins the container's cgroup
+
+    def open(self) -> None:
+        return None
+
+    def attach(self, init_pid: int | None) -> None:
+        self.cgroup = pids_cgroup_of(init_pid) if init_pid else None
+
+    def track(self, scope: Any) -> None:
+        return None
+
+    async def close(self) -> None:
+        self.cgroup = None  # the engine removes it with the container
+
+
+#: Environment variable marking every process of one run inside the container (inherited by
+#: all it starts, ``setsid`` or not), so the run can be found and killed from the host.
+RUN_MARKER = "OPENMANUS_RUN_SCOPE"
+
+
+def _has_marker(pid: int, marker: bytes) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return marker in environ.split(b"\0")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    state = raw[raw.rfind(b")") + 2 :].split()[:1]
+    return bool(state) and state[0] not in (b"Z", b"X")
+
+
+def _relay_token(pid: int) -> str | None:
+    """The run marker a relay process was started with (from its command line)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for arg in args:
+        if arg.startswith(b"{"):
+            with contextlib.suppress(ValueError, AttributeError):
+                token = json.loads(arg)["env"][RUN_MARKER]
+                return str(token)
+    return None
+
+
+class ContainerScope(ProcessScope):
+    """A run in the container: the relay on the host (group leader) plus every container
+    process carrying the run's marker, found through the container's cgroup. A process that
+    clears its environment escapes the run (not the container: it dies with the sandbox).
+    Without a visible cgroup (a remote engine) signals go through the relay, which forwards
+    them to the run's process group inside."""
+
+    def __init__(self, leader: int, guard: ContainerGuard, token: str) -> None:
+        super().__init__(leader)
+        self._guard = guard
+        self._marker = f"{RUN_MARKER}={token}".encode()
+
+    def _inside(self) -> list[int] | None:
+        cgroup = self._guard.cgroup
+        if cgroup is None:
+            return None
+        return [p for p in cgroup_members(cgroup) if _alive(p) and _has_marker(p, self._marker)]
+
+    def members(self) -> list[int] | None:
+        group = group_members(self.leader)
+        inside = self._inside()
+        if group is None and inside is None:
+            return None
+        return sorted(set(group or ()) | set(inside or ()))
+
+    def signal(self, sig: int) -> bool:
+        inside = self._inside()
+        if inside is None:
+            return signal_group(self.leader, sig)  # the relay forwards it
+        delivered = False
+        for pid in inside:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+                delivered = True
+        if sig == signal.SIGKILL or not inside:
+            delivered = signal_group(self.leader, sig) or delivered
+        return delivered
+
+    async def kill(self, *, deadline: float = 5.0) -> bool:
+        give_up = time.monotonic() + deadline
+        pause = 0.002
+        while True:
+            self.signal(signal.SIGKILL)
+            members = await asyncio.to_thread(self.members)
+            if not members:
+                return True
+            if time.monotonic() >= give_up:
+                logger.warning(f"sandbox run still has processes after SIGKILL: {members}")
+                return False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 class DockerSandbox(Sandbox):
@@ -34,10 +355,31 @@ class DockerSandbox(Sandbox):
     backend = "docker"
     host_processes = False  # the container's pids_limit holds the process limit
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        settings: SandboxSettings | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        *,
+        volume_bindings: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(settings, workspace)
+        self.volume_bindings = check_bindings(dict(volume_bindings or {}), self.settings.work_dir)
         self._client: Any = None
         self._container: Any = None
+        self._container_guard = ContainerGuard(self.limits.max_processes)
+        self.guard = self._container_guard
+        self._pending_tokens: list[str] = []
+        self._has_prlimit = False
+
+    @property
+    def container(self) -> Any:
+        """The running container (``docker.models.containers.Container``), None if stopped."""
+        return self._container
+
+    @property
+    def client(self) -> Any:
+        """The Docker SDK client of the running container, None if stopped."""
+        return self._client
 
     @property
     def container_id(self) -> str | None:
@@ -55,72 +397,132 @@ class DockerSandbox(Sandbox):
     def shell(self) -> str:
         return "/bin/bash"
 
-    def _user(self) -> str:
+    @property
+    def user(self) -> str:
+        """``uid:gid`` commands run as in the container: the agent's own, root stays root
+        (without capabilities)."""
         uid = os.getuid()
         return f"{uid}:{os.getgid()}" if uid != 0 else "0:0"
+
+    def _user(self) -> str:
+        return self.user
+
+    def labels(self) -> dict[str, str]:
+        """The labels the container carries: what it is, which process and run own it."""
+        return {LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()}
 
     async def _start(self) -> None:
         await asyncio.to_thread(self._start_sync)
 
     def _start_sync(self) -> None:
+        from docker.errors import DockerException
+
+        client = docker_client()
         try:
-            import docker
-            from docker.errors import DockerException, ImageNotFound
-        except ImportError as exc:
-            raise SandboxUnavailableError(
-                "sandbox backend 'docker' needs the Docker SDK: pip install -e '.[docker]'"
-            ) from exc
-        try:
-            client = docker.from_env()
-            client.ping()
-        except DockerException as exc:
-            raise SandboxUnavailableError(
-                f"sandbox backend 'docker': no Docker engine is reachable ({exc}); start "
-                'Docker or set DOCKER_HOST, or use backend = "bubblewrap" or "local"'
-            ) from exc
-        image = self.settings.image
-        try:
-            try:
-                client.images.get(image)
-            except ImageNotFound:
-                logger.info(f"pulling sandbox image {image}")
-                client.images.pull(image)
+            reap_stale_containers(client)
+            image = self._resolve_image(client)
             memory = parse_size(self.settings.memory_limit)
-            self._container = client.containers.run(
+            volumes = {str(self.workspace): {"bind": self.workdir, "mode": "rw"}}
+            for host, inside in self.volume_bindings.items():
+                Path(host).mkdir(parents=True, exist_ok=True)
+                volumes[host] = {"bind": inside, "mode": "rw"}
+            _register_exit_reaper()
+            created = client.containers.create(
                 image,
-                command=["sleep", "infinity"],
-                detach=True,
+                # Idles outside the workspace (what runs there is the model's); every
+                # command gets its working directory explicitly.
+                command=["tail", "-f", "/dev/null"],
                 init=True,
-                working_dir=self.workdir,
-                user=self._user(),
+                hostname="sandbox",
+                working_dir="/",
+                user=self.user,
                 mem_limit=memory,
                 memswap_limit=memory,
                 nano_cpus=int(self.settings.cpu_limit * 1e9),
                 pids_limit=self.settings.max_processes,
                 network_mode="bridge" if self.settings.network_enabled else "none",
-                volumes={str(self.workspace): {"bind": self.workdir, "mode": "rw"}},
+                volumes=volumes,
                 read_only=True,
-                tmpfs={"/tmp": "rw,nosuid,nodev,size=256m"},
+                tmpfs=self._tmpfs(),
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 privileged=False,
-                labels={_LABEL: "1"},
+                labels=self.labels(),
             )
+            for attempt in range(3):
+                try:
+                    created.start()
+                    break
+                except DockerException as exc:
+                    # runc fails now and then on an overloaded machine ("OCI runtime create
+                    # failed"); a second try usually works. Anything else is final.
+                    if attempt == 2 or "OCI runtime" not in str(exc):
+                        _remove(created)  # created but not started: not left behind
+                        raise
+                    logger.info(f"the engine could not start the container ({exc}); retrying")
+                except BaseException:
+                    _remove(created)
+                    raise
+            self._container = created
+        except SandboxUnavailableError:
+            client.close()
+            raise
         except DockerException as exc:
             client.close()
             raise SandboxUnavailableError(f"could not start the sandbox container: {exc}") from exc
         self._client = client
+        try:
+            # Per-process limits (RLIMIT_DATA: a MemoryError before the container's OOM
+            # killer; CPU time; file size) need util-linux's prlimit in the image.
+            probe = self._container.exec_run(["prlimit", "--version"], user=self.user)
+            self._has_prlimit = probe.exit_code == 0
+            if not self._has_prlimit:
+                logger.info(f"image {image} has no prlimit: only the container's limits apply")
+            self._container.reload()
+            self._container_guard.attach(int(self._container.attrs["State"]["Pid"]))
+        except (DockerException, KeyError, TypeError, ValueError):
+            self._container_guard.attach(None)
+
+    def _resolve_image(self, client: Any) -> str:
+        """``[sandbox] image``, pulled if missing. When the image was left at its default and
+        cannot be pulled (no registry), the one scripts/setup-docker.sh built offline."""
+        from docker.errors import DockerException, ImageNotFound
+
+        image = self.settings.image
+        with contextlib.suppress(ImageNotFound):
+            client.images.get(image)
+            return image
+        problem = _unpullable.get(image)
+        if problem is None:
+            logger.info(f"pulling sandbox image {image}")
+            try:
+                client.images.pull(image)
+                return image
+            except DockerException as exc:
+                problem = _unpullable[image] = str(exc)
+        if "image" not in self.settings.model_fields_set:
+            fallback = os.environ.get("OPENMANUS_SANDBOX_IMAGE") or BUILT_IMAGE
+            with contextlib.suppress(ImageNotFound):
+                client.images.get(fallback)
+                if fallback not in _fallback_told:
+                    _fallback_told.add(fallback)
+                    logger.info(f"sandbox image {image} cannot be pulled here; using {fallback}")
+                return fallback
+        raise SandboxUnavailableError(
+            f"sandbox image {image!r} is not on this machine and could not be pulled "
+            f"({problem}); build one offline with scripts/setup-docker.sh and set [sandbox] "
+            f'image = "{BUILT_IMAGE}" (docs/sandbox.md)'
+        )
 
     async def _cleanup(self) -> None:
         container, client = self._container, self._client
         self._container = self._client = None
 
+        self.guard.cgroup = None
+
         def work() -> None:
             if container is not None:
-                try:
-                    container.remove(force=True)
-                except Exception as exc:
-                    logger.warning(f"could not remove sandbox container {container.id}: {exc}")
+                _remove(container)
             if client is not None:
                 client.close()
 
@@ -134,19 +536,55 @@ class DockerSandbox(Sandbox):
     ) -> LaunchSpec:
         if self._container is None:
             raise SandboxError("the docker sandbox is not started")
-        options = json.dumps({"cwd": cwd, "env": env, "user": self._user()})
+        token = secrets.token_hex(8)
+        self._pending_tokens = [*self._pending_tokens[-7:], token]
+        env = {**env, RUN_MARKER: token}
+        limits = rlimits if self._has_prlimit else {}
+        options = json.dumps({"cwd": cwd, "env": env, "user": self.user, "rlimits": limits})
         relay = [sys.executable, "-m", "app.sandbox.docker_relay", self._container.id, options]
         # The relay is ours, not the model's: it keeps the agent's environment (DOCKER_HOST...).
         return LaunchSpec(argv=[*relay, "--", *argv], env=dict(os.environ), cwd=str(self.workspace))
 
+    def _tmpfs(self) -> dict[str, str]:
+        """The private ``/tmp``, and an empty read-only tmpfs over the workspace's session
+        files (``.sessions``, see ``app.session.store``): code in the container must not read
+        or rewrite the history that ``--resume`` restores."""
+        mounts = {"/tmp": "rw,nosuid,nodev,size=256m"}
+        sessions = self.workspace / PRIVATE_ENTRIES[0]
+        if sessions.is_dir() and not sessions.is_symlink():
+            inside = self.workdir.rstrip("/") + "/" + PRIVATE_ENTRIES[0]
+            mounts[inside] = "ro,nosuid,nodev,noexec,size=4k"
+        return mounts
+
+    def _scope(self, leader: int) -> ProcessScope:
+        """The run whose relay is ``leader``: its marker is read from the relay's arguments."""
+        token = _relay_token(leader)
+        if token is None:  # no /proc: the run started last from command()
+            token = self._pending_tokens[-1] if self._pending_tokens else secrets.token_hex(8)
+        self._pending_tokens.clear()
+        return ContainerScope(leader, self._container_guard, token)
+
+    def _mounts(self) -> list[tuple[str, str]]:
+        """(container dir, host dir) of every bind mount, the longest container path first."""
+        mounts = [(self.workdir.rstrip("/") or "/", str(self.workspace))]
+        mounts += [(inside, host) for host, inside in self.volume_bindings.items()]
+        return sorted(mounts, key=lambda m: len(m[0]), reverse=True)
+
     def to_host_path(self, path: str) -> str:
-        work = self.workdir.rstrip("/")
-        if path == work or path.startswith(work + "/"):
-            return str(self.workspace) + path[len(work) :]
+        for inside, host in self._mounts():
+            if path == inside or path.startswith(inside.rstrip("/") + "/"):
+                return host + path[len(inside.rstrip("/")) :]
         return path
 
     def to_sandbox_path(self, text: str) -> str:
-        return text.replace(str(self.workspace), self.workdir.rstrip("/"))
+        for inside, host in self._mounts():
+            text = text.replace(host, inside.rstrip("/"))
+        return text
+
+    def policy(self, allowed_paths: tuple[Path, ...] | list[Path] = ()) -> FileAccessPolicy:
+        """The workspace and every bound directory (what the container can see of the host)."""
+        extra = [*allowed_paths, *(Path(host) for host in self.volume_bindings)]
+        return FileAccessPolicy.create(self.workspace, extra, owner=self.file_owner)
 
     async def copy_to(self, source: Path, container_dir: str) -> None:
         """Copy a host file or directory into ``container_dir`` (as a tar archive)."""
@@ -157,8 +595,16 @@ class DockerSandbox(Sandbox):
     async def copy_from(self, container_path: str, dest: Path) -> list[str]:
         """Copy a path out of the container into ``dest``; unsafe members are refused."""
         await self.start()
+        data = await asyncio.to_thread(self.get_archive, container_path)
+        return await asyncio.to_thread(safe_extract, data, dest)
 
-        def work() -> list[str]:
+    def get_archive(self, container_path: str) -> bytes:
+        """A tar archive of ``container_path`` (bounded); FileNotFoundError if it is missing."""
+        from docker.errors import NotFound
+
+        if self._container is None:
+            raise SandboxError("the docker sandbox is not started")
+        try:
             stream, _ = self._container.get_archive(container_path)
             chunks, size = [], 0
             for chunk in stream:
@@ -166,6 +612,6 @@ class DockerSandbox(Sandbox):
                 if size > MAX_ARCHIVE_BYTES:
                     raise SandboxError(f"{container_path} is too large to copy out")
                 chunks.append(chunk)
-            return safe_extract(b"".join(chunks), dest)
-
-        return await asyncio.to_thread(work)
+        except NotFound:
+            raise FileNotFoundError(f"File not found in the sandbox: {container_path}") from None
+        return b"".join(chunks)

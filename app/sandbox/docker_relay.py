@@ -21,9 +21,31 @@ from typing import Any
 
 __all__ = ["main"]
 
-# The command becomes the leader of its own session inside the container and records its
-# pid, so a signal can reach everything it started.
-_PREFIX = ["setsid", "-w", "sh", "-c", 'echo "$$" > "$0"; exec "$@"']
+# A ``docker exec`` process already leads its own session and process group inside the
+# container: the shell records its pid (= the group) so a signal can reach everything the
+# command starts, then becomes the command (through ``prlimit`` when there are rlimits).
+_PREFIX = ["sh", "-c", 'echo "$$" > "$0"; exec "$@"']
+_PRLIMIT_NAMES = {
+    "RLIMIT_AS": "as",
+    "RLIMIT_CORE": "core",
+    "RLIMIT_CPU": "cpu",
+    "RLIMIT_DATA": "data",
+    "RLIMIT_FSIZE": "fsize",
+    "RLIMIT_NOFILE": "nofile",
+    "RLIMIT_NPROC": "nproc",
+}
+
+
+def prlimit_args(rlimits: dict[str, int]) -> list[str]:
+    """``prlimit --data=N:N ... --`` for ``rlimits`` (RLIMIT_CPU gets one more second hard,
+    so SIGXCPU comes before SIGKILL, as with the launcher of the other backends)."""
+    args = ["prlimit"]
+    for name, value in sorted(rlimits.items()):
+        option = _PRLIMIT_NAMES.get(name)
+        if option is not None:
+            hard = value + 1 if name == "RLIMIT_CPU" else value
+            args.append(f"--{option}={int(value)}:{int(hard)}")
+    return [*args, "--"] if len(args) > 1 else []
 
 
 def _raw_socket(stream: Any) -> socket.socket:
@@ -39,11 +61,12 @@ def main(argv: list[str]) -> int:
     command = argv[3:] if len(argv) > 3 and argv[2] == "--" else argv[2:]
     pidfile = f"/tmp/.openmanus-{secrets.token_hex(8)}.pid"
     api = docker.from_env().api
+    user = options.get("user") or ""  # "": the container's own user
 
     def forward(sig: int) -> None:
         script = f'[ -f "{pidfile}" ] && kill -{int(sig)} -- "-$(cat "{pidfile}")"'
         with contextlib.suppress(Exception):
-            exec_id = api.exec_create(container_id, ["sh", "-c", script], user=options["user"])
+            exec_id = api.exec_create(container_id, ["sh", "-c", script], user=user)
             api.exec_start(exec_id["Id"])
         if sig == signal.SIGTERM:
             # The tool will SIGKILL us after its grace; do not leave the command behind.
@@ -56,13 +79,13 @@ def main(argv: list[str]) -> int:
 
     exec_id = api.exec_create(
         container_id,
-        [*_PREFIX, pidfile, *command],
+        [*_PREFIX, pidfile, *prlimit_args(options.get("rlimits") or {}), *command],
         stdin=True,
         stdout=True,
         stderr=True,
         workdir=options["cwd"],
         environment=options["env"],
-        user=options["user"],
+        user=user,
     )["Id"]
     stream = api.exec_start(exec_id, socket=True)
     sock = _raw_socket(stream)
@@ -81,7 +104,7 @@ def main(argv: list[str]) -> int:
         os.write(2 if stream_id == 2 else 1, data)
     code = api.exec_inspect(exec_id).get("ExitCode")
     with contextlib.suppress(Exception):
-        api.exec_start(api.exec_create(container_id, ["rm", "-f", pidfile])["Id"])
+        api.exec_start(api.exec_create(container_id, ["rm", "-f", pidfile], user=user)["Id"])
     return int(code) if isinstance(code, int) else 1
 
 

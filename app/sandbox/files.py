@@ -5,8 +5,8 @@ loop flipping a directory into a symlink), so checking a path and then opening i
 enough. Here a path is checked once (``realpath`` against the allowed roots, for a clear
 message) and then every access is made *relative to a directory descriptor of the root*:
 
-* with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`` (Linux 5.6+, probed at run time),
-  the kernel refuses any resolution that would leave the root;
+* with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` (Linux 5.6+, probed at run time),
+  the kernel refuses any resolution that would leave the root or pass a symlink;
 * elsewhere (or with ``OPENMANUS_NO_OPENAT2=1``, which the tests use to cover this path),
   each component is opened with ``O_NOFOLLOW`` from the previous one's descriptor, so a
   symlink that appears anywhere in the path makes the access fail instead of following it.
@@ -15,6 +15,12 @@ The final name is never followed either. Writes are atomic: a temporary file in 
 directory, ``fsync``, then ``rename`` over the old name (its mode kept), so a full disk or a
 crash leaves the old content whole, and a hard link to a file elsewhere is never written
 through.
+
+Every file the agent's own process writes where sandboxed code can reach (the editor, charts,
+web uploads, sandbox copies, session logs) goes through this module: :func:`write_confined`
+(or :meth:`ConfinedPath.open_atomic` for a stream) writes beneath a root by descriptor,
+:func:`open_directory` opens or creates a directory beneath one. A link met on the way is
+refused with an error naming it (:class:`PathChangedError`), never followed.
 """
 
 from __future__ import annotations
@@ -25,31 +31,39 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 from app.exceptions import ToolError
 
 __all__ = [
+    "AtomicWrite",
     "ConfinedPath",
     "FileAccessPolicy",
     "PathChangedError",
+    "confined_path",
     "default_workspace",
     "is_within",
+    "open_directory",
     "openat2_available",
     "resolve_real",
     "resolve_workspace",
+    "write_confined",
 ]
 
 _RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _SYS_OPENAT2 = 437  # the same number on x86_64 and the generic table (aarch64, riscv64)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 _ESCAPES = (errno.ELOOP, errno.EXDEV, errno.EAGAIN)
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 
 
 class PathChangedError(ToolError):
@@ -72,11 +86,13 @@ def _syscall() -> Callable[..., int] | None:
 
 
 def _openat2(dir_fd: int, path: str, flags: int, mode: int = 0) -> int:
-    """``openat2`` beneath ``dir_fd``; raises ``OSError`` like ``os.open``."""
+    """``openat2`` beneath ``dir_fd``, no symlink followed (``ELOOP``); raises ``OSError`` like
+    ``os.open``."""
     fn = _syscall()
     if fn is None:
         raise OSError(errno.ENOSYS, "openat2 unavailable")
-    how = _OpenHow(flags | _CLOEXEC, mode, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    resolve = _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+    how = _OpenHow(flags | _CLOEXEC, mode, resolve)
     for _ in range(8):  # EAGAIN: a concurrent rename raced the lookup; the kernel asks to retry
         fd = fn(
             ctypes.c_long(_SYS_OPENAT2),
@@ -245,13 +261,283 @@ def _is_link(name: str, dir_fd: int) -> bool:
         return False
 
 
+def _first_link(root: Path, parts: Sequence[str]) -> tuple[Path, str] | None:
+    """The first component of ``root/parts`` that is a symbolic link now, with its target.
+
+    Only for the error message (the refusal itself never depends on it): best effort, walked
+    by descriptor like every access here, None when no link is there (any more).
+    """
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except OSError:
+        return None
+    try:
+        for i, part in enumerate(parts):
+            try:
+                st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    return root.joinpath(*parts[: i + 1]), os.readlink(part, dir_fd=fd)
+                if not stat.S_ISDIR(st.st_mode):
+                    return None
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                return None
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    return None
+
+
+def _link_error(
+    root: Path, parts: Sequence[str], target: Path, exc: OSError | None = None
+) -> PathChangedError:
+    """The refusal for a link met on the way to ``target``: names the link when it is found."""
+    found = _first_link(root, parts)
+    if found is None:
+        return _changed(target, exc)
+    link, destination = found
+    what = "" if link == target else f", on the way to {target},"
+    error = PathChangedError(
+        f"{link} is a symbolic link (to {destination}){what} and nothing is read or written "
+        "through links, so the access was refused. Remove the link or use another path "
+        "inside the workspace."
+    )
+    if exc is not None:
+        error.__cause__ = exc
+    return error
+
+
+def _split_relative(relative: str | os.PathLike[str] | Sequence[str]) -> tuple[str, ...]:
+    """Literal parts of a path relative to a root; ``ToolError`` for one that could leave it."""
+    if isinstance(relative, str | os.PathLike):
+        raw = os.fspath(relative)
+        if os.path.isabs(raw):
+            raise ToolError(f"{raw!r} is absolute; give a path relative to the workspace.")
+        parts = tuple(p for p in raw.split("/") if p not in ("", "."))
+    else:
+        parts = tuple(relative)
+    for part in parts:
+        if not part or part in (".", "..") or "/" in part or "\x00" in part:
+            raise ToolError(
+                f"{'/'.join(parts)!r} is not a plain path inside the workspace ('..', empty "
+                "parts and NUL bytes are refused)."
+            )
+    if not parts:
+        raise ToolError("Give a file path inside the workspace, not the workspace itself.")
+    return parts
+
+
+def open_directory(
+    root: str | os.PathLike[str],
+    parts: Sequence[str] = (),
+    *,
+    create: bool = False,
+    mode: int = 0o777,
+    owner: tuple[int, int] | None = None,
+    target: Path | None = None,
+) -> int:
+    """A descriptor of the directory ``root/parts``; no component is followed if it is a link.
+
+    ``root`` is trusted (the operator's; pass it resolved: its own last component is not
+    followed either). With ``create`` missing directories are made one at a time with
+    ``mkdirat`` (``mode``, then ``owner``) and each is opened ``O_NOFOLLOW`` from its parent's
+    descriptor; otherwise ``openat2`` does the whole walk where the kernel has it. A link
+    anywhere raises :class:`PathChangedError` naming it (``target``: the path it was for);
+    ``FileNotFoundError``/``NotADirectoryError`` propagate as from ``os.open``.
+    """
+    base = Path(root)
+    parts = tuple(parts)
+    about = target if target is not None else base.joinpath(*parts)
+    root_fd = os.open(base, _DIR_FLAGS)
+    if not parts:
+        return root_fd
+    if not create and openat2_available():
+        try:
+            return _openat2(root_fd, "/".join(parts), _DIR_FLAGS)
+        except OSError as exc:
+            # O_DIRECTORY on a final link is ENOTDIR: a link all the same
+            if exc.errno in _ESCAPES or (
+                exc.errno == errno.ENOTDIR and _first_link(base, parts) is not None
+            ):
+                raise _link_error(base, parts, about, exc) from exc
+            raise
+        finally:
+            os.close(root_fd)
+    fd = root_fd
+    try:
+        for i, part in enumerate(parts):
+            if create:
+                try:
+                    os.mkdir(part, mode, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                else:
+                    if owner is not None:  # a link swapped in meanwhile: lchown, harmless
+                        os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
+            try:
+                nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.EXDEV) or _is_link(part, fd):
+                    raise _link_error(base, parts[: i + 1], about, exc) from exc
+                raise
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def confined_path(
+    root: str | os.PathLike[str],
+    relative: str | os.PathLike[str] | Sequence[str],
+    *,
+    owner: tuple[int, int] | None = None,
+) -> ConfinedPath:
+    """``root/relative`` taken literally, for a name the agent chose (a chart, a copy).
+
+    Nothing is resolved: a link met at any component when it is used is refused with an
+    error naming it, never followed. ``relative`` may not be absolute nor contain ``..``.
+    """
+    base = Path(os.path.realpath(root))
+    parts = _split_relative(relative)
+    return ConfinedPath(real=base.joinpath(*parts), root=base, parts=parts, owner=owner)
+
+
+def write_confined(
+    root: str | os.PathLike[str],
+    relative: str | os.PathLike[str] | Sequence[str],
+    data: bytes,
+    *,
+    make_parents: bool = True,
+    owner: tuple[int, int] | None = None,
+    mode: int = 0o666,
+) -> Path:
+    """Write ``data`` as ``root/relative`` atomically, beneath ``root`` by descriptor.
+
+    The one writer for files the agent's process puts where sandboxed code can reach: missing
+    parents are created by descriptor (``owner``: who gets them and a new file), no link is
+    followed at any component (:class:`PathChangedError` names it), a hard link is replaced
+    rather than written through, and a failure (a full disk) leaves the old content whole.
+    ``mode`` (less the umask) is a new file's; a replaced one keeps its own. Returns the path.
+    """
+    target = confined_path(root, relative, owner=owner)
+    with target.open_atomic(make_parents=make_parents, mode=mode) as out:
+        out.write(data)
+    return target.real
+
+
+class AtomicWrite:
+    """A file being replaced: written under a temporary name beside it, then renamed over it.
+
+    Made by :meth:`ConfinedPath.open_atomic` for content that arrives in pieces (an upload).
+    As a context manager it commits when the block ends normally and aborts on an exception:
+    the temporary file is removed and the old content is untouched.
+    """
+
+    def __init__(self, target: ConfinedPath, dir_fd: int, mode: int) -> None:
+        """Takes ownership of ``dir_fd`` (closed on commit or abort, or here on an error)."""
+        self.path = target.real
+        self.size = 0
+        self._target = target
+        self._dir_fd = dir_fd
+        self._fd: int | None = None
+        try:
+            self._old = self._existing()
+            self._tmp = f".{target.name[:64]}.{secrets.token_hex(4)}.tmp"
+            self._fd = os.open(self._tmp, _TMP_FLAGS, mode, dir_fd=dir_fd)
+        except BaseException:
+            os.close(dir_fd)
+            raise
+
+    def _existing(self) -> os.stat_result | None:
+        try:
+            old = os.stat(self._target.name, dir_fd=self._dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISLNK(old.st_mode):
+            raise _link_error(self._target.root, self._target.parts, self.path)
+        if not stat.S_ISREG(old.st_mode):
+            raise ToolError(f"{self.path} exists and is not a regular file.")
+        return old
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Append ``data`` to the new content."""
+        if self._fd is None:
+            raise ValueError(f"the write of {self.path} is already finished")
+        view = memoryview(data).cast("B")
+        self.size += len(view)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def _settle(self, fd: int) -> None:
+        """Mode and owner: the old file's (when it is this file alone, not a hard link to one
+        elsewhere, and without set-id bits), else the default and ``owner``."""
+        old, owner = self._old, self._target.owner
+        if old is not None and old.st_nlink == 1:
+            os.fchmod(fd, stat.S_IMODE(old.st_mode) & 0o777)
+            if os.geteuid() == 0 and (old.st_uid, old.st_gid) != (0, 0):
+                with suppress(OSError):
+                    os.fchown(fd, old.st_uid, old.st_gid)
+        elif owner is not None:
+            os.fchown(fd, *owner)
+
+    def commit(self) -> Path:
+        """``fsync`` and rename over the target (a name, never followed); returns its path."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise ValueError(f"the write of {self.path} is already finished")
+        try:
+            try:
+                self._settle(fd)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            name = self._target.name
+            os.rename(self._tmp, name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
+        except BaseException:
+            self._discard()
+            raise
+        with suppress(OSError):
+            os.fsync(self._dir_fd)
+        os.close(self._dir_fd)
+        return self.path
+
+    def abort(self) -> None:
+        """Drop the new content; the old file stays as it was."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+            self._discard()
+
+    def _discard(self) -> None:
+        with suppress(OSError):
+            os.unlink(self._tmp, dir_fd=self._dir_fd)
+        os.close(self._dir_fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
 @dataclass(frozen=True)
 class ConfinedPath:
     """A checked path: its real location, the allowed root it lies in, and its parts below it.
 
-    Every method opens from a descriptor of ``root`` and never follows a symlink that would
-    leave it; a symlink appearing mid-way raises :class:`PathChangedError`. Methods block:
-    call them from a worker thread in async code.
+    Every method opens from a descriptor of ``root`` and never follows a symlink at any
+    component; a symlink met (planted before, or appearing mid-way) raises
+    :class:`PathChangedError`. Methods block: call them from a worker thread in async code.
     """
 
     real: Path
@@ -266,51 +552,14 @@ class ConfinedPath:
 
     # -- descriptors --------------------------------------------------------------------------
 
-    def _root_fd(self) -> int:
-        return os.open(self.root, _DIR_FLAGS)
-
-    def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> tuple[int, int]:
-        """A descriptor of the directory ``root/parts`` and how many parts were created."""
-        root_fd = self._root_fd()
-        if not parts:
-            return root_fd, 0
-        if not create and openat2_available():
-            try:
-                return _openat2(root_fd, "/".join(parts), _DIR_FLAGS), 0
-            except OSError as exc:
-                if exc.errno in _ESCAPES:
-                    raise _changed(self.real, exc) from exc
-                raise
-            finally:
-                os.close(root_fd)
-        fd, made = root_fd, 0
-        try:
-            for part in parts:
-                if create:
-                    try:
-                        os.mkdir(part, 0o777, dir_fd=fd)
-                        made += 1
-                        if self.owner is not None:
-                            os.chown(part, *self.owner, dir_fd=fd, follow_symlinks=False)
-                    except FileExistsError:
-                        pass
-                try:
-                    nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno in (errno.ELOOP, errno.EXDEV) or _is_link(part, fd):
-                        raise _changed(self.real, exc) from exc
-                    raise
-                os.close(fd)
-                fd = nxt
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd, made
+    def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> int:
+        """A descriptor of the directory ``root/parts`` (missing ones created if asked)."""
+        return open_directory(self.root, parts, create=create, owner=self.owner, target=self.real)
 
     @contextmanager
     def parent(self, *, create: bool = False) -> Iterator[int]:
         """The containing directory's descriptor (created, with missing parents, if asked)."""
-        fd, _ = self._open_dir(self.parts[:-1], create=create)
+        fd = self._open_dir(self.parts[:-1], create=create)
         try:
             yield fd
         finally:
@@ -322,7 +571,7 @@ class ConfinedPath:
         parts = self.parts[:-1]
         while parts:
             try:
-                fd, _ = self._open_dir(parts)
+                fd = self._open_dir(parts)
             except FileNotFoundError:
                 missing.append(self.root.joinpath(*parts))
                 parts = parts[:-1]
@@ -343,7 +592,7 @@ class ConfinedPath:
         except (FileNotFoundError, NotADirectoryError):
             return None
         if stat.S_ISLNK(st.st_mode):
-            raise _changed(self.real)
+            raise _link_error(self.root, self.parts, self.real)
         return st
 
     def kind(self) -> str:
@@ -363,7 +612,7 @@ class ConfinedPath:
                 fd = os.open(self.name, flags, dir_fd=dir_fd)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    raise _changed(self.real, exc) from exc
+                    raise _link_error(self.root, self.parts, self.real, exc) from exc
                 raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
@@ -377,51 +626,25 @@ class ConfinedPath:
 
     def open_dir(self) -> int:
         """A descriptor of this directory (for listing with ``os.scandir``)."""
-        fd, _ = self._open_dir(self.parts)
-        return fd
+        return self._open_dir(self.parts)
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write_atomic(self, data: bytes, *, make_parents: bool = False) -> None:
-        """Replace the file's content all at once: a temporary file in the same directory,
-        ``fsync``, ``rename``. The old file's mode (and, as root, owner) is kept. On any error
-        the temporary file is removed and the old content is untouched."""
+    def open_atomic(self, *, make_parents: bool = False, mode: int = 0o666) -> AtomicWrite:
+        """Start replacing the file (see :class:`AtomicWrite`); a link in its place or on the
+        way is refused, naming it, as is a name that is not a regular file."""
         if not self.parts:
             raise ToolError(f"{self.real} is a directory; give a file path.")
-        with self.parent(create=make_parents) as dir_fd:
-            try:
-                old = os.stat(self.name, dir_fd=dir_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                old = None
-            if old is not None and stat.S_ISLNK(old.st_mode):
-                raise _changed(self.real)
-            if old is not None and not stat.S_ISREG(old.st_mode):
-                raise ToolError(f"{self.real} exists and is not a regular file.")
-            tmp = f".{self.name[:64]}.{secrets.token_hex(4)}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-            fd = os.open(tmp, flags, 0o666, dir_fd=dir_fd)
-            try:
-                try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                    if old is not None:
-                        os.fchmod(fd, stat.S_IMODE(old.st_mode))
-                        if os.geteuid() == 0 and (old.st_uid, old.st_gid) != (0, 0):
-                            with suppress(OSError):
-                                os.fchown(fd, old.st_uid, old.st_gid)
-                    elif self.owner is not None:
-                        os.fchown(fd, *self.owner)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                os.rename(tmp, self.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            except BaseException:
-                with suppress(OSError):
-                    os.unlink(tmp, dir_fd=dir_fd)
-                raise
-            with suppress(OSError):
-                os.fsync(dir_fd)
+        dir_fd = self._open_dir(self.parts[:-1], create=make_parents)
+        return AtomicWrite(self, dir_fd, mode)
+
+    def write_atomic(self, data: bytes, *, make_parents: bool = False) -> Path:
+        """Replace the file's content all at once: a temporary file in the same directory,
+        ``fsync``, ``rename``. The old file's mode (and, as root, owner) is kept. On any error
+        the temporary file is removed and the old content is untouched. Returns the path."""
+        with self.open_atomic(make_parents=make_parents) as out:
+            out.write(data)
+        return self.real
 
     def unlink(self) -> bool:
         """Remove the file (or a link in its place); False when nothing was there."""

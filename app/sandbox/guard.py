@@ -7,7 +7,8 @@ flight: background jobs left by one command count against the next. Two ways, be
   the pids controller (cgroup v2, or the v1 ``pids`` hierarchy), each sandbox gets its own;
   every launched process joins it before ``exec`` (see ``launcher``), so the kernel refuses
   the fork past the limit, ``setsid`` or not, and closing the sandbox kills everything in it
-  and removes the cgroup. Typical when running as root.
+  and removes the cgroup. Typical when running as root. Killed processes count until they
+  are reaped; where nothing reaps them (see ``make_room``) the sandbox moves to a new cgroup.
 * **watchdog**: otherwise, a task that lives as long as the sandbox counts the processes of
   every run it launched (their scopes) and kills all of them once there are more than the
   limit. A fast fork bomb can overshoot between two polls (50 ms), and locally a process
@@ -23,12 +24,19 @@ import os
 import signal
 import time
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
 
 from app.logger import logger
 from app.sandbox.processes import ProcessScope
 
-__all__ = ["ProcessGuard", "find_pids_hierarchy", "sweep_orphans"]
+__all__ = [
+    "ProcessGuard",
+    "cgroup_members",
+    "find_pids_hierarchy",
+    "pids_cgroup_dirs",
+    "sweep_orphans",
+]
 
 _counter = itertools.count(1)
 _swept: set[Path] = set()  # hierarchies already swept for orphans by this process
@@ -51,26 +59,31 @@ def _mounts() -> list[tuple[str, str, str, str]]:
     return found
 
 
-def find_pids_hierarchy() -> Path | None:
-    """Our own cgroup in a hierarchy with the pids controller, if we may create children."""
+def pids_cgroup_dirs(pid: int | str = "self") -> Iterator[tuple[Path, bool]]:
+    """The directories of process ``pid``'s cgroups that hold the pids controller, with
+    whether each is in the unified (v2) hierarchy, as seen through this host's mounts."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
-        return None
+        return
     mounts = _mounts()
     for line in lines:
         hid, controllers, path = line.split(":", 2)
         for point, root, fstype, options in mounts:
             v1 = fstype == "cgroup" and "pids" in options.split(",") and "pids" in controllers
             v2 = fstype == "cgroup2" and hid == "0"
-            if not (v1 or v2):
-                continue
-            relative = os.path.relpath(path, root) if path.startswith(root) else path
-            base = Path(point) / relative.lstrip("/").removeprefix(".")
-            if v2 and not _v2_delegates_pids(base):
-                continue
-            if base.is_dir() and os.access(base, os.W_OK):
-                return base
+            if v1 or v2:
+                relative = os.path.relpath(path, root) if path.startswith(root) else path
+                yield Path(point) / relative.lstrip("/").removeprefix("."), v2
+
+
+def find_pids_hierarchy() -> Path | None:
+    """Our own cgroup in a hierarchy with the pids controller, if we may create children."""
+    for base, v2 in pids_cgroup_dirs():
+        if v2 and not _v2_delegates_pids(base):
+            continue
+        if base.is_dir() and os.access(base, os.W_OK):
+            return base
     return None
 
 
@@ -90,7 +103,18 @@ def _count_each(scopes: list[ProcessScope]) -> list[list[int] | None]:
     return [scope.members() for scope in scopes]
 
 
-def _procs(cgroup: Path) -> list[int]:
+def _refused_in(cgroup: Path) -> int:
+    try:
+        for line in (cgroup / "pids.events").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "max":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def cgroup_members(cgroup: Path) -> list[int]:
     try:
         return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
@@ -107,6 +131,10 @@ class ProcessGuard:
         self._scopes: list[ProcessScope] = []
         self._watchdog: asyncio.Task[None] | None = None
         self._finalizer: weakref.finalize[[Path], ProcessGuard] | None = None
+        #: How often the watchdog killed the sandbox's runs for being over the limit.
+        self.limit_kills = 0
+        self._refused_before = 0  # forks refused by cgroups given up (``make_room``)
+        self._retired: list[Path] = []  # cgroups given up that could not be removed yet
 
     @property
     def mode(self) -> str:
@@ -127,12 +155,17 @@ class ProcessGuard:
         if parent not in _swept:
             _swept.add(parent)
             sweep_orphans(parent)
+        path = self._new_cgroup(parent)
+        if path is not None:
+            self._use(path)
+
+    def _new_cgroup(self, parent: Path) -> Path | None:
         path = parent / f"openmanus-{os.getpid()}-{next(_counter)}"
         try:
             path.mkdir()
         except OSError as exc:
             logger.debug(f"no cgroup for the sandbox ({exc}); using the process watchdog")
-            return
+            return None
         try:
             if self.limit is not None:
                 (path / "pids.max").write_text(str(self.limit))
@@ -140,8 +173,13 @@ class ProcessGuard:
             logger.debug(f"cannot set pids.max ({exc}); using the process watchdog")
             with contextlib.suppress(OSError):
                 path.rmdir()
-            return
+            return None
+        return path
+
+    def _use(self, path: Path) -> None:
         self.cgroup = path
+        if self._finalizer is not None:
+            self._finalizer.detach()
         # A sandbox dropped without cleanup() (a tool nobody cleaned up) still leaves no
         # cgroup and no process behind: at garbage collection, or at the latest at exit.
         self._finalizer = weakref.finalize(self, _empty_and_remove, path)
@@ -159,28 +197,65 @@ class ProcessGuard:
     def members(self) -> list[int]:
         """Every live process of the sandbox."""
         if self.cgroup is not None:
-            return _procs(self.cgroup)
+            return cgroup_members(self.cgroup)
         found: set[int] = set()
         for scope in self._scopes:
             found.update(scope.members() or ())
         return sorted(found)
 
     def refused(self) -> int:
-        """Forks the cgroup has refused so far (``pids.events``); 0 without a cgroup."""
+        """Forks the sandbox's cgroups have refused so far (``pids.events``); 0 without."""
         if self.cgroup is None:
-            return 0
-        try:
-            for line in (self.cgroup / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
+            return self._refused_before
+        return self._refused_before + _refused_in(self.cgroup)
 
     def current(self) -> int:
         """How many processes the sandbox has now."""
         return len(self.members())
+
+    def pressure(self) -> tuple[int, int]:
+        """(forks the cgroup refused, watchdog kills) so far: both only grow, so a change
+        between two calls means the limit was hit meanwhile (a fork bomb, say)."""
+        return self.refused(), self.limit_kills
+
+    def has_room(self) -> bool:
+        """Whether a new command has room to start (a shell and a few processes): after a
+        fork bomb was killed its processes still count until they are reaped."""
+        if self.limit is None or self.cgroup is None:
+            return True
+        try:
+            used = int((self.cgroup / "pids.current").read_text())
+        except (OSError, ValueError):
+            used = len(cgroup_members(self.cgroup))
+        return used <= self.limit - max(4, self.limit // 8)
+
+    def make_room(self) -> bool:
+        """Start afresh in a new cgroup when the old one is full of dead processes: killed
+        processes whose parent died too are reaped by init, and an init that does not reap
+        orphans (the agent as PID 1 of a container, some VMs) would leave their pids counted
+        against the limit forever. Live processes move to the new cgroup; True when there is
+        room now."""
+        old = self.cgroup
+        if old is None or self.has_room():
+            return True
+        new = self._new_cgroup(old.parent)
+        if new is None:
+            return False
+        for _ in range(10):  # a process forking meanwhile leaves a child behind: again
+            procs = cgroup_members(old)
+            if not procs:
+                break
+            for pid in procs:
+                with contextlib.suppress(OSError):
+                    (new / "cgroup.procs").write_text(str(pid))
+        self._refused_before += _refused_in(old)
+        self._use(new)
+        try:
+            old.rmdir()  # no live process left: only the dead ones' count goes with it
+        except OSError:
+            self._retired.append(old)  # removed at close
+        logger.debug(f"sandbox cgroup {old} full of unreaped processes: now {new}")
+        return self.has_room()
 
     async def _watch(self) -> None:
         limit = self.limit
@@ -196,6 +271,7 @@ class ProcessGuard:
             count = len({pid for found in counts for pid in found or ()})
             if count > limit:
                 logger.warning(f"sandbox over its process limit ({count} > {limit}): killing")
+                self.limit_kills += 1
                 for scope in list(self._scopes):
                     scope.signal(signal.SIGKILL)
             await asyncio.sleep(_POLL)
@@ -213,8 +289,11 @@ class ProcessGuard:
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if cgroup is not None:
-            await asyncio.to_thread(_empty_and_remove, cgroup)
+        if cgroup is not None:  # pressure() only grows, across a close and a new open too
+            self._refused_before += await asyncio.to_thread(_refused_in, cgroup)
+        retired, self._retired = self._retired, []
+        for old in [*retired, *([cgroup] if cgroup is not None else [])]:
+            await asyncio.to_thread(_empty_and_remove, old)
 
 
 def sweep_orphans(parent: Path) -> list[Path]:
@@ -242,7 +321,7 @@ def _empty_and_remove(cgroup: Path, deadline: float = 5.0) -> None:
     give_up = time.monotonic() + deadline
     pause = 0.002
     while True:
-        procs = _procs(cgroup)
+        procs = cgroup_members(cgroup)
         for pid in procs:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

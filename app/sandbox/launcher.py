@@ -13,12 +13,18 @@ A tiny Python stub (``python -I -S -c``) runs between us and the real program, t
    by the staged paths;
 4. drops to ``user`` (uid, gid) with no supplementary groups;
 5. resets signal dispositions (an agent started in the background ignores SIGINT, and ignored
-   signals survive ``exec``).
+   signals survive ``exec``);
+6. on Linux, asks for SIGKILL when the agent (``parent``) dies (``PR_SET_PDEATHSIG``, set
+   after the privilege drop, which would clear it), and exits at once if the agent is already
+   gone: a ``kill -9`` of the agent takes the program with it. What the program started in
+   its turn is reaped by the backend (``local``: see :mod:`app.sandbox.local`; bubblewrap:
+   ``--die-with-parent`` and its PID namespace).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 
@@ -98,6 +104,15 @@ for name in ("SIGINT", "SIGQUIT", "SIGTERM", "SIGHUP", "SIGPIPE", "SIGXFSZ", "SI
     if hasattr(signal, name):
         signal.signal(getattr(signal, name), signal.SIG_DFL)
 signal.pthread_sigmask(signal.SIG_SETMASK, ())
+parent = opts.get("parent")
+if parent and sys.platform.startswith("linux"):
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the agent died before the line above took
+        os._exit(126)
 try:
     os.execvp(argv[0], argv)
 except OSError as exc:
@@ -116,6 +131,8 @@ class LaunchOptions:
     #: (index in argv, host path) pairs to stage below ``stage_root`` (root only).
     stage: tuple[tuple[int, str], ...] = ()
     stage_root: str | None = None
+    #: Die with this process (the agent: the default); 0 for no parent-death signal.
+    parent: int | None = None
 
 
 def launcher_argv(
@@ -125,6 +142,9 @@ def launcher_argv(
     if options is None or isinstance(options, dict):
         options = LaunchOptions(rlimits=dict(options or {}))
     settings: dict[str, object] = {"limits": options.rlimits}
+    parent = os.getpid() if options.parent is None else options.parent
+    if parent:
+        settings["parent"] = parent
     if options.cgroup:
         settings["cgroup"] = options.cgroup
     if options.user is not None:

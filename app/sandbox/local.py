@@ -6,18 +6,67 @@ scrubbed from the environment (and the agent's own ``/proc/<pid>/environ`` close
 the agent is not root), per-process memory/CPU/file-size limits, the sandbox's process limit
 (see ``guard``), and every process of a run killed afterwards (unless it left the process
 group with ``setsid``; with a cgroup those die when the sandbox closes).
+
+Nothing outlives the agent, not even after a ``kill -9``: each program gets a parent-death
+signal (see ``launcher``), and a small reaper (one per started sandbox, in a session of its
+own) holds a pipe from the agent and learns every run's process group; when the pipe ends
+(the agent died, however) it kills the groups still alive, and the sandbox's cgroup.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import os
+import subprocess
+import sys
 
 from app.logger import logger
 from app.sandbox.base import LaunchSpec, Sandbox
 from app.sandbox.launcher import launcher_argv
+from app.sandbox.processes import ProcessScope
 
 __all__ = ["LocalSandbox", "close_own_environ"]
+
+#: Reads process group ids (one a line) until its stdin ends, then kills those still alive
+#: and the cgroup (argv[1], if any). Groups found empty are forgotten every second, so a
+#: group id the system hands out again later is never killed by mistake.
+_REAPER = r"""
+import os, select, signal, sys
+for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP"):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+cgroup = sys.argv[1] if len(sys.argv) > 1 else ""
+groups, pending = set(), b""
+def alive(group):
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pass
+    return True
+while True:
+    ready, _, _ = select.select([0], [], [], 1.0)
+    if ready:
+        data = os.read(0, 4096)
+        if not data:
+            break
+        *lines, pending = (pending + data).split(b"\n")
+        groups.update(int(line) for line in lines if line.strip().isdigit())
+    groups = {group for group in groups if alive(group)}
+if cgroup:
+    try:
+        with open(cgroup, "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+for group in groups:
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+"""
 
 _network_warning_shown = False
 
@@ -26,13 +75,18 @@ class LocalSandbox(Sandbox):
     """The default backend."""
 
     backend = "local"
+    _reaper: subprocess.Popen[bytes] | None = None
 
     async def _start(self) -> None:
         global _network_warning_shown
         close_own_environ()
-        if not self.settings.network_enabled and not _network_warning_shown:
+        self._start_reaper()
+        # Said once per process, and only to a user who asked for no network (the default
+        # is no request at all: every run would repeat it).
+        asked = "network_enabled" in self.settings.model_fields_set
+        if asked and not self.settings.network_enabled and not _network_warning_shown:
             _network_warning_shown = True
-            logger.info(
+            logger.warning(
                 "sandbox backend 'local' cannot block network access (network_enabled = "
                 "false only takes effect with backend 'bubblewrap' or 'docker')"
             )
@@ -41,6 +95,50 @@ class LocalSandbox(Sandbox):
         self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
     ) -> LaunchSpec:
         return LaunchSpec(argv=launcher_argv(argv, self.launch_options(rlimits)), env=env, cwd=cwd)
+
+    def _scope(self, leader: int) -> ProcessScope:
+        """A run (started in a session of its own: its group id is its pid) is told to the
+        reaper, so it dies with the agent."""
+        reaper = self._reaper
+        if reaper is not None and reaper.stdin is not None:
+            try:
+                reaper.stdin.write(f"{leader}\n".encode())
+                reaper.stdin.flush()
+            except OSError:
+                self._reaper = None
+        return super()._scope(leader)
+
+    def _start_reaper(self) -> None:
+        """The process that kills what is left of the runs when the agent dies."""
+        if self._reaper is not None and self._reaper.poll() is None:
+            return
+        cgroup = self.guard.cgroup
+        argv = [sys.executable or "python3", "-I", "-S", "-c", _REAPER]
+        if cgroup is not None:
+            argv.append(str(cgroup / "cgroup.kill"))
+        try:
+            self._reaper = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # no Ctrl-C from the terminal, not in any run's group
+                close_fds=True,
+                cwd="/",  # not a process "in the workspace"
+            )
+        except OSError as e:
+            self._reaper = None
+            logger.warning(f"sandbox 'local': no reaper, processes may outlive a crash ({e})")
+
+    async def _cleanup(self) -> None:
+        reaper, self._reaper = self._reaper, None
+        if reaper is None:
+            return
+        with contextlib.suppress(OSError):
+            if reaper.stdin is not None:
+                reaper.stdin.close()  # its cue: kill what is left, then exit
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(reaper.wait, 10)
 
 
 _PR_SET_DUMPABLE = 4

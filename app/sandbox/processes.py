@@ -340,13 +340,14 @@ class NamespaceScope(ProcessScope):
         self._supervisor = supervisor_exe
         self._own_ns = _read(_PROC / "self" / "ns" / "pid")
         self._ns: str | None = None
+        self._init: int | None = None  # the namespace's pid 1 (the inner bwrap), host pid
 
     def _namespace(self) -> str | None:
         if self._ns is None:
             for child in _children(self.leader):
                 ns = _read(_PROC / str(child) / "ns" / "pid")
                 if ns is not None and ns != self._own_ns:
-                    self._ns = ns
+                    self._ns, self._init = ns, child
                     break
         return self._ns
 
@@ -377,6 +378,12 @@ class NamespaceScope(ProcessScope):
         return delivered or bool(members)
 
     def _kill_all(self) -> bool:
+        # The namespace's init first: the kernel then kills everything in the namespace at
+        # once, which a fork bomb cannot outrun, unlike one kill per process found in /proc.
+        self._namespace()
+        if self._init is not None and _alive(self._init):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self._init, signal.SIGKILL)
         members = self.members() or []
         alive = signal_group(self.leader, signal.SIGKILL)
         for pid in members:

@@ -2,9 +2,9 @@
 
 Sessions live in the workspace, which the model can write: it could replace ``.sessions`` (or
 a session file) with a symlink to make the next run write its history elsewhere. So the
-directory is opened with ``O_NOFOLLOW`` (its parent being the operator's workspace) and every
-file beneath it relative to that descriptor, again with ``O_NOFOLLOW``: a link there is an
-error, never followed.
+directory is opened (and made) by the one confined opener of :mod:`app.sandbox.files` beneath
+its parent, the operator's workspace, and every file beneath it relative to that descriptor
+with ``O_NOFOLLOW``: a link there is an error, never followed.
 
 A session being written is held with an exclusive ``flock`` on its own file for the whole run,
 so a second ``--resume`` of it fails at once (:class:`SessionBusyError`) instead of running the
@@ -22,11 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.exceptions import SessionBusyError, SessionError
+from app.sandbox.files import PathChangedError, open_directory
 
 __all__ = ["is_locked", "open_session_dir", "open_session_file", "read_all", "session_files"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 
 
 def _link_error(path: Path) -> SessionError:
@@ -38,36 +38,23 @@ def _link_error(path: Path) -> SessionError:
 
 @contextmanager
 def open_session_dir(directory: Path, *, create: bool) -> Iterator[int | None]:
-    """A descriptor of the sessions directory (created if asked; None if missing)."""
+    """A descriptor of the sessions directory (created if asked; None if missing), opened by
+    the one confined opener (:func:`app.sandbox.files.open_directory`) beneath its parent, the
+    operator's workspace, so a link in its place is refused, never followed."""
     parent = directory.parent
     if create:
         parent.mkdir(parents=True, exist_ok=True)
     try:
-        parent_fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+        fd = open_directory(os.path.realpath(parent), (directory.name,), create=create, mode=0o700)
     except FileNotFoundError:
         if create:
             raise
         yield None
         return
-    try:
-        if create:
-            try:
-                os.mkdir(directory.name, 0o700, dir_fd=parent_fd)
-            except FileExistsError:
-                pass
-        try:
-            fd = os.open(directory.name, _DIR_FLAGS, dir_fd=parent_fd)
-        except FileNotFoundError:
-            if create:
-                raise
-            yield None
-            return
-        except OSError as e:
-            if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _link_error(directory) from e
-            raise
-    finally:
-        os.close(parent_fd)
+    except PathChangedError as e:
+        raise _link_error(directory) from e
+    except NotADirectoryError as e:
+        raise _link_error(directory) from e
     try:
         yield fd
     finally:

@@ -2,25 +2,31 @@
 
 A process killed while writing leaves a partial last line; it is skipped and reported. A
 damaged line in the middle is skipped and reported too, so one bad line never loses a whole
-session. What comes out is the state at the last checkpoint: each agent's memory, step count,
-usage and whether its run was cut short, plus a flow's plans.
+session: whatever fails while one line is decoded or checked (nesting deeper than the parser
+follows, a field of the wrong type, NaN, a number out of range) skips that line only. Fields
+are checked here against what restoring needs (a message's role and texts, step counts, usage,
+plans), so restoring what was read cannot fail later. What comes out is the state at the last
+checkpoint: each agent's memory, step count, usage and whether its run was cut short, plus a
+flow's plans.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import SessionError
+from app.text import clean_tree
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
 
 __all__ = ["AgentSnapshot", "SessionData", "read_session"]
 
-_MESSAGE_FIELDS = ("role", "content", "tool_calls", "name", "tool_call_id")
+_MESSAGE_FIELDS = ("role", "content", "tool_calls", "name", "tool_call_id", "is_error")
 
 
 @dataclass
@@ -34,7 +40,7 @@ class AgentSnapshot:
     max_steps: int = 0
     state: str = "IDLE"
     usage: dict[str, Any] | None = None
-    running: bool = False  # a run started and never finished (crash, kill, Ctrl-C)
+    running: bool = False  # a run started and never finished (Ctrl-C, kill, crash)
     last_prompt: str | None = None
 
 
@@ -79,10 +85,13 @@ class SessionData:
 
     @property
     def state(self) -> str:
-        """``incomplete``, ``finished``, ``failed``, ``stopped`` (max steps) or ``empty``;
-        a session whose writing failed is ``incomplete`` whatever its records say."""
-        if self.incomplete or self.write_failed is not None:
+        """``interrupted`` (a task was cut short: Ctrl-C, a kill or a crash; ``--resume``
+        carries it on), ``finished``, ``failed``, ``stopped`` (max steps) or ``empty``; a
+        session whose writing failed is ``incomplete`` whatever its records say."""
+        if self.write_failed is not None:
             return "incomplete"
+        if self.incomplete:
+            return "interrupted"
         if self.kind == "flow":
             plan = self.plans.get(self.active_plan_id or "")
             if plan is None:
@@ -133,7 +142,9 @@ class SessionData:
 
 def read_session(path: Path, raw: bytes | None = None) -> SessionData:
     """Read ``path`` (or its bytes already read, ``raw``), never through a symlink; raises
-    ``SessionError`` only when it is not a session file at all."""
+    ``SessionError`` only when it is not a session file at all. Every other problem (a line
+    that is not JSON, nests too deep, holds the wrong types, NaN or numbers out of range, bytes
+    that are not UTF-8) skips that line and is reported in ``problems``."""
     if raw is None:
         from app.session.files import open_session_dir, read_file
 
@@ -153,24 +164,26 @@ def read_session(path: Path, raw: bytes | None = None) -> SessionData:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-            if not isinstance(record, dict):
-                raise ValueError("not an object")
-        except ValueError:
+            record = _decode(line)
+        except Exception as e:  # whatever is wrong with one line skips only that line
             if number == len(lines):
                 problems.append(
                     f"line {number} was cut off (the process stopped while writing "
                     "it) and was ignored"
                 )
             else:
-                problems.append(f"line {number} is damaged and was skipped")
+                problems.append(f"line {number} is damaged ({_why(e)}) and was skipped")
             continue
         if data is None:
             if record.get("type") != "session":
                 raise SessionError(f"{path} is not a session file (no session header)")
-            data = SessionData(id=str(record.get("id") or path.stem), path=path, header=record)
+            data = _header(path, record, problems)
             continue
-        _apply(data, record)
+        try:
+            _apply(data, record)
+        except Exception as e:  # the record is unusable, the session is not
+            problems.append(f"line {number} is damaged ({_why(e)}) and was skipped")
+            continue
         data.records += 1
     if data is None:
         raise SessionError(f"{path} is empty or not a session file")
@@ -178,45 +191,205 @@ def read_session(path: Path, raw: bytes | None = None) -> SessionData:
     return data
 
 
+class _Damaged(ValueError):
+    """A record whose fields do not have the types the writer gives them."""
+
+
+def _decode(line: str) -> dict[str, Any]:
+    """One line as a record: a JSON object, its text valid UTF-8 (a lone surrogate escape
+    becomes U+FFFD). Raises on anything else, nesting too deep included (RecursionError)."""
+    record = json.loads(line)
+    if not isinstance(record, dict):
+        raise _Damaged("not a JSON object")
+    return clean_tree(record)
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    if isinstance(error, _Damaged):
+        return str(error)
+    if isinstance(error, json.JSONDecodeError):
+        return f"not JSON: {error.msg}"
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:120]}"
+
+
+def _header(path: Path, record: dict[str, Any], problems: list[str]) -> SessionData:
+    """The session from its header line; fields of the wrong type are dropped (and reported)
+    so that listing the session never fails on them."""
+    header = dict(record)
+    for name in ("id", "kind", "program"):
+        if name in header and not isinstance(header[name], str):
+            problems.append(f"the header's {name!r} is not text and was ignored")
+            del header[name]
+    created = header.get("created")
+    if created is not None and _number(created) is None:
+        problems.append("the header's 'created' time is not a number and was ignored")
+        del header["created"]
+    return SessionData(id=str(header.get("id") or path.stem), path=path, header=header)
+
+
 def _apply(data: SessionData, record: dict[str, Any]) -> None:
+    """Apply one record. Every field is checked before anything changes, so a damaged record
+    (which raises) leaves the session as it was."""
     kind = record.get("type")
-    if isinstance(record.get("t"), int | float):
-        data.updated = max(data.updated, float(record["t"]))
-    key = str(record.get("agent") or "")
+    when = _number(record.get("t"))
+    key = _text(record, "agent") or ""
     if kind == "task":
-        data.tasks.append(str(record.get("prompt") or ""))
+        prompt = _text(record, "prompt")
+        data.tasks.append(prompt or "")
         data.flow_finished = False
-    elif kind == "message" and isinstance(record.get("message"), dict):
-        _agent(data, key).messages.append(record["message"])
-    elif kind == "memory" and isinstance(record.get("messages"), list):
-        _agent(data, key).messages = list(record["messages"])
+    elif kind == "message" and "message" in record:
+        message = _message(record["message"])
+        _agent(data, key).messages.append(message)
+    elif kind == "memory" and "messages" in record:
+        if not isinstance(record["messages"], list):
+            raise _Damaged("'messages' is not a list")
+        messages = [_message(m) for m in record["messages"]]
+        _agent(data, key).messages = messages
     elif kind == "run_started":
+        prompt = _text(record, "prompt")
+        max_steps = _count(record, "max_steps")
         snapshot = _agent(data, key)
         snapshot.running = True
         if not record.get("resumed"):
             snapshot.step = 0
             snapshot.usage = None
-        snapshot.last_prompt = record.get("prompt") or snapshot.last_prompt
-        snapshot.max_steps = int(record.get("max_steps") or snapshot.max_steps)
+        snapshot.last_prompt = prompt or snapshot.last_prompt
+        snapshot.max_steps = max_steps or snapshot.max_steps
     elif kind == "checkpoint":
+        name = _text(record, "name")
+        step = _count(record, "step")
+        max_steps = _count(record, "max_steps")
+        state = _text(record, "state")
+        usage = _usage(record.get("usage"))
         snapshot = _agent(data, key)
-        snapshot.name = str(record.get("name") or snapshot.name)
-        snapshot.step = int(record.get("step") or 0)
-        snapshot.max_steps = int(record.get("max_steps") or snapshot.max_steps)
-        snapshot.state = str(record.get("state") or snapshot.state)
-        snapshot.usage = record.get("usage") or snapshot.usage
+        snapshot.name = name or snapshot.name
+        snapshot.step = step or 0
+        snapshot.max_steps = max_steps or snapshot.max_steps
+        snapshot.state = state or snapshot.state
+        snapshot.usage = usage or snapshot.usage
     elif kind == "run_finished":
+        state = _text(record, "state")
         snapshot = _agent(data, key)
-        snapshot.running = False
-        snapshot.state = str(record.get("state") or snapshot.state)
-    elif kind == "plan" and isinstance(record.get("plans"), dict):
-        data.plans = record["plans"]
-        data.active_plan_id = record.get("active_plan_id")
+        # A run cut short by Ctrl-C says so: it stays to be carried on, as after a kill.
+        snapshot.running = record.get("interrupted") is True
+        snapshot.state = state or snapshot.state
+    elif kind == "plan" and "plans" in record:
+        plans = _plans(record["plans"])
+        active = record.get("active_plan_id")
+        if active is not None and not isinstance(active, str):
+            raise _Damaged("'active_plan_id' is not text")
+        data.plans = plans
+        data.active_plan_id = active
     elif kind == "flow_finished":
         data.flow_finished = True
     elif kind == "write_failed":
         data.write_failed = str(record.get("error") or "a write failed")
         data.problems.append(f"records were lost: {data.write_failed}")
+    if when is not None:
+        data.updated = max(data.updated, when)
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float; None for anything else (NaN, infinities, out of range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _text(record: dict[str, Any], name: str) -> str | None:
+    value = record.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _Damaged(f"{name!r} is not text")
+    return value
+
+
+def _count(record: dict[str, Any], name: str) -> int | None:
+    """A whole number of steps (None when absent); a writer only ever writes small ints."""
+    value = record.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_COUNT:
+        raise _Damaged(f"{name!r} is not a step count")
+    return value
+
+
+_MAX_COUNT = 10**9
+_ROLES = ("system", "user", "assistant", "tool")  # app.schema.ROLE_VALUES (pydantic not loaded)
+_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "requests")
+
+
+def _message(value: Any) -> dict[str, Any]:
+    """A stored message with the types ``app.schema.Message`` accepts, else ``_Damaged``
+    (checked here, so that restoring it later cannot fail)."""
+    if not isinstance(value, dict):
+        raise _Damaged("a message is not an object")
+    if value.get("role") not in _ROLES:
+        raise _Damaged("a message's role is not one of " + ", ".join(_ROLES))
+    for name in ("content", "name", "tool_call_id"):
+        if not isinstance(value.get(name), str | None):
+            raise _Damaged(f"a message's {name!r} is not text")
+    if not isinstance(value.get("is_error", False), bool):
+        raise _Damaged("a message's 'is_error' is not true or false")
+    calls = value.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            raise _Damaged("a message's 'tool_calls' is not a list")
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if (
+                not isinstance(function, dict)
+                or not isinstance(call.get("id"), str)
+                or not isinstance(call.get("type", ""), str)
+                or not isinstance(function.get("name"), str)
+                or not isinstance(function.get("arguments", ""), str)
+            ):
+                raise _Damaged("a message's tool call is malformed")
+    return value
+
+
+def _usage(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Damaged("'usage' is not an object")
+    for name in _USAGE_COUNTS:
+        count = value.get(name, 0)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise _Damaged(f"usage {name!r} is not a token count")
+    if not isinstance(value.get("estimated", False), bool):
+        raise _Damaged("usage 'estimated' is not true or false")
+    cost = value.get("cost")
+    if cost is not None and _number(cost) is None:
+        raise _Damaged("usage 'cost' is not a number")
+    return value
+
+
+def _plans(value: Any) -> dict[str, dict[str, Any]]:
+    """A flow's plans with the shape the planning tool keeps them in."""
+    if not isinstance(value, dict):
+        raise _Damaged("'plans' is not an object")
+    for plan in value.values():
+        if not isinstance(plan, dict):
+            raise _Damaged("a plan is not an object")
+        if not isinstance(plan.get("title"), str):
+            raise _Damaged("a plan's title is not text")
+        columns: list[list[Any]] = [
+            column
+            for column in (plan.get(name) for name in ("steps", "step_statuses", "step_notes"))
+            if isinstance(column, list) and all(isinstance(item, str) for item in column)
+        ]
+        if len(columns) != 3:
+            raise _Damaged("a plan's steps, statuses or notes are not lists of text")
+        if len({len(column) for column in columns}) != 1:
+            raise _Damaged("a plan's steps, statuses and notes differ in number")
+    return value
 
 
 def _agent(data: SessionData, key: str) -> AgentSnapshot:

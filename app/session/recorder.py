@@ -5,6 +5,11 @@ finishes, a run ends) it appends the messages added to the agent's memory since 
 the events seen meanwhile and a checkpoint (step count, state, usage), then flushes. When
 memory was rewritten rather than extended (trimming, compaction) it writes the whole memory
 once instead. Streamed text deltas are not written: the step's full text is, as a thought.
+
+A text is stored in full once, in its message record. Events and run records repeat texts
+(a thought, a tool's output, the step result, the final answer, the plan): there each text
+is cut to ``max_text_chars`` (``[limits] max_stored_text_chars``) with a marker, so a 20 MB
+answer makes a session file of about 20 MB, not five copies of it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,10 @@ if TYPE_CHECKING:
     from app.exceptions import SessionWriteError
     from app.schema import Message
 
-__all__ = ["SessionRecorder", "message_record"]
+__all__ = ["STORED_CUT", "SessionRecorder", "message_record"]
+
+#: Ends a text cut in an event or run record (its full text is in the message records).
+STORED_CUT = "… [cut for storage: {total} characters in all]"
 
 
 def message_record(message: Message) -> dict[str, Any]:
@@ -57,9 +65,13 @@ class _Tracked:
 class SessionRecorder:
     """Writes the history of the agents (and flow) attached to it into one session file."""
 
-    def __init__(self, writer: SessionWriter, session_id: str) -> None:
+    def __init__(
+        self, writer: SessionWriter, session_id: str, *, max_text_chars: int | None = None
+    ) -> None:
         self.writer = writer
         self.session_id = session_id
+        #: Longest text repeated in events and run records (None: ``[limits]``'s).
+        self.max_text_chars = max_text_chars if max_text_chars is not None else _stored_limit()
         self._tracked: dict[str, _Tracked] = {}
         self._unsubscribers: list[Callable[[], None]] = []
 
@@ -120,23 +132,27 @@ class SessionRecorder:
             self.note(
                 "run_started",
                 agent=tracked.key,
-                prompt=event.prompt,
+                prompt=self._preview(event.prompt),
                 max_steps=event.max_steps,
                 resumed=event.resumed,
             )
             await self.writer.flush()
             return
-        self.note("event", agent=tracked.key, event=event.to_json())
+        self.note("event", agent=tracked.key, event=self._shorten(event.to_json()))
         if isinstance(event, StepFinished | RunFinished):
             self._sync_memory(tracked)
             self._checkpoint(tracked)
             if isinstance(event, RunFinished):
+                # A run cancelled (Ctrl-C) ends with no stop reason and not in ERROR:
+                # recorded as interrupted, so ``--resume`` carries it on.
+                interrupted = not event.stop_reason and event.state != "ERROR"
                 self.note(
                     "run_finished",
                     agent=tracked.key,
                     state=event.state,
                     steps=event.steps,
-                    final_answer=event.final_answer,
+                    final_answer=self._preview(event.final_answer),
+                    **({"interrupted": True} if interrupted else {}),
                 )
             await self.writer.flush()
 
@@ -148,6 +164,21 @@ class SessionRecorder:
         if event.change == "summary":
             self.note("flow_finished", summary=event.note)
         await self.writer.flush()
+
+    def _preview(self, text: str | None) -> str | None:
+        """``text`` as repeated in a record: cut to ``max_text_chars`` with a marker."""
+        limit = self.max_text_chars
+        if text is None or len(text) <= limit:
+            return text
+        return text[:limit] + STORED_CUT.format(total=len(text))
+
+    def _shorten(self, data: dict[str, Any]) -> dict[str, Any]:
+        """An event's fields with every long text cut (see ``_preview``)."""
+        limit = self.max_text_chars
+        return {
+            key: self._preview(value) if isinstance(value, str) and len(value) > limit else value
+            for key, value in data.items()
+        }
 
     def _checkpoint(self, tracked: _Tracked) -> None:
         agent = tracked.agent
@@ -186,6 +217,17 @@ class SessionRecorder:
         tracked.first = messages[0] if messages else None
         tracked.last = messages[-1] if messages else None
         tracked.rewrite = False
+
+
+def _stored_limit() -> int:
+    """``[limits] max_stored_text_chars`` of the loaded config, else its default."""
+    from app.config import config
+    from app.config_models import LimitsSettings
+
+    if config.is_loaded:
+        return config.app_config.limits.max_stored_text_chars
+    default: int = LimitsSettings.model_fields["max_stored_text_chars"].default
+    return default
 
 
 def _copy_plan(plan: dict[str, Any]) -> dict[str, Any]:

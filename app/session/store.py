@@ -1,7 +1,9 @@
 """Where sessions live (``<workspace>/.sessions``), how they are named, listed and opened.
 
 Every file is opened beneath a descriptor of the directory, never through a symlink (see
-``app.session.files``), and a session being written is locked against a second writer.
+``app.session.files``), and a session being written is locked against a second writer. The
+``bubblewrap`` and ``docker`` sandboxes mount an empty read-only directory over
+``<workspace>/.sessions``, so code the model runs cannot rewrite the history resume trusts.
 """
 
 from __future__ import annotations
@@ -71,6 +73,15 @@ class SessionStore:
         if not _ID.match(text):
             raise SessionError(f"{text!r} is not a session id")
         return self.directory / f"{text}.jsonl"
+
+    def find(self, session: str | Path) -> Path:
+        """The file of an existing session; ``SessionError`` (with the recent ids) when there
+        is none, so a program can check ``--resume ID`` before it sets anything up."""
+        path = self.path(session)
+        with open_session_dir(path.parent, create=False) as dir_fd:
+            if dir_fd is None or not _exists(dir_fd, path.name):
+                raise self._unknown(session)
+        return path
 
     def start(self, kind: str, *, program: str = "", **header: Any) -> SessionRecorder:
         """A new session file with its header; attach agents or a flow to the recorder."""
@@ -181,9 +192,17 @@ class SessionStore:
             path=path,
             kind=data.kind,
             program=str(data.header.get("program")),
-            created=float(data.header.get("created") or 0.0),
+            created=float(data.header.get("created") or mtime),
             updated=data.updated or mtime,
             state=state,
             first_prompt=data.first_prompt,
             problems=tuple(data.problems),
         )
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False
+    return True

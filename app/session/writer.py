@@ -24,6 +24,7 @@ from typing import Any
 from app.exceptions import SessionWriteError
 from app.logger import logger, redact_registered
 from app.session.files import open_session_dir, open_session_file
+from app.text import clean_text
 
 __all__ = ["SessionWriter", "encode_record"]
 
@@ -78,7 +79,7 @@ class SessionWriter:
             if self._fd is None or self.error is not None:
                 return
             try:
-                _write_all(self._fd, text.encode("utf-8", "surrogateescape"))
+                _write_all(self._fd, _utf8(text))
             except OSError as e:
                 self.error = SessionWriteError(
                     f"Cannot write the session file {self.path}: {e.strerror or e}. It stops at "
@@ -101,11 +102,20 @@ class SessionWriter:
                     }
                 )
                 try:
-                    _write_all(self._fd, ("\n" + note).encode())
+                    _write_all(self._fd, _utf8("\n" + note))
                 except OSError:
                     pass
             os.close(self._fd)  # releases the session's lock
             self._fd = None
+
+
+def _utf8(text: str) -> bytes:
+    """``text`` as UTF-8; a lone surrogate that slipped past the edges (``app.text``) is
+    written as U+FFFD rather than failing the write, so the file stays valid UTF-8."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return clean_text(text).encode("utf-8")
 
 
 def _write_all(fd: int, data: bytes) -> None:

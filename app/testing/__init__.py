@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         tool_calls,
     )
     from app.testing.server import CapturedRequest, ScriptedLLMServer
+    from app.testing.test_model import TestModel, example_arguments
 
 __all__ = [
     "CapturedRequest",
@@ -56,6 +57,7 @@ __all__ = [
     "ScriptedLLMServer",
     "SlowReply",
     "StallReply",
+    "TestModel",
     "TextReply",
     "ToolCall",
     "ToolCallsReply",
@@ -64,6 +66,7 @@ __all__ = [
     "cut",
     "drop",
     "error",
+    "example_arguments",
     "keyed_server",
     "load_script",
     "model_path",
@@ -81,6 +84,8 @@ _OTHER_MODULES = {
     "LlamaServer": "app.testing.llama",
     "model_path": "app.testing.llama",
     "RecordingProxy": "app.testing.proxy",
+    "TestModel": "app.testing.test_model",
+    "example_arguments": "app.testing.test_model",
 }
 
 

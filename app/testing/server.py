@@ -9,7 +9,9 @@ Command line (for end-to-end tests that start it as a subprocess)::
 
     python -m app.testing.server --script replies.json [--port 0] [--log requests.jsonl]
 
-The first line on stdout is the base URL. The server runs until SIGTERM or SIGINT (and, with
+The first line on stdout is the base URL. ``--log`` writes each request as one JSON line, with
+the values of credential headers (``Authorization``, ``api-key``...) replaced by ``***``; the
+script format is in docs/testing.md. The server runs until SIGTERM or SIGINT (and, with
 ``--stdin-eof``, until its standard input is closed, so it dies with a parent holding the pipe),
 then exits 0.
 """

@@ -11,7 +11,30 @@ import threading
 from app.testing.replies import load_script
 from app.testing.server import CapturedRequest, ScriptedLLMServer
 
-__all__ = ["main"]
+__all__ = ["logged_request", "main"]
+
+#: Request headers whose values ``--log`` leaves out: a log file is shared more freely than
+#: the key the client under test was given.
+SECRET_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "api-key", "x-api-key", "cookie"}
+)
+REDACTED = "***"
+
+
+def logged_request(request: CapturedRequest) -> dict[str, object]:
+    """One ``--log`` line: the request as captured, credential headers replaced by ``***``
+    (the scheme of an ``Authorization`` header is kept: ``Bearer ***``)."""
+    record = request.to_json()
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        if name.lower() not in SECRET_HEADERS:
+            headers[name] = value
+        elif name.lower().endswith("authorization") and " " in value.strip():
+            headers[name] = f"{value.strip().split(' ', 1)[0]} {REDACTED}"
+        else:
+            headers[name] = REDACTED
+    record["headers"] = headers
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--script", required=True, help="JSON file holding a list of replies")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
     parser.add_argument("--model", default="scripted-model", help="model name for /v1/models")
-    parser.add_argument("--log", help="append every request to this file as JSON lines")
+    parser.add_argument(
+        "--log",
+        help="append every request to this file as JSON lines (credential headers as ***)",
+    )
     parser.add_argument(
         "--stdin-eof", action="store_true", help="also stop when standard input reaches end of file"
     )
@@ -39,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def log_request(request: CapturedRequest) -> None:
         if log_file is not None:
-            log_file.write(json.dumps(request.to_json()) + "\n")
+            log_file.write(json.dumps(logged_request(request)) + "\n")
             log_file.flush()
 
     stop = threading.Event()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from app.tool.chart.tools import DataVisualization, VisualizationPrepare
     from app.tool.crawl4ai import Crawl4aiTool
     from app.tool.create_chat_completion import CreateChatCompletion
+    from app.tool.function_tool import FunctionTool, tool
     from app.tool.mcp import MCPClients, MCPClientTool
     from app.tool.planning import PlanningTool
     from app.tool.python_execute import PythonExecute
@@ -32,6 +33,7 @@ __all__ = [
     "Crawl4aiTool",
     "CreateChatCompletion",
     "DataVisualization",
+    "FunctionTool",
     "MCPClientTool",
     "MCPClients",
     "PlanningTool",
@@ -43,6 +45,7 @@ __all__ = [
     "ToolResult",
     "VisualizationPrepare",
     "WebSearch",
+    "tool",
 ]
 
 _LOCATIONS = {
@@ -54,6 +57,7 @@ _LOCATIONS = {
     "Crawl4aiTool": "app.tool.crawl4ai",
     "CreateChatCompletion": "app.tool.create_chat_completion",
     "DataVisualization": "app.tool.chart.tools",
+    "FunctionTool": "app.tool.function_tool",
     "PlanningTool": "app.tool.planning",
     "MCPClientTool": "app.tool.mcp",
     "MCPClients": "app.tool.mcp",
@@ -65,6 +69,7 @@ _LOCATIONS = {
     "ToolResult": "app.tool.base",
     "VisualizationPrepare": "app.tool.chart.tools",
     "WebSearch": "app.tool.web_search",
+    "tool": "app.tool.function_tool",
 }
 
 

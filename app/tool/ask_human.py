@@ -14,12 +14,13 @@ import os
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable
-from typing import IO, Any, Protocol, runtime_checkable
+from typing import IO, Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import Field
 
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolResult
+from app.tool.declared import ToolArgs
 
 __all__ = [
     "NO_HUMAN_MESSAGE",
@@ -289,33 +290,27 @@ def get_input_provider() -> InputProvider:
     return _stdin_provider
 
 
+class AskHumanArgs(ToolArgs):
+    inquire: str = Field(
+        description="The question for the user, complete enough to answer without further context."
+    )
+
+
 class AskHuman(BaseTool):
     """Ask the user a question; the answer (or "nobody is there") goes back to the model."""
 
     name: str = "ask_human"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = Field(
-        default_factory=lambda: {
-            "type": "object",
-            "properties": {
-                "inquire": {
-                    "type": "string",
-                    "description": "The question for the user, complete enough to answer "
-                    "without further context.",
-                }
-            },
-            "required": ["inquire"],
-        }
-    )
+    Args: ClassVar[type[ToolArgs]] = AskHumanArgs
 
     #: Overrides the process-wide provider for this tool only.
     input_provider: InputProvider | None = None
     #: Seconds to wait for an answer; None waits as long as it takes.
     timeout: float | None = None
 
-    async def execute(self, inquire: str | None = None, **kwargs: Any) -> ToolResult:
+    async def execute(self, inquire: str = "", **kwargs: Any) -> ToolResult:
         """Ask and return the answer, or a "no human available" result; never hangs on no one."""
-        if not isinstance(inquire, str) or not inquire.strip():
+        if not inquire.strip():  # a blank question: the schema cannot say "not blank"
             raise ToolError("`inquire` is required: the question to ask the user.")
         provider = self.input_provider or get_input_provider()
         try:

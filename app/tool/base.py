@@ -6,11 +6,13 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.strict import StrictModel
+from app.text import clean_text
+from app.tool.declared import schema_of, validate_with
 from app.tool.validation import validator_for
 
 __all__ = [
@@ -25,7 +27,12 @@ __all__ = [
 
 
 class ToolResult(BaseModel):
-    """What a tool returns: output for the model, or an error the model can act on."""
+    """What a tool returns: output for the model, or an error the model can act on.
+
+    A failure is either ``error`` (its text is what the model reads) or ``is_error=True`` with
+    the text in ``output``; ``failed`` is True for both, and the tool message is marked
+    ``is_error`` for sessions, compaction and the web UI. Raising ``ToolError`` is the same.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -33,6 +40,7 @@ class ToolResult(BaseModel):
     error: str | None = Field(default=None)
     base64_image: str | None = Field(default=None)
     system: str | None = Field(default=None)
+    is_error: bool = Field(default=False)
 
     def __bool__(self) -> bool:
         return any(getattr(self, name) for name in type(self).model_fields)
@@ -50,6 +58,7 @@ class ToolResult(BaseModel):
             error=combine(self.error, other.error),
             base64_image=combine(self.base64_image, other.base64_image, False),
             system=combine(self.system, other.system),
+            is_error=self.is_error or other.is_error,
         )
 
     def __str__(self) -> str:
@@ -64,8 +73,9 @@ class ToolResult(BaseModel):
 
     @property
     def failed(self) -> bool:
-        """Whether the call failed: a ``ToolFailure`` or a result carrying an error."""
-        return isinstance(self, ToolFailure) or bool(self.error)
+        """Whether the call failed: a ``ToolFailure``, a result carrying an error, or one
+        marked ``is_error``."""
+        return self.is_error or isinstance(self, ToolFailure) or bool(self.error)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +107,13 @@ def result_failed(result: Any) -> bool:
 
 
 def format_output(value: Any) -> str:
-    """Render anything a tool may return as the text the model will read."""
+    """Render anything a tool may return as the text the model will read: valid UTF-8, so a
+    lone surrogate in a tool's output (a file name, a program's bytes) cannot break the
+    session file, the terminal or the web page later."""
+    return clean_text(_render(value))
+
+
+def _render(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -115,6 +131,12 @@ def format_output(value: Any) -> str:
 class BaseTool(ABC, StrictModel):
     """A capability the model can call: a name, a description and a JSON schema.
 
+    The arguments are declared once, as a pydantic model in ``Args`` (a ``ToolArgs``
+    subclass): ``parameters`` is derived from it (once per class) and each call is validated
+    by it, so ``execute`` receives every field, checked and converted. A tool without ``Args``
+    writes ``parameters`` by hand (MCP tools, whose schema comes from their server); its calls
+    are checked by ``app.tool.validation``.
+
     ``execute`` may return a ``ToolResult``, a string or any JSON-able value; raising
     ``ToolError`` (or any exception) turns into a failed result the model sees, never a crash.
     """
@@ -128,13 +150,30 @@ class BaseTool(ABC, StrictModel):
     #: such calls of one assistant message may then run at the same time.
     concurrency_safe: bool = False
 
-    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The model's arguments checked against ``parameters`` (coerced where lossless, e.g.
-        ``"5"`` for an integer); raises ``ToolArgumentsError`` listing every problem.
+    #: The arguments model, declared once: the schema and the check (see the class docstring).
+    Args: ClassVar[type[BaseModel] | None] = None
 
-        The schema is compiled once, then found by identity: replace ``parameters`` with a
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        model = self.arguments_model()
+        if model is not None and self.parameters is None:
+            self.__dict__["parameters"] = schema_of(model)  # the class's dict, built once
+
+    def arguments_model(self) -> type[BaseModel] | None:
+        """The model that declares this tool's arguments (``Args``), if it has one."""
+        return type(self).Args
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The model's arguments checked (coerced where lossless, e.g. ``"5"`` for an
+        integer); raises ``ToolArgumentsError`` listing every problem, each naming its field.
+
+        With an arguments model whose schema is ``parameters``, the model checks them;
+        otherwise ``parameters`` is compiled once, then found by identity: replace it with a
         new dict to change it (an edit in place is not noticed).
         """
+        model = self.arguments_model()
+        if model is not None and self.parameters is schema_of(model):
+            return validate_with(model, self.name, arguments)
         return validator_for(self.parameters).validate(self.name, arguments)
 
     def is_concurrency_safe(self, arguments: dict[str, Any]) -> bool:

@@ -28,7 +28,7 @@ import secrets
 import signal
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, PrivateAttr
 
@@ -44,9 +44,11 @@ from app.sandbox.processes import (
     format_seconds,
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
+from app.tool.declared import ToolArgs
 
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
+    from app.sandbox.guard import ProcessGuard
 
 __all__ = ["Bash"]
 
@@ -56,6 +58,16 @@ _MARK_OUT_FD = 250
 _MARK_ERR_FD = 251
 _MARKER_SEARCH_TAIL = 128  # bytes kept back so a marker split across reads is still found
 _RESTART_NOTE = "so the working directory and environment variables were reset"
+#: How often a session checks its sandbox's process limit: while a command runs, and between.
+_BUSY_POLL = 0.05
+_IDLE_POLL = 0.2
+#: After a command that left background processes, how long to watch whether they multiply
+#: up to the process limit (a fork bomb ``:(){ :|:& };:`` returns at once), so that its own
+#: result says so; the watch ends as soon as their number holds still.
+_SETTLE = 3.0
+_STEADY = 0.5
+#: A shell killed through bubblewrap exits with 128 + SIGKILL (without it: a negative code).
+_KILLED_THROUGH_BWRAP = 137
 
 _DESCRIPTION = (
     "Run a command in a persistent bash shell (the working directory starts at the "
@@ -74,13 +86,14 @@ def _marker(token: str, kind: str) -> re.Pattern[bytes]:
     return re.compile(rb"\n?__OM_" + token.encode() + rb"_" + kind.encode() + rb"_(-?\d+)__\n")
 
 
-def _print_marker(token: str, kind: str, status: str) -> str:
+def _print_marker(token: str, kind: str, status: str, err_status: str | None = None) -> str:
     # The marker is assembled by printf from two pieces, so the text of this line (which
-    # `set -v` or `set -x` may echo) never contains the marker itself.
+    # `set -v` or `set -x` may echo) never contains the marker itself. The one on stderr may
+    # carry another number (the last background job's pid, see ``_run``).
     fmt = "'\\n%s%s_%s__\\n'"
     return (
         f"printf {fmt} '__OM' '_{token}_{kind}' {status} >&{_MARK_OUT_FD}; "
-        f"printf {fmt} '__OM' '_{token}_{kind}' {status} >&{_MARK_ERR_FD}"
+        f"printf {fmt} '__OM' '_{token}_{kind}' {err_status or status} >&{_MARK_ERR_FD}"
     )
 
 
@@ -150,6 +163,10 @@ class _StreamWatcher:
         return result
 
 
+def _killed(returncode: int | None) -> bool:
+    return returncode is not None and (returncode < 0 or returncode == _KILLED_THROUGH_BWRAP)
+
+
 class _Session:
     """A running bash process and the state needed to talk to it."""
 
@@ -170,6 +187,15 @@ class _Session:
         self.pgid: int = transport.get_pid()
         self.scope = scope
         self.closed = False
+        #: Processes the session had when its limit watch killed it (None: not killed so).
+        self.over_limit: int | None = None
+        self.limit_hit = asyncio.Event()
+        self.busy = False
+        self.resting = 0  # the session's processes after its last command
+        self.last_job: int | None = 0  # the shell's ``$!`` after its last command
+        self._watcher: asyncio.Task[None] | None = None
+        self._guard: ProcessGuard | None = None
+        self._pressure = (0, 0)  # the guard's pressure when the command started
         # Last resort if the tool is dropped without cleanup(): no shell outlives the program.
         self._finalizer = weakref.finalize(self, _kill_quietly, self.pgid)
 
@@ -206,12 +232,86 @@ class _Session:
         await self.stdout.found.wait()
         await self.stderr.found.wait()
 
+    def watch_limit(self, guard: ProcessGuard, limit: int) -> None:
+        """Watch the sandbox's process limit for as long as the session lives."""
+        self._guard = guard
+        watch = _watch_limit(weakref.ref(self), weakref.ref(guard), limit)
+        self._watcher = self.loop.create_task(watch)
+
+    async def stop_for_limit(self, guard: ProcessGuard, count: int) -> None:
+        """Kill the session for the limit (see ``_watch_limit``), then wait for room."""
+        self.over_limit = count
+        self.limit_hit.set()
+        await self.scope.kill()
+        # The killed processes count against the limit until they are reaped: wait for room,
+        # so the next command's shell can fork (or start the sandbox's cgroup afresh).
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 1.0
+        while not await asyncio.to_thread(guard.has_room):
+            if loop.time() >= give_up:
+                await asyncio.to_thread(guard.make_room)
+                break
+            await asyncio.sleep(_BUSY_POLL)
+
+    async def begin(self) -> None:
+        """A command starts: remember the limit's state, to tell whether it was hit since."""
+        self.busy = True
+        if self._guard is not None:
+            self._pressure = await asyncio.to_thread(self._guard.pressure)
+
+    async def pressure_changed(self) -> bool:
+        """Whether the limit was hit (a fork refused, a kill for it) since the command began."""
+        guard = self._guard
+        return guard is not None and await asyncio.to_thread(guard.pressure) != self._pressure
+
+    async def settle(self, last_job: int | None) -> bool:
+        """After a command: True if processes it left in the background multiply up to the
+        limit (see ``_SETTLE``); False once their number holds still and no fork was
+        refused meanwhile. ``last_job`` is the shell's ``$!``: a new one means the command
+        started a background job (a bomb's first generation may be gone already)."""
+        guard = self._guard
+        count = await asyncio.to_thread(self.scope.members)
+        if count is None or guard is None:
+            return False
+        started, self.last_job = last_job != self.last_job, last_job
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + _SETTLE
+        last, steady_since = len(count), loop.time()
+        while (started or last > self.resting) and loop.time() < give_up:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.limit_hit.wait(), _BUSY_POLL)
+            if self.limit_hit.is_set():
+                return True
+            members = await asyncio.to_thread(self.scope.members)
+            now = len(members or [])
+            if now != last:
+                steady_since = loop.time()
+            last = now
+            hit = await asyncio.to_thread(guard.pressure) != self._pressure
+            if loop.time() - steady_since >= _STEADY and not hit:
+                break  # a server or a few jobs in the background: fine
+        self.resting = last
+        if (
+            not self.limit_hit.is_set()
+            and await asyncio.to_thread(guard.pressure) != self._pressure
+        ):
+            # The limit was hit (the watchdog may have killed us already): whose fault was it?
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.limit_hit.wait(), 3 * _IDLE_POLL)
+        return self.limit_hit.is_set()
+
     async def close(self) -> None:
         """Kill the shell and everything it started; safe to call more than once."""
         if self.closed:
             return
         self.closed = True
         self._finalizer.detach()
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and watcher is not asyncio.current_task():
+            if self.limit_hit.is_set():  # let it finish waiting for room
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(watcher), 6.0)
+            watcher.cancel()
         await self.scope.kill()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.protocol.exited.wait(), 5.0)
@@ -227,8 +327,61 @@ class _Session:
         self.closed = True
         self._finalizer.detach()
         _kill_quietly(self.pgid)
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:  # it belongs to the other loop, maybe closed already
+            try:
+                watcher.get_loop().call_soon_threadsafe(watcher.cancel)
+            except RuntimeError:  # closed: the task never runs again, and must not complain
+                with contextlib.suppress(AttributeError):
+                    watcher._log_destroy_pending = False  # type: ignore[attr-defined]
         with contextlib.suppress(Exception):
             self.transport.close()
+
+
+async def _watch_limit(
+    session_ref: weakref.ref[_Session], guard_ref: weakref.ref[ProcessGuard], limit: int
+) -> None:
+    """Kill the shell and everything it started once the sandbox hits its process limit
+    because of them, during a command or between two: a fork bomb left running would make
+    every later command of the sandbox fail to fork. The limit was hit when the cgroup
+    refused a fork (the session then holds most of the sandbox's processes: another tool's
+    run may be the culprit), when the watchdog (no cgroup) killed every run for it, or when
+    a command has ``limit`` processes of its own (docker's container). Holds the session and
+    the guard weakly between polls, so a tool dropped without cleanup is still collected
+    (and its shell killed, its cgroup removed)."""
+    try:
+        guard = guard_ref()
+        if guard is None:
+            return
+        seen = await asyncio.to_thread(guard.pressure)
+        del guard
+        while True:
+            session = session_ref()
+            if session is None or session.closed:  # a shell killed between commands counts
+                return
+            pause = _BUSY_POLL if session.busy else _IDLE_POLL
+            del session
+            await asyncio.sleep(pause)
+            session, guard = session_ref(), guard_ref()
+            if session is None or guard is None or session.closed:
+                return
+            now = await asyncio.to_thread(guard.pressure)
+            if now != seen or session.busy:
+                mine = await asyncio.to_thread(session.scope.members) or []
+                count = 0
+                if now != seen:
+                    killed, seen = now[1] != seen[1], now
+                    total = await asyncio.to_thread(guard.current)
+                    if killed or len(mine) * 2 > total:
+                        count = max(len(mine), 1)
+                if session.busy and len(mine) >= limit:
+                    count = len(mine)
+                if count:
+                    await session.stop_for_limit(guard, count)
+                    return
+            del session, guard
+    except RuntimeError:  # no executor any more (interpreter shutting down)
+        return
 
 
 def _kill_quietly(pgid: int) -> None:
@@ -236,32 +389,23 @@ def _kill_quietly(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+class BashArgs(ToolArgs):
+    command: str = Field(
+        description="The shell command to run; several lines or `&&` chains are fine."
+    )
+    restart: bool | None = Field(
+        None,
+        description="Kill the current shell and start a fresh one (in the workspace) "
+        "before running `command`, which may then be empty.",
+    )
+
+
 class Bash(BaseTool):
     """A persistent bash session for the model (upstream name and schema)."""
 
     name: str = "bash"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = Field(
-        default_factory=lambda: {
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "description": (
-                        "The shell command to run; several lines or `&&` chains are fine."
-                    ),
-                },
-                "restart": {
-                    "type": "boolean",
-                    "description": (
-                        "Kill the current shell and start a fresh one (in the workspace) "
-                        "before running `command`, which may then be empty."
-                    ),
-                },
-            },
-            "required": ["command"],
-        }
-    )
+    Args: ClassVar[type[ToolArgs]] = BashArgs
 
     workspace: Path | None = Field(
         default=None, description="Starting directory; None means config.workspace_root."
@@ -282,6 +426,7 @@ class Bash(BaseTool):
     )
 
     _session: _Session | None = PrivateAttr(default=None)
+    _notice: str | None = PrivateAttr(default=None)  # for the next result
     _lock: asyncio.Lock | None = PrivateAttr(default=None)
     _lock_loop: asyncio.AbstractEventLoop | None = PrivateAttr(default=None)
 
@@ -317,7 +462,13 @@ class Bash(BaseTool):
                 session = await self._ensure_session()
             except _StartError as exc:
                 return ToolFailure(error=str(exc))
-            return await self._run(session, command, self._command_timeout(timeout))
+            result = await self._run(session, command, self._command_timeout(timeout))
+            notice, self._notice = self._notice, None
+            if notice is None:
+                return result
+            if result.error:
+                return result.replace(error=f"{notice}\n{result.error}")
+            return result.replace(output=f"{notice}\n{result.output}" if result.output else notice)
 
     def box(self) -> Sandbox:
         """The sandbox commands run in: the one given, else one from the factory (built on
@@ -367,6 +518,13 @@ class Bash(BaseTool):
         session = self._session
         if session is not None and session.alive and session.loop is asyncio.get_running_loop():
             return session
+        if session is not None and session.over_limit is not None:
+            self._notice = (
+                "[the previous shell was killed after its last command: the processes it left "
+                f"in the background reached the sandbox's limit of {self._process_limit()} "
+                "processes at once (a fork bomb?). This command ran in a new shell, "
+                f"{_RESTART_NOTE}]"
+            )
         await self._stop_session()
         self._session = await self._start_session()
         return self._session
@@ -437,6 +595,11 @@ class Bash(BaseTool):
             )
         stdout.take()  # startup chatter such as "no job control in this shell"
         stderr.take()
+        limit = self._process_limit()
+        if limit is not None:
+            members = await asyncio.to_thread(scope.members)
+            session.resting = len(members or [])
+            session.watch_limit(sandbox.guard, limit)
         return session
 
     # --- running a command -----------------------------------------------------------------
@@ -448,28 +611,33 @@ class Bash(BaseTool):
         session.stderr.expect(done)
         line = (
             f"eval {_quote(command)} < /dev/null; __om_rc=$?; "
-            + _print_marker(token, "C", '"$__om_rc"')
+            + _print_marker(token, "C", '"$__om_rc"', '"${!:-0}"')
             + '; __om_status "$__om_rc"\n'
         )
-        limit = self._process_limit()
-        watchdog = (
-            asyncio.ensure_future(session.scope.watch_size(limit, 0.05))
-            if limit is not None
-            else None
-        )
+        await session.begin()
         try:
             try:
                 session.send(line)
-                state = await self._wait(session, timeout, watchdog)
+                state = await self._wait(session, timeout)
             except ConnectionResetError:
                 state = "exited"
-            if state == "processes":
+            if state == "done" and await session.settle(session.stderr.status):
+                state = "processes"
+            elif state == "exited" and _killed(session.transport.get_returncode()):
+                # Killed: by the watchdog for the limit? The limit watch tells within a poll;
+                # a loaded machine may delay the watch, so the guard's own count decides too.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(session.limit_hit.wait(), 3 * _IDLE_POLL)
+                if not session.limit_hit.is_set() and await session.pressure_changed():
+                    session.limit_hit.set()
+            if state == "processes" or session.limit_hit.is_set():
                 await self._drop(session)
                 text = self._render(session, token, None)
                 note = (
-                    f"The command was stopped: it reached the limit of {limit} processes at "
-                    f"once. The shell and everything it started were killed; the next "
-                    f"command starts a new shell, {_RESTART_NOTE}."
+                    f"The command was stopped: it reached the sandbox's limit of "
+                    f"{self._process_limit()} processes at once (a fork bomb, or too many "
+                    "processes in the background). The shell and everything it started were "
+                    f"killed; the next command starts a new shell, {_RESTART_NOTE}."
                 )
                 return ToolFailure(error=f"{note}\nOutput until then:\n{text}" if text else note)
             if state == "done":
@@ -482,20 +650,19 @@ class Bash(BaseTool):
             await asyncio.shield(self._drop(session))
             raise
         finally:
-            if watchdog is not None:
-                watchdog.cancel()
+            session.busy = False
 
     @staticmethod
-    async def _wait(session: _Session, timeout: float, watchdog: asyncio.Future[int] | None) -> str:
-        """Like ``wait_for_markers``, but "processes" when the watchdog fires first."""
-        if watchdog is None:
-            return await session.wait_for_markers(timeout)
+    async def _wait(session: _Session, timeout: float) -> str:
+        """Like ``wait_for_markers``, but "processes" when the limit watch fires first."""
         markers = asyncio.ensure_future(session.wait_for_markers(timeout))
+        limit = asyncio.ensure_future(session.limit_hit.wait())
         try:
-            await asyncio.wait((markers, watchdog), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((markers, limit), return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not markers.done():
-                markers.cancel()
+            for task in (markers, limit):
+                if not task.done():
+                    task.cancel()
         if markers.done() and not markers.cancelled():
             return markers.result()
         return "processes"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from app.config_sections import BrowserSettings
 from app.exceptions import ToolError
@@ -20,6 +20,7 @@ from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions
 from app.tool.browser.guard import blocked_note
 from app.tool.browser.runtime import BrowserRuntime, load_browser_use
 from app.tool.browser.state import read_state
+from app.tool.declared import ToolArgs
 
 __all__ = ["BrowserUseTool", "Context"]
 
@@ -42,34 +43,56 @@ navigating. Actions:
 - extract_content(goal): read the whole current page and return what the goal asks for
 """
 
-_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "action": {"type": "string", "enum": list(ACTIONS), "description": "The action to run."},
-        "url": {"type": "string", "description": "URL for 'go_to_url' or 'open_tab'."},
-        "index": {
-            "type": "integer",
-            "description": "Element index for 'click_element', 'input_text', "
-            "'get_dropdown_options' and 'select_dropdown_option'.",
-        },
-        "text": {
-            "type": "string",
-            "description": "Text for 'input_text', 'scroll_to_text' or 'select_dropdown_option'.",
-        },
-        "scroll_amount": {
-            "type": "integer",
-            "description": "Pixels to scroll for 'scroll_down' or 'scroll_up' "
-            "(default: one screen).",
-        },
-        "tab_id": {"type": "integer", "description": "Tab number for 'switch_tab'."},
-        "query": {"type": "string", "description": "Search query for 'web_search'."},
-        "goal": {"type": "string", "description": "What to extract, for 'extract_content'."},
-        "keys": {"type": "string", "description": "Keys to send for 'send_keys'."},
-        "seconds": {"type": "integer", "description": "Seconds to wait for 'wait'."},
-    },
-    "required": ["action"],
-    "dependencies": {name: list(needed) for name, needed in REQUIRED.items()},
-}
+Action = Literal[
+    "go_to_url",
+    "click_element",
+    "input_text",
+    "scroll_down",
+    "scroll_up",
+    "scroll_to_text",
+    "send_keys",
+    "get_dropdown_options",
+    "select_dropdown_option",
+    "go_back",
+    "refresh",
+    "web_search",
+    "wait",
+    "extract_content",
+    "switch_tab",
+    "open_tab",
+    "close_tab",
+]
+
+
+class BrowserUseArgs(ToolArgs):
+    # Which arguments each action needs, as upstream's schema says it (JSON Schema
+    # ``dependencies``); execute checks it, with a message naming the action.
+    model_config = ConfigDict(
+        json_schema_extra={
+            "dependencies": {name: list(needed) for name, needed in REQUIRED.items()}
+        }
+    )
+
+    action: Action = Field(description="The action to run.")
+    url: str | None = Field(None, description="URL for 'go_to_url' or 'open_tab'.")
+    index: int | None = Field(
+        None,
+        description="Element index for 'click_element', 'input_text', "
+        "'get_dropdown_options' and 'select_dropdown_option'.",
+    )
+    text: str | None = Field(
+        None, description="Text for 'input_text', 'scroll_to_text' or 'select_dropdown_option'."
+    )
+    scroll_amount: int | None = Field(
+        None,
+        description="Pixels to scroll for 'scroll_down' or 'scroll_up' (default: one screen).",
+    )
+    tab_id: int | None = Field(None, description="Tab number for 'switch_tab'.")
+    query: str | None = Field(None, description="Search query for 'web_search'.")
+    goal: str | None = Field(None, description="What to extract, for 'extract_content'.")
+    keys: str | None = Field(None, description="Keys to send for 'send_keys'.")
+    seconds: int | None = Field(None, description="Seconds to wait for 'wait'.")
+
 
 _NAVIGATING = {"go_to_url", "open_tab", "web_search", "refresh", "go_back"}
 
@@ -79,7 +102,7 @@ class BrowserUseTool(BaseTool):
 
     name: str = "browser_use"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = _PARAMETERS
+    Args: ClassVar[type[ToolArgs]] = BrowserUseArgs
 
     settings: BrowserSettings | None = Field(
         default=None, description="Browser settings; None means the config's [browser]."

@@ -9,16 +9,28 @@ that need scripts, use ``browser_use``.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
+
+from pydantic import Field
 
 from app.exceptions import ToolError
 from app.install_hint import pip_install
 from app.tool.base import BaseTool, ToolResult
+from app.tool.declared import ToolArgs
 
 __all__ = ["Crawl4aiTool"]
 
 _MAX_URLS = 10
+
+
+class Crawl4aiArgs(ToolArgs):
+    urls: list[str] = Field(description=f"http(s) URLs to fetch (at most {_MAX_URLS})")
+    timeout: int | None = Field(None, description="Seconds per page (default 30)")
+    bypass_cache: bool | None = Field(None, description="Accepted; pages are never cached")
+    word_count_threshold: int | None = Field(
+        None, description="Drop text lines with fewer words than this (default 10)"
+    )
 
 
 class Crawl4aiTool(BaseTool):
@@ -28,33 +40,19 @@ class Crawl4aiTool(BaseTool):
         "navigation removed). Pages are not rendered with JavaScript; use browser_use for "
         "pages that need it."
     )
-    parameters: dict[str, Any] | None = {
-        "type": "object",
-        "properties": {
-            "urls": {
-                "type": "array",
-                "items": {"type": "string"},
-                "description": f"http(s) URLs to fetch (at most {_MAX_URLS})",
-            },
-            "timeout": {"type": "integer", "description": "Seconds per page (default 30)"},
-            "bypass_cache": {"type": "boolean", "description": "Accepted; pages are never cached"},
-            "word_count_threshold": {
-                "type": "integer",
-                "description": "Drop text lines with fewer words than this (default 10)",
-            },
-        },
-        "required": ["urls"],
-    }
+    Args: ClassVar[type[ToolArgs]] = Crawl4aiArgs
     concurrency_safe: bool = True
 
     async def execute(
         self,
         urls: list[str] | str,
-        timeout: int = 30,
-        bypass_cache: bool = False,
-        word_count_threshold: int = 10,
+        timeout: int | None = None,
+        bypass_cache: bool | None = None,
+        word_count_threshold: int | None = None,
         **_: Any,
     ) -> ToolResult:
+        timeout = 30 if timeout is None else timeout
+        word_count_threshold = 10 if word_count_threshold is None else word_count_threshold
         try:
             import bs4  # noqa: F401  (html_to_text needs it)
             import httpx

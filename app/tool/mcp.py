@@ -3,7 +3,7 @@
 
 Servers may ask us things too: an LLM completion (sampling, only where ``mcp.json`` allows
 it), input from the user (elicitation, through ``ask_human``'s input provider) and the
-workspace roots; ``features`` (``app.mcp.client_features``) answers them. Tools a server can
+workspace roots; ``features`` (``app.tool.mcp_features``) answers them. Tools a server can
 only run as MCP *tasks* (``execution.taskSupport: "required"``) are not offered: the SDK's
 client cannot run tasks, so every call would fail.
 
@@ -12,14 +12,21 @@ Each server's tools are named ``mcp_{server_id}_{tool}``, made safe for function
 instance (upstream kept them on the class, shared by every agent). A call on a server that
 died reports it; the next call restarts or reconnects it; if it cannot be reached its tools
 leave the collection until a later ``refresh()`` finds it again.
+
+Every request to the model carries every tool offered, so what servers may put there is
+capped (``[mcp]`` in the config, see ``MCPLimits``): at most ``max_tools`` tools from all
+servers together, descriptions cut at ``max_description_chars``, and tools whose input schema
+is over ``max_schema_chars`` left out. What is left out is logged once, naming the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -29,20 +36,50 @@ from pydantic import Field
 from app.config_sections import MCPServerConfig
 from app.exceptions import MCPServerError
 from app.logger import logger
-from app.mcp.client_features import MCPClientFeatures
-from app.mcp.connection import (
+from app.mcp.client.connection import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_PROGRESS_INTERVAL,
     MCPCallTimeout,
     MCPConnection,
     MCPConnectionLost,
 )
-from app.mcp.results import convert_result, tool_name
 from app.tool.base import BaseTool, ToolFailure, ToolResult
+from app.tool.mcp_features import MCPClientFeatures
+from app.tool.mcp_results import convert_result, tool_name
 from app.tool.progress import current_tool_call
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["MCPClientTool", "MCPClients", "ToolChanges", "own_server_args"]
+__all__ = ["MCPClientTool", "MCPClients", "MCPLimits", "ToolChanges", "own_server_args"]
+
+#: Marks a description cut at ``max_description_chars``.
+_CUT_MARK = "… [description cut: {total} characters in all]"
+
+
+@dataclass(frozen=True, slots=True)
+class MCPLimits:
+    """What servers may put in front of the model: ``[mcp]`` max_tools, max_description_chars,
+    max_schema_chars and progress_interval (see ``app.config_sections.MCPSettings``)."""
+
+    max_tools: int = 128
+    max_description_chars: int = 1024
+    max_schema_chars: int = 16_384
+    progress_interval: float = DEFAULT_PROGRESS_INTERVAL
+
+    @classmethod
+    def from_config(cls) -> MCPLimits:
+        """The loaded config's ``[mcp]`` caps; the defaults when no config is loaded."""
+        from app.config import config as app_config
+
+        if not app_config.is_loaded:
+            return cls()
+        mcp = app_config.app_config.mcp_config
+        return cls(
+            max_tools=mcp.max_tools,
+            max_description_chars=mcp.max_description_chars,
+            max_schema_chars=mcp.max_schema_chars,
+            progress_interval=mcp.progress_interval,
+        )
 
 
 class MCPClientTool(BaseTool):
@@ -107,10 +144,13 @@ class MCPClients(ToolCollection):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         features: MCPClientFeatures | None = None,
+        limits: MCPLimits | None = None,
     ) -> None:
         super().__init__()
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
+        #: Caps on the tools offered (None: the config's ``[mcp]``, read at the first connect).
+        self.limits = limits
         #: Answers the servers' sampling, elicitation and roots requests.
         self.features = features or MCPClientFeatures()
         #: Tools left out because they need MCP tasks: ``{tool name: reason}``.
@@ -118,6 +158,7 @@ class MCPClients(ToolCollection):
         self.connections: dict[str, MCPConnection] = {}
         self._schemas: dict[str, tuple[str, str]] = {}
         self._changed: asyncio.Event | None = None
+        self._reported: set[tuple[str, str]] = set()  # (server, what) already logged
 
     @property
     def sessions(self) -> dict[str, Any]:
@@ -194,6 +235,7 @@ class MCPClients(ToolCollection):
             inherit_env=inherit_env,
             on_tools_changed=self._on_tools_changed,
             features=self.features,
+            progress_interval=self._limits().progress_interval,
         )
         try:
             await connection.connect()
@@ -258,30 +300,63 @@ class MCPClients(ToolCollection):
 
     # ---- the tool list -------------------------------------------------------------------------
 
+    def _limits(self) -> MCPLimits:
+        if self.limits is None:
+            self.limits = MCPLimits.from_config()
+        return self.limits
+
     def _install(self, connection: MCPConnection, tools: list[Any]) -> list[str]:
-        """Replace ``connection``'s tools in the collection with ``tools``."""
+        """Replace ``connection``'s tools in the collection with ``tools``, within the caps."""
         self._drop_server(connection.server_id)
-        names = []
+        server = connection.server_id
+        limits = self._limits()
+        self.skipped = {  # what this listing leaves out is decided anew (task tools aside)
+            key: why
+            for key, why in self.skipped.items()
+            if not key.startswith(f"{server}/") or "MCP task" in why
+        }
+        room = limits.max_tools - sum(1 for t in self.tools if isinstance(t, MCPClientTool))
+        names: list[str] = []
+        over_cap: list[str] = []
+        big_schema: list[str] = []
+        cut = 0
         for tool in tools:
             support = getattr(getattr(tool, "execution", None), "task_support", None)
             if support == "required":
-                key = f"{connection.server_id}/{tool.name}"
+                key = f"{server}/{tool.name}"
                 if key not in self.skipped:
                     logger.warning(
-                        f"MCP server '{connection.server_id}': tool '{tool.name}' is not offered:"
+                        f"MCP server '{server}': tool '{tool.name}' is not offered:"
                         " it runs only as an MCP task, which this client does not support"
                     )
                 self.skipped[key] = "runs only as an MCP task (taskSupport: required)"
                 continue
-            name = tool_name(connection.server_id, tool.name, self.tool_map)
+            if len(names) >= room:
+                over_cap.append(tool.name)
+                self.skipped[f"{server}/{tool.name}"] = (
+                    f"over the cap of {limits.max_tools} MCP tools ([mcp] max_tools)"
+                )
+                continue
             schema = tool.input_schema or {"type": "object", "properties": {}}
+            size = len(json.dumps(schema, default=str))
+            if size > limits.max_schema_chars:
+                big_schema.append(tool.name)
+                self.skipped[f"{server}/{tool.name}"] = (
+                    f"its input schema has {size} characters, over [mcp] max_schema_chars "
+                    f"({limits.max_schema_chars})"
+                )
+                continue
             description = tool.description or f"Tool '{tool.name}' of MCP server."
+            if len(description) > limits.max_description_chars:
+                cut += 1
+                description = _cut_description(description, limits.max_description_chars)
+            name = tool_name(server, tool.name, self.tool_map)
             self.add_tool(
                 MCPClientTool(
                     name=name,
                     description=description,
                     parameters=schema,
-                    server_id=connection.server_id,
+                    server_id=server,
                     original_name=tool.name,
                     connection=connection,
                     owner=self,
@@ -291,7 +366,34 @@ class MCPClients(ToolCollection):
             )
             self._schemas[name] = (description, repr(schema))
             names.append(name)
+        if over_cap:
+            self._report_once(
+                server,
+                f"MCP server '{server}' offers {len(over_cap)} tool(s) more than fit: at most "
+                f"{limits.max_tools} MCP tools are offered to the model in all ([mcp] "
+                f"max_tools); left out: {_listing(over_cap)}",
+            )
+        if big_schema:
+            self._report_once(
+                server,
+                f"MCP server '{server}': {len(big_schema)} tool(s) left out because their "
+                f"input schema is over {limits.max_schema_chars} characters ([mcp] "
+                f"max_schema_chars): {_listing(big_schema)}",
+            )
+        if cut:
+            self._report_once(
+                server,
+                f"MCP server '{server}': the descriptions of {cut} tool(s) were cut to "
+                f"{limits.max_description_chars} characters ([mcp] max_description_chars)",
+            )
         return names
+
+    def _report_once(self, server_id: str, message: str) -> None:
+        """Log a cap that was hit, once per server and message (refreshes repeat them)."""
+        key = (server_id, message)
+        if key not in self._reported:
+            self._reported.add(key)
+            logger.warning(message)
 
     def _drop_server(self, server_id: str) -> list[str]:
         gone = [
@@ -395,6 +497,18 @@ def _runs_our_server(args: list[str]) -> bool:
 
 def _has_option(args: list[str], option: str) -> bool:
     return any(a.startswith(option + "=") for a in args)
+
+
+def _cut_description(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the marker included."""
+    mark = _CUT_MARK.format(total=len(text))
+    return text[: max(0, limit - len(mark))] + mark
+
+
+def _listing(names: list[str], shown: int = 10) -> str:
+    """Some names, and how many more: a log line stays short however many there are."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 def _default_id(config: MCPServerConfig) -> str:

@@ -4,19 +4,28 @@ Upstream's command set, parameter names, statuses and text layout, so models and
 for upstream keep working. Plans are stored as plain dicts with upstream's keys (``plan_id``,
 ``title``, ``steps``, ``step_statuses``, ``step_notes``) because flows and user code read them.
 Every bad input raises ``ToolError``: the model reads the message and can correct itself.
+
+Plans are bounded: at most ``max_steps`` steps (``[runflow] max_plan_steps``, 100) of at most
+``max_step_chars`` characters each (``[runflow] max_step_chars``, 1000), and notes are cut at
+``max_note_chars``; a plan is shown in every step's prompt, so its size is paid many times.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, assert_never
 
 from pydantic import Field, PrivateAttr
 
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolResult
+from app.tool.declared import ToolArgs
 
 __all__ = ["PLANNING_COMMANDS", "PlanStepStatus", "PlanningTool", "format_plan"]
+
+#: Defaults of ``[runflow] max_plan_steps`` and ``max_step_chars`` (when no config is loaded).
+DEFAULT_MAX_PLAN_STEPS = 100
+DEFAULT_MAX_STEP_CHARS = 1000
 
 PLANNING_COMMANDS = ("create", "update", "list", "get", "set_active", "mark_step", "delete")
 
@@ -84,54 +93,44 @@ def format_plan(plan: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class PlanningArgs(ToolArgs):
+    closed_schema: ClassVar[bool] = True  # upstream's schema says additionalProperties: false
+
+    command: Literal["create", "update", "list", "get", "set_active", "mark_step", "delete"] = (
+        Field(description="What to do.")
+    )
+    plan_id: str | None = Field(
+        None,
+        description="The plan's identifier. Needed by create, update, set_active and delete; "
+        "get and mark_step use the active plan without it.",
+    )
+    title: str | None = Field(None, description="The plan's title (create; optional for update).")
+    steps: list[str] | None = Field(
+        None, description="The steps in order (create; optional for update)."
+    )
+    step_index: int | None = Field(
+        None, description="Which step to mark, counting from 0 (mark_step)."
+    )
+    step_status: Literal["not_started", "in_progress", "completed", "blocked"] | None = Field(
+        None, description="The step's new status (mark_step)."
+    )
+    step_notes: str | None = Field(None, description="Notes to keep with the step (mark_step).")
+
+
 class PlanningTool(BaseTool):
     """Creates and tracks plans; ``plans`` and ``_current_plan_id`` as upstream names them."""
 
     name: str = "planning"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = Field(
-        default_factory=lambda: {
-            "type": "object",
-            "properties": {
-                "command": {
-                    "type": "string",
-                    "enum": list(PLANNING_COMMANDS),
-                    "description": "What to do.",
-                },
-                "plan_id": {
-                    "type": "string",
-                    "description": "The plan's identifier. Needed by create, update, "
-                    "set_active and delete; get and mark_step use the active plan without it.",
-                },
-                "title": {
-                    "type": "string",
-                    "description": "The plan's title (create; optional for update).",
-                },
-                "steps": {
-                    "type": "array",
-                    "items": {"type": "string"},
-                    "description": "The steps in order (create; optional for update).",
-                },
-                "step_index": {
-                    "type": "integer",
-                    "description": "Which step to mark, counting from 0 (mark_step).",
-                },
-                "step_status": {
-                    "type": "string",
-                    "enum": PlanStepStatus.get_all_statuses(),
-                    "description": "The step's new status (mark_step).",
-                },
-                "step_notes": {
-                    "type": "string",
-                    "description": "Notes to keep with the step (mark_step).",
-                },
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        }
-    )
+    Args: ClassVar[type[ToolArgs]] = PlanningArgs
 
     plans: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: Steps one plan may have (None: the config's ``[runflow] max_plan_steps``).
+    max_steps: int | None = Field(default=None, ge=1)
+    #: Characters of one step (None: the config's ``[runflow] max_step_chars``).
+    max_step_chars: int | None = Field(default=None, ge=1)
+    #: Characters of one step's notes; longer notes are cut with a marker.
+    max_note_chars: int = Field(default=2000, ge=40)
     _current_plan_id: str | None = PrivateAttr(default=None)
 
     @property
@@ -148,13 +147,10 @@ class PlanningTool(BaseTool):
         step_index: int | None = None,
         step_status: str | None = None,
         step_notes: str | None = None,
-        **kwargs: Any,
     ) -> ToolResult:
-        if kwargs:
-            raise ToolError(
-                f"Unknown parameter(s) for planning: {', '.join(sorted(kwargs))}. "
-                "Allowed: command, plan_id, title, steps, step_index, step_status, step_notes."
-            )
+        """Run one command. A model's arguments are checked by ``PlanningArgs`` first (types,
+        the command and status names, no unknown argument); what is left here is what a
+        schema cannot say: which arguments a command needs, and the plans that exist."""
         if command == "create":
             return self._create(plan_id, title, steps)
         if command == "update":
@@ -169,7 +165,7 @@ class PlanningTool(BaseTool):
             return self._mark_step(plan_id, step_index, step_status, step_notes)
         if command == "delete":
             return self._delete(plan_id)
-        raise ToolError(f"Unknown command {command!r}. Use one of: {', '.join(PLANNING_COMMANDS)}.")
+        assert_never(command)
 
     # ---- commands --------------------------------------------------------------------------
 
@@ -182,7 +178,7 @@ class PlanningTool(BaseTool):
             )
         if not isinstance(title, str) or not title.strip():
             raise ToolError("`title` is required for command `create`.")
-        clean = _check_steps(steps, "create")
+        clean = self._check_steps(steps, "create")
         self.plans[plan_id] = {
             "plan_id": plan_id,
             "title": title.strip(),
@@ -203,7 +199,7 @@ class PlanningTool(BaseTool):
                 raise ToolError("`title` must be a non-empty string.")
             plan["title"] = title.strip()
         if steps is not None:
-            clean = _check_steps(steps, "update")
+            clean = self._check_steps(steps, "update")
             old_steps, old_statuses, old_notes = (
                 plan["steps"],
                 plan["step_statuses"],
@@ -248,18 +244,13 @@ class PlanningTool(BaseTool):
     def _mark_step(
         self,
         plan_id: str | None,
-        step_index: Any,
+        step_index: int | None,
         step_status: str | None,
         step_notes: str | None,
     ) -> ToolResult:
         plan = self._plan(self._id_or_active(plan_id))
         if step_index is None:
             raise ToolError("`step_index` is required for command `mark_step`.")
-        if isinstance(step_index, bool) or not isinstance(step_index, int):
-            if isinstance(step_index, str) and step_index.strip().lstrip("-").isdigit():
-                step_index = int(step_index)
-            else:
-                raise ToolError(f"`step_index` must be an integer, got {step_index!r}.")
         count = len(plan["steps"])
         if not 0 <= step_index < count:
             raise ToolError(
@@ -267,15 +258,11 @@ class PlanningTool(BaseTool):
                 f"{count} step(s), numbered 0 to {count - 1}."
             )
         if step_status is not None:
-            if step_status not in PlanStepStatus.get_all_statuses():
-                raise ToolError(
-                    f"Unknown step_status {step_status!r}. Use one of: "
-                    f"{', '.join(PlanStepStatus.get_all_statuses())}."
-                )
             plan["step_statuses"][step_index] = step_status
         if step_notes is not None:
-            if not isinstance(step_notes, str):
-                raise ToolError("`step_notes` must be a string.")
+            limit = self.max_note_chars
+            if len(step_notes) > limit:
+                step_notes = step_notes[:limit] + f"… [notes cut: {len(step_notes)} characters]"
             plan["step_notes"][step_index] = step_notes
         return ToolResult(
             output=f"Step {step_index} updated in plan '{plan['plan_id']}'.\n\n" + format_plan(plan)
@@ -289,6 +276,38 @@ class PlanningTool(BaseTool):
         return ToolResult(output=f"Plan '{plan['plan_id']}' has been deleted.")
 
     # ---- helpers ---------------------------------------------------------------------------
+
+    def limits(self) -> tuple[int, int]:
+        """(steps per plan, characters per step): the fields, else ``[runflow]``'s."""
+        steps, chars = self.max_steps, self.max_step_chars
+        if steps is None or chars is None:
+            from app.config import config
+
+            if config.is_loaded:
+                runflow = config.app_config.run_flow_config
+                default_steps, default_chars = runflow.max_plan_steps, runflow.max_step_chars
+            else:
+                default_steps, default_chars = DEFAULT_MAX_PLAN_STEPS, DEFAULT_MAX_STEP_CHARS
+            steps = default_steps if steps is None else steps
+            chars = default_chars if chars is None else chars
+        return steps, chars
+
+    def _check_steps(self, steps: Any, command: str) -> list[str]:
+        clean = _check_steps(steps, command)
+        max_steps, max_chars = self.limits()
+        if len(clean) > max_steps:
+            raise ToolError(
+                f"The plan has {len(clean)} steps; at most {max_steps} are allowed "
+                "(max_plan_steps). Merge steps into larger ones and send the plan again."
+            )
+        long = [i for i, step in enumerate(clean) if len(step) > max_chars]
+        if long:
+            shown = ", ".join(str(i) for i in long[:10]) + (" ..." if len(long) > 10 else "")
+            raise ToolError(
+                f"{len(long)} step(s) are longer than {max_chars} characters (max_step_chars): "
+                f"step(s) {shown}. Keep each step to a short instruction and send the plan again."
+            )
+        return clean
 
     def _plan(self, plan_id: str) -> dict[str, Any]:
         plan = self.plans.get(plan_id)
@@ -314,8 +333,6 @@ def _require_id(plan_id: Any, command: str) -> str:
 def _check_steps(steps: Any, command: str) -> list[str]:
     if steps is None:
         raise ToolError(f"`steps` is required for command `{command}`: a list of step texts.")
-    if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
-        raise ToolError("`steps` must be a list of strings, one per step.")
     clean = [step.strip() for step in steps]
     if not clean or not all(clean):
         raise ToolError("`steps` must contain at least one step, and no step may be empty.")

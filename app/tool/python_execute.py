@@ -41,8 +41,9 @@ from app.sandbox.processes import (
     finish_run,
     format_seconds,
 )
-from app.sandbox.sizes import format_size
 from app.tool.base import BaseTool
+from app.tool.declared import ToolArgs
+from app.utils.sizes import format_size
 
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
@@ -121,27 +122,17 @@ _DESCRIPTION = (
 )
 
 
+class PythonExecuteArgs(ToolArgs):
+    code: str = Field(description="The Python source to run. Print whatever you want to see.")
+    timeout: int | None = Field(None, description="Seconds before the run is stopped (default 5).")
+
+
 class PythonExecute(BaseTool):
     """Runs model-written Python in a separate, killable process (upstream name and schema)."""
 
     name: str = "python_execute"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = Field(
-        default_factory=lambda: {
-            "type": "object",
-            "properties": {
-                "code": {
-                    "type": "string",
-                    "description": "The Python source to run. Print whatever you want to see.",
-                },
-                "timeout": {
-                    "type": "integer",
-                    "description": "Seconds before the run is stopped (default 5).",
-                },
-            },
-            "required": ["code"],
-        }
-    )
+    Args: ClassVar[type[ToolArgs]] = PythonExecuteArgs
 
     workspace: Path | None = Field(
         default=None, description="Working directory; None means config.workspace_root."
@@ -181,12 +172,9 @@ class PythonExecute(BaseTool):
 
     _ENV_DROP: ClassVar[tuple[str, ...]] = ("PYTHONINSPECT", "PYTHONSTARTUP")
 
-    async def execute(
-        self, code: str | None = None, timeout: float | str | None = None, **_: Any
-    ) -> dict[str, Any]:
-        """Run ``code``; always returns ``{"observation": str, "success": bool}``."""
-        if not isinstance(code, str):
-            return _result("Error: `code` is required and must be a string.", False)
+    async def execute(self, code: str, timeout: float | None = None, **_: Any) -> dict[str, Any]:
+        """Run ``code``; always returns ``{"observation": str, "success": bool}``. The model
+        sends whole seconds (its schema says integer); Python callers may pass a float."""
         seconds = self._timeout_for(timeout)
         if isinstance(seconds, str):
             return _result(seconds, False)
@@ -213,16 +201,11 @@ class PythonExecute(BaseTool):
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _timeout_for(self, requested: float | str | None) -> float | str:
-        """The timeout to use, or an error message for a nonsensical request."""
+    def _timeout_for(self, requested: float | None) -> float | str:
+        """The timeout to use, or an error message for one its type allows but is no use."""
         if requested is None:
             return min(self.default_timeout, self._max_timeout())
-        if isinstance(requested, bool):
-            return "Error: `timeout` must be a number of seconds."
-        try:
-            value = float(requested)
-        except (TypeError, ValueError):
-            return "Error: `timeout` must be a number of seconds."
+        value = float(requested)
         if not math.isfinite(value) or value <= 0:
             return "Error: `timeout` must be a positive number of seconds."
         return min(value, self._max_timeout())

@@ -17,7 +17,6 @@ import os
 import stat
 from collections.abc import Callable
 from contextlib import nullcontext
-from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -26,6 +25,7 @@ from pydantic import Field, PrivateAttr
 
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, CLIResult
+from app.tool.declared import ToolArgs
 from app.tool.file_access import ConfinedPath, FileAccessPolicy
 from app.tool.file_scan import displayable, list_dir, scan_file
 
@@ -72,44 +72,31 @@ to read further.\
 
 _COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
 
-_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {
-            "type": "string",
-            "enum": list(_COMMANDS),
-            "description": "What to do: view, create, str_replace, insert or undo_edit.",
-        },
-        "path": {
-            "type": "string",
-            "description": "File or directory path, absolute or relative to the workspace.",
-        },
-        "file_text": {
-            "type": "string",
-            "description": "create only: the full content of the new file.",
-        },
-        "old_str": {
-            "type": "string",
-            "description": "str_replace only: the exact text to replace; must occur once.",
-        },
-        "new_str": {
-            "type": "string",
-            "description": "str_replace: the replacement (empty deletes old_str). "
-            "insert: the text to insert.",
-        },
-        "insert_line": {
-            "type": "integer",
-            "description": "insert only: new_str goes after this line (0 = top of file).",
-        },
-        "view_range": {
-            "type": "array",
-            "items": {"type": "integer"},
-            "description": "view only, on files: [start, end] line numbers, 1-based and "
-            "inclusive; end -1 means to the end of the file.",
-        },
-    },
-    "required": ["command", "path"],
-}
+
+class StrReplaceEditorArgs(ToolArgs):
+    command: Literal["view", "create", "str_replace", "insert", "undo_edit"] = Field(
+        description="What to do: view, create, str_replace, insert or undo_edit."
+    )
+    path: str = Field(description="File or directory path, absolute or relative to the workspace.")
+    file_text: str | None = Field(
+        None, description="create only: the full content of the new file."
+    )
+    old_str: str | None = Field(
+        None, description="str_replace only: the exact text to replace; must occur once."
+    )
+    new_str: str | None = Field(
+        None,
+        description="str_replace: the replacement (empty deletes old_str). "
+        "insert: the text to insert.",
+    )
+    insert_line: int | None = Field(
+        None, description="insert only: new_str goes after this line (0 = top of file)."
+    )
+    view_range: list[int] | None = Field(
+        None,
+        description="view only, on files: [start, end] line numbers, 1-based and "
+        "inclusive; end -1 means to the end of the file.",
+    )
 
 
 def clip_output(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str:
@@ -243,7 +230,7 @@ class StrReplaceEditor(BaseTool):
 
     name: str = "str_replace_editor"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = Field(default_factory=lambda: deepcopy(_PARAMETERS))
+    Args: ClassVar[type[ToolArgs]] = StrReplaceEditorArgs
 
     workspace: Path | None = None
     allowed_paths: list[Path] = Field(default_factory=list)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
 
 from app.tool.base import BaseTool
+from app.tool.declared import ToolArgs
 
 __all__ = ["Terminate"]
 
@@ -14,20 +17,14 @@ _DESCRIPTION = (
 )
 
 
+class TerminateArgs(ToolArgs):
+    status: Literal["success", "failure"] = Field(description="Outcome of the task.")
+
+
 class Terminate(BaseTool):
     name: str = "terminate"
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = {
-        "type": "object",
-        "properties": {
-            "status": {
-                "type": "string",
-                "description": "Outcome of the task.",
-                "enum": ["success", "failure"],
-            }
-        },
-        "required": ["status"],
-    }
+    Args: ClassVar[type[ToolArgs]] = TerminateArgs
 
     async def execute(self, status: str = "success", **_: Any) -> str:
         return f"The interaction has been completed with status: {status}"

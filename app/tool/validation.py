@@ -1,8 +1,9 @@
-"""Checking a tool call's arguments against the tool's JSON schema before the tool runs.
+"""Checking a tool call's arguments against a JSON schema that comes from outside.
 
-The schema a tool declares (``BaseTool.parameters``, or an MCP server's ``inputSchema``) is the
-one declaration: it is sent to the model unchanged and compiled once, here, into a validator.
-That covers every tool alike, built-in or remote, without re-declaring parameters as models.
+Tools declared in Python check their calls with their pydantic arguments model
+(``app.tool.declared``). A schema written as a dict (an MCP server's ``inputSchema``, or a
+user's tool with a hand-written ``parameters``) is the one declaration of its tool: it is sent
+to the model unchanged and compiled once, here, into a validator.
 
 What is checked: ``type`` (one name or a list, ``null`` included), ``enum``, ``const``,
 ``properties``, ``required``, ``additionalProperties``, ``items``, ``anyOf``/``oneOf``/

@@ -9,7 +9,7 @@ next one; when all fail, the whole round is retried after ``retry_delay`` second
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,6 +17,7 @@ from app.config_sections import SearchSettings
 from app.exceptions import ToolError
 from app.logger import logger
 from app.tool.base import BaseTool, ToolResult
+from app.tool.declared import ToolArgs
 from app.tool.search import ENGINES, SearchEngineError, SearchItem, WebSearchEngine, engine_key
 from app.tool.search.fetch import fetch_page_text
 
@@ -60,35 +61,25 @@ class SearchResponse(ToolResult):
     metadata: SearchMetadata | None = None
 
 
+class WebSearchArgs(ToolArgs):
+    query: str = Field(description="What to search for.")
+    num_results: int = Field(5, description="How many results to return (default 5).")
+    lang: str | None = Field(
+        None, description="Language code of the results (default from config, e.g. en)."
+    )
+    country: str | None = Field(
+        None, description="Country code of the results (default from config, e.g. us)."
+    )
+    fetch_content: bool = Field(
+        False, description="Also fetch each result page and include its text."
+    )
+
+
 class WebSearch(BaseTool):
     name: str = "web_search"
     concurrency_safe: bool = True  # read-only: several searches of one message run at once
     description: str = _DESCRIPTION
-    parameters: dict[str, Any] | None = {
-        "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "What to search for."},
-            "num_results": {
-                "type": "integer",
-                "description": "How many results to return (default 5).",
-                "default": 5,
-            },
-            "lang": {
-                "type": "string",
-                "description": "Language code of the results (default from config, e.g. en).",
-            },
-            "country": {
-                "type": "string",
-                "description": "Country code of the results (default from config, e.g. us).",
-            },
-            "fetch_content": {
-                "type": "boolean",
-                "description": "Also fetch each result page and include its text.",
-                "default": False,
-            },
-        },
-        "required": ["query"],
-    }
+    Args: ClassVar[type[ToolArgs]] = WebSearchArgs
 
     settings: SearchSettings | None = Field(
         default=None, description="Search settings; None means the config's [search]."

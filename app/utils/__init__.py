@@ -1,3 +1,3 @@
-"""Upstream's ``app.utils`` (helpers of its Daytona tools), kept importable."""
+"""Small helpers with no project imports (sizes); also upstream's ``app.utils`` names."""
 
 __all__: list[str] = []

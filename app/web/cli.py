@@ -1,7 +1,9 @@
 """``python -m app.web`` / ``openmanus-web``: start the web UI server.
 
 It listens on 127.0.0.1 unless told otherwise; any other address needs ``--allow-remote``
-(or ``[web] allow_remote = true``) and then requires the access token printed at start.
+(or ``[web] allow_remote = true``). Every bind requires the access token: the login address
+printed at start carries it (``OPENMANUS_WEB_TOKEN`` chooses it; ``--no-token`` turns it off
+on loopback). While it listens, the agents' browsers may not open it (``app.own_servers``).
 """
 
 from __future__ import annotations
@@ -10,15 +12,22 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import secrets
 import sys
 from pathlib import Path
 from types import FrameType
+from urllib.parse import quote
+
+from app import own_servers
 
 __all__ = ["build_parser", "main"]
 
 EXIT_OK = 0
 EXIT_CONFIG = 2
+TOKEN_ENV = "OPENMANUS_WEB_TOKEN"
+#: A token goes into a URL and a cookie unescaped: letters, digits and ``-._~`` only.
+_TOKEN_CHARS = re.compile(r"^[A-Za-z0-9._~-]+$")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-remote",
         action="store_true",
         default=None,
-        help="allow a non-loopback --host (a token is then required)",
+        help="allow a non-loopback --host (anyone who can reach it still needs the token)",
+    )
+    parser.add_argument(
+        "--no-token",
+        action="store_true",
+        help="do not require the access token (loopback only; any local program, user or "
+        "web page can then drive the agent)",
     )
     parser.add_argument(
         "-w", "--workspace", type=Path, help="workspace (sessions go to <workspace>/web/<id>/)"
@@ -98,16 +113,26 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= port <= 65535:
         _say("error: --port must be between 0 and 65535")
         return EXIT_CONFIG
-    token = None
-    if not is_loopback(host):
-        if not allow_remote:
-            _say(
-                f"error: {host} is not a loopback address; listening there lets other "
-                "machines drive your agent. Pass --allow-remote (or [web] allow_remote = "
-                "true) to do it anyway; a token will be required."
-            )
-            return EXIT_CONFIG
-        token = os.environ.get("OPENMANUS_WEB_TOKEN") or secrets.token_urlsafe(32)
+    if not is_loopback(host) and not allow_remote:
+        _say(
+            f"error: {host} is not a loopback address; listening there lets other "
+            "machines drive your agent. Pass --allow-remote (or [web] allow_remote = "
+            "true) to do it anyway; a token will be required."
+        )
+        return EXIT_CONFIG
+    if args.no_token and not is_loopback(host):
+        _say("error: --no-token is for loopback addresses only; remote use needs the token")
+        return EXIT_CONFIG
+    # Read once and removed, so the agents' own processes do not inherit it.
+    token: str | None = os.environ.pop(TOKEN_ENV, "") or None
+    if token is not None and not _TOKEN_CHARS.match(token):
+        _say(f"error: {TOKEN_ENV} may hold only letters, digits and -._~")
+        return EXIT_CONFIG
+    if args.no_token:
+        token = None
+    elif token is None:
+        token = secrets.token_urlsafe(32)
+    if token is not None:
         register_secret(token)
     workspace = (
         args.workspace.expanduser().absolute()
@@ -142,7 +167,14 @@ def main(argv: list[str] | None = None) -> int:
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
     # The one place the token is shown: the operator's terminal (stdout), never a log.
-    print(f"OpenManus web UI: {url}" + (f"?token={token}" if token else ""), flush=True)
+    print(f"OpenManus web UI: {url}" + (f"?token={quote(token)}" if token else ""), flush=True)
+    if token is None:
+        _say("warning: --no-token: anything on this machine that can reach the port can use it")
+    else:
+        _say(
+            "Open that address to log in (it sets a cookie); API clients send the token as "
+            "'Authorization: Bearer <token>'."
+        )
 
     class _Server(uvicorn.Server):
         """Ends the event streams at once on shutdown, so it does not wait on them."""
@@ -163,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     try:
-        server.run(sockets=[sock])
+        with own_servers.listening("web UI", sock):  # the agents' browsers may not open it
+            server.run(sockets=[sock])
     except KeyboardInterrupt:
         pass
     finally:

@@ -17,6 +17,7 @@ from typing import Any
 
 from app.events import Event, PlanChanged, ToolResultEvent
 from app.logger import redact
+from app.text import clean_text
 
 __all__ = ["MAX_ENTRIES", "EventLog", "redact_tree", "render_event"]
 
@@ -29,7 +30,7 @@ MAX_STRING = 200_000
 def redact_tree(value: Any) -> Any:
     """``value`` with every string redacted (dicts and lists walked)."""
     if isinstance(value, str):
-        text = redact(value)
+        text = clean_text(redact(value))  # valid UTF-8, or the event stream cannot send it
         return text if len(text) <= MAX_STRING else text[:MAX_STRING] + "\n…(cut)"
     if isinstance(value, dict):
         return {str(k): redact_tree(v) for k, v in value.items()}

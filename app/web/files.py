@@ -4,16 +4,17 @@ Every path goes through the editor's policy (``FileAccessPolicy.locate``): it is
 once for a clear message, then opened relative to a descriptor of the workspace without
 following links, so neither ``..``, an absolute path, a NUL byte nor a symlink the model
 planted can reach outside. Absolute paths are refused outright here: the page only ever
-sends paths relative to the workspace. Uploads are streamed to a temporary file beside
-the target and renamed into place; past the size limit the upload is aborted and removed.
+sends paths relative to the workspace. Uploads go through the one confined writer
+(:meth:`ConfinedPath.open_atomic`): streamed to a temporary file beside the target and renamed
+into place; past the size limit the upload is aborted and removed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mimetypes
 import os
-import secrets
 import stat
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,9 +29,13 @@ __all__ = [
     "Workspace",
 ]
 
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _CHUNK = 1 << 16
 _MAX_LIST = 2000
+#: The computer panel's "files written": at most this many, from at most so many entries.
+_MAX_RECENT = 40
+_MAX_WALK = 20_000
+_MAX_DEPTH = 12
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: Types a browser may show inline; anything else is sent as plain text or downloaded.
 _INLINE = {
     "image/png",
@@ -132,6 +137,57 @@ class Workspace:
         entries.sort(key=lambda e: (e["kind"] != "dir", e["name"].lower()))
         return {"path": self.relative(located), "entries": entries}
 
+    async def recent(self, since: float, limit: int = _MAX_RECENT) -> dict[str, Any]:
+        """The files changed since ``since`` (epoch seconds), newest first, from the whole
+        tree: what the agent wrote, for the computer panel. Links are never followed."""
+        located = self.locate(None, allow_root=True)
+        return await asyncio.to_thread(self._recent, located, since, limit)
+
+    def _recent(self, located: ConfinedPath, since: float, limit: int) -> dict[str, Any]:
+        try:
+            root = located.open_dir()
+        except (OSError, PathChangedError) as e:
+            raise FileProblem(404, f"The workspace cannot be read: {e}") from e
+        found: list[dict[str, Any]] = []
+        seen = 0
+        stack: list[tuple[int, tuple[str, ...]]] = [(root, ())]
+        try:
+            while stack:
+                fd, parts = stack.pop()
+                try:
+                    with os.scandir(fd) as it:
+                        for entry in it:
+                            seen += 1
+                            if seen > _MAX_WALK:
+                                break
+                            if not parts and entry.name == ".sessions":
+                                continue
+                            try:
+                                st = entry.stat(follow_symlinks=False)
+                            except OSError:
+                                continue
+                            if stat.S_ISDIR(st.st_mode) and len(parts) < _MAX_DEPTH:
+                                with contextlib.suppress(OSError):
+                                    child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                                    stack.append((child, (*parts, entry.name)))
+                            elif stat.S_ISREG(st.st_mode) and st.st_mtime >= since:
+                                found.append(
+                                    {
+                                        "name": entry.name,
+                                        "path": "/".join((*parts, entry.name)),
+                                        "kind": "file",
+                                        "size": st.st_size,
+                                        "mtime": st.st_mtime,
+                                    }
+                                )
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _ in stack:
+                os.close(fd)
+        found.sort(key=lambda e: -e["mtime"])
+        return {"since": since, "files": found[:limit], "truncated": seen > _MAX_WALK}
+
     # ---- reading -----------------------------------------------------------------------------
 
     async def open(self, raw: str | None) -> tuple[int, int, str, str]:
@@ -178,7 +234,8 @@ class Workspace:
     async def upload(
         self, raw: str | None, body: AsyncIterator[bytes], *, limit: int, declared: int | None
     ) -> dict[str, Any]:
-        """Stream ``body`` into the file ``raw`` (parents created), at most ``limit`` bytes."""
+        """Stream ``body`` into the file ``raw`` (parents created), at most ``limit`` bytes,
+        through the confined writer (:meth:`ConfinedPath.open_atomic`)."""
         located = self.locate(raw)
         if not located.parts:
             raise FileProblem(400, "Give a file name to upload to.")
@@ -189,66 +246,33 @@ class Workspace:
                 f"{limit} bytes ([web] max_upload_mb).",
             )
         try:
-            dir_fd, tmp = await asyncio.to_thread(self._begin_upload, located)
+            out = await asyncio.to_thread(located.open_atomic, make_parents=True, mode=0o644)
         except (NotADirectoryError, FileExistsError) as e:
             raise FileProblem(400, f"Cannot create {self.relative(located)}: {e}") from e
-        except ToolError as e:
+        except PathChangedError as e:
             raise FileProblem(403, str(e)) from e
-        total, done = 0, False
+        except ToolError as e:
+            raise FileProblem(400, str(e)) from e
         try:
-            fd = os.open(tmp, os.O_WRONLY | _CLOEXEC, dir_fd=dir_fd)
-            try:
-                buffer = bytearray()
-                async for chunk in body:
-                    total += len(chunk)
-                    if total > limit:
-                        raise FileProblem(
-                            413,
-                            f"The upload is larger than {limit} bytes "
-                            "([web] max_upload_mb); it was discarded.",
-                        )
-                    buffer += chunk
-                    if len(buffer) >= _CHUNK * 16:
-                        await asyncio.to_thread(_write_all, fd, bytes(buffer))
-                        buffer.clear()
-                if buffer:
-                    await asyncio.to_thread(_write_all, fd, bytes(buffer))
-            finally:
-                os.close(fd)
-            await asyncio.to_thread(self._finish_upload, located, dir_fd, tmp)
-            done = True
-        finally:
-            if not done:
-                try:
-                    os.unlink(tmp, dir_fd=dir_fd)
-                except OSError:
-                    pass
-            os.close(dir_fd)
-        return {"path": self.relative(located), "size": total}
-
-    def _begin_upload(self, located: ConfinedPath) -> tuple[int, str]:
-        missing_ok = located.kind()
-        if missing_ok not in ("missing", "file"):
-            raise FileProblem(400, f"{self.relative(located)} exists and is not a file.")
-        with located.parent(create=True) as parent_fd:
-            dir_fd = os.dup(parent_fd)
-        tmp = f".upload-{secrets.token_hex(6)}.part"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-        os.close(os.open(tmp, flags, 0o644, dir_fd=dir_fd))
-        return dir_fd, tmp
-
-    @staticmethod
-    def _finish_upload(located: ConfinedPath, dir_fd: int, tmp: str) -> None:
+            buffer = bytearray()
+            async for chunk in body:
+                if out.size + len(buffer) + len(chunk) > limit:
+                    raise FileProblem(
+                        413,
+                        f"The upload is larger than {limit} bytes "
+                        "([web] max_upload_mb); it was discarded.",
+                    )
+                buffer += chunk
+                if len(buffer) >= _CHUNK * 16:
+                    await asyncio.to_thread(out.write, bytes(buffer))
+                    buffer.clear()
+            if buffer:
+                await asyncio.to_thread(out.write, bytes(buffer))
+        except BaseException:
+            await asyncio.to_thread(out.abort)
+            raise
         try:
-            old = os.stat(located.name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            old = None
-        if old is not None and not stat.S_ISREG(old.st_mode):
-            raise FileProblem(400, f"{located.name} exists and is not a regular file.")
-        os.rename(tmp, located.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+            await asyncio.to_thread(out.commit)
+        except IsADirectoryError as e:
+            raise FileProblem(400, f"{self.relative(located)} exists and is not a file.") from e
+        return {"path": self.relative(located), "size": out.size}

@@ -91,6 +91,7 @@ class SessionManager:
                 raw = await asyncio.to_thread(_read_raw, data.path)
                 for entry in history_entries(raw, mode):
                     session.log.append(entry)
+                    session.runs = max(session.runs, int(entry.get("run") or 0))
                 session.attach(recorder, already_written=True)
             except BaseException:
                 await recorder.close()
@@ -120,7 +121,7 @@ class SessionManager:
                         "state": item.state,
                         "running": False,
                         "live": False,
-                        "incomplete": item.state == "incomplete",
+                        "incomplete": item.state in ("interrupted", "incomplete"),
                         "created": item.created,
                         "problems": list(item.problems),
                     }

@@ -6,10 +6,14 @@
   server listens remotely, any IP literal is accepted too (rebinding needs a name).
 * **Origin**, when a browser sends one, must be this server's own: a page elsewhere can
   neither post tasks nor read the event stream.
-* **Token** (remote use): every request must carry it, as ``Authorization: Bearer``, or the
-  ``openmanus_token`` cookie that the first page load sets from ``/?token=...`` (then
-  redirecting to ``/``, so the token leaves the address bar). EventSource cannot send headers,
-  so the cookie carries it for the stream. The access log is off: no URL is ever logged.
+* **Token** (every bind, loopback included: other local users, other programs and the agent's
+  own browser can all reach 127.0.0.1): every request must carry it, as
+  ``Authorization: Bearer``, or the ``openmanus_token_<port>`` cookie that the first page
+  load sets from ``/?token=...`` (then redirecting to ``/``, so the token leaves the address
+  bar and the history). The cookie is ``HttpOnly; SameSite=Strict`` and named by port, since
+  cookies are shared between the ports of one host. EventSource cannot send headers, so the
+  cookie carries it for the stream. The access log is off: no URL is ever logged.
+  ``--no-token`` (loopback only) turns the token off.
 """
 
 from __future__ import annotations
@@ -19,17 +23,24 @@ import ipaddress
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
+from html import escape
 from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["COOKIE", "AccessPolicy", "SecurityMiddleware", "is_loopback"]
+__all__ = ["COOKIE", "AccessPolicy", "SecurityMiddleware", "cookie_name", "is_loopback"]
 
+#: The cookie's name, followed by ``_<port>``.
 COOKIE = "openmanus_token"
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[
     [Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitable[Any]]], Awaitable[None]
 ]
+
+
+def cookie_name(port: int) -> str:
+    """Per port: two web UIs on one host must not overwrite each other's cookie."""
+    return f"{COOKIE}_{port}"
 
 
 def is_loopback(host: str) -> bool:
@@ -143,25 +154,35 @@ class SecurityMiddleware:
         if self.policy.token is not None:
             query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
             given = query.get("token", [None])[0]
+            html = "text/html" in headers.get("accept", "")
             if scope.get("path") == "/" and given is not None:
                 if self.policy.token_ok(given):
-                    await _set_cookie_and_redirect(send, self.policy.token)
+                    await _set_cookie_and_redirect(send, self.policy)
                 else:
-                    await _deny(send, 401, "Wrong access token.")
+                    await _deny(send, 401, "Wrong access token. " + _LOGIN_HINT, html=html)
                 return
-            if not self.policy.token_ok(_request_token(headers)):
-                await _deny(
-                    send,
-                    401,
-                    "An access token is required: open the address the "
-                    "server printed at start (it ends in ?token=...), or send "
-                    "'Authorization: Bearer <token>'.",
-                )
+            if not self.policy.token_ok(_request_token(headers, self.policy.port)):
+                await _deny(send, 401, "An access token is required. " + _LOGIN_HINT, html=html)
                 return
         await self.app(scope, receive, send)
 
 
-def _request_token(headers: dict[str, str]) -> str | None:
+_LOGIN_HINT = (
+    "Log in by opening the address the server printed when it started (it ends in "
+    "?token=...); API clients send 'Authorization: Bearer <token>'. The token is the "
+    "OPENMANUS_WEB_TOKEN you set, or a new random one at every start."
+)
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>OpenManus: log in</title></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 3em auto">
+<h1>OpenManus web UI: log in</h1><p>{message}</p></body></html>
+"""
+
+
+_PAGE_CSP = b"default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
+
+
+def _request_token(headers: dict[str, str], port: int) -> str | None:
     auth = headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
@@ -172,19 +193,29 @@ def _request_token(headers: dict[str, str]) -> str | None:
             jar.load(cookie)
         except Exception:
             return None
-        if COOKIE in jar:
-            return jar[COOKIE].value
+        name = cookie_name(port)
+        if name in jar:
+            return jar[name].value
     return None
 
 
-async def _deny(send: Any, status: int, message: str) -> None:
-    body = json.dumps({"error": message, "status": status}).encode()
+async def _deny(send: Any, status: int, message: str, *, html: bool = False) -> None:
+    """The refusal: JSON ``{"error", "status"}``, or a short page for a browser."""
+    extra: list[tuple[bytes, bytes]] = []
+    if html:
+        body = _PAGE.format(message=escape(message)).encode()
+        kind = b"text/html; charset=utf-8"
+        extra.append((b"content-security-policy", _PAGE_CSP))
+    else:
+        body = json.dumps({"error": message, "status": status}).encode()
+        kind = b"application/json"
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                *extra,
+                (b"content-type", kind),
                 (b"content-length", str(len(body)).encode()),
                 (b"cache-control", b"no-store"),
             ],
@@ -193,8 +224,9 @@ async def _deny(send: Any, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _set_cookie_and_redirect(send: Any, token: str) -> None:
-    cookie = f"{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
+async def _set_cookie_and_redirect(send: Any, policy: AccessPolicy) -> None:
+    """Trade ``/?token=`` for the cookie, and drop the token from the address bar."""
+    cookie = f"{cookie_name(policy.port)}={policy.token}; Path=/; HttpOnly; SameSite=Strict"
     await send(
         {
             "type": "http.response.start",

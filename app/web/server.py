@@ -15,6 +15,7 @@ Routes::
     GET  /api/sessions/{id}/events      SSE of the session's event log (Last-Event-ID replay)
     GET  /api/sessions/{id}/files       ?path=dir: a directory of the workspace
     GET  /api/sessions/{id}/file        ?path=file[&download=1]: a file (preview/download)
+    GET  /api/sessions/{id}/recent      ?since=epoch: files changed since then, newest first
     PUT  /api/sessions/{id}/upload      ?path=file, the body is the file (size-limited)
     GET  /api/sessions/{id}/screenshot  the latest browser screenshot
     POST /api/agui                      AG-UI: RunAgentInput in, SSE of AG-UI events out
@@ -48,6 +49,8 @@ __all__ = ["STATIC_DIR", "WebOptions", "create_app"]
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 _MAX_JSON = 1 << 20
+#: Deepest nesting of arrays and objects a JSON body may have (the API needs 4).
+_MAX_DEPTH = 64
 _PING = 15.0
 _PAGE_CSP = (
     "default-src 'self'; img-src 'self' data: blob:; style-src 'self'; "
@@ -95,12 +98,50 @@ async def _json_body(request: Request) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        body = json.loads(raw)
+        text = bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ApiError(400, f"The body is not UTF-8 (byte {e.start}).") from None
+    try:
+        body = json.loads(text)
+    except RecursionError:  # e.g. 100 000 '[': the parser's own limit, not a server fault
+        raise ApiError(400, f"The JSON body is nested too deeply (limit {_MAX_DEPTH}).") from None
     except ValueError as e:
-        raise ApiError(400, f"The body is not valid JSON: {e}") from e
+        raise ApiError(400, f"The body is not valid JSON: {e}") from None
+    _check_tree(body)
     if not isinstance(body, dict):
         raise ApiError(400, "The body must be a JSON object.")
     return body
+
+
+def _check_tree(value: Any) -> None:
+    """Refuse what would fail later, far from the request: nesting deeper than
+    ``_MAX_DEPTH`` (re-encoding it recurses) and lone surrogates (``"\\ud800"``: no UTF-8
+    encoding exists, so the event log could not be written)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > _MAX_DEPTH:
+            raise ApiError(400, f"The JSON body is nested too deeply (limit {_MAX_DEPTH}).")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                _check_text(key)
+                stack.append((child, depth + 1))
+        else:
+            stack.extend((child, depth + 1) for child in item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(
+            400, "The JSON body holds a lone surrogate (\\ud800-\\udfff): not valid text."
+        ) from None
 
 
 def _prompt_of(body: dict[str, Any], *, required: bool) -> str | None:
@@ -212,6 +253,17 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         listing = await Workspace(session.workspace).listing(request.query_params.get("path"))
         return JSONResponse(listing)
 
+    async def recent_files(request: Request) -> Response:
+        session = await session_of(request, open_stored=True)
+        raw = request.query_params.get("since")
+        try:
+            since = float(raw) if raw is not None else session.created
+        except ValueError:
+            raise ApiError(400, "`since` must be a time in seconds since the epoch.") from None
+        if since != since:  # NaN compares false with every mtime: refuse it plainly
+            raise ApiError(400, "`since` must be a time in seconds since the epoch.")
+        return JSONResponse(await Workspace(session.workspace).recent(since))
+
     async def get_file(request: Request) -> Response:
         session = await session_of(request, open_stored=True)
         ws = Workspace(session.workspace)
@@ -291,6 +343,13 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
             },
         )
 
+    async def favicon(request: Request) -> Response:
+        return FileResponse(
+            STATIC_DIR / "favicon.svg",
+            media_type="image/svg+xml",
+            headers={"content-security-policy": _FILE_CSP, "x-content-type-options": "nosniff"},
+        )
+
     async def api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
         return _error(exc.status, exc.message)
@@ -319,6 +378,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
 
     routes = [
         Route("/", page),
+        Route("/favicon.ico", favicon),
         Route("/api/info", info),
         Route("/api/sessions", list_sessions),
         Route("/api/sessions", new_session, methods=["POST"]),
@@ -330,6 +390,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         Route("/api/sessions/{sid}/events", events),
         Route("/api/sessions/{sid}/files", list_files),
         Route("/api/sessions/{sid}/file", get_file),
+        Route("/api/sessions/{sid}/recent", recent_files),
         Route("/api/sessions/{sid}/upload", upload, methods=["PUT", "POST"]),
         Route("/api/sessions/{sid}/screenshot", screenshot),
         Route("/api/agui", agui, methods=["POST"]),

@@ -13,14 +13,24 @@ up (child processes killed) and the session stays usable for the next task.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import json
+import re
 import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from app.events import Event, PlanChanged, ToolResultEvent, UsageReport
+from app.events import (
+    Event,
+    PlanChanged,
+    RunStarted,
+    ToolCallEvent,
+    ToolResultEvent,
+    UsageReport,
+)
 from app.logger import logger
 from app.web.eventlog import EventLog, decode_image, redact_tree, render_event
 
@@ -77,6 +87,11 @@ class WebSession:
         self.task_cost: float | None = None
         self.screenshot: bytes | None = None
         self.screenshots = 0
+        #: Agent runs so far (history included): each entry carries ``run``, so the page keys
+        #: a message by (run, agent, step) and steps restarting in a new run never collide.
+        self.runs = 0
+        #: The browser's interactive elements as last read, to name the element a call used.
+        self.browser_elements = ""
         self.model = ""
         self.profile = ""
 
@@ -117,6 +132,9 @@ class WebSession:
             )
             if tool is not None:
                 tool.input_provider = provider
+            helper = getattr(agent, "_browser_helper", None)
+            if helper is not None and hasattr(helper, "on_state"):
+                helper.on_state = self._on_browser_state
         if manus.llm is not None:
             from app.config import config
 
@@ -149,7 +167,14 @@ class WebSession:
         plan = None
         if isinstance(event, PlanChanged) and self.flow is not None:
             plan = self.flow.planning_tool.plans.get(event.plan_id)
+        if isinstance(event, RunStarted):
+            self.runs += 1
         entry = render_event(event, plan)
+        entry["run"] = self.runs
+        if isinstance(event, ToolCallEvent) and event.name == "browser_use":
+            element = _element_of(event.arguments, self.browser_elements)
+            if element:
+                entry["element"] = redact_tree(element)
         if isinstance(event, UsageReport):
             if event.cost is not None:
                 self.task_cost = (self.task_cost or 0.0) + event.cost
@@ -164,8 +189,38 @@ class WebSession:
                 self.screenshot = image
                 self.screenshots += 1
                 self.log.append(
-                    {"kind": "screenshot", "n": self.screenshots, "call_id": event.call_id}
+                    {
+                        "kind": "screenshot",
+                        "n": self.screenshots,
+                        "call_id": event.call_id,
+                        "source": event.source,
+                        "run": self.runs,
+                    }
                 )
+
+    def _on_browser_state(self, state: dict[str, Any], image: str | None) -> None:
+        """The browser state an agent read before its step: the page's live view (the
+        screenshot, its address and title) follows the agent as it acts."""
+        elements = state.get("interactive_elements")
+        self.browser_elements = elements if isinstance(elements, str) else ""
+        picture = None
+        if image:
+            with contextlib.suppress(binascii.Error, ValueError):
+                picture = base64.b64decode(image, validate=False)
+        if picture:
+            self.screenshot = picture
+            self.screenshots += 1
+        self.log.append(
+            redact_tree(
+                {
+                    "kind": "screenshot",
+                    "n": self.screenshots if picture else None,
+                    "url": str(state.get("url") or ""),
+                    "title": str(state.get("title") or ""),
+                    "run": self.runs,
+                }
+            )
+        )
 
     def note(self, kind: str, **fields: Any) -> dict[str, Any]:
         """A web entry of our own (task started/finished, questions), redacted."""
@@ -342,23 +397,53 @@ class WebSession:
         )
 
 
+_INDEX = re.compile(r"^\s*\*?\[(\d+)\]")
+
+
+def _element_of(arguments: str, elements: str) -> str | None:
+    """How the browser state described the element a browser call names by ``index``
+    (e.g. ``[3]<button>Buy now``), so the page can say what the agent clicked."""
+    try:
+        args = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    index = args.get("index") if isinstance(args, dict) else None
+    if not isinstance(index, int) or isinstance(index, bool) or not elements:
+        return None
+    lines = elements.splitlines()
+    for i, line in enumerate(lines):
+        found = _INDEX.match(line)
+        if found and int(found.group(1)) == index:
+            text = line.strip()
+            following = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            if following and not _INDEX.match(following) and not following.startswith("<"):
+                text += " " + following
+            return text[:300]
+    return f"element {index}"
+
+
 def history_entries(raw: bytes, mode: str) -> list[dict[str, Any]]:
-    """The page's view of a session file's past tasks (tasks, events, results)."""
+    """The page's view of a session file's past tasks (tasks, events, results); entries
+    carry ``run`` (the agent run they belong to) as live ones do."""
     entries: list[dict[str, Any]] = []
+    run = 0
     for line in raw.decode("utf-8", "replace").splitlines():
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a damaged line: skipped, as --resume does
             continue
         if not isinstance(record, dict):
             continue
         kind = record.get("type")
-        if kind == "task":
+        if kind == "run_started":
+            run += 1
+            entries.append({"kind": "run_started", "run": run, "history": True})
+        elif kind == "task":
             entries.append(
                 {"kind": "task_started", "prompt": record.get("prompt"), "history": True}
             )
         elif kind == "event" and isinstance(record.get("event"), dict):
-            entries.append({**record["event"], "history": True})
+            entries.append({**record["event"], "run": run, "history": True})
         elif kind == "plan" and isinstance(record.get("plans"), dict):
             plan = record["plans"].get(str(record.get("active_plan_id")))
             if isinstance(plan, dict):
@@ -394,4 +479,10 @@ def history_entries(raw: bytes, mode: str) -> list[dict[str, Any]]:
                     "final_answer": record.get("summary"),
                 }
             )
-    return [redact_tree(e) for e in entries]
+    shown = []
+    for entry in entries:
+        try:
+            shown.append(redact_tree(entry))
+        except RecursionError:  # nested beyond reason (a damaged line): left out
+            continue
+    return shown

@@ -1,20 +1,26 @@
-"""Upstream's ``SandboxManager``: several sandboxes by id, at most ``max_sandboxes`` at once,
-each one of upstream's :class:`~app.sandbox.core.sandbox.DockerSandbox` (our Docker backend).
-Sandboxes idle for ``idle_timeout`` seconds are removed when another is created or when
-:meth:`cleanup_idle` runs (no background task)."""
+"""Upstream's ``SandboxManager``: several sandboxes by id, at most ``max_sandboxes`` at once.
+
+Each sandbox is upstream's :class:`~app.sandbox.core.sandbox.DockerSandbox` (a container),
+unless its settings name another ``backend``. A sandbox unused for ``idle_timeout`` seconds is
+removed by a background task that looks every ``cleanup_interval`` seconds (started with the
+first sandbox, or at construction inside a running event loop, as upstream did), or at once by
+``await _cleanup_idle_sandboxes()``. A sandbox in use (inside ``sandbox_operation``) is never
+idle. ``cleanup()`` (also on leaving ``async with``) removes them all.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import time
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from app.config_sections import SandboxSettings
-from app.exceptions import SandboxError, SandboxResourceError
-from app.sandbox.core.sandbox import DockerSandbox
+from app.logger import logger
+from app.sandbox.client import UpstreamSandbox, open_sandbox
+from app.sandbox.core.exceptions import SandboxLimitError
 
 __all__ = ["SandboxManager"]
 
@@ -23,70 +29,156 @@ class SandboxManager:
     def __init__(
         self,
         max_sandboxes: int = 100,
-        idle_timeout: int = 3600,
-        cleanup_interval: int = 300,
+        idle_timeout: float = 3600,
+        cleanup_interval: float = 300,
     ) -> None:
         self.max_sandboxes = max_sandboxes
         self.idle_timeout = idle_timeout
         self.cleanup_interval = cleanup_interval
-        self._sandboxes: dict[str, DockerSandbox] = {}
+        self._sandboxes: dict[str, UpstreamSandbox] = {}
         self._last_used: dict[str, float] = {}
-        self._lock = asyncio.Lock()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._global_lock = asyncio.Lock()
+        self._active_operations: set[str] = set()
+        self._cleanup_task: asyncio.Task[None] | None = None
+        self._is_shutting_down = False
+        with contextlib.suppress(RuntimeError):  # no running loop: started with a sandbox
+            asyncio.get_running_loop()
+            self.start_cleanup_task()
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    def start_cleanup_task(self) -> None:
+        """Start the idle-sandbox sweeper (once; needs a running event loop)."""
+        if self._cleanup_task is not None and not self._cleanup_task.done():
+            return
+
+        async def sweep() -> None:
+            while not self._is_shutting_down:
+                try:
+                    await self._cleanup_idle_sandboxes()
+                except Exception as e:  # keep sweeping; the next round may succeed
+                    logger.error(f"Error in sandbox cleanup loop: {e}")
+                await asyncio.sleep(self.cleanup_interval)
+
+        self._is_shutting_down = False
+        self._cleanup_task = asyncio.get_running_loop().create_task(sweep())
+
+    async def ensure_image(self, image: str) -> bool:
+        """Whether ``image`` is on the engine (pulled if missing and a registry answers)."""
+        from app.sandbox.docker import docker_client
+
+        def work() -> bool:
+            from docker.errors import DockerException, ImageNotFound
+
+            client = docker_client()
+            try:
+                client.images.get(image)
+                return True
+            except ImageNotFound:
+                logger.info(f"Pulling image {image}...")
+                try:
+                    client.images.pull(image)
+                    return True
+                except DockerException as e:
+                    logger.error(f"Failed to pull image {image}: {e}")
+                    return False
+            finally:
+                client.close()
+
+        try:
+            return await asyncio.to_thread(work)
+        except Exception as e:
+            logger.error(f"Docker is not usable: {e}")
+            return False
 
     async def create_sandbox(
         self,
         config: SandboxSettings | None = None,
         volume_bindings: dict[str, str] | None = None,
     ) -> str:
-        """Start a sandbox; its id. Raises SandboxResourceError when the pool is full."""
-        await self.cleanup_idle()
-        async with self._lock:
+        """Start a sandbox; its id. SandboxLimitError (a RuntimeError) when the pool is full."""
+        self.start_cleanup_task()
+        async with self._global_lock:
             if len(self._sandboxes) >= self.max_sandboxes:
-                raise SandboxResourceError(
+                raise SandboxLimitError(
                     f"Maximum number of sandboxes ({self.max_sandboxes}) reached"
                 )
-            sandbox = await DockerSandbox(config, volume_bindings).create()
+            config = config if config is not None else SandboxSettings()
+            sandbox = await open_sandbox(config, volume_bindings, config.backend or "docker")
             sandbox_id = str(uuid.uuid4())
             self._sandboxes[sandbox_id] = sandbox
-            self._last_used[sandbox_id] = time.monotonic()
+            self._last_used[sandbox_id] = self._now()
+            self._locks[sandbox_id] = asyncio.Lock()
+            logger.info(f"Created sandbox {sandbox_id}")
             return sandbox_id
 
-    async def get_sandbox(self, sandbox_id: str) -> DockerSandbox:
-        sandbox = self._sandboxes.get(sandbox_id)
-        if sandbox is None:
-            raise KeyError(f"Sandbox {sandbox_id} not found")
-        self._last_used[sandbox_id] = time.monotonic()
-        return sandbox
-
     @asynccontextmanager
-    async def sandbox_operation(self, sandbox_id: str) -> AsyncIterator[DockerSandbox]:
-        yield await self.get_sandbox(sandbox_id)
-        self._last_used[sandbox_id] = time.monotonic()
+    async def sandbox_operation(self, sandbox_id: str) -> AsyncIterator[UpstreamSandbox]:
+        """The sandbox, marked in use (not idle) until the block ends; KeyError if unknown."""
+        lock = self._locks.setdefault(sandbox_id, asyncio.Lock())
+        async with lock:
+            if sandbox_id not in self._sandboxes:
+                self._locks.pop(sandbox_id, None)
+                raise KeyError(f"Sandbox {sandbox_id} not found")
+            self._active_operations.add(sandbox_id)
+            try:
+                self._last_used[sandbox_id] = self._now()
+                yield self._sandboxes[sandbox_id]
+            finally:
+                self._active_operations.discard(sandbox_id)
+                if sandbox_id in self._sandboxes:
+                    self._last_used[sandbox_id] = self._now()
 
-    async def delete_sandbox(self, sandbox_id: str) -> None:
-        async with self._lock:
-            sandbox = self._sandboxes.pop(sandbox_id, None)
-            self._last_used.pop(sandbox_id, None)
-        if sandbox is not None:
-            await sandbox.cleanup()
+    async def get_sandbox(self, sandbox_id: str) -> UpstreamSandbox:
+        """The sandbox with this id (its idle clock restarts); KeyError if unknown."""
+        async with self.sandbox_operation(sandbox_id) as sandbox:
+            return sandbox
 
-    async def cleanup_idle(self) -> None:
-        """Remove sandboxes unused for ``idle_timeout`` seconds."""
-        now = time.monotonic()
-        idle = [i for i, t in self._last_used.items() if now - t > self.idle_timeout]
+    async def _cleanup_idle_sandboxes(self) -> None:
+        """Remove sandboxes unused for more than ``idle_timeout`` seconds."""
+        now = self._now()
+        async with self._global_lock:
+            idle = [
+                sandbox_id
+                for sandbox_id, last in self._last_used.items()
+                if sandbox_id not in self._active_operations and now - last > self.idle_timeout
+            ]
         for sandbox_id in idle:
             await self.delete_sandbox(sandbox_id)
 
+    async def cleanup_idle(self) -> None:
+        """Our name for :meth:`_cleanup_idle_sandboxes`."""
+        await self._cleanup_idle_sandboxes()
+
+    async def delete_sandbox(self, sandbox_id: str) -> None:
+        """Remove one sandbox (unknown ids are ignored); failures are logged, as upstream."""
+        async with self._global_lock:
+            sandbox = self._sandboxes.pop(sandbox_id, None)
+            self._last_used.pop(sandbox_id, None)
+            self._locks.pop(sandbox_id, None)
+        if sandbox is None:
+            return
+        try:
+            await sandbox.cleanup()
+            logger.info(f"Deleted sandbox {sandbox_id}")
+        except Exception as e:
+            logger.error(f"Error during cleanup of sandbox {sandbox_id}: {e}")
+
     async def cleanup(self) -> None:
-        """Remove every sandbox; reports (after trying all) the ones that failed."""
-        failures: list[str] = []
-        for sandbox_id in list(self._sandboxes):
-            try:
-                await self.delete_sandbox(sandbox_id)
-            except Exception as e:  # keep cleaning the others, then report
-                failures.append(f"{sandbox_id}: {e}")
-        if failures:
-            raise SandboxError("Some sandboxes could not be cleaned up: " + "; ".join(failures))
+        """Stop the sweeper and remove every sandbox (concurrently)."""
+        self._is_shutting_down = True
+        task, self._cleanup_task = self._cleanup_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        ids = list(self._sandboxes)
+        if ids:
+            await asyncio.gather(*(self.delete_sandbox(i) for i in ids))
+        self._active_operations.clear()
 
     async def __aenter__(self) -> SandboxManager:
         return self
@@ -97,7 +189,9 @@ class SandboxManager:
     def get_stats(self) -> dict[str, Any]:
         return {
             "total_sandboxes": len(self._sandboxes),
+            "active_operations": len(self._active_operations),
             "max_sandboxes": self.max_sandboxes,
             "idle_timeout": self.idle_timeout,
             "cleanup_interval": self.cleanup_interval,
+            "is_shutting_down": self._is_shutting_down,
         }

@@ -1,19 +1,307 @@
-"""Upstream's ``DockerSandbox`` (``await DockerSandbox(config).create()``, ``run_command``...):
-our Docker backend behind upstream's method names (see :class:`app.sandbox.client.UpstreamSandbox`).
-Our own backend class is :class:`app.sandbox.docker.DockerSandbox`."""
+"""Upstream's ``DockerSandbox``: one container per sandbox, with upstream's interface.
+
+``await DockerSandbox(config, volume_bindings).create()`` starts a container of
+``config.image`` with the memory and CPU limits, the network switch and the bind mounts
+(``{host_dir: container_dir}``) of the settings; ``terminal`` is a persistent shell in it
+(:class:`~app.sandbox.core.terminal.AsyncDockerizedTerminal`), ``run_command`` runs there with
+a timeout, and ``read_file``/``write_file``/``copy_from``/``copy_to`` work on *container*
+paths (relative ones are taken from ``work_dir``; ``..`` is refused), inside the container,
+as the container's user.
+
+The container is our ``docker`` backend's (:class:`app.sandbox.docker.DockerSandbox`: no
+capabilities, read-only root, labelled and reaped), available as ``sandbox``. ``work_dir``
+is bound to a private host directory removed again by ``cleanup()`` (upstream left its
+directories in the temp dir), unless ``volume_bindings`` maps a host directory there or a
+``workspace`` is given.
+"""
 
 from __future__ import annotations
 
-from app.config_sections import SandboxSettings
-from app.sandbox.client import UpstreamSandbox
+import asyncio
+import io
+import os
+import posixpath
+import shutil
+import socket
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any, Self
 
-__all__ = ["DockerSandbox"]
+from app.config_sections import SandboxSettings
+from app.exceptions import SandboxError, SandboxTimeoutError
+from app.sandbox.archive import MAX_ARCHIVE_BYTES, make_tar, safe_extract
+from app.sandbox.client import UpstreamSandbox, copy_out
+from app.sandbox.core.terminal import AsyncDockerizedTerminal
+from app.sandbox.docker import DockerSandbox as DockerBackend
+
+__all__ = ["DockerSandbox", "SandboxSettings"]
+
+#: Largest file read_file returns (a hostile container could offer an endless one).
+MAX_READ_BYTES = 64 * 1024 * 1024
 
 
 class DockerSandbox(UpstreamSandbox):
-    """A Docker container sandbox with upstream's interface."""
+    """A Docker container with upstream's methods (see the module docstring)."""
 
     def __init__(
-        self, config: SandboxSettings | None = None, volume_bindings: dict[str, str] | None = None
+        self,
+        config: SandboxSettings | None = None,
+        volume_bindings: dict[str, str] | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
     ) -> None:
-        super().__init__(config, volume_bindings, backend="docker")
+        self.config = config if config is not None else SandboxSettings()
+        self.volume_bindings = dict(volume_bindings or {})
+        work_dir = self.config.work_dir.rstrip("/") or "/"
+        extra = {h: c for h, c in self.volume_bindings.items() if c.rstrip("/") != work_dir}
+        bound = [h for h, c in self.volume_bindings.items() if c.rstrip("/") == work_dir]
+        self._private_dir: str | None = None
+        if bound:
+            workspace = bound[-1]
+        elif workspace is None:
+            self._private_dir = tempfile.mkdtemp(prefix="openmanus-sandbox-")
+            workspace = self._private_dir
+        self.sandbox: DockerBackend = DockerBackend(self.config, workspace, volume_bindings=extra)
+        self.terminal: AsyncDockerizedTerminal | None = None
+
+    # --- upstream's attributes ------------------------------------------------------------------
+
+    @property
+    def container(self) -> Any:
+        """The Docker SDK container (None before ``create`` and after ``cleanup``)."""
+        return self.sandbox.container
+
+    @property
+    def client(self) -> Any:
+        """The Docker SDK client (None before ``create`` and after ``cleanup``)."""
+        return self.sandbox.client
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def create(self) -> Self:
+        """Start the container and its terminal; on failure nothing is left behind."""
+        try:
+            await self.sandbox.start()
+            self.terminal = AsyncDockerizedTerminal(
+                self.sandbox.container,
+                self.config.work_dir,
+                env_vars={"PYTHONUNBUFFERED": "1"},
+                default_timeout=self.config.timeout,
+                user=self.sandbox.user,
+            )
+            await self.terminal.init()
+        except BaseException:
+            await self.cleanup()
+            raise
+        return self
+
+    async def cleanup(self) -> None:
+        """Close the terminal, remove the container and the private work directory."""
+        terminal, self.terminal = self.terminal, None
+        try:
+            if terminal is not None:
+                await terminal.close()
+        finally:
+            await self.sandbox.cleanup()
+            if self._private_dir is not None:
+                await asyncio.to_thread(shutil.rmtree, self._private_dir, True)
+
+    def _require(self) -> AsyncDockerizedTerminal:
+        if self.terminal is None or self.sandbox.container is None:
+            raise SandboxError("Sandbox not initialized: await create() first")
+        return self.terminal
+
+    # --- commands -------------------------------------------------------------------------------
+
+    async def run_command(self, cmd: str, timeout: int | None = None) -> str:
+        """Output of ``cmd`` in the sandbox's shell; SandboxTimeoutError past ``timeout``."""
+        terminal = self._require()
+        limit = timeout or self.config.timeout
+        try:
+            return await terminal.run_command(cmd, timeout=limit)
+        except TimeoutError:
+            raise SandboxTimeoutError(
+                f"Command execution timed out after {limit} seconds"
+            ) from None
+
+    async def _exec(self, argv: list[str]) -> tuple[int, bytes, bytes]:
+        """One program in the container as its user, no shell: (exit code, stdout, stderr)."""
+        container = self.sandbox.container
+        result = await asyncio.to_thread(
+            container.exec_run, argv, user=self.sandbox.user, demux=True
+        )
+        out, err = result.output if result.output is not None else (None, None)
+        return int(result.exit_code or 0), out or b"", err or b""
+
+    # --- files (container paths) ----------------------------------------------------------------
+
+    def _safe_resolve_path(self, path: str) -> str:
+        """A container path: relative ones from ``work_dir``; ``..`` refused as upstream did."""
+        if ".." in str(path).split("/"):
+            raise SandboxError(f"Path contains potentially unsafe patterns: {path!r}")
+        return posixpath.join(self.config.work_dir, path) if not path.startswith("/") else path
+
+    async def read_file(self, path: str) -> str:
+        """Text of a file in the container; FileNotFoundError if there is none."""
+        self._require()
+        resolved = self._safe_resolve_path(path)
+        code, out, err = await self._exec(["head", "-c", str(MAX_READ_BYTES + 1), "--", resolved])
+        if code != 0:
+            message = err.decode(errors="replace").strip()
+            if "No such file" in message:
+                raise FileNotFoundError(f"File not found: {path}")
+            if "Is a directory" in message:
+                raise IsADirectoryError(f"{path} is a directory")
+            raise SandboxError(f"Failed to read file {path}: {message}")
+        if len(out) > MAX_READ_BYTES:
+            raise SandboxError(f"{path} is larger than {MAX_READ_BYTES} bytes")
+        return out.decode("utf-8", errors="replace")
+
+    async def _make_dirs(self, directory: str) -> None:
+        code, _, err = await self._exec(["mkdir", "-p", "--", directory])
+        if code != 0:
+            raise SandboxError(f"cannot create {directory}: {err.decode(errors='replace').strip()}")
+
+    def _owner(self) -> tuple[int, int]:
+        uid, gid = self.sandbox.user.split(":")
+        return int(uid), int(gid)
+
+    async def write_file(self, path: str, content: str) -> None:
+        """Write a file in the container (parents created) as the container's user: written
+        by ``cat`` inside, so the container's own rules apply (a read-only root, ``/tmp``)."""
+        self._require()
+        resolved = self._safe_resolve_path(path)
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+        code, err = await asyncio.to_thread(
+            self._exec_with_input, ["sh", "-c", script, "sh", resolved], content.encode("utf-8")
+        )
+        if code != 0:
+            raise SandboxError(f"Failed to write {path}: {err.strip()}")
+
+    def _exec_with_input(self, argv: list[str], data: bytes) -> tuple[int, str]:
+        """Run ``argv`` in the container with ``data`` on its stdin: (exit code, stderr)."""
+        code, _, errors = self._exec_io(argv, data)
+        return code, errors
+
+    def _exec_io(
+        self, argv: list[str], data: bytes = b"", max_output: int = 0
+    ) -> tuple[int, bytes, str]:
+        """Run ``argv`` in the container as its user, ``data`` on its stdin: (exit code,
+        stdout, stderr). More than ``max_output`` bytes of stdout is a SandboxError (a
+        hostile container can produce endless output)."""
+        from docker.utils.socket import frames_iter
+
+        api = self.sandbox.client.api
+        exec_id = api.exec_create(
+            self.sandbox.container.id,
+            argv,
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            user=self.sandbox.user,
+        )["Id"]
+        stream = api.exec_start(exec_id, socket=True)
+        sock = stream._sock if hasattr(stream, "_sock") else stream
+        output, errors = bytearray(), bytearray()
+        try:
+            view = memoryview(data)
+            for offset in range(0, len(view), 65536):
+                sock.sendall(view[offset : offset + 65536])
+            sock.shutdown(socket.SHUT_WR)
+            for stream_id, chunk in frames_iter(stream, tty=False):
+                if stream_id == 2:
+                    if len(errors) < 65536:
+                        errors += chunk
+                elif max_output:
+                    output += chunk
+                    if len(output) > max_output:
+                        raise SandboxError(f"more than {max_output} bytes came out of the sandbox")
+        finally:
+            sock.close()
+        code = api.exec_inspect(exec_id).get("ExitCode")
+        code = int(code) if isinstance(code, int) else 1
+        return code, bytes(output), errors.decode(errors="replace")
+
+    async def _put_archive(self, directory: str, data: bytes, path: str) -> None:
+        from docker.errors import APIError
+
+        try:
+            done = await asyncio.to_thread(self.sandbox.container.put_archive, directory, data)
+        except APIError as exc:
+            raise SandboxError(f"Failed to write {path}: {exc.explanation or exc}") from exc
+        if not done:
+            raise SandboxError(f"Failed to write {path}")
+
+    async def copy_from(self, src_path: str, dst_path: str) -> None:
+        """Copy a container file to ``dst_path`` on the host (or a directory into an existing
+        host directory); members that would land outside are refused."""
+        self._require()
+        resolved = self._safe_resolve_path(src_path)
+        # Packed by tar inside, as the container's user (it sees /tmp; the archive API does
+        # not); through the engine's archive API when the image has no tar.
+        script = (
+            "command -v tar >/dev/null || exit 127; "
+            '[ -e "$1" ] || { echo "$1: No such file" >&2; exit 3; }; '
+            'cd -- "$(dirname -- "$1")" && exec tar -c -f - -- "$(basename -- "$1")"'
+        )
+        argv = ["sh", "-c", script, "sh", resolved]
+        code, data, err = await asyncio.to_thread(self._exec_io, argv, b"", MAX_ARCHIVE_BYTES)
+        if code == 127:
+            try:
+                data = await asyncio.to_thread(self.sandbox.get_archive, resolved)
+            except FileNotFoundError:
+                raise FileNotFoundError(f"Source file not found: {src_path}") from None
+        elif code == 3:
+            raise FileNotFoundError(f"Source file not found: {src_path}")
+        elif code != 0:
+            raise SandboxError(f"Failed to copy {src_path} out: {err.strip()}")
+        target = Path(dst_path)
+        if await asyncio.to_thread(target.is_dir):
+            await asyncio.to_thread(safe_extract, data, target)
+            return
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+            members = tar.getmembers()
+            if not members:
+                raise FileNotFoundError(f"Source file not found: {src_path}")
+            if len(members) > 1 or members[0].isdir():
+                raise SandboxError(
+                    f"Source path is a directory but destination is a file: {src_path}"
+                )
+            if not members[0].isfile():
+                raise SandboxError(f"{src_path} is not a regular file (a link or device)")
+            extracted = tar.extractfile(members[0])
+            content = extracted.read() if extracted is not None else b""
+        await asyncio.to_thread(
+            copy_out, content, target, self.sandbox.workspace, self.sandbox.file_owner
+        )
+
+    async def copy_to(self, src_path: str, dst_path: str) -> None:
+        """Copy a host file or directory into the container as ``dst_path``: unpacked by
+        ``tar`` inside, as the container's user (like :meth:`write_file`); through the
+        engine's archive API when the image has no ``tar``."""
+        self._require()
+        source = Path(src_path)
+        if not await asyncio.to_thread(source.exists):
+            raise FileNotFoundError(f"Source file not found: {src_path}")
+        resolved = self._safe_resolve_path(dst_path)
+        parent = posixpath.dirname(resolved) or "/"
+        await self._make_dirs(parent)
+        data = await asyncio.to_thread(make_tar, source, posixpath.basename(resolved))
+        script = 'command -v tar >/dev/null || exit 127; tar -x --no-same-owner -f - -C "$1"'
+        code, err = await asyncio.to_thread(
+            self._exec_with_input, ["sh", "-c", script, "sh", parent], data
+        )
+        if code == 127:
+            await self._put_archive(parent, data, dst_path)
+        elif code != 0:
+            raise SandboxError(f"Failed to copy {src_path} to {dst_path}: {err.strip()}")
+        code, _, _ = await self._exec(["test", "-e", resolved])
+        if code != 0:
+            raise SandboxError(f"Failed to verify file creation: {dst_path}")
+
+    async def __aenter__(self) -> Self:
+        return await self.create()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cleanup()

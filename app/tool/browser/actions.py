@@ -14,7 +14,7 @@ from typing import Any
 from app.exceptions import ToolError
 from app.tool.browser.extract import extract_with_llm, page_markdown
 from app.tool.browser.state import current_title, refresh_selector_map
-from app.tool.browser.urls import check_url, is_blocked
+from app.tool.browser.urls import check_url_resolved, is_blocked, own_server
 
 __all__ = ["ACTIONS", "REQUIRED", "BrowserActions"]
 
@@ -78,7 +78,17 @@ class BrowserActions:
             url = await self.session.get_current_page_url()
         except Exception:  # no page yet
             return
-        if url and is_blocked(url):
+        if not url:
+            return
+        server = own_server(url)
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await self._event(self.bu.events.NavigateToUrlEvent(url="about:blank"))
+            raise ToolError(
+                f"The page went to {url[:200]!r}, which is this program's own {server.label}; "
+                "the browser may not open it, so the page was closed."
+            )
+        if is_blocked(url):
             with contextlib.suppress(Exception):
                 await self._event(self.bu.events.NavigateToUrlEvent(url="about:blank"))
             raise ToolError(
@@ -136,12 +146,12 @@ class BrowserActions:
     # ---- actions ---------------------------------------------------------------------------
 
     async def _go_to_url(self, url: str, extra: dict[str, Any]) -> str:
-        url = check_url(str(url))
+        url = await check_url_resolved(str(url))
         await self._navigate(url, new_tab=False, timeout=extra["_timeout"])
         return f"Navigated to {url}; now showing {await self._page_summary()}"
 
     async def _open_tab(self, url: str, extra: dict[str, Any]) -> str:
-        url = check_url(str(url))
+        url = await check_url_resolved(str(url))
         await self._navigate(url, new_tab=True, timeout=extra["_timeout"])
         return f"Opened a new tab with {url}; now showing {await self._page_summary()}"
 
@@ -248,7 +258,7 @@ class BrowserActions:
         results = getattr(response, "results", None) or []
         if not results:
             raise ToolError(f"The web search for {query!r} found nothing")
-        first = check_url(str(results[0].url))
+        first = await check_url_resolved(str(results[0].url))
         await self._navigate(first, new_tab=False, timeout=extra["_timeout"])
         return f"{response.output}\n\nOpened the first result: {first}"
 

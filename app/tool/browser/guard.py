@@ -9,6 +9,12 @@ and failed with ``BlockedByClient`` before anything is read from disk. Chromium 
 refuses most of these while web security is on; the guard is what still holds with
 ``disable_security = true`` (checked against headless Chromium in tests/test_browser_tool.py).
 
+It also fails every request that would reach this program's own servers (the web UI, the MCP
+server over HTTP; ``app.own_servers``): subrequests, frames, ``fetch``, and redirects from a
+page the browser may open. Only requests to a registered server's port are paused (the
+patterns follow the registry as servers start and stop), and each is checked by address,
+resolving names as the browser would.
+
 A managed-policy ``URLBlocklist`` would do the same, but Chromium on Linux reads policies
 only from ``/etc/chromium/policies``, shared by every Chromium on the host, so it is not used.
 """
@@ -19,10 +25,11 @@ import asyncio
 import contextlib
 from typing import Any
 
+from app import own_servers
 from app.logger import logger
-from app.tool.browser.urls import is_blocked
+from app.tool.browser.urls import is_blocked, own_server, own_server_resolved
 
-__all__ = ["BLOCKED_PATTERNS", "LocalRequestGuard", "blocked_note"]
+__all__ = ["BLOCKED_PATTERNS", "LocalRequestGuard", "blocked_note", "request_patterns"]
 
 #: What the browser pauses for us: every spelling reaches here canonical (lower-case scheme).
 BLOCKED_PATTERNS: tuple[dict[str, str], ...] = (
@@ -32,6 +39,17 @@ BLOCKED_PATTERNS: tuple[dict[str, str], ...] = (
 _KEEP = 20
 
 
+def request_patterns() -> list[dict[str, str]]:
+    """``BLOCKED_PATTERNS`` plus every request to the port of one of our servers (the URL
+    the browser reports is canonical, so ``host:port/`` is always spelled that way)."""
+    patterns = list(BLOCKED_PATTERNS)
+    for port in sorted(own_servers.ports()):
+        patterns.append({"urlPattern": f"*:{port}/*"})
+        if port in (80, 443):  # a default port is left out of the URL
+            patterns.append({"urlPattern": ("http" if port == 80 else "https") + "://*"})
+    return patterns
+
+
 class LocalRequestGuard:
     """Fails the browser's requests for local addresses and remembers what it refused."""
 
@@ -39,6 +57,9 @@ class LocalRequestGuard:
         self._client: Any = None
         self._blocked: list[str] = []
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handle_auth = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._unsubscribe: Any = None
 
     async def install(self, client: Any, *, handle_auth: bool = False) -> None:
         """Intercept on ``client`` (browser-use's root CDP client). ``handle_auth`` keeps
@@ -47,10 +68,43 @@ class LocalRequestGuard:
         # One callback per event on a client: ours also lets every other paused request go
         # on (browser-use's proxy-auth setup pauses all of them and did the same).
         client.register.Fetch.requestPaused(self._on_paused)
-        params: dict[str, Any] = {"patterns": list(BLOCKED_PATTERNS)}
-        if handle_auth:
+        self._handle_auth = handle_auth
+        self._loop = asyncio.get_running_loop()
+        # Subscribed first: a server that starts meanwhile is not missed.
+        self._unsubscribe = own_servers.subscribe(self._servers_changed)
+        try:
+            await self._enable()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _enable(self) -> None:
+        """(Re)send the patterns: ``Fetch.enable`` replaces the previous ones."""
+        client = self._client
+        if client is None:
+            return
+        params: dict[str, Any] = {"patterns": request_patterns()}
+        if self._handle_auth:
             params["handleAuthRequests"] = True
         await client.send.Fetch.enable(params=params)
+
+    def _servers_changed(self) -> None:
+        """A server of ours started or stopped (in any thread): watch its port too."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(lambda: self._spawn(self._reenable()))
+
+    async def _reenable(self) -> None:
+        try:
+            await self._enable()
+        except Exception as e:  # the browser went away meanwhile
+            logger.debug(f"Could not update the browser's request patterns: {e!r}")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def take_blocked(self) -> list[str]:
         """Addresses refused since the last call (the most recent ``_KEEP``)."""
@@ -60,18 +114,19 @@ class LocalRequestGuard:
     def _on_paused(self, event: Any, session_id: str | None) -> None:
         # Never await here: cdp-use runs this inside its reader, which must stay free to
         # deliver the reply to our failRequest.
-        task = asyncio.get_running_loop().create_task(self._decide(event, session_id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._decide(event, session_id))
 
     async def _decide(self, event: Any, session_id: str | None) -> None:
         client = self._client
         request_id = event.get("requestId")
         url = str((event.get("request") or {}).get("url", ""))
         try:
-            if is_blocked(url):
+            local = is_blocked(url)
+            ours = None if local else await own_server_resolved(url)
+            if local or ours is not None:
                 self._blocked = [*self._blocked, url[:300]][-_KEEP:]
-                logger.warning(f"The browser refused a request for a local address: {url[:200]}")
+                what = f"this program's own {ours.label}" if ours else "a local address"
+                logger.warning(f"The browser refused a request for {what}: {url[:200]}")
                 await client.send.Fetch.failRequest(
                     params={"requestId": request_id, "errorReason": "BlockedByClient"},
                     session_id=session_id,
@@ -84,6 +139,10 @@ class LocalRequestGuard:
             logger.debug(f"Could not answer a paused request ({url[:100]}): {e!r}")
 
     async def close(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._loop = None
         for task in list(self._tasks):
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -95,8 +154,21 @@ def blocked_note(urls: list[str]) -> str | None:
     """The text telling the model what the browser refused, or None."""
     if not urls:
         return None
-    shown = ", ".join(dict.fromkeys(urls))
-    return (
-        f"Blocked: the page tried to open local addresses, which the browser refused: {shown}. "
-        "Only web pages (http, https) can be opened."
-    )
+    unique = list(dict.fromkeys(urls))
+    local = [u for u in unique if is_blocked(u)]
+    ours = [u for u in unique if u not in local]
+    notes = []
+    if local:
+        notes.append(
+            "Blocked: the page tried to open local addresses, which the browser refused: "
+            f"{', '.join(local)}. Only web pages (http, https) can be opened."
+        )
+    if ours:
+        labels = sorted({s.label for u in ours if (s := own_server(u)) is not None}) or [
+            "web UI or MCP server"
+        ]
+        notes.append(
+            f"Blocked: the page tried to reach {', '.join(ours)}: this program's own "
+            f"{' and '.join(labels)}; the browser may not open it."
+        )
+    return "\n".join(notes)

@@ -4,6 +4,16 @@ We launch Chromium ourselves (instead of letting browser-use do it) so that we o
 group and its files: profile, downloads, temp files, even ``$HOME`` (Chromium writes
 ``~/.pki`` and ``~/.cache``) all live under one directory that ``stop()`` deletes, and the
 whole process group (renderers, zygote, GPU process) is killed with it.
+
+Chromium never runs as root, and always with its own sandbox (no ``--no-sandbox``): an agent
+running as root starts it as an unprivileged user (:func:`browser_user`: the
+``openmanus-browser`` system user when it exists, else ``nobody``) with no supplementary
+groups, and hands it its private directory. A page that escapes the renderer then meets
+Chromium's sandbox, and a DevTools client (``DOM.setFileInputFiles``,
+``Browser.setDownloadBehavior``) can only read and write what that user can, not
+``/etc/shadow`` or root's files. Its environment is scrubbed of credentials like sandboxed
+code's. DevTools is a pipe, not a TCP port: browser-use reaches it through our relay at an
+unguessable WebSocket URL (``devtools_pipe``).
 """
 
 from __future__ import annotations
@@ -11,17 +21,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pwd
 import shutil
 import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from app.exceptions import ToolError
+from app.sandbox.environment import scrub_environment
 from app.tool._process import terminate_group
+from app.tool.browser.devtools_pipe import PipeRelay
 
-__all__ = ["CANDIDATE_BROWSERS", "ChromiumProcess", "find_chromium", "private_dir", "quiet_args"]
+__all__ = [
+    "BROWSER_USER",
+    "CANDIDATE_BROWSERS",
+    "ChromiumProcess",
+    "browser_user",
+    "find_chromium",
+    "private_dir",
+    "quiet_args",
+]
 
 #: Names and paths tried, in order, when ``chrome_instance_path`` is not set.
 CANDIDATE_BROWSERS: tuple[str, ...] = (
@@ -38,6 +60,25 @@ CANDIDATE_BROWSERS: tuple[str, ...] = (
 )
 
 _PRIVATE_PREFIX = "openmanus-browser-"
+#: The system user Chromium runs as when the agent is root (scripts/setup-chromium.sh makes it).
+BROWSER_USER = "openmanus-browser"
+#: Its fallback when that user does not exist.
+_NOBODY = (65534, 65534)
+#: Subdirectories of the private directory Chromium writes to.
+_SUBDIRS = ("profile", "h", "t", "downloads")
+
+
+def browser_user() -> tuple[int, int] | None:
+    """(uid, gid) Chromium runs as: None when the agent is not root (it runs as the agent)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam(BROWSER_USER)
+    except KeyError:
+        return _NOBODY
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        return _NOBODY  # a misconfigured account must not bring root back
+    return (entry.pw_uid, entry.pw_gid)
 
 
 def find_chromium(configured: str | None = None) -> str:
@@ -61,8 +102,34 @@ def find_chromium(configured: str | None = None) -> str:
 
 
 def private_dir() -> Path:
-    """A new directory only this browser uses; everything it writes goes below it."""
-    return Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX))
+    """A new directory only this browser uses; everything it writes goes below it.
+
+    In the temp dir, unless Chromium will run as another user who cannot get there (a
+    ``TMPDIR`` inside a closed directory): then in ``/tmp``.
+    """
+    directory = Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX))
+    if browser_user() is None or _traversable_by_others(directory.parent):
+        return directory
+    directory.rmdir()
+    fallback = Path("/tmp")
+    if not _traversable_by_others(fallback):
+        raise ToolError(
+            f"Chromium runs as the unprivileged user {BROWSER_USER!r} (or nobody), which cannot "
+            f"reach the temp dir {directory.parent} or /tmp; point TMPDIR at a directory "
+            "others can traverse"
+        )
+    return Path(tempfile.mkdtemp(prefix=_PRIVATE_PREFIX, dir=fallback))
+
+
+def _traversable_by_others(directory: Path) -> bool:
+    """Every directory from / down to ``directory`` lets any user pass (``o+x``)."""
+    for path in (directory, *directory.parents):
+        try:
+            if not os.stat(path).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
 
 
 def quiet_args() -> list[str]:
@@ -87,10 +154,18 @@ def quiet_args() -> list[str]:
 class ChromiumProcess:
     """One Chromium we started: its process group, its DevTools URL and its directory."""
 
-    def __init__(self, process: asyncio.subprocess.Process, directory: Path, cdp_url: str) -> None:
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        directory: Path,
+        cdp_url: str,
+        relay: PipeRelay | None = None,
+    ) -> None:
         self.process = process
         self.directory = directory
         self.cdp_url = cdp_url
+        #: Serves DevTools (a pipe to Chromium) at ``cdp_url``; see ``devtools_pipe``.
+        self.relay = relay
 
     @property
     def pid(self) -> int:
@@ -128,48 +203,68 @@ class ChromiumProcess:
         profile = directory / "profile"
         home = directory / "h"
         tmp = directory / "t"
-        for path in (profile, home, tmp):
+        user = browser_user()
+        for path in (directory, *(directory / name for name in _SUBDIRS)):
             path.mkdir(parents=True, exist_ok=True)
+            if user is not None:
+                os.chown(path, *user)
+        # DevTools over a pipe (fds 3 and 4), never a TCP port: ``devtools_pipe``. The shell
+        # only moves the pipe to those descriptors, then becomes Chromium.
         cmd = [
+            "/bin/sh",
+            "-c",
+            'exec 3<&0 4>&1 0</dev/null 1>&2 && exec "$0" "$@"',
             executable,
             f"--user-data-dir={profile}",
-            "--remote-debugging-port=0",
-            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-pipe",
             *quiet_args(),
         ]
         if headless:
             cmd += ["--headless=new", "--hide-scrollbars", "--mute-audio"]
-        if sys.platform.startswith("linux") and os.geteuid() == 0:
-            cmd.append("--no-sandbox")  # Chromium refuses to run as root with its sandbox
         cmd += [*args, "about:blank"]
         env = {
-            **os.environ,
+            **scrub_environment(),
             "HOME": str(home),
             "TMPDIR": str(tmp),
             "XDG_CONFIG_HOME": str(home / ".config"),
             "XDG_CACHE_HOME": str(home / ".cache"),
         }
         log_path = directory / "chromium.log"
-        log = await asyncio.to_thread(open, log_path, "wb")
-        with log:
-            process = await asyncio.create_subprocess_exec(
-                *cmd,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-            )
-        launched = cls(process, directory, "")
+        commands_r, commands_w = os.pipe()  # to Chromium's fd 3
+        replies_r, replies_w = os.pipe()  # from Chromium's fd 4
         try:
-            launched.cdp_url = await _wait_for_devtools(process, profile, log_path, timeout)
+            log = await asyncio.to_thread(open, log_path, "wb")
+            with log:
+                process = await asyncio.create_subprocess_exec(
+                    *cmd,
+                    stdin=commands_r,
+                    stdout=replies_w,
+                    stderr=log,
+                    env=env,
+                    start_new_session=True,
+                    **_drop_to(user),
+                )
+        except BaseException:
+            for fd in (commands_w, replies_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (commands_r, replies_w):
+                os.close(fd)
+        relay = PipeRelay(replies_r, commands_w)
+        launched = cls(process, directory, "", relay)
+        try:
+            launched.cdp_url = await relay.start()
+            await _wait_for_devtools(process, relay, log_path, timeout)
         except BaseException:
             await launched.stop(remove_directory=False)
             raise
         return launched
 
     async def stop(self, *, remove_directory: bool = True) -> None:
-        """Kill the whole process group and delete the private directory."""
+        """Kill the whole process group, close DevTools and delete the private directory."""
+        if self.relay is not None:
+            await self.relay.close()
         leader_exited = asyncio.Event()
         if self.process.returncode is not None:
             leader_exited.set()
@@ -197,23 +292,46 @@ class ChromiumProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
 
 
+def _drop_to(user: tuple[int, int] | None) -> dict[str, Any]:
+    """``subprocess`` arguments that start Chromium as ``user`` with no extra groups."""
+    if user is None:
+        return {}
+    return {"user": user[0], "group": user[1], "extra_groups": []}
+
+
 async def _wait_for_devtools(
-    process: asyncio.subprocess.Process, profile: Path, log_path: Path, timeout: float
-) -> str:
-    """Chromium writes the port it picked to ``DevToolsActivePort`` once DevTools listens."""
-    port_file = profile / "DevToolsActivePort"
+    process: asyncio.subprocess.Process, relay: PipeRelay, log_path: Path, timeout: float
+) -> None:
+    """Chromium answers the relay's probe once DevTools works (or exits, or takes too long)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.returncode is not None:
+        if process.returncode is not None or relay.gone.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(process.wait(), 2.0)
             raise ToolError(
                 f"Chromium exited while starting ({process.returncode}): {_log_tail(log_path)}"
+                f"{_sandbox_hint(log_path)}"
             )
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            first_line = port_file.read_text().splitlines()[0]
-            return f"http://127.0.0.1:{int(first_line)}"
-        await asyncio.sleep(0.05)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(relay.answered.wait(), 0.05)
+            return
     raise ToolError(
-        f"Chromium did not open its DevTools port within {timeout:g} s: {_log_tail(log_path)}"
+        f"Chromium did not answer on its DevTools pipe within {timeout:g} s: {_log_tail(log_path)}"
+    )
+
+
+def _sandbox_hint(log_path: Path) -> str:
+    """When Chromium could not start its sandbox, say what to fix (not ``--no-sandbox``)."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return ""
+    if "sandbox" not in text.lower():
+        return ""
+    return (
+        ". Chromium needs its sandbox: allow unprivileged user namespaces (sysctl "
+        "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces) or install its setuid "
+        "chrome-sandbox helper"
     )
 
 

@@ -6,6 +6,11 @@ anywhere), so every spelling of a local address is refused: ``file:``, ``FILE:``
 newlines inside the scheme (which browsers drop), and wrappers that carry another URL
 (``view-source:``, ``filesystem:``, ``blob:``, ``jar:``). Only ``http``, ``https``, ``data``
 and ``about:blank`` pass.
+
+This program's own servers (the web UI, the MCP server over HTTP) are refused too, whatever the
+spelling of their address (see ``app.own_servers``): they serve other sessions' files and tasks.
+``check_url`` catches IP literals and loopback names; ``check_url_resolved`` also asks DNS for
+other names on one of their ports.
 """
 
 from __future__ import annotations
@@ -13,9 +18,19 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from app import own_servers
 from app.exceptions import ToolError
+from app.own_servers import OwnServer
 
-__all__ = ["ALLOWED_SCHEMES", "check_url", "is_blocked"]
+__all__ = [
+    "ALLOWED_SCHEMES",
+    "check_url",
+    "check_url_resolved",
+    "is_blocked",
+    "own_server",
+    "own_server_refusal",
+    "own_server_resolved",
+]
 
 ALLOWED_SCHEMES = frozenset({"http", "https", "data"})
 _WRAPPERS = frozenset({"view-source", "filesystem", "blob", "jar"})
@@ -76,6 +91,54 @@ def is_blocked(url: str) -> bool:
     return scheme not in ALLOWED_SCHEMES or depth > 0
 
 
+def _web_authority(url: str) -> tuple[str, int] | None:
+    """(host, port) an ``http``/``https`` URL connects to, parsed as a browser does: wrappers
+    unwrapped, backslashes as slashes, any number of slashes, user info dropped, default
+    ports filled in. None for other schemes and unparsable ports."""
+    scheme, rest = _scheme_and_rest(url)
+    depth = 0
+    while scheme in _WRAPPERS and depth < 5:
+        scheme, rest = _scheme_and_rest(rest)
+        depth += 1
+    if scheme is None:
+        scheme, rest = "https", "//" + rest
+    if scheme not in ("http", "https"):
+        return None
+    authority = re.split(r"[/?#]", rest.replace("\\", "/").lstrip("/"), maxsplit=1)[0]
+    authority = authority.rsplit("@", 1)[-1]
+    if authority.startswith("["):
+        host, _, tail = authority[1:].partition("]")
+        host = f"[{host}]"
+        port_text = tail[1:] if tail.startswith(":") else ""
+    else:
+        host, _, port_text = authority.partition(":")
+    if port_text == "":
+        return host, 443 if scheme == "https" else 80
+    if not port_text.isdigit() or int(port_text) > 65535:
+        return None
+    return host, int(port_text)
+
+
+def own_server(url: str) -> OwnServer | None:
+    """The registered server of this program that ``url`` would reach (no DNS asked)."""
+    authority = _web_authority(url)
+    return own_servers.match(*authority) if authority else None
+
+
+async def own_server_resolved(url: str) -> OwnServer | None:
+    """``own_server``, also following DNS for names on one of our servers' ports."""
+    authority = _web_authority(url)
+    return await own_servers.resolve_match(*authority) if authority else None
+
+
+def own_server_refusal(url: str, server: OwnServer) -> str:
+    """What the model reads when it (or a page) tried to open one of our servers."""
+    return (
+        f"{url[:200]!r} is this program's own {server.label} (port {server.port}); the "
+        "browser may not open it, under any address or name."
+    )
+
+
 def check_url(url: str) -> str:
     """The address to open (``https://`` added to a bare host such as ``localhost:8000``), or
     a ``ToolError`` for a local file or another non-web address."""
@@ -96,4 +159,17 @@ def check_url(url: str) -> str:
             "files and browser-internal addresses are off limits. Read workspace files with "
             "str_replace_editor instead."
         )
+    server = own_server(candidate)
+    if server is not None:
+        raise ToolError(own_server_refusal(url, server))
+    return candidate
+
+
+async def check_url_resolved(url: str) -> str:
+    """``check_url``, then DNS for a name on one of our servers' ports (``a name that
+    resolves to 127.0.0.1``)."""
+    candidate = check_url(url)
+    server = await own_server_resolved(candidate)
+    if server is not None:
+        raise ToolError(own_server_refusal(url, server))
     return candidate

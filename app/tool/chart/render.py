@@ -1,5 +1,9 @@
 """Drawing a chart with matplotlib (Agg, no display) into PNG and/or a self-contained HTML page.
 
+Charts are drawn into memory only: saving them is the tool's job, through the one confined
+writer (:func:`app.sandbox.files.write_confined`), because the folder they go to is one that
+sandboxed code can fill with links.
+
 Drawing is CPU work, so ``render_chart`` runs it in a worker thread. It uses matplotlib's
 object API (``Figure``), never ``pyplot``, so no global figure state is shared; a lock still
 serialises drawing because matplotlib's font cache is not safe to build from two threads.
@@ -46,12 +50,19 @@ _PHRASES = {
 
 @dataclass
 class ChartFiles:
-    """What one chart produced: the files written and, when asked, plain-text insights."""
+    """What one chart produced: its encoded files (by suffix, not yet saved), the paths they
+    were saved as (filled in by the caller) and, when asked, plain-text insights."""
 
     title: str
     chart_type: str
+    outputs: dict[str, bytes] = field(default_factory=dict)
     paths: list[Path] = field(default_factory=list)
     insights: list[str] = field(default_factory=list)
+
+    @property
+    def stem(self) -> str:
+        """The file name the outputs are saved under, without the suffix."""
+        return chart_slug(self.title)
 
 
 def matplotlib_available() -> bool:
@@ -69,26 +80,24 @@ def chart_slug(title: str) -> str:
 async def render_chart(
     spec: ChartSpec,
     table: Table,
-    out_dir: Path,
     formats: tuple[str, ...] = ("png",),
     *,
     insights: bool = False,
     language: str = "en",
 ) -> ChartFiles:
-    """Draw ``spec`` from ``table`` into ``out_dir/<slug>.<format>``; ``ToolError`` on bad
-    columns or chart types that do not fit the data."""
+    """Draw ``spec`` from ``table`` into one in-memory file per format (``png``, ``html``);
+    ``ToolError`` on bad columns or chart types that do not fit the data."""
     if not matplotlib_available():
         raise ToolError(
             "Charts need matplotlib, which is not installed. Install the data extra: "
             "pip install -e '.[data]'"
         )
-    return await asyncio.to_thread(_render_sync, spec, table, out_dir, formats, insights, language)
+    return await asyncio.to_thread(_render_sync, spec, table, formats, insights, language)
 
 
 def _render_sync(
     spec: ChartSpec,
     table: Table,
-    out_dir: Path,
     formats: tuple[str, ...],
     want_insights: bool,
     language: str,
@@ -99,20 +108,15 @@ def _render_sync(
         result.insights = _insights(table, x, ys, kind, _PHRASES.get(language, _PHRASES["en"]))
     with _DRAW_LOCK:
         figure = _draw(spec.title, table, x, ys, kind)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        stem = out_dir / chart_slug(spec.title)
         if "png" in formats:
-            path = stem.with_suffix(".png")
-            figure.savefig(path, format="png", dpi=110)
-            result.paths.append(path)
+            png = io.BytesIO()
+            figure.savefig(png, format="png", dpi=110)
+            result.outputs["png"] = png.getvalue()
         if "html" in formats:
-            buffer = io.StringIO()
-            figure.savefig(buffer, format="svg")
-            path = stem.with_suffix(".html")
-            path.write_text(
-                _html_page(spec.title, buffer.getvalue(), result.insights), encoding="utf-8"
-            )
-            result.paths.append(path)
+            svg = io.StringIO()
+            figure.savefig(svg, format="svg")
+            page = _html_page(spec.title, svg.getvalue(), result.insights)
+            result.outputs["html"] = page.encode("utf-8")
     return result
 
 

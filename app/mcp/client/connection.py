@@ -27,6 +27,7 @@ from app.logger import logger
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_PROGRESS_INTERVAL",
     "MAX_TIMEOUT_FACTOR",
     "MCPCallTimeout",
     "MCPConnection",
@@ -35,6 +36,8 @@ __all__ = [
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 300.0
+#: Seconds between two progress reports of one call passed on to ``on_progress``.
+DEFAULT_PROGRESS_INTERVAL = 0.5
 _STOP_TIMEOUT = 10.0
 _STDERR_TAIL = 1500
 _TOOLS_CHANGED = "notifications/tools/list_changed"
@@ -73,8 +76,12 @@ class MCPConnection:
         inherit_env: bool = False,
         on_tools_changed: Callable[[MCPConnection], None] | None = None,
         features: Any = None,
+        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
     ) -> None:
         self.server_id = server_id
+        #: A server may send thousands of progress notifications a second: each call passes
+        #: on at most one per this many seconds (the latest; the last one when it ends).
+        self.progress_interval = progress_interval
         self.config = config
         self.connect_timeout = connect_timeout
         self.call_timeout = config.timeout or call_timeout
@@ -349,37 +356,61 @@ class MCPConnection:
         limit: float,
         on_progress: ProgressCallback | None,
     ) -> Any:
-        """The call under an inactivity timeout that progress notifications push back."""
+        """The call under an inactivity timeout that progress notifications push back, never
+        past the total deadline (``max_timeout``). Progress reaches ``on_progress`` coalesced:
+        at most one report per ``progress_interval``, the latest, and the last one at the end."""
         loop = asyncio.get_running_loop()
-        hard_deadline = loop.time() + max(limit, self.max_timeout)
+        total_limit = max(limit, self.max_timeout)
+        hard_deadline = loop.time() + total_limit
         window: asyncio.Timeout | None = None
+        interval = self.progress_interval
+        last_sent = -float("inf")
+        pending: tuple[float, float | None, str | None] | None = None
+
+        async def deliver(report: tuple[float, float | None, str | None]) -> None:
+            nonlocal last_sent
+            last_sent = loop.time()
+            if on_progress is None:
+                return
+            try:
+                await on_progress(*report)
+            except Exception as e:  # a display problem must not break the call
+                logger.debug(f"Progress callback failed: {e}")
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
+            nonlocal pending
             if window is not None and not window.expired():
                 window.reschedule(min(loop.time() + limit, hard_deadline))
-            if on_progress is not None:
-                try:
-                    await on_progress(value, total, message)
-                except Exception as e:  # a display problem must not break the call
-                    logger.debug(f"Progress callback failed: {e}")
+            if loop.time() - last_sent >= interval:
+                pending = None
+                await deliver((value, total, message))
+            else:
+                pending = (value, total, message)  # only the latest is kept
 
         # No SDK timeout: ours is the one that progress extends (the SDK's is fixed).
         request = self.session.call_tool(name, arguments, progress_callback=progress)
         try:
             async with asyncio.timeout(limit) as window:
                 return await self._request(request, f"'{name}'", None)
+        except asyncio.CancelledError:
+            pending = None  # nobody waits for the call any more
+            raise
         except TimeoutError:
             if window is None or not window.expired():
                 raise
             if loop.time() >= hard_deadline - 0.05:
                 raise MCPCallTimeout(
                     f"MCP server '{self.server_id}' did not finish '{name}' within "
-                    f"{max(limit, self.max_timeout):g} s in all (its max_timeout), although "
+                    f"{total_limit:g} s in all (its max_timeout), although "
                     "it kept reporting progress"
                 ) from None
             raise MCPCallTimeout(
                 f"MCP server '{self.server_id}' did not answer '{name}' within {limit:g} s"
             ) from None
+        finally:
+            if pending is not None:
+                report, pending = pending, None
+                await deliver(report)
 
     async def _request(self, request: Any, what: str, limit: float | None) -> Any:
         from mcp.shared.exceptions import MCPError

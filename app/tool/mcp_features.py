@@ -1,4 +1,5 @@
-"""What our MCP client answers when a server asks *it* something.
+"""What our MCP client answers when a server asks *it* something (the tools' side of the
+client: the agent's LLM, ``ask_human``'s input provider, the workspace).
 
 * **sampling** (``sampling/createMessage``): the server wants a completion. It is answered by
   the agent's own LLM, only for servers allowed to (``"sampling": true`` in ``mcp.json``);
@@ -6,7 +7,7 @@
   limit), ``systemPrompt`` and ``temperature`` are used, model preferences are only logged
   as hints. Configured secrets are redacted from what goes back to the server.
 * **elicitation** (``elicitation/create``): the server wants input from the user. The
-  question goes to ``ask_human``'s input provider (see ``app.mcp.elicitation``).
+  question goes to ``ask_human``'s input provider (see ``app.mcp.client.elicitation``).
 * **roots** (``roots/list``): the workspace directory as a ``file://`` root; servers are
   notified when it changes.
 """
@@ -19,7 +20,9 @@ from typing import Any
 
 from app.exceptions import OpenManusError
 from app.logger import logger, redact_registered
-from app.mcp.elicitation import ElicitationAnswer, describe_form, parse_answer
+from app.mcp.client.elicitation import ElicitationAnswer, describe_form, parse_answer
+from app.tool.ask_human import get_input_provider
+from app.tool.file_access import resolve_workspace
 
 __all__ = ["SAMPLING_REFUSED", "MCPClientFeatures"]
 
@@ -56,8 +59,6 @@ class MCPClientFeatures:
     def root_path(self) -> Path:
         if self.workspace is not None:
             return Path(self.workspace).resolve()
-        from app.tool.file_access import resolve_workspace
-
         return Path(resolve_workspace(None)).resolve()
 
     async def list_roots(self, context: Any = None) -> Any:
@@ -140,8 +141,6 @@ class MCPClientFeatures:
         return types.ElicitResult(action="accept", content=answer.content or {})
 
     async def _ask_until_valid(self, server_id: str, params: Any) -> ElicitationAnswer:
-        from app.tool.ask_human import get_input_provider
-
         provider = self.input_provider or get_input_provider()
         if getattr(params, "mode", "form") == "url":
             schema: dict[str, Any] = {}

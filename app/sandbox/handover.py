@@ -1,0 +1,201 @@
+"""Handing a workspace to the unprivileged user that runs sandboxed code (bubblewrap as root).
+
+The agent runs as root and the workspace belongs to root, but code in the sandbox runs as
+``nobody``: for it to write there, the workspace's files and directories are ``chown``ed to
+that user at every sandbox start. That user is also who may change the tree while we walk it
+(a background job of an earlier sandbox, another MCP session's shell), so the walk trusts no
+path: every entry is opened relative to its parent's descriptor with ``O_NOFOLLOW`` (and
+``O_DIRECTORY`` for directories), and ``fchown`` acts on the descriptor, never on a name. A
+symbolic link is never followed, however the tree changes meanwhile: a directory swapped for
+a link to ``/root`` fails to open and is skipped, and a directory moved away while we hold it
+only has its own (already ``nobody``'s) content handed over.
+
+Never handed over: anything on another mount (a different ``st_dev`` or mount id: a bind
+mount of a host directory, a tmpfs), regular files with more than one hard link (the other
+link may be a system file outside the workspace), devices, sockets and pipes. The walk visits
+at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH`` levels; what lies past them stays the
+agent's (sandboxed code can still read it, with the usual permissions).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Collection
+from pathlib import Path
+
+from app.logger import logger
+
+__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "adopt_path", "adopt_tree"]
+
+#: Most entries one hand-over visits (a start must not take minutes on a huge tree).
+MAX_ENTRIES = 200_000
+#: Deepest level it descends to (one descriptor per level is held open).
+MAX_DEPTH = 128
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a name swapped for a FIFO between lstat and open must not block the walk.
+_FILE_FLAGS = (
+    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+)
+
+User = tuple[int, int]
+
+
+def mount_id(fd: int) -> int | None:
+    """The mount a descriptor lies on (``/proc/self/fdinfo``); None when unknown."""
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", "rb") as info:
+            for line in info:
+                if line.startswith(b"mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class _Home:
+    """The workspace's file system and mount: nothing on another one is touched."""
+
+    def __init__(self, fd: int, info: os.stat_result) -> None:
+        self.dev = info.st_dev
+        self.mount = mount_id(fd)
+
+    def holds(self, fd: int, info: os.stat_result) -> bool:
+        if info.st_dev != self.dev:
+            return False
+        return self.mount is None or mount_id(fd) == self.mount
+
+
+def _open_child(parent: int, name: str, home: _Home, user: User) -> tuple[int, bool] | None:
+    """Open ``name`` below ``parent`` without following it: (descriptor, is a directory), or
+    None for what is never handed over (a link, another mount, a special file, gone)."""
+    try:
+        seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except OSError:
+        return None
+    if stat.S_ISDIR(seen.st_mode):
+        flags = _DIR_FLAGS
+    elif stat.S_ISREG(seen.st_mode):
+        flags = _FILE_FLAGS
+    else:
+        return None  # a symbolic link, device, socket or pipe
+    try:
+        fd = os.open(name, flags, dir_fd=parent)
+    except OSError:
+        return None  # swapped for a link (ELOOP, ENOTDIR) or removed since
+    try:
+        info = os.fstat(fd)
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if is_dir != stat.S_ISDIR(seen.st_mode) or not (is_dir or stat.S_ISREG(info.st_mode)):
+            raise _Skip
+        if info.st_dev != home.dev:
+            raise _Skip
+        # The mount id costs a /proc read: only when it matters (a directory we descend into,
+        # or a file about to change hands).
+        if (is_dir or (info.st_uid, info.st_gid) != user) and not home.holds(fd, info):
+            raise _Skip
+    except (OSError, _Skip):
+        os.close(fd)
+        return None
+    return fd, is_dir
+
+
+class _Skip(Exception):
+    """An entry that is not to be handed over."""
+
+
+def _hand_over(fd: int, user: User) -> bool:
+    """``fchown`` one opened entry: directories, and regular files with a single link."""
+    try:
+        info = os.fstat(fd)
+        if (info.st_uid, info.st_gid) == user:
+            return False
+        if stat.S_ISDIR(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink == 1):
+            os.fchown(fd, *user)
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def _names(fd: int) -> list[str]:
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
+
+
+def adopt_tree(workspace: Path, user: User, *, skip: Collection[str] = ()) -> int:
+    """Hand ``workspace`` and everything below it to ``user`` (see the module docstring),
+    except the top-level entries named in ``skip``; returns how many entries changed hands."""
+    try:
+        top = os.open(workspace, _DIR_FLAGS)
+    except OSError as exc:
+        logger.warning(f"cannot hand the workspace {workspace} to the sandbox's user: {exc}")
+        return 0
+    home = _Home(top, os.fstat(top))
+    changed = int(_hand_over(top, user))
+    stack: list[tuple[int, list[str]]] = [(top, [n for n in _names(top) if n not in skip])]
+    visited = 0
+    too_deep = False
+    try:
+        while stack:
+            fd, names = stack[-1]
+            if not names:
+                os.close(fd)
+                stack.pop()
+                continue
+            visited += 1
+            if visited > MAX_ENTRIES:
+                logger.warning(
+                    f"the workspace {workspace} has more than {MAX_ENTRIES} entries: only "
+                    "part of it was handed to the sandbox's user"
+                )
+                break
+            child = _open_child(fd, names.pop(), home, user)
+            if child is None:
+                continue
+            child_fd, is_dir = child
+            changed += _hand_over(child_fd, user)
+            if is_dir and len(stack) < MAX_DEPTH:
+                stack.append((child_fd, _names(child_fd)))
+                continue
+            too_deep = too_deep or is_dir
+            os.close(child_fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    if too_deep:
+        logger.warning(
+            f"the workspace {workspace} is nested deeper than {MAX_DEPTH} levels: what lies "
+            "below was not handed to the sandbox's user"
+        )
+    return changed
+
+
+def adopt_path(workspace: Path, path: Path, user: User) -> bool:
+    """Hand one entry the agent created in ``workspace`` (and nothing else) to ``user``,
+    reaching it from the workspace's descriptor one component at a time; True if it changed
+    hands. A path outside the workspace, or through a link or another mount, is left alone."""
+    try:
+        parts = Path(os.path.abspath(path)).relative_to(workspace).parts
+    except ValueError:
+        return False
+    if ".." in parts:
+        return False
+    try:
+        fd = os.open(workspace, _DIR_FLAGS)
+    except OSError:
+        return False
+    try:
+        home = _Home(fd, os.fstat(fd))
+        for part in parts:
+            child = _open_child(fd, part, home, user)
+            if child is None:
+                return False
+            os.close(fd)
+            fd = child[0]
+        return _hand_over(fd, user)
+    finally:
+        os.close(fd)

@@ -1,0 +1,197 @@
+"""The network of a bubblewrap sandbox with ``network_enabled``: user-mode, never the host's.
+
+Sharing the host's network namespace would let sandboxed code reach every service listening
+on the host's loopback: the browser's DevTools port, the web UI, the MCP server, a local
+model server. So the sandbox always gets its own network namespace (``--unshare-net``), and
+with ``network_enabled`` ``slirp4netns`` plugs a user-mode network stack into it, started
+with ``--disable-host-loopback`` so that its gateway (10.0.2.2) does not lead to the host's
+127.0.0.1. Inside, the sandbox sees ``tap0`` (10.0.2.100/24), a default route and a DNS
+forwarder at 10.0.2.3; its own 127.0.0.1 is its own.
+
+How it is wired, per command: a small Python stub (``python -I -S -c``) runs first, still
+with the agent's privileges. It makes three pipes and hands bwrap one end of each at fixed
+descriptor numbers (``--info-fd``: bwrap writes the sandbox's pid, ``--block-fd``: the sandbox
+waits until the network is up, ``--sync-fd``: open while the sandbox lives). It forks a
+helper, in a session of its own so it is not counted as a sandbox process, then ``exec``s the
+rest of the command (the launcher, then bwrap), so bwrap keeps the pid the caller knows. The
+helper reads the sandbox's pid, opens its user and network namespaces and starts
+``slirp4netns`` with ``--enable-seccomp`` (a syscall filter) and, as root,
+``--enable-sandbox`` (its own empty mount namespace, no capabilities); once slirp4netns
+reports the network configured, the helper releases the sandbox. When slirp4netns fails,
+the sandbox is killed before the command runs and the reason goes to the command's stderr.
+slirp4netns ends when the sandbox does (``--exit-fd`` is the other end of bwrap's ``--sync-fd``).
+
+Without slirp4netns, ``network_enabled`` on bubblewrap is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+
+from app.exceptions import SandboxUnavailableError
+
+__all__ = ["BLOCK_FD", "INFO_FD", "SYNC_FD", "bwrap_network_options", "find_slirp4netns", "wrap"]
+
+#: Descriptor numbers bwrap gets for its ``--info-fd``, ``--block-fd`` and ``--sync-fd``.
+INFO_FD, BLOCK_FD, SYNC_FD = 60, 61, 62
+#: Seconds slirp4netns may take to bring the interface up before the run is abandoned.
+READY_TIMEOUT = 20.0
+
+_STUB = r"""
+import json, os, select, signal, subprocess, sys, time
+opts = json.loads(sys.argv[1])
+argv = sys.argv[2:]
+info_fd, block_fd, sync_fd = opts["fds"]
+info_r, info_w = os.pipe()
+block_r, block_w = os.pipe()
+sync_r, sync_w = os.pipe()
+for mine, theirs in ((info_w, info_fd), (block_r, block_fd), (sync_w, sync_fd)):
+    os.dup2(mine, theirs)  # inheritable: bwrap gets them across exec
+    os.close(mine)
+
+def say(message):
+    os.write(2, ("sandbox network: " + message + "\n").encode(errors="replace"))
+
+def helper():
+    os.setsid()
+    for fd in (info_fd, block_fd, sync_fd):
+        os.close(fd)
+    data = b""
+    info = None
+    while info is None:
+        chunk = os.read(info_r, 4096)
+        if not chunk:
+            os._exit(0)  # bwrap failed before starting the sandbox: it says why itself
+        data += chunk
+        try:
+            info = json.loads(data)
+        except ValueError:
+            pass
+    child = int(info["child-pid"])
+    deadline = time.monotonic() + opts["timeout"]
+    # bwrap's child brings its loopback up over netlink right after it is started; slirp4netns
+    # configuring tap0 at the same time can make that fail. Wait for lo's 127.0.0.0/8 route,
+    # which the kernel adds once lo is up (bwrap's last netlink request).
+    while not lo_is_up(child):
+        if time.monotonic() > deadline:
+            say("the sandbox's loopback did not come up")
+            kill(child)
+        time.sleep(0.002)
+    try:
+        user_ns = os.open(f"/proc/{child}/ns/user", os.O_RDONLY)
+        net_ns = os.open(f"/proc/{child}/ns/net", os.O_RDONLY)
+    except OSError as exc:
+        say(f"cannot open the sandbox's namespaces: {exc.strerror}")
+        kill(child)
+    ready_r, ready_w = os.pipe()
+    err_r, err_w = os.pipe()
+    # --enable-sandbox (empty mount namespace, no capabilities) needs root; it is the root case
+    # that matters: as a normal user slirp4netns has no privileges to drop.
+    confine = ["--enable-sandbox"] if os.geteuid() == 0 else []
+    cmd = [opts["slirp4netns"], "--configure", "--mtu=65520", "--disable-host-loopback",
+           *confine, "--enable-seccomp", f"--ready-fd={ready_w}",
+           f"--exit-fd={sync_r}", f"--userns-path=/proc/self/fd/{user_ns}",
+           "--netns-type=path", f"/proc/self/fd/{net_ns}", "tap0"]
+    try:
+        slirp = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=err_w, pass_fds=(ready_w, sync_r, user_ns, net_ns))
+    except OSError as exc:
+        say(f"cannot start slirp4netns: {exc.strerror or exc}")
+        kill(child)
+    for fd in (ready_w, err_w, sync_r, user_ns, net_ns):
+        os.close(fd)
+    errors = b""
+    ready = False
+    while not ready:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        readable, _, _ = select.select([ready_r, err_r], [], [], left)
+        if err_r in readable:
+            errors += os.read(err_r, 4096)
+        if ready_r in readable:
+            if not os.read(ready_r, 1):
+                break  # slirp4netns exited before the network was up
+            ready = True
+    if not ready:
+        slirp.kill()
+        slirp.wait()
+        errors += os.read(err_r, 65536) if select.select([err_r], [], [], 0)[0] else b""
+        tail = errors.decode(errors="replace").strip().splitlines()[-3:]
+        say("slirp4netns could not set up the network: " + (" / ".join(tail) or "timed out"))
+        kill(child)
+    os.write(block_w, b"1")
+    os.close(block_w)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    while os.read(err_r, 65536):  # its chatter, until it exits with the sandbox
+        pass
+    slirp.wait()
+    os._exit(0)
+
+def lo_is_up(child):
+    try:
+        with open(f"/proc/{child}/net/fib_trie") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return True  # gone: the caller finds out when it opens the namespaces
+    return any(a.strip().endswith("127.0.0.0") and "/8 host LOCAL" in b
+               for a, b in zip(lines, lines[1:]))
+
+def kill(child):
+    try:
+        os.kill(child, signal.SIGKILL)
+    except OSError:
+        pass
+    os._exit(1)
+
+if os.fork() == 0:
+    try:
+        helper()
+    finally:
+        os._exit(1)
+for fd in (info_r, block_w, sync_r):
+    os.close(fd)
+try:
+    os.execvp(argv[0], argv)
+except OSError as exc:
+    sys.stderr.write(f"cannot run {argv[0]}: {exc.strerror or exc}\n")
+    os._exit(127)
+"""
+
+
+def find_slirp4netns() -> str:
+    """Absolute path of ``slirp4netns``, or a clear error saying how to get it."""
+    found = shutil.which("slirp4netns")
+    if not found:
+        raise SandboxUnavailableError(
+            "network_enabled = true on the bubblewrap backend needs slirp4netns (user-mode "
+            "networking that keeps sandboxed code away from the host's 127.0.0.1), which is "
+            "not installed. Install it (Debian/Ubuntu: apt-get install slirp4netns), set "
+            'network_enabled = false, or use backend = "docker".'
+        )
+    return os.path.realpath(found)
+
+
+def bwrap_network_options() -> list[str]:
+    """bwrap options the stub's pipes are for (the sandbox gets its own network namespace)."""
+    return [
+        "--info-fd", str(INFO_FD),
+        "--block-fd", str(BLOCK_FD),
+        "--sync-fd", str(SYNC_FD),
+    ]  # fmt: skip
+
+
+def wrap(argv: list[str], slirp4netns: str) -> list[str]:
+    """``argv`` (the launcher, then bwrap with :func:`bwrap_network_options`) behind the stub."""
+    settings = {
+        "fds": [INFO_FD, BLOCK_FD, SYNC_FD],
+        "slirp4netns": slirp4netns,
+        "timeout": READY_TIMEOUT,
+    }
+    python = sys.executable or "python3"
+    return [python, "-I", "-S", "-c", _STUB, json.dumps(settings), *argv]

@@ -1,0 +1,69 @@
+"""Making outside text valid UTF-8 where it enters.
+
+A Python ``str`` can hold a lone surrogate (``"\\ud800"``): JSON's ``\\ud800`` escape decodes to
+one, so can a file name read with ``surrogateescape``. Such a string has no UTF-8 encoding:
+printing it, writing it into a session file or sending it to the web page raises
+``UnicodeEncodeError`` far from where it came in. Text from a model, a tool, an MCP server or a
+file goes through :func:`clean_text` (or :func:`clean_tree` for decoded JSON) at the edge, and
+every lone surrogate becomes U+FFFD, the replacement character. A surrogate pair split into two
+code points is joined back into the character it stands for.
+
+The check is cheap: a string that encodes (nearly every one) is returned as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["REPLACEMENT", "clean_text", "clean_tree", "is_clean"]
+
+REPLACEMENT = "\ufffd"
+
+
+def is_clean(text: str) -> bool:
+    """Whether ``text`` has a UTF-8 encoding (holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (pairs joined); the same object
+    when there is nothing to replace."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        # UTF-16 holds surrogates as they are: decoding joins the pairs and replaces the rest.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def clean_tree(value: Any) -> Any:
+    """Decoded JSON with every string (keys too) cleaned, changed in place where it is a dict
+    or list; returns the value (a new string when ``value`` itself is one). Walks without
+    recursion, so nesting as deep as the parser allowed is fine."""
+    if isinstance(value, str):
+        return clean_text(value)
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            for index, child in enumerate(item):
+                if isinstance(child, str):
+                    item[index] = clean_text(child)
+                elif isinstance(child, dict | list):
+                    stack.append(child)
+        elif isinstance(item, dict):
+            for key, child in list(item.items()):
+                if isinstance(child, str):
+                    cleaned = clean_text(child)
+                    if cleaned is not child:
+                        item[key] = child = cleaned
+                elif isinstance(child, dict | list):
+                    stack.append(child)
+                if isinstance(key, str) and not is_clean(key):
+                    del item[key]
+                    item[clean_text(key)] = child
+    return value

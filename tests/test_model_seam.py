@@ -1,0 +1,259 @@
+"""The model seam (``app.llm.Model``), ``@tool`` and ``TestModel``: what a library user writes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import Field
+
+from app.agent.toolcall import ToolCallAgent
+from app.exceptions import LLMServerError, LLMTransientError, ToolError
+from app.flow.planning import PlanningFlow
+from app.llm import LLM, Model, ModelParams, ModelResponse, ToolDefinition
+from app.schema import AgentState, Message
+from app.testing import TestModel, example_arguments
+from app.tool import FunctionTool, Terminate, ToolCollection, tool
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def first_python_block(page: str, heading: str) -> str:
+    text = (DOCS / page).read_text(encoding="utf-8")
+    section = text[text.index(heading) :]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match, f"no python block under {heading}"
+    return match.group(1)
+
+
+def test_the_bring_your_own_model_script_runs_as_documented() -> None:
+    """The first code block of docs/llm.md's section is complete: it runs to FINISHED."""
+    code = first_python_block("llm.md", "## Bring your own model")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/llm.md", "exec"), {"__name__": "__main__"})
+    assert "status: success" in out.getvalue()
+
+
+# ---- @tool ---------------------------------------------------------------------------------
+
+
+@tool
+async def forecast(
+    city: str, unit: Literal["c", "f"] = "c", days: Annotated[int, Field(ge=1, le=7)] = 1
+) -> str:
+    """Weather for a city.
+
+    Args:
+        city: The city's name,
+            e.g. Paris.
+        unit: Celsius or Fahrenheit.
+        days: How many days.
+
+    Returns:
+        A sentence.
+    """
+    if not city.strip():
+        raise ToolError("city must not be empty")
+    return f"{days} day(s) of sun in {city} ({unit})"
+
+
+CALLS: list[tuple[str, int]] = []
+
+
+@tool(name="count_words")
+def words(text: str) -> int:
+    """Count the words of a text."""
+    CALLS.append((text, threading.get_ident()))
+    return len(text.split())
+
+
+def test_the_schema_is_derived_from_the_signature_and_docstring() -> None:
+    assert isinstance(forecast, FunctionTool)
+    assert forecast.name == "forecast"
+    assert forecast.description == "Weather for a city."
+    assert forecast.parameters == {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "city": {"type": "string", "description": "The city's name, e.g. Paris."},
+            "unit": {
+                "type": "string",
+                "enum": ["c", "f"],
+                "default": "c",
+                "description": "Celsius or Fahrenheit.",
+            },
+            "days": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 7,
+                "default": 1,
+                "description": "How many days.",
+            },
+        },
+        "required": ["city"],
+    }
+    assert words.name == "count_words" and words.description == "Count the words of a text."
+
+
+async def test_arguments_are_validated_by_the_signature_before_the_call() -> None:
+    tools = ToolCollection(forecast, words)
+    ok = await tools.execute(name="forecast", tool_input={"city": "Oslo", "days": "3"})
+    assert str(ok) == "3 day(s) of sun in Oslo (c)"
+    bad = await tools.execute(
+        name="forecast", tool_input={"city": "Oslo", "days": 9, "unit": "k", "extra": 1}
+    )
+    assert bad.failed
+    message = bad.error or ""
+    for field in ("days", "unit", "extra"):
+        assert f"- {field}:" in message, message
+    assert "it was not run" in message
+    raised = await tools.execute(name="forecast", tool_input={"city": " "})
+    assert raised.failed and raised.error == "city must not be empty"
+
+
+async def test_a_sync_tool_runs_off_the_event_loop() -> None:
+    CALLS.clear()
+    result = await ToolCollection(words).execute(name="count_words", tool_input={"text": "a b"})
+    assert str(result) == "2"
+    assert CALLS and CALLS[0][1] != threading.get_ident()
+
+
+def test_a_tool_needs_named_annotated_parameters() -> None:
+    def untyped(city):  # type: ignore[no-untyped-def]
+        return city
+
+    def variadic(*cities: str) -> str:
+        return ""
+
+    with pytest.raises(TypeError, match="type annotation"):
+        tool(untyped)
+    with pytest.raises(TypeError, match="named parameters"):
+        tool(variadic)
+
+
+# ---- TestModel -----------------------------------------------------------------------------
+
+
+def test_example_arguments_fit_the_schema() -> None:
+    arguments = example_arguments(forecast.parameters or {})
+    assert arguments == {"city": "a"}
+    nested = {
+        "type": "object",
+        "properties": {
+            "steps": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+            "mode": {"anyOf": [{"type": "null"}, {"enum": ["x", "y"]}]},
+            "n": {"type": "number", "minimum": 2},
+        },
+        "required": ["steps", "mode", "n"],
+    }
+    assert example_arguments(nested) == {"steps": ["a", "a"], "mode": "x", "n": 2.0}
+
+
+async def test_test_model_calls_every_tool_then_finishes() -> None:
+    model = TestModel()
+    agent = ToolCallAgent(
+        name="probe", model=model, available_tools=ToolCollection(forecast, words, Terminate())
+    )
+    await agent.run("Try every tool.")
+    assert agent.state == AgentState.FINISHED
+    results = {m.name: m.content for m in agent.memory.messages if m.role == "tool"}
+    assert "1 day(s) of sun in a (c)" in (results["forecast"] or "")
+    assert "1" in (results["count_words"] or "")
+    assert "terminate" in results
+    first_messages, first_params = model.requests[0]
+    assert [t.name for t in first_params.tools] == ["forecast", "count_words", "terminate"]
+    assert first_messages[0].role == "system" or first_messages[0].role == "user"
+
+
+async def test_test_model_answers_with_results_when_nothing_ends_the_run() -> None:
+    llm = LLM.from_model(TestModel(call_tools=["count_words"]))
+    reply = await llm.request(
+        [Message.user_message("go")], tools=[words.to_param(), forecast.to_param()]
+    )
+    assert [c.function.name for c in reply.message.tool_calls or []] == ["count_words"]
+
+
+# ---- LLM.from_model ------------------------------------------------------------------------
+
+
+class Flaky:
+    """Fails with a transient error ``failures`` times, then streams its answer."""
+
+    name = "flaky"
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    async def request(self, messages: list[Message], params: ModelParams) -> ModelResponse:
+        self.calls += 1
+        if params.on_delta is not None:
+            result = params.on_delta("Hel")
+            if asyncio.iscoroutine(result):
+                await result
+        if self.calls <= self.failures:
+            raise LLMServerError("overloaded", model=self.name)
+        if params.on_delta is not None:
+            result = params.on_delta("lo")
+            if asyncio.iscoroutine(result):
+                await result
+        return ModelResponse(message=Message.assistant_message("Hello"))
+
+
+async def test_transient_errors_of_a_model_are_retried_and_streams_not_repeated() -> None:
+    model = Flaky(failures=2)
+    llm = LLM.from_model(model, max_retries=3, retry_min_wait=0, retry_max_wait=0)
+    pieces: list[str] = []
+    reply = await llm.request([Message.user_message("hi")], on_delta=pieces.append)
+    assert reply.message.content == "Hello" and model.calls == 3
+    assert "".join(pieces) == "Hello"
+    assert reply.usage.estimated and llm.usage.requests == 1
+
+
+async def test_retries_run_out_with_the_count_in_the_error() -> None:
+    llm = LLM.from_model(Flaky(failures=5), max_retries=1, retry_min_wait=0, retry_max_wait=0)
+    with pytest.raises(LLMTransientError, match="gave up after 2 attempts"):
+        await llm.request([Message.user_message("hi")])
+
+
+async def test_a_model_that_does_not_stream_is_handed_over_whole() -> None:
+    class Plain:
+        name = "plain"
+
+        async def request(self, messages: list[Message], params: ModelParams) -> ModelResponse:
+            assert isinstance(messages[0], Message) and messages[0].role == "system"
+            assert params.tools == (ToolDefinition.from_param(words.to_param()),)
+            return ModelResponse(message=Message.assistant_message("all at once"))
+
+    assert isinstance(Plain(), Model)
+    pieces: list[str] = []
+    llm = LLM.from_model(Plain())
+    await llm.request(
+        [{"role": "user", "content": "hi"}],
+        system_msgs=[Message.system_message("be brief")],
+        tools=[words.to_param()],
+        on_delta=pieces.append,
+    )
+    assert pieces == ["all at once"]
+
+
+def test_what_is_not_a_model_is_refused_clearly() -> None:
+    with pytest.raises(TypeError, match="not a Model"):
+        LLM.from_model(object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="either llm= or model="):
+        ToolCallAgent(name="x", model=TestModel(), llm=LLM.from_model(TestModel()))
+
+
+def test_flows_take_a_model_too() -> None:
+    model = TestModel(final_text=json.dumps({"ok": True}))
+    agent = ToolCallAgent(name="worker", model=TestModel())
+    flow = PlanningFlow(agent, model=model)
+    assert flow.llm is not None and flow.llm.custom_model is model

@@ -1,0 +1,220 @@
+"""Upstream's sandbox API on a real engine: ``LocalSandboxClient``, ``DockerSandbox``,
+``SandboxManager`` and ``AsyncDockerizedTerminal`` do what upstream's did (a container per
+sandbox, files on container paths, bind mounts, the manager's limit and idle sweep, a
+persistent terminal session), in our words. Tier e2e; skipped only where no engine can run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.config_models import SandboxSettings
+from app.exceptions import SandboxError, SandboxTimeoutError
+from app.sandbox.client import LocalSandboxClient, create_sandbox_client
+from app.sandbox.core.manager import SandboxManager
+from app.sandbox.core.sandbox import DockerSandbox
+from app.sandbox.core.terminal import AsyncDockerizedTerminal
+from app.sandbox.docker import LABEL, OWNER_LABEL, owner_id
+from tests.sandbox_utils import DOCKER_IMAGE, requires_docker
+
+pytestmark = [pytest.mark.e2e, requires_docker]
+
+
+def settings(**values: object) -> SandboxSettings:
+    base: dict[str, object] = {"image": DOCKER_IMAGE, "timeout": 60}
+    base.update(values)
+    return SandboxSettings(**base)
+
+
+def container_exists(container_id: str) -> bool:
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.containers.get(container_id)
+        return True
+    except docker.errors.NotFound:
+        return False
+    finally:
+        client.close()
+
+
+async def test_the_client_runs_a_container_with_the_settings(tmp_path: Path) -> None:
+    client = create_sandbox_client()
+    assert isinstance(client, LocalSandboxClient)
+    try:
+        await client.create(settings(memory_limit="300m", cpu_limit=0.5))
+        box = client.sandbox
+        assert isinstance(box, DockerSandbox)
+        host = box.container.attrs["HostConfig"]
+        assert host["Memory"] == 300 * 1024**2 and host["NanoCpus"] == 500_000_000
+        assert host["NetworkMode"] == "none"
+        # Commands run in the container, not on this host.
+        assert (await client.run_command("hostname")).strip() == "sandbox"
+        assert "Python 3" in await client.run_command("python3 --version")
+        assert (await client.run_command("echo 'test'")) == "test"
+        with pytest.raises(SandboxTimeoutError, match="timed out after 1 seconds"):
+            await client.run_command("sleep 10", timeout=1)
+        assert (await client.run_command("echo again")) == "again"
+        container_id = box.container.id
+    finally:
+        await client.cleanup()
+    assert not container_exists(container_id)
+
+
+async def test_files_live_on_container_paths(tmp_path: Path) -> None:
+    client = LocalSandboxClient()
+    await client.create(settings())
+    try:
+        await client.write_file("/workspace/test.txt", "Hello, Wörld!")
+        assert await client.read_file("/workspace/test.txt") == "Hello, Wörld!"
+        await client.write_file("nested/deeper/a.txt", "relative to work_dir")
+        assert "relative" in await client.run_command("cat /workspace/nested/deeper/a.txt")
+        await client.write_file("/tmp/scratch.txt", "tmpfs is the container's /tmp")
+        assert "tmpfs" in await client.read_file("/tmp/scratch.txt")
+        await client.copy_from("/tmp/scratch.txt", str(tmp_path / "scratch.txt"))
+        assert (tmp_path / "scratch.txt").read_text() == "tmpfs is the container's /tmp"
+
+        source = tmp_path / "src.txt"
+        source.write_text("Copy to container")
+        await client.copy_to(str(source), "/workspace/copied.txt")
+        assert await client.read_file("/workspace/copied.txt") == "Copy to container"
+        folder = tmp_path / "folder"
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "f.txt").write_text("in a folder")
+        await client.copy_to(str(folder), "/workspace/tree")
+        assert await client.read_file("/workspace/tree/sub/f.txt") == "in a folder"
+        await client.copy_to(str(source), "/tmp/in/copied.txt")
+        assert await client.run_command("cat /tmp/in/copied.txt") == "Copy to container"
+
+        target = tmp_path / "out" / "dst.txt"
+        await client.copy_from("/workspace/test.txt", str(target))
+        assert target.read_text() == "Hello, Wörld!"
+        into = tmp_path / "into"
+        into.mkdir()
+        await client.copy_from("/workspace/tree", str(into))
+        assert (into / "tree" / "sub" / "f.txt").read_text() == "in a folder"
+
+        # A link the code plants resolves inside the container, never on this host.
+        await client.run_command("ln -s /etc/hostname /workspace/link")
+        assert await client.read_file("/workspace/link") == "sandbox\n"
+        with pytest.raises(FileNotFoundError, match="not found"):
+            await client.read_file("/nonexistent.txt")
+        with pytest.raises(FileNotFoundError, match="not found"):
+            await client.copy_from("/nonexistent.txt", str(tmp_path / "local.txt"))
+        with pytest.raises(FileNotFoundError, match="not found"):
+            await client.copy_to(str(tmp_path / "missing"), "/workspace/x")
+        with pytest.raises(SandboxError, match="unsafe"):
+            await client.read_file("/workspace/../etc/passwd")
+        with pytest.raises(SandboxError, match="Read-only file system"):
+            await client.write_file("/etc/evil.conf", "x")
+    finally:
+        await client.cleanup()
+
+
+async def test_volume_bindings_mount_host_directories(tmp_path: Path) -> None:
+    data, work = tmp_path / "data", tmp_path / "work"
+    data.mkdir()
+    work.mkdir()
+    (data / "test.txt").write_text("Volume test")
+    client = LocalSandboxClient()
+    await client.create(settings(), {str(data): "/data", str(work): "/workspace"})
+    try:
+        assert await client.read_file("/data/test.txt") == "Volume test"
+        await client.run_command("echo from-container > /data/back.txt; touch made-here")
+        assert (data / "back.txt").read_text() == "from-container\n"
+        assert (work / "made-here").exists()  # work_dir bound to the given directory
+    finally:
+        await client.cleanup()
+    assert work.exists() and (data / "back.txt").exists()  # bound directories are kept
+
+
+async def test_a_sandbox_has_upstreams_attributes_and_leaves_nothing(tmp_path: Path) -> None:
+    box = DockerSandbox(settings(network_enabled=True))
+    assert box.container is None and box.terminal is None
+    await box.create()
+    try:
+        assert box.client is not None
+        assert box.terminal is not None and box.terminal.container.id == box.container.id
+        assert (await box.terminal.run_command("pwd")) == "/workspace"
+        assert box.container.attrs["HostConfig"]["NetworkMode"] == "bridge"
+        await box.write_file("/workspace/test.py", "print('Hello from Python!')")
+        assert "Hello from Python!" in await box.run_command("python3 /workspace/test.py")
+        private = box.sandbox.workspace
+        assert (private / "test.py").exists()  # work_dir is a private host directory
+        container_id = box.container.id
+    finally:
+        await box.cleanup()
+    assert not container_exists(container_id) and not private.exists()
+    with pytest.raises(SandboxError, match="not initialized"):
+        await box.run_command("true")
+
+
+async def test_a_missing_image_is_a_clear_error_and_leaves_nothing(tmp_path: Path) -> None:
+    box = DockerSandbox(settings(image="openmanus-no-such-image:latest"))
+    with pytest.raises(SandboxError, match="openmanus-no-such-image"):
+        await box.create()
+    assert box.container is None and box.terminal is None
+
+
+async def test_the_manager_limits_and_sweeps_idle_sandboxes() -> None:
+    async with SandboxManager(max_sandboxes=2, idle_timeout=60, cleanup_interval=30) as manager:
+        first = await manager.create_sandbox(settings())
+        second = await manager.create_sandbox(settings())
+        with pytest.raises(RuntimeError, match=r"^Maximum number of sandboxes \(2\) reached$"):
+            await manager.create_sandbox(settings())
+        sandbox = await manager.get_sandbox(first)
+        assert (await sandbox.run_command("echo 'test'")) == "test"
+        with pytest.raises(KeyError, match=r"Sandbox .* not found"):
+            await manager.get_sandbox("nonexistent-id")
+        ids = [manager._sandboxes[i].container.id for i in (first, second)]  # type: ignore[attr-defined]
+
+        manager.idle_timeout = 0  # both are idle now, by any clock
+        async with manager.sandbox_operation(second):  # in use: never idle
+            await manager._cleanup_idle_sandboxes()
+            assert first not in manager._sandboxes and second in manager._sandboxes
+        assert not container_exists(ids[0]) and container_exists(ids[1])
+        assert manager.get_stats()["total_sandboxes"] == 1
+    assert not manager._sandboxes and not manager._last_used
+    assert not container_exists(ids[1])
+
+
+async def test_the_terminal_keeps_its_session(tmp_path: Path) -> None:
+    import docker
+
+    client = docker.from_env()
+    container = client.containers.run(
+        DOCKER_IMAGE,
+        ["tail", "-f", "/dev/null"],
+        detach=True,
+        init=True,
+        labels={LABEL: "1", OWNER_LABEL: owner_id()},  # reaped like ours if this test dies
+    )
+    try:
+        terminal = AsyncDockerizedTerminal(
+            container.id, working_dir="/srv/work", env_vars={"TEST_VAR": "test_value"}
+        )
+        await terminal.init()
+        try:
+            assert await terminal.run_command("echo $TEST_VAR") == "test_value"
+            assert await terminal.run_command("pwd") == "/srv/work"
+            await terminal.run_command("cd /tmp && export KEPT=yes")
+            assert await terminal.run_command("pwd; echo $KEPT") == "/tmp\nyes"
+            assert await terminal.run_command("echo out; echo err >&2; false") == "out\nerr"
+            assert terminal.last_exit_code == 1
+            assert await terminal.run_command("printf '$ not a prompt\\n'") == "$ not a prompt"
+            with pytest.raises(TimeoutError):
+                await terminal.run_command("sleep 30 & sleep 31", timeout=1)
+            # The timed-out command and its background job are gone; a new session answers.
+            assert "sleep" not in await terminal.run_command("ps -eo args")
+            assert await terminal.run_command("exit 4") == ""
+            assert await terminal.run_command("echo back") == "back"
+            big = await terminal.run_command("head -c 3000000 /dev/zero | tr '\\0' a")
+            assert big.endswith("more bytes of output dropped]") and len(big) < 1_100_000
+        finally:
+            await terminal.close()
+        assert terminal.session is not None and not terminal.session.alive
+    finally:
+        container.remove(force=True)
+        client.close()
