@@ -197,4 +197,9 @@ async def test_hostile_model_cannot_escape_or_leak(
     assert "output truncated" in by_step[10]
     assert "timed out after 1 seconds" in by_step[12]
     assert "limit of 64 processes" in by_step[14]
-    assert "MemoryError" in by_step[15]
+    if backend == "docker":
+        # The container's memory cgroup may act before the per-process limit does (its page
+        # cache counts too): the kernel's OOM kill contains the hog just as well.
+        assert "MemoryError" in by_step[15] or "killed by SIGKILL" in by_step[15], by_step[15]
+    else:
+        assert "MemoryError" in by_step[15], by_step[15]

@@ -66,6 +66,8 @@ _IDLE_POLL = 0.2
 #: result says so; the watch ends as soon as their number holds still.
 _SETTLE = 3.0
 _STEADY = 0.5
+#: Longest wait for a killed bomb's processes to be gone before the next shell starts.
+_REAP_WAIT = 10.0
 #: A shell killed through bubblewrap exits with 128 + SIGKILL (without it: a negative code).
 _KILLED_THROUGH_BWRAP = 137
 
@@ -243,14 +245,25 @@ class _Session:
         self.over_limit = count
         self.limit_hit.set()
         await self.scope.kill()
+        await self._wait_gone()
+        loop = asyncio.get_running_loop()
         # The killed processes count against the limit until they are reaped: wait for room,
         # so the next command's shell can fork (or start the sandbox's cgroup afresh).
-        loop = asyncio.get_running_loop()
         give_up = loop.time() + 1.0
         while not await asyncio.to_thread(guard.has_room):
             if loop.time() >= give_up:
                 await asyncio.to_thread(guard.make_room)
                 break
+            await asyncio.sleep(_BUSY_POLL)
+
+    async def _wait_gone(self) -> None:
+        """The kill takes a while to reach every process of a bomb on a busy machine: the
+        next command's shell must not start beside them (the watchdog would count them)."""
+        loop = asyncio.get_running_loop()
+        gone_by = loop.time() + _REAP_WAIT
+        while loop.time() < gone_by:  # /proc has no event to wait for: poll it
+            if not await asyncio.to_thread(self.scope.members):
+                return
             await asyncio.sleep(_BUSY_POLL)
 
     async def begin(self) -> None:
@@ -310,9 +323,11 @@ class _Session:
         if watcher is not None and watcher is not asyncio.current_task():
             if self.limit_hit.is_set():  # let it finish waiting for room
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                    await asyncio.wait_for(asyncio.shield(watcher), 6.0)
+                    await asyncio.wait_for(asyncio.shield(watcher), _REAP_WAIT + 2.0)
             watcher.cancel()
         await self.scope.kill()
+        if self.limit_hit.is_set():
+            await self._wait_gone()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.protocol.exited.wait(), 5.0)
         # A process that escaped the group may still hold the pipes: do not wait for it.
