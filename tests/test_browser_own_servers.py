@@ -11,7 +11,6 @@ sees them (web security off, so CORS hides nothing).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from app.tool.browser_use_tool import BrowserUseTool
 from app.tool.mcp import MCPClients
 from tests.conftest import llm_settings
 from tests.mcp_helpers import http_server, stop
+from tests.test_browser_tool import page_eval, until_page
 from tests.web_fixtures import WebServer, isolated_tempdir
 from tests.web_ui_helpers import WebApp, sse_entries
 
@@ -213,8 +213,8 @@ async def test_the_request_guard_fails_every_request_to_a_registered_server(
                 await tool.execute(action="go_to_url", url=f"http://2130706433:{port}/x")
             seen = [await _attempt(tool, lure.url + "/hop")]
             seen.append(await _attempt(tool, lure.url + "/scripted"))
-            out = await _until(tool, "out.textContent !== 'waiting' && out.textContent")
-            frame = await _page_eval(
+            out = await until_page(tool, "out.textContent !== 'waiting' && out.textContent")
+            frame = await page_eval(
                 tool, "document.querySelector('iframe').contentDocument?.body?.innerText || ''"
             )
             state = await tool.get_current_state()
@@ -235,24 +235,6 @@ async def _attempt(tool: BrowserUseTool, url: str) -> str:
         return (await tool.execute(action="go_to_url", url=url)).output or ""
     except ToolError as e:
         return e.message
-
-
-async def _page_eval(tool: BrowserUseTool, expression: str) -> object:
-    cdp = await tool.runtime.session.get_or_create_cdp_session()
-    reply = await cdp.cdp_client.send.Runtime.evaluate(
-        params={"expression": expression, "returnByValue": True}, session_id=cdp.session_id
-    )
-    return (reply.get("result") or {}).get("value")
-
-
-async def _until(tool: BrowserUseTool, expression: str, timeout: float = 20.0) -> object:
-    """Wait for a page condition (an observable event), polling the page itself."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = await _page_eval(tool, expression)
-        if value or asyncio.get_running_loop().time() > deadline:
-            return value
-        await asyncio.sleep(0.1)  # polls the page for the condition; noqa: sleep-ok
 
 
 @pytest.mark.asyncio

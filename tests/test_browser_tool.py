@@ -330,7 +330,7 @@ async def test_a_page_cannot_lead_to_or_read_host_files(
     assert FILE_MARKER not in prompt
 
 
-async def _page_eval(tool: BrowserUseTool, expression: str) -> Any:
+async def page_eval(tool: BrowserUseTool, expression: str) -> Any:
     cdp = await tool.runtime.session.get_or_create_cdp_session()
     reply = await cdp.cdp_client.send.Runtime.evaluate(
         params={"expression": expression, "returnByValue": True}, session_id=cdp.session_id
@@ -338,11 +338,11 @@ async def _page_eval(tool: BrowserUseTool, expression: str) -> Any:
     return (reply.get("result") or {}).get("value")
 
 
-async def _until(tool: BrowserUseTool, expression: str, timeout: float = 20.0) -> Any:
+async def until_page(tool: BrowserUseTool, expression: str, timeout: float = 20.0) -> Any:
     """Wait for a page condition (an observable event), polling the page itself."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        value = await _page_eval(tool, expression)
+        value = await page_eval(tool, expression)
         if value or asyncio.get_running_loop().time() > deadline:
             return value
         await asyncio.sleep(0.1)  # polls the page for the condition; noqa: sleep-ok
@@ -375,13 +375,13 @@ async def test_the_browser_itself_refuses_local_requests_without_web_security(
     )
     try:
         seen = [(await tool.execute(action="go_to_url", url=web.url + "/sneaky")).output]
-        out = await _until(
+        out = await until_page(
             tool,
             "document.getElementById('out').textContent !== 'pending'"
             " && document.getElementById('out').textContent",
         )
         assert out == "fetch refused"
-        frame = await _page_eval(
+        frame = await page_eval(
             tool,
             "(() => { try { const d = document.getElementById('f')"
             ".contentDocument; return d ? d.body.innerText : ''; }"
@@ -403,7 +403,7 @@ async def test_the_browser_itself_refuses_local_requests_without_web_security(
             seen = [(await tool.execute(action="go_to_url", url=web.url + "/leave")).output]
         except ToolError as e:
             seen = [e.message]
-        await _until(tool, "!location.href.includes('/leave')")
+        await until_page(tool, "!location.href.includes('/leave')")
         state = await tool.get_current_state()
         assert FILE_MARKER not in state.output and FILE_MARKER not in "".join(seen)
         assert not json.loads(state.output)["url"].startswith("file:")
@@ -413,8 +413,8 @@ async def test_the_browser_itself_refuses_local_requests_without_web_security(
         cdp = await tool.runtime.session.get_or_create_cdp_session()
         tool.runtime.take_blocked()
         await cdp.cdp_client.send.Page.navigate(params={"url": target}, session_id=cdp.session_id)
-        await _until(tool, "document.readyState === 'complete'")
-        assert FILE_MARKER not in str(await _page_eval(tool, "document.documentElement.innerText"))
+        await until_page(tool, "document.readyState === 'complete'")
+        assert FILE_MARKER not in str(await page_eval(tool, "document.documentElement.innerText"))
         assert tool.runtime.take_blocked() == [target]
     finally:
         await tool.cleanup()
