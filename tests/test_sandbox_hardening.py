@@ -332,7 +332,9 @@ async def test_a_fork_bomb_is_reported_and_the_next_command_works(
     finally:
         await bash.cleanup()
     assert str(after).splitlines() == ["ok", "forked"], after
-    assert took < 5, took
+    # Promptly, not at the 60 s command timeout the old code hit; the margin is for a machine
+    # whose other test worker is busy (a bomb's processes take seconds to die there).
+    assert took < 30, took
 
 
 @pytest.mark.e2e
