@@ -1,4 +1,4 @@
-"""Upstream's Bedrock shim (``api_type = "aws"``), kept as importable names only.
+"""Upstream compatibility: upstream's Bedrock shim (``api_type = "aws"``), as names only.
 
 Bedrock is not supported yet: the config refuses ``api_type = "aws"`` when it loads, and
 building any of these classes raises :class:`~app.exceptions.UnsupportedFeatureError` with
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.exceptions import UnsupportedFeatureError
+from app.exceptions import BEDROCK_MESSAGE, UnsupportedFeatureError
 
 __all__ = [
     "BEDROCK_MESSAGE",
@@ -19,12 +19,6 @@ __all__ = [
     "ChatCompletions",
     "OpenAIResponse",
 ]
-
-BEDROCK_MESSAGE = (
-    "api_type 'aws' (Bedrock) is not supported yet: reach Bedrock through an OpenAI-compatible "
-    'gateway (LiteLLM, bedrock-access-gateway) and set api_type = "openai" with that '
-    "gateway's base_url, or use another provider"
-)
 
 #: Upstream's module-level tool-use id (unused here).
 CURRENT_TOOLUSE_ID: str | None = None

@@ -1,28 +1,27 @@
-"""Typed events agents and flows emit while they work (the bus that delivers them is in
-:mod:`app.event_bus`, and importable from here too).
+"""Typed events agents and flows emit while they work, and the bus that delivers them.
 
 One stream of events feeds everything that watches a run: the terminal programs render from
 it, session files record it, and library users consume it (``async for event in
 agent.run_stream(prompt)``, or ``agent.events.subscribe(callback)``). Because every view reads
-the same events, what the terminal shows and what a library sees cannot disagree.
-
-Emitting is free when nobody listens: emitters check ``bus.active`` before importing this
-module and building an event, so a run nobody watches never creates these classes.
+the same events, what the terminal shows and what a library sees cannot disagree. Emitters
+check ``bus.active`` before building an event, so a run nobody watches builds none.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-# The bus lives in its own module (owning one needs none of the event types); these names
-# stay importable from here.
-from app.event_bus import EventBus, EventStream, Listener, stream_events
+from app.llm.usage import Usage
+from app.logger import logger
 
 if TYPE_CHECKING:
     from app.agent.result import RunResult  # plain data; named here for type checkers only
-    from app.llm.usage import Usage
 
 __all__ = [
     "Compacted",
@@ -255,8 +254,6 @@ def event_from_json(data: dict[str, Any]) -> Event | None:
     names = {f.name for f in dataclasses.fields(cls)}
     values = {k: v for k, v in data.items() if k in names}
     if cls in (UsageReport, RunFinished):
-        from app.llm.usage import Usage
-
         for key in ("usage", "run_usage"):
             if isinstance(values.get(key), dict):
                 values[key] = Usage(**values[key])
@@ -264,3 +261,108 @@ def event_from_json(data: dict[str, Any]) -> Event | None:
         return cls(**values)
     except TypeError:
         return None
+
+
+#: A listener may be a plain function or a coroutine function.
+Listener = Callable[[Event], Awaitable[None] | None]
+
+
+class EventBus:
+    """Delivers events to listeners in subscription order; a failing listener is logged and
+    skipped, never fatal to the run."""
+
+    __slots__ = ("_listeners",)
+
+    def __init__(self) -> None:
+        self._listeners: list[Listener] = []
+
+    @property
+    def active(self) -> bool:
+        """Whether anyone listens (emitters skip building events otherwise)."""
+        return bool(self._listeners)
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Add ``listener``; returns a function that removes it again."""
+        self._listeners.append(listener)
+        return lambda: self.unsubscribe(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    async def emit(self, event: Event) -> None:
+        for listener in tuple(self._listeners):
+            try:
+                outcome = listener(event)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception as e:
+                logger.warning(f"Event listener {listener!r} failed on {event.kind}: {e}")
+
+
+class EventStream:
+    """The events of a piece of work as an async iterator (see :func:`stream_events`).
+
+    ``async for event in stream`` reads them; ``async with stream: ...`` (or ``aclose()``)
+    makes leaving the loop early stop the work at once rather than when it is collected.
+    """
+
+    def __init__(self, bus: EventBus, work: Awaitable[Any]) -> None:
+        self._bus = bus
+        self._work: Awaitable[Any] | None = work
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._task: asyncio.Future[Any] | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._done = False
+
+    def _start(self) -> None:
+        if self._task is None and self._work is not None:
+            self._unsubscribe = self._bus.subscribe(self._queue.put_nowait)
+            self._task = asyncio.ensure_future(self._work)
+            self._task.add_done_callback(lambda _: self._queue.put_nowait(None))
+            self._work = None
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._done:
+            raise StopAsyncIteration
+        self._start()
+        event = await self._queue.get()
+        if event is None:
+            self._done = True
+            self._detach()
+            assert self._task is not None
+            await self._task  # raises what the work raised (misuse, for example)
+            raise StopAsyncIteration
+        return event
+
+    async def __aenter__(self) -> EventStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the work if it is still going (its cleanup runs) and stop listening."""
+        self._done = True
+        self._detach()
+        if self._work is not None and inspect.iscoroutine(self._work):
+            self._work.close()  # never started
+            self._work = None
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _detach(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+
+def stream_events(bus: EventBus, work: Awaitable[Any]) -> EventStream:
+    """Run ``work`` once iteration starts and yield every event ``bus`` delivers meanwhile."""
+    return EventStream(bus, work)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "BEDROCK_MESSAGE",
     "AgentError",
     "AgentStateError",
     "ArgumentProblem",
@@ -108,6 +109,14 @@ class SandboxResourceError(SandboxError):
 class UnsupportedFeatureError(OpenManusError):
     """Upstream code needs a service or package this project does not provide (Daytona,
     Bedrock, crawl4ai...); the message names what is needed and the alternative."""
+
+
+#: Why ``api_type = "aws"`` is refused (by the config at load, by ``app.bedrock``'s classes).
+BEDROCK_MESSAGE = (
+    "api_type 'aws' (Bedrock) is not supported yet: reach Bedrock through an OpenAI-compatible "
+    'gateway (LiteLLM, bedrock-access-gateway) and set api_type = "openai" with that '
+    "gateway's base_url, or use another provider"
+)
 
 
 class BatchBackendError(OpenManusError):

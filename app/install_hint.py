@@ -8,13 +8,13 @@ import os
 import sys
 from pathlib import Path
 
+from app.config import PROJECT_ROOT
+
 __all__ = ["pip_command", "pip_install"]
 
 
 def pip_command() -> str:
     """``.venv/bin/pip`` (relative when inside the project), else the running venv's pip."""
-    from app.config_models import PROJECT_ROOT
-
     if sys.prefix == sys.base_prefix:
         return f"{Path(sys.executable).name} -m pip"
     pip = Path(sys.prefix) / ("Scripts" if os.name == "nt" else "bin") / "pip"
@@ -26,8 +26,6 @@ def pip_command() -> str:
 
 def pip_install(extra: str) -> str:
     """``cd <project> && .venv/bin/pip install -e '.[extra]'``-style command for one extra."""
-    from app.config_models import PROJECT_ROOT
-
     command = f"{pip_command()} install -e '.[{extra}]'"
     if Path.cwd().resolve() != PROJECT_ROOT:
         return f"cd {PROJECT_ROOT} && {command}"

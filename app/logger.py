@@ -1,18 +1,10 @@
 """Logging on loguru, with secrets kept out of every line we write.
 
-API keys travel through error messages (an SDK echoing a rejected key, a proxy URL with a
-password), so redaction happens twice: a patcher cleans each record's message for any sink,
-and the sinks added by :func:`define_log_level` clean the fully formatted text, tracebacks
-included. Importing this module touches no handler; entry points call ``define_log_level``.
-
-A library is silent unless its application turns logging on: until ``define_log_level`` is
-called, our records reach only handlers someone added; loguru's import-time stderr handler
-still takes everyone else's records, but not ours (see :func:`_quiet_default_handler`).
-
-loguru itself is imported on first need, not with this module: a run whose configured levels
-drop every record it logs (``define_log_level("ERROR", "OFF")`` and no error) never imports it.
-Until then :data:`logger` is a stand-in that drops records below the configured levels and
-otherwise loads loguru, applies the configuration, and hands over to loguru's own methods.
+Redaction happens twice: a patcher cleans each record's message for any sink, and the sinks of
+:func:`define_log_level` clean the formatted text, tracebacks included. A library is silent
+until its application calls ``define_log_level`` (see :func:`_quiet_default_handler`).
+loguru is imported on first need: until then :data:`logger` is a stand-in that drops records
+below the configured levels.
 """
 
 from __future__ import annotations
@@ -212,26 +204,9 @@ def _redact_record(record: Record) -> None:
 
 
 #: loguru's built-in levels (``logger.level(name).no``), known without importing loguru.
-_LEVEL_NUMBERS = {
-    "TRACE": 5,
-    "DEBUG": 10,
-    "INFO": 20,
-    "SUCCESS": 25,
-    "WARNING": 30,
-    "ERROR": 40,
-    "CRITICAL": 50,
-}
+_LEVEL_NUMBERS = dict(TRACE=5, DEBUG=10, INFO=20, SUCCESS=25, WARNING=30, ERROR=40, CRITICAL=50)
 #: The level each logging method logs at (``exception`` logs at ERROR).
-_METHOD_LEVELS = {
-    "trace": 5,
-    "debug": 10,
-    "info": 20,
-    "success": 25,
-    "warning": 30,
-    "error": 40,
-    "exception": 40,
-    "critical": 50,
-}
+_METHOD_LEVELS = {name.lower(): no for name, no in _LEVEL_NUMBERS.items()} | {"exception": 40}
 _NOTHING = 1 << 30  # the lowest level taken when no sink is configured
 
 
@@ -264,7 +239,7 @@ class _Loader:
             return real
         with self.lock:
             if self.real is None:
-                from loguru import logger as base
+                from loguru import logger as base  # on first need: see the module docstring
 
                 pending, self.pending = self.pending, None
                 if pending is not None:
@@ -297,7 +272,7 @@ def _quiet_default_handler() -> None:
     ours: importing the library prints nothing, while an application's own loguru records
     still show. Handlers the application added keep all records; ``define_log_level``
     replaces the swapped one like any other."""
-    from loguru import logger as base
+    from loguru import logger as base  # on first need: see the module docstring
 
     try:
         base.remove(0)
@@ -328,15 +303,6 @@ class _LazyLogger:
     other attribute (``add``, ``opt``, ``bind``, ...) loads it and is loguru's.
     """
 
-    trace = _level_method("trace")
-    debug = _level_method("debug")
-    info = _level_method("info")
-    success = _level_method("success")
-    warning = _level_method("warning")
-    error = _level_method("error")
-    exception = _level_method("exception")
-    critical = _level_method("critical")
-
     def log(self, level: int | str, message: Any, /, *args: Any, **kwargs: Any) -> None:
         """Log at ``level`` (a number or a level's name), as loguru's ``Logger.log``."""
         number = level if isinstance(level, int) else _LEVEL_NUMBERS.get(level)
@@ -353,6 +319,8 @@ class _LazyLogger:
         return repr(_loader.real) if _loader.real is not None else "<logger (loguru not loaded)>"
 
 
+for _name in _METHOD_LEVELS:
+    setattr(_LazyLogger, _name, _level_method(_name))
 logger: Logger = cast("Logger", _LazyLogger())
 
 
@@ -364,7 +332,7 @@ def log_enabled(level: str) -> bool:
     if number is not None and _loader.decides():
         return number >= _loader.floor
     _loader.load()
-    from loguru import logger as base
+    from loguru import logger as base  # on first need: see the module docstring
 
     try:
         # loguru has no public way to ask this; its stubs leave out the internal _core.
@@ -458,7 +426,7 @@ def define_log_level(
         sinks.append((_LazyFileSink(directory / file_name), file_level, _FILE_FORMAT, False))
 
     def apply(*remove: int) -> None:
-        from loguru import logger as base
+        from loguru import logger as base  # on first need: see the module docstring
 
         if remove:
             for handler_id in remove:

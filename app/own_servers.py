@@ -1,15 +1,9 @@
 """The addresses this program's own servers listen on, so its browser can refuse them.
 
-The web UI and the MCP server over HTTP serve other sessions' files, tasks and tools. The
-agent's browser runs in the same process and may open loopback pages (a developer's local
-site), so without this a model could open ``http://127.0.0.1:<port>/api/sessions`` and read
-another session. Each server registers the address it is bound to once it listens and
-unregisters when it stops; ``app.tool.browser`` refuses any URL whose host reaches a
-registered address, in any spelling: ``127.1``, ``0x7f000001``, ``2130706433``,
-``0177.0.0.1``, ``[::ffff:127.0.0.1]``, ``0.0.0.0``, ``LOCALHOST.``, ``x.localhost``, or a
-name that resolves to one of them.
-
-This module sits low (it imports nothing of ``app``) so servers and tools can both use it.
+The web UI and the MCP server serve other sessions' files and tools, and the agent's browser
+may open loopback pages, so each server registers its address while it listens and
+``app.tool.browser`` refuses a URL reaching one in any spelling (``127.1``, ``0x7f000001``,
+``[::ffff:127.0.0.1]``, ``LOCALHOST.``, a name resolving there). Imports nothing of ``app``.
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import re
 import socket
 import threading
@@ -78,15 +73,13 @@ class OwnServer:
 _lock = threading.Lock()
 _servers: dict[int, OwnServer] = {}
 _listeners: list[Callable[[], None]] = []
-_next = 0
+_handles = itertools.count(1)
 
 
 def register(label: str, host: str, port: int) -> int:
     """Record a listening server; returns the handle ``unregister`` takes."""
-    global _next
     with _lock:
-        _next += 1
-        handle = _next
+        handle = next(_handles)
         _servers[handle] = OwnServer(label, host.strip("[]"), int(port))
         listeners = list(_listeners)
     _notify(listeners)

@@ -65,7 +65,7 @@ class AgentState(str, Enum):
 class _Edits:
     """Counts in-place edits of messages and tool calls (field assignments after creation).
 
-    Request formatting caches work per message and per conversation (``app.llm.formatting``);
+    Request formatting caches work per message and per conversation (``app.llm.openai.formatting``);
     stamping those caches with this count lets one integer compare tell that nothing was
     edited since. Edits are rare, so the caches stay valid in practice.
     """
@@ -113,7 +113,7 @@ class Message(BaseModel):
     #: A tool message reporting a failure (never sent to the model: the text says so).
     is_error: bool = Field(default=False)
 
-    # A slot for the wire form, encoded once (app.llm.wire; checked against the fields on
+    # A slot for the wire form, encoded once (app.llm.openai.wire; checked against the fields on
     # every use). Not a PrivateAttr: those make every Message creation ~3x slower, and a slot
     # is not copied or pickled with the message, which is right for a cache.
     __slots__ = ("_wire",)

@@ -1,14 +1,9 @@
 """Making outside text valid UTF-8 where it enters.
 
-A Python ``str`` can hold a lone surrogate (``"\\ud800"``): JSON's ``\\ud800`` escape decodes to
-one, so can a file name read with ``surrogateescape``. Such a string has no UTF-8 encoding:
-printing it, writing it into a session file or sending it to the web page raises
-``UnicodeEncodeError`` far from where it came in. Text from a model, a tool, an MCP server or a
-file goes through :func:`clean_text` (or :func:`clean_tree` for decoded JSON) at the edge, and
-every lone surrogate becomes U+FFFD, the replacement character. A surrogate pair split into two
-code points is joined back into the character it stands for.
-
-The check is cheap: a string that encodes (nearly every one) is returned as it is.
+A ``str`` can hold a lone surrogate (JSON's ``\\ud800``, a ``surrogateescape`` file name) and
+then has no UTF-8 encoding, so printing or writing it fails far from where it came in. Text
+from a model, a tool, an MCP server or a file goes through :func:`clean_text` (or
+:func:`clean_tree`) at the edge: a lone surrogate becomes U+FFFD, a split pair is joined.
 """
 
 from __future__ import annotations

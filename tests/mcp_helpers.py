@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.config_models import MCPServerConfig
+from app.config import MCPServerConfig
 from app.testing.netguard import SITE_DIR
 from tests.conftest import TEST_API_KEY
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.config_models import SandboxSettings
+from app.config import SandboxSettings
 from app.sandbox.base import Sandbox
 from app.sandbox.factory import create_sandbox
 

@@ -10,7 +10,7 @@ from typing import Any
 from app.agent.result import RunResult, StopReason
 from app.agent.toolcall import ToolCallAgent
 from app.cli.render import EventRenderer
-from app.config_models import CompactionSettings
+from app.config import CompactionSettings
 from app.events import Compacted, ErrorEvent, Reasoning, RunFinished, Thought
 from app.llm.model import ModelResponse
 from app.llm.usage import Usage

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.batch import BatchOptions, read_results, run_batch
-from app.config import config
-from app.config_models import AppConfig
+from app.config import AppConfig, config
 from app.testing import ScriptedLLMServer, call, error, text, tool_calls
 from tests.batch_helpers import write_tasks
 from tests.conftest import llm_settings

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.batch import BatchOptions, read_results, run_batch
-from app.config import config
-from app.config_models import AppConfig
+from app.config import AppConfig, config
 from app.testing import call, keyed_server, slow, text, tool_calls
 from app.testing.netguard import SITE_DIR
 from tests.batch_helpers import comparable, fifty_tasks, write_tasks

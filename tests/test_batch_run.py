@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.batch import BatchOptions, read_results, run_batch
-from app.config import config
-from app.config_models import AppConfig
+from app.config import AppConfig, config
 from app.testing import keyed_server
 from tests.batch_helpers import fifty_tasks, write_tasks
 from tests.conftest import llm_settings

@@ -11,8 +11,7 @@ import pytest
 
 from app.agent.browser import BrowserAgent
 from app.agent.manus import Manus
-from app.config import AppConfig, config
-from app.config_models import BrowserSettings
+from app.config import AppConfig, BrowserSettings, config
 from app.prompt.browser import NEXT_STEP_PROMPT
 from app.prompt.manus import NEXT_STEP_PROMPT as MANUS_NEXT_STEP
 from app.schema import AgentState

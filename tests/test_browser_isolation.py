@@ -26,7 +26,7 @@ import pytest_asyncio
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from app.config_models import BrowserSettings
+from app.config import BrowserSettings
 from app.tool.browser.launcher import browser_user
 from app.tool.browser.runtime import BrowserRuntime
 from app.tool.python_execute import PythonExecute

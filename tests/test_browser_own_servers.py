@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from app import own_servers
-from app.config_models import BrowserSettings
+from app.config import BrowserSettings
 from app.exceptions import ToolError
 from app.llm import LLM
 from app.testing import ScriptedLLMServer, call, text, tool_calls

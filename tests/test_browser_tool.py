@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from app.config_models import BrowserSettings, SearchSettings
+from app.config import BrowserSettings, SearchSettings
 from app.exceptions import ToolError
 from app.llm import LLM
 from app.testing import ScriptedLLMServer, call, tool_calls

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from app.config import AppConfig, config
-from app.config_sections import RunflowSettings
+from app.config import AppConfig, RunflowSettings, config
 from app.exceptions import ToolError
 from app.flow.planning import plan_window
 from app.session.reader import read_session

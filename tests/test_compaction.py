@@ -6,9 +6,9 @@ import json
 
 from app.agent.compaction import Compactor, known_window
 from app.agent.toolcall import ToolCallAgent
-from app.config_models import CompactionSettings
+from app.config import CompactionSettings
 from app.events import Compacted
-from app.llm.wire import count_tokens
+from app.llm.openai.wire import count_tokens
 from app.schema import AgentState
 from app.testing import call, error, text, tool_calls
 from app.tool.base import BaseTool

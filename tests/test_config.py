@@ -664,17 +664,17 @@ def test_hostile_mcp_json_is_a_clear_error(tmp_path: Path) -> None:
         load_config(path)
 
 
-def test_every_settings_class_is_importable_from_each_module() -> None:
-    """The sections moved to ``app.config_sections`` (imported on first use); the upstream
-    paths ``app.config`` and ``app.config_models`` name the very same classes."""
-    import app.config
-    import app.config_models
-    import app.config_sections
+def test_every_name_has_one_import_path() -> None:
+    """``app.config`` is where every settings class is imported from; the modules that once
+    held them too (``app.config_models``, ``app.config_sections``...) are gone."""
+    import importlib
 
-    for name in app.config_sections.__all__:
-        cls = getattr(app.config_sections, name)
-        assert getattr(app.config, name) is cls
-        assert getattr(app.config_models, name) is cls
-        assert name in app.config.__all__ and name in app.config_models.__all__
+    import app.config
+
+    for name in app.config.__all__:
+        assert getattr(app.config, name) is not None
+    for old in ("models", "sections", "files", "env", "report"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"app.config_{old}")
     with pytest.raises(AttributeError, match="NoSuchSettings"):
-        _ = app.config_models.NoSuchSettings
+        _ = app.config.NoSuchSettings  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from app.schema import AgentState
 from app.testing import call, tool_calls
 from app.tool import DataVisualization, ToolCollection, VisualizationPrepare
 from app.tool.base import ToolFailure
+from tests.test_upstream_programs import run_program, write_upstream_config
 
 SALES_CSV = "month,revenue,cost\nJan,120,80\nFeb,150,90\nMar,90,95\nApr,200,110\n"
 
@@ -237,3 +238,53 @@ def test_chart_spec_json_file_round_trip(tmp_path):
     raw = json.loads('[{"csvFilePath": "a.csv", "chartTitle": "A", "y": "v"}]')
     (spec,) = parse_specs(raw, "test")
     assert (spec.csv_path, spec.title, spec.y, spec.chart_type) == ("a.csv", "A", ["v"], "auto")
+
+
+# --- the demo scripts (upstream kept them under app/tool/chart_visualization/test/) -----------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "scripts" / "examples"
+
+
+def chart_of(title: str, rows: list[dict[str, object]], **extra: object) -> dict[str, object]:
+    return {"charts": [{"chartTitle": title, "data": rows}], **extra}
+
+
+def done(answer: str) -> object:
+    return tool_calls(call("terminate", {"status": "success"}), content=answer)
+
+
+@pytest.mark.e2e
+def test_chart_demo_draws_one_chart_per_task(matplotlib, tmp_path, llm_server):
+    rain = [{"Month": m, "Oslo": o, "Lima": 1} for m, o in (("Jan", 49), ("Feb", 36))]
+    fruit = [{"Fruit": "Apple", "Count": 12}, {"Fruit": "Pear", "Count": 7}]
+    llm_server.push(
+        tool_calls(call("data_visualization", chart_of("Rainfall", rain))),
+        done("rainfall drawn"),
+        tool_calls(call("data_visualization", chart_of("Fruit", fruit, output_type="both"))),
+        done("fruit drawn"),
+    )
+    config = write_upstream_config(tmp_path, llm_server.base_url)
+    proc = run_program(tmp_path, config, str(EXAMPLES / "chart_demo.py"))
+    assert proc.returncode == 0, proc.stderr
+    charts = tmp_path / "ws" / "visualization"
+    png_size(charts / "Rainfall.png")
+    png_size(charts / "Fruit.png")
+    assert (charts / "Fruit.html").read_text().startswith("<!DOCTYPE html>")
+    firsts = [r for r in llm_server.requests if all(m["role"] != "tool" for m in r.messages)]
+    asked = [next(m["content"] for m in r.messages if m["role"] == "user") for r in firsts]
+    assert len(asked) == 2 and "Oslo" in asked[0] and "Apple" in asked[1]
+
+
+@pytest.mark.e2e
+def test_report_demo_runs_the_agent_on_its_table(matplotlib, tmp_path, llm_server):
+    rows = [{"Quarter": "Q1", "North": 310}, {"Quarter": "Q2", "North": 335}]
+    llm_server.push(
+        tool_calls(call("data_visualization", chart_of("North", rows, output_type="html"))),
+        done("report written"),
+    )
+    config = write_upstream_config(tmp_path, llm_server.base_url)
+    proc = run_program(tmp_path, config, str(EXAMPLES / "report_demo.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert "<svg" in (tmp_path / "ws" / "visualization" / "North.html").read_text()
+    first = llm_server.requests[0].messages
+    assert "Q4 | 390 | 310 | 300" in next(m["content"] for m in first if m["role"] == "user")

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from app.config_models import (
+from app.config import (
     AppConfig,
     BrowserSettings,
     CompactionSettings,

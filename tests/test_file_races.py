@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from app.agent.manus import Manus
-from app.config import AppConfig, LLMSettings, config
-from app.config_models import SandboxSettings
+from app.config import AppConfig, LLMSettings, SandboxSettings, config
 from app.exceptions import ToolError
 from app.testing import ScriptedLLMServer, call, tool_calls
 from app.tool.str_replace_editor import StrReplaceEditor

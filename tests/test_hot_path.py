@@ -17,10 +17,10 @@ from app.agent.toolcall import ToolCallAgent
 from app.config import LLMSettings
 from app.llm import LLM, Usage
 from app.llm.arguments import loads_safely, parse_arguments
-from app.llm.formatting import prepare_messages
+from app.llm.openai.formatting import prepare_messages
+from app.llm.openai.wire import WireEntry, dumps, wire_entry
 from app.llm.pricing import price_for
 from app.llm.refusals import Refusals
-from app.llm.wire import WireEntry, dumps, wire_entry
 from app.schema import Message
 from app.strict import StrictModel
 from app.testing import FunctionModel
@@ -163,18 +163,21 @@ def test_argument_errors_name_the_position():
 
 def test_body_fields_keep_their_json_types():
     llm = _llm()
-    assert json.loads(llm._fields_json({"model": "m", "seed": 1})) == {"model": "m", "seed": 1}
+    assert json.loads(llm.endpoint._fields_json({"model": "m", "seed": 1})) == {
+        "model": "m",
+        "seed": 1,
+    }
     # 1 == True in Python, not in JSON: a cached body must not turn one into the other.
-    assert b'"seed":true' in llm._fields_json({"model": "m", "seed": True})
-    assert b'"seed":1.0' in llm._fields_json({"model": "m", "seed": 1.0})
+    assert b'"seed":true' in llm.endpoint._fields_json({"model": "m", "seed": True})
+    assert b'"seed":1.0' in llm.endpoint._fields_json({"model": "m", "seed": 1.0})
 
 
 def test_body_fields_holding_lists_follow_edits():
     llm = _llm()
     stop = ["a"]
-    assert b'"stop":["a"]' in llm._fields_json({"stop": stop})
+    assert b'"stop":["a"]' in llm.endpoint._fields_json({"stop": stop})
     stop.append("b")  # edited in place: the next body says so
-    assert b'"stop":["a","b"]' in llm._fields_json({"stop": stop})
+    assert b'"stop":["a","b"]' in llm.endpoint._fields_json({"stop": stop})
 
 
 def test_context_window_follows_the_model():
@@ -187,7 +190,7 @@ def test_context_window_follows_the_model():
 
 
 async def test_refused_features_change_when_a_refusal_is_learned():
-    refusals = Refusals("http://127.0.0.1:9/v1", "m", persistent=False)
+    refusals = Refusals("http://127.0.0.1:9/v1", "m", None)
     before = refusals.features
     assert before == frozenset() and refusals.may_stream(tools=True, allowed=True)
     await refusals.refuse("stream_tools", "test")

@@ -1,9 +1,10 @@
-"""What a run imports: loguru, the event types and the other config sections only when used.
+"""What a run imports: loguru and the IDNA codec only when used.
 
-Each of these costs every process that imports the framework (loguru's import, sixteen frozen
-dataclasses, the browser/sandbox/MCP settings models), so a library run that logs nothing,
-has no listener and builds its ``LLMSettings`` in code must not pay for them. The runs here
-are real: fresh interpreters, an agent talking to the scripted server over HTTP.
+Each of these costs every process that imports the framework, so a library run that logs
+nothing and talks to a plain host must not pay for them. (The framework's own modules are
+imported at the top of the modules that use them; only optional extras and these load
+late.) The runs here are real: fresh interpreters, an agent talking to the scripted server
+over HTTP.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 from app.testing import ScriptedLLMServer, call, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
-LAZY = ("loguru", "app.events", "app.config_sections", "encodings.idna")
+LAZY = ("loguru", "encodings.idna")
 
 # A library program: settings built in code, one tool call, then an answer.
 _RUN = """
@@ -92,7 +93,7 @@ def test_a_listener_gets_every_event_and_loguru_stays_out(llm_server: ScriptedLL
     assert isinstance(events, list)
     assert events[0] == "run_started" and events[-1] == "run_finished"
     assert {"step_started", "tool_call", "tool_result", "usage"} <= set(events)
-    assert out["loaded"] == ["app.events"]
+    assert out["loaded"] == []
 
 
 @pytest.mark.e2e

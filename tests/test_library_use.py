@@ -144,7 +144,7 @@ def _sandbox_runs(tmp_path: Path, settings: str) -> subprocess.CompletedProcess[
     with our programs' logging on."""
     code = (
         "import asyncio\n"
-        "from app.config_sections import SandboxSettings\n"
+        "from app.config import SandboxSettings\n"
         "from app.logger import define_log_level\n"
         "from app.sandbox.local import LocalSandbox\n"
         "define_log_level('INFO', 'OFF')\n"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.config_models import LLMSettings
+from app.config import LLMSettings
 from app.exceptions import (
     ContextWindowExceededError,
     LLMAuthenticationError,
@@ -29,8 +29,8 @@ from app.exceptions import (
     LLMTimeoutError,
 )
 from app.llm import LLM
-from app.llm.errors import EXCERPT_CHARS, body_excerpt, endpoint_error
-from app.llm.http_transport import HttpTransport
+from app.llm.openai.errors import EXCERPT_CHARS, body_excerpt, endpoint_error
+from app.llm.openai.http_transport import HttpTransport
 from app.logger import logger
 from app.schema import Message
 from app.testing import ScriptedLLMServer, call, cut, drop, error, raw, stall, text, tool_calls

@@ -10,7 +10,7 @@ import sys
 import pytest
 import pytest_asyncio
 
-from app.config_models import MCPServerConfig
+from app.config import MCPServerConfig
 from app.exceptions import MCPServerError
 from app.tool.base import ToolFailure
 from app.tool.mcp import MCPClients, MCPClientTool

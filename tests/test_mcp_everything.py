@@ -16,7 +16,7 @@ import pytest
 
 from app.agent.toolcall import ToolCallAgent
 from app.cli.render import EventRenderer
-from app.config_models import MCPServerConfig
+from app.config import MCPServerConfig
 from app.events import ToolProgress, ToolResultEvent
 from app.testing import call, text, tool_calls
 from app.tool.ask_human import QueueInputProvider

@@ -15,9 +15,15 @@ import pytest
 from pydantic import Field
 
 from app.agent.toolcall import ToolCallAgent
+from app.config import LLMSettings
 from app.exceptions import LLMServerError, LLMTransientError, ToolError
 from app.flow.planning import PlanningFlow
 from app.llm import LLM, Model, ModelParams, ModelResponse, ToolDefinition
+from app.llm.endpoint_memory import EndpointMemories
+from app.llm.openai.model import OpenAIChatModel
+from app.llm.refusals import Refusals
+from app.llm.stack import build_model
+from app.llm.text_mode import TextToolCalls
 from app.schema import AgentState, Message
 from app.testing import TestModel, example_arguments
 from app.tool import FunctionTool, Terminate, ToolCollection, tool
@@ -257,3 +263,67 @@ def test_flows_take_a_model_too() -> None:
     agent = ToolCallAgent(name="worker", model=TestModel())
     flow = PlanningFlow(agent, model=model)
     assert flow.llm is not None and flow.llm.custom_model is model
+
+
+# ---- the stack: wrappers over a model, the capability memory passed in -------------------------
+
+
+class Recorded:
+    """A typed in-process model that answers with ``reply`` and keeps what it was asked."""
+
+    name = "recorded"
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+        self.asked: list[tuple[list[Message], ModelParams]] = []
+
+    async def request(self, messages: list[Message], params: ModelParams) -> ModelResponse:
+        self.asked.append((list(messages), params))
+        return ModelResponse(message=Message.assistant_message(self.reply))
+
+
+async def test_text_tool_calls_in_text_mode_describe_the_tools_and_parse_the_call() -> None:
+    inner = Recorded('<tool_call>{"name": "count_words", "arguments": {"text": "a b"}}</tool_call>')
+    model = TextToolCalls(inner, Refusals("", "recorded", None), mode="text")
+    history = [
+        Message.system_message("be brief"),
+        Message.user_message("count"),
+        Message.from_tool_calls(
+            tool_calls=[{"id": "c1", "function": {"name": "count_words", "arguments": "{}"}}]
+        ),
+        Message.tool_message("2", name="count_words", tool_call_id="c1"),
+    ]
+    params = ModelParams(tools=(ToolDefinition.from_param(words.to_param()),))
+    reply = await model.request(history, params)
+    sent, sent_params = inner.asked[0]
+    assert sent_params.tools == () and "count_words" in (sent[0].content or "")
+    assert [m.role for m in sent] == ["system", "user", "assistant", "user"]
+    assert "<tool_call>" in (sent[2].content or "") and "<tool_response" in (sent[3].content or "")
+    assert reply.finish_reason == "tool_calls" and reply.message.tool_calls is not None
+    assert reply.message.tool_calls[0].function.name == "count_words"
+    assert history[2].tool_calls  # the caller's messages are not changed
+
+
+async def test_a_call_quoted_in_a_native_reply_is_not_run_nor_remembered() -> None:
+    inner = Recorded(
+        'To call it you would send: {"name": "count_words", "arguments": {"text": "x"}}'
+    )
+    refusals = Refusals("", "recorded", None)
+    model = TextToolCalls(inner, refusals, mode="auto")
+    params = ModelParams(tools=(ToolDefinition.from_param(words.to_param()),))
+    reply = await model.request([Message.user_message("how?")], params)
+    assert reply.message.tool_calls is None and inner.asked[0][1].tools == params.tools
+    assert refusals.features == frozenset() and not model.text_mode
+
+
+async def test_the_capability_memory_is_the_one_passed_in(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENMANUS_CACHE_DIR", str(tmp_path))
+    memories = EndpointMemories()
+    await Refusals("http://127.0.0.1:9/v1", "m", memories).refuse("tools", "said so")
+    assert memories.at().refused("http://127.0.0.1:9/v1", "m") == {"tools"}
+    assert memories.at() is not EndpointMemories().at()  # each owner has its own
+    settings = LLMSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-x")
+    stack, endpoint = build_model(settings, memories)
+    assert isinstance(stack, TextToolCalls) and stack.inner is endpoint
+    assert isinstance(endpoint, OpenAIChatModel) and endpoint.refusals.memories is memories
+    assert LLM.create(llm_config=settings).endpoint.refusals.memories is LLM.registry.memories

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.agent.toolcall import ToolCallAgent
-from app.config_models import CompactionSettings
+from app.config import CompactionSettings
 from app.events import Compacted
 from app.exceptions import ContextWindowExceededError
 from app.schema import Message

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.agent.toolcall import ToolCallAgent
-from app.config_models import CompactionSettings
+from app.config import CompactionSettings
 from app.llm import LLM
 from app.schema import AgentState
 from app.tool.terminate import Terminate

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from app.agent import Manus
-from app.config import LLMSettings
-from app.config_models import AppConfig, ModelPrice
+from app.config import AppConfig, LLMSettings, ModelPrice
 from app.exceptions import ReplayError
 from app.llm.pricing import cost_of, price_for
 from app.llm.recording import recording, replaying

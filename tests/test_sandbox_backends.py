@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
 import sys
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from app.config import SandboxSettings
 from app.exceptions import ToolError
 from app.sandbox.base import Sandbox
+from app.sandbox.local import LocalSandbox
 from app.tool.bash import Bash
 from app.tool.python_execute import PythonExecute
 from app.tool.str_replace_editor import StrReplaceEditor
@@ -305,3 +308,40 @@ async def test_cleanup_is_idempotent_and_restartable(sandbox: Sandbox) -> None:
 async def test_concurrent_runs_share_one_sandbox(sandbox: Sandbox) -> None:
     results = await asyncio.gather(*(sandbox.run(f"echo {i}") for i in range(4)))
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+
+
+class _BusyMachine(LocalSandbox):
+    """A local sandbox whose first starts meet a machine out of processes (EAGAIN), as when
+    another run's fork bomb is being killed."""
+
+    busy_starts = 2
+
+    async def _start(self) -> None:
+        if self.busy_starts:
+            self.busy_starts -= 1
+            raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+        await super()._start()
+
+
+async def test_a_start_that_meets_a_busy_machine_is_tried_again(tmp_path: Path) -> None:
+    box = _BusyMachine(SandboxSettings(), tmp_path)
+    bash = Bash(sandbox=box)
+    try:
+        result = await bash.execute(command="echo started")
+    finally:
+        await bash.cleanup()
+    assert str(result).strip() == "started", result
+    assert box.busy_starts == 0
+
+
+async def test_a_machine_that_stays_busy_is_reported(tmp_path: Path) -> None:
+    box = _BusyMachine(SandboxSettings(), tmp_path)
+    box.busy_starts = 10
+    bash = Bash(sandbox=box)
+    try:
+        result = await bash.execute(command="echo never")
+    finally:
+        await bash.cleanup()
+    assert result.error and "out of processes for now" in result.error, result
+    assert "Resource temporarily unavailable" in result.error
+    assert box.busy_starts == 5  # four pauses, five starts: then the model hears of it

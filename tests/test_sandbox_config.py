@@ -8,8 +8,7 @@ import pytest
 
 from app.agent.manus import Manus
 from app.agent.swe import SWEAgent
-from app.config import AppConfig, LLMSettings, config, load_config
-from app.config_models import SandboxSettings
+from app.config import AppConfig, LLMSettings, SandboxSettings, config, load_config
 from app.exceptions import ConfigError
 from app.sandbox import BubblewrapSandbox, LocalSandbox
 from app.sandbox.docker import DockerSandbox

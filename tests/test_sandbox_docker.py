@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config_models import SandboxSettings
+from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.sandbox.archive import make_tar, safe_extract
 from app.sandbox.docker import LABEL, OWNER_LABEL, RUN_LABEL, DockerSandbox, owner_id, run_id

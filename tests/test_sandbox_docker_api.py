@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config_models import SandboxSettings
+from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError
 from app.sandbox.client import LocalSandboxClient, create_sandbox_client
 from app.sandbox.core.manager import SandboxManager

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config_models import SandboxSettings
+from app.config import SandboxSettings
 from app.sandbox.docker import OWNER_LABEL, DockerSandbox
 from tests.sandbox_utils import DOCKER_IMAGE, requires_docker
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _AGENT = """
 import asyncio, sys
-from app.config_models import SandboxSettings
+from app.config import SandboxSettings
 from app.sandbox.docker import DockerSandbox
 
 async def main() -> None:

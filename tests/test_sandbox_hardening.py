@@ -17,7 +17,7 @@ import pytest
 from app.sandbox import handover
 from app.sandbox.bubblewrap import NOBODY
 from app.sandbox.guard import ProcessGuard
-from app.sandbox.handover import adopt_path, adopt_tree
+from app.sandbox.handover import adopt_tree
 from app.sandbox.launcher import LaunchOptions, launcher_argv
 from app.tool.bash import Bash
 from app.tool.mcp import MCPClients
@@ -114,19 +114,6 @@ def test_the_hand_over_skips_links_other_mounts_shared_files_and_special_files(
     for kept in (outside, outside / "f", shared, workspace / "fifo", bound_source / "g"):
         assert owner(kept) == (0, 0), kept
     assert owner(workspace / "to-outside") == (0, 0)  # the link itself is not changed either
-
-
-@as_root
-def test_handing_over_one_path_never_goes_through_a_link(workspace: Path, outside: Path) -> None:
-    (workspace / "a").symlink_to(outside)
-    (workspace / "b").mkdir()
-    (workspace / "b" / "new.txt").write_text("the agent wrote this\n")
-    assert adopt_path(workspace, workspace / "a" / "f", NOBODY) is False
-    assert adopt_path(workspace, outside / "f", NOBODY) is False  # not in the workspace
-    assert adopt_path(workspace, workspace / "b" / ".." / ".." / "outside" / "f", NOBODY) is False
-    assert untouched(outside)
-    assert adopt_path(workspace, workspace / "b" / "new.txt", NOBODY) is True
-    assert owner(workspace / "b" / "new.txt") == NOBODY
 
 
 @as_root
@@ -274,7 +261,7 @@ async def test_mcp_http_sessions_hand_over_nothing_outside_the_workspace(
                     )
                 finally:
                     await client.disconnect()
-                assert seen.output.strip() == str(NOBODY[0]), seen
+                assert (seen.output or "").strip() == str(NOBODY[0]), seen
         finally:
             await mallory.disconnect()
     assert untouched(outside)
@@ -353,7 +340,10 @@ async def test_a_cgroup_full_of_unreaped_processes_is_replaced(workspace: Path) 
     argv = launcher_argv(["bash", "-c", script], LaunchOptions(cgroup=guard.cgroup_procs))
     proc = await asyncio.create_subprocess_exec(*argv, cwd=workspace)
     try:
-        assert await until(lambda: int((old / "pids.current").read_text()) >= 13)
+        # Counted, and every child a zombie (a loaded machine lets them notice the exec late).
+        assert await until(
+            lambda: int((old / "pids.current").read_text()) >= 13 and guard.members() == [proc.pid]
+        )
         assert not guard.has_room()
         assert await asyncio.to_thread(guard.make_room)
         assert guard.cgroup != old and guard.has_room()

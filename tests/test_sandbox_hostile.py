@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import AppConfig, LLMSettings, config
-from app.config_models import SandboxSettings
+from app.config import AppConfig, LLMSettings, SandboxSettings, config
 from app.logger import redact_registered, register_secret
 from app.sandbox.base import Sandbox
 from app.sandbox.guard import ProcessGuard, find_pids_hierarchy
@@ -312,7 +311,7 @@ _AGENT = textwrap.dedent("""
     import asyncio, json, sys
     from app.agent.manus import Manus
     from app.config import AppConfig, LLMSettings, config
-    from app.config_models import SandboxSettings
+    from app.config import SandboxSettings
 
     async def main() -> None:
         base_url, workspace, backend, steps = sys.argv[1:5]

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from app.agent.manus import Manus
-from app.config import AppConfig, LLMSettings, config
-from app.config_models import SandboxSettings
+from app.config import AppConfig, LLMSettings, SandboxSettings, config
 from app.logger import define_log_level, logger
 from app.session import SessionStore
 from app.testing import ScriptedLLMServer, call, error, tool_calls

@@ -382,7 +382,7 @@ def _docker_problem() -> str | None:
 @pytest.mark.e2e
 @pytest.mark.skipif(_docker_problem() is not None, reason=str(_docker_problem()))
 async def test_the_docker_sandbox_cannot_reach_the_session_files(tmp_path: Path) -> None:
-    from app.config_models import SandboxSettings
+    from app.config import SandboxSettings
     from app.sandbox.docker import DockerSandbox
 
     sessions = tmp_path / ".sessions"

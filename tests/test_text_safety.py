@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from app.llm.arguments import loads_safely, parse_arguments
-from app.llm.messages import parse_completion
-from app.llm.streaming import StreamAssembler
+from app.llm.openai.messages import parse_completion
+from app.llm.openai.streaming import StreamAssembler
 from app.session import SessionStore
 from app.session.writer import SessionWriter
 from app.testing import ScriptedLLMServer, call, text, tool_calls

@@ -137,7 +137,7 @@ def test_upstream_run_mcp_spawns_the_server_reference(tmp_path: Path, llm_server
 
 
 def test_upstream_run_mcp_server_serves_our_tools_over_stdio(tmp_path: Path) -> None:
-    from app.config_models import MCPServerConfig
+    from app.config import MCPServerConfig
     from app.tool.mcp import MCPClients
 
     config = write_upstream_config(tmp_path, "http://127.0.0.1:9/v1")
@@ -191,8 +191,7 @@ def test_upstream_sandbox_main_runs_code_in_an_isolating_backend(tmp_path, llm_s
 
 def test_sandbox_manus_never_runs_code_unconfined(monkeypatch, tmp_path: Path) -> None:
     from app.agent.sandbox_agent import isolating_backend
-    from app.config import config
-    from app.config_models import AppConfig, LLMSettings, SandboxSettings
+    from app.config import AppConfig, LLMSettings, SandboxSettings, config
 
     for configured, expected in (
         ("local", "docker"),

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.config_models import SearchSettings
+from app.config import SearchSettings
 from app.exceptions import ToolError
 from app.tool.search import (
     BaiduSearchEngine,

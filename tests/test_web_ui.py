@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
-from app.testing.server import CapturedRequest
+from app.testing.scripted import CapturedRequest
 from tests.proc_utils import processes_in
 from tests.test_run_flow_e2e import plan_call
 from tests.web_fixtures import WebServer
@@ -385,6 +385,8 @@ def test_the_computer_panel_follows_the_browser_terminal_and_files(
         llm.responder = respond
         try:
             run_task(page, "check the widget price and chart it")
+            # The panel is checked once the run is over: a loaded machine takes seconds a step.
+            expect(page.locator("#status")).to_have_text("finished", timeout=120_000)
             browser = page.locator("#browser-panel")
             expect(browser).to_be_visible()
             expect(page.locator("#browser-url")).to_contain_text("/shop")

@@ -8,9 +8,9 @@ import copy
 import json
 from typing import Any
 
-from app.llm.formatting import prepare_messages
-from app.llm.messages import format_messages
-from app.llm.wire import count_tokens, dumps, wire_entry
+from app.llm.openai.formatting import prepare_messages
+from app.llm.openai.messages import format_messages
+from app.llm.openai.wire import count_tokens, dumps, wire_entry
 from app.schema import Function, Message, ToolCall
 from app.testing import call, tool_calls
 from app.tokens import TokenCounter

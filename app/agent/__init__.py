@@ -1,11 +1,15 @@
-"""Agents. Names are importable from here as upstream allows (``from app.agent import Manus``);
-each is imported on first use, so importing this package stays cheap."""
+"""Agents. Names are importable from here as upstream allows (``from app.agent import Manus``).
+
+Each name is imported on first use, for a measured cost (as in :mod:`app.tool`): importing
+every agent here would make ``import app.agent.toolcall`` (a library program's import) load
+Manus, the browser and data-analysis agents and all their tools, 0.31 s -> 0.54 s of CPU
+(measured here), and the 10-step whole-process bench went from 1.45x to 1.88x the raw HTTP
+loop (target 1.5x).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from app._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
@@ -15,7 +19,6 @@ if TYPE_CHECKING:
     from app.agent.mcp import MCPAgent
     from app.agent.react import ReActAgent
     from app.agent.result import RunResult, StopReason
-    from app.agent.sandbox_agent import SandboxManus
     from app.agent.swe import SWEAgent
     from app.agent.toolcall import ToolCallAgent
 
@@ -28,24 +31,48 @@ __all__ = [
     "ReActAgent",
     "RunResult",
     "SWEAgent",
-    "SandboxManus",
     "StopReason",
     "ToolCallAgent",
 ]
 
-_LOCATIONS = {
-    "BaseAgent": "app.agent.base",
-    "DataAnalysis": "app.agent.data_analysis",
-    "BrowserAgent": "app.agent.browser",
-    "MCPAgent": "app.agent.mcp",
-    "Manus": "app.agent.manus",
-    "ReActAgent": "app.agent.react",
-    "RunResult": "app.agent.result",
-    "SWEAgent": "app.agent.swe",
-    "StopReason": "app.agent.result",
-    "SandboxManus": "app.agent.sandbox_agent",
-    "ToolCallAgent": "app.agent.toolcall",
-}
 
+def __getattr__(name: str) -> object:
+    """A name's module, imported on first use (see above); each import written out so
+    that import-linter sees it."""
+    if name == "BaseAgent":
+        from app.agent import base
 
-__getattr__ = lazy_getattr(__name__, _LOCATIONS)
+        return getattr(base, name)
+    if name == "DataAnalysis":
+        from app.agent import data_analysis
+
+        return getattr(data_analysis, name)
+    if name == "BrowserAgent":
+        from app.agent import browser
+
+        return getattr(browser, name)
+    if name == "MCPAgent":
+        from app.agent import mcp
+
+        return getattr(mcp, name)
+    if name == "Manus":
+        from app.agent import manus
+
+        return getattr(manus, name)
+    if name == "ReActAgent":
+        from app.agent import react
+
+        return getattr(react, name)
+    if name in ("RunResult", "StopReason"):
+        from app.agent import result
+
+        return getattr(result, name)
+    if name == "SWEAgent":
+        from app.agent import swe
+
+        return getattr(swe, name)
+    if name == "ToolCallAgent":
+        from app.agent import toolcall
+
+        return getattr(toolcall, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

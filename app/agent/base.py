@@ -7,21 +7,28 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from app.agent.result import RunResult, StopReason
-from app.event_bus import EventBus, EventStream, Listener, stream_events
+from app.events import (
+    ErrorEvent,
+    Event,
+    EventBus,
+    EventStream,
+    Listener,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    UsageReport,
+    stream_events,
+)
 from app.exceptions import AgentStateError, ContextWindowExceededError, LLMError
 from app.llm import LLM, Usage, model_argument
 from app.logger import log_enabled, logger
 from app.prompt.toolcall import STUCK_PROMPT
-
-if TYPE_CHECKING:
-    # Event types are imported where an event is built, once someone listens
-    # (``bus.active``): a run nobody watches never creates their classes.
-    from app.events import Event
 from app.schema import ROLE_TYPE, AgentState, Memory, Message
 from app.strict import StrictModel
 
@@ -176,8 +183,6 @@ class BaseAgent(StrictModel, ABC):
             self.update_memory("user", request)
         bus = self._events
         if bus.active:
-            from app.events import RunStarted
-
             await bus.emit(
                 RunStarted(self.name, prompt=request, max_steps=self.max_steps, resumed=resume)
             )
@@ -193,8 +198,6 @@ class BaseAgent(StrictModel, ABC):
                     if log_enabled(level):
                         logger.log(level, f"Executing step {self.current_step}/{self.max_steps}")
                     if bus.active:
-                        from app.events import StepStarted
-
                         await bus.emit(
                             StepStarted(self.name, step=self.current_step, max_steps=self.max_steps)
                         )
@@ -208,8 +211,6 @@ class BaseAgent(StrictModel, ABC):
                         self._watch_repeats()
                     results.append(f"Step {self.current_step}: {step_result}")
                     if bus.active:
-                        from app.events import StepFinished
-
                         await bus.emit(
                             StepFinished(self.name, step=self.current_step, result=step_result)
                         )
@@ -247,8 +248,6 @@ class BaseAgent(StrictModel, ABC):
             failure=self._failure,
         )
         if bus.active:
-            from app.events import RunFinished
-
             await bus.emit(
                 RunFinished(
                     self.name,
@@ -281,8 +280,6 @@ class BaseAgent(StrictModel, ABC):
 
     async def _announce_failure(self) -> None:
         if self._events.active:
-            from app.events import ErrorEvent
-
             assert self._stop_reason is not None
             await self._events.emit(
                 ErrorEvent(
@@ -308,8 +305,6 @@ class BaseAgent(StrictModel, ABC):
         )
         self._failure = message
         if self._events.active:
-            from app.events import ErrorEvent
-
             await self._events.emit(
                 ErrorEvent(
                     self.name,
@@ -324,7 +319,6 @@ class BaseAgent(StrictModel, ABC):
         (shielded: a cancelled task may not await anything else)."""
         if not self._events.active:
             return
-        from app.events import RunFinished
 
         state = AgentState.IDLE if not isinstance(error, Exception) else AgentState.ERROR
         event = RunFinished(
@@ -351,8 +345,6 @@ class BaseAgent(StrictModel, ABC):
             return
         self._run_usage.add(usage)
         if self._events.active:
-            from app.events import UsageReport
-
             run = self._run_usage.model_copy()
             await self._events.emit(
                 UsageReport(

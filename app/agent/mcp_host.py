@@ -18,7 +18,7 @@ from pydantic import Field
 
 from app.agent.react import ReActAgent
 from app.agent.toolcall import ToolCallAgent
-from app.config_sections import MCPServerConfig
+from app.config import MCPServerConfig
 from app.logger import logger
 from app.tool.mcp import MCPClients, MCPClientTool
 

@@ -1,4 +1,4 @@
-"""``SandboxManus``: upstream's Manus that works inside a sandbox (``sandbox_main.py``).
+"""Upstream compatibility: ``SandboxManus``, Manus inside a sandbox (``sandbox_main.py``).
 
 Upstream ran it in a Daytona cloud sandbox. Here it is :class:`~app.agent.manus.Manus` whose
 code-running and file tools always work in an isolating ``[sandbox]`` backend: the configured

@@ -14,7 +14,8 @@ from pydantic import Field, PrivateAttr
 from app.agent.compaction import Compactor
 from app.agent.react import ReActAgent
 from app.agent.result import StopReason
-from app.config_models import CompactionSettings, LimitsSettings
+from app.config import CompactionSettings, LimitsSettings, config
+from app.events import Reasoning, TextDelta, Thought, ToolCallEvent, ToolProgress, ToolResultEvent
 from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
 from app.llm.model import ModelResponse
@@ -155,8 +156,6 @@ class ToolCallAgent(ReActAgent):
         if compactor is None:
             settings = self.compaction
             if settings is None:
-                from app.config import config
-
                 settings = config.app_config.compaction if config.is_loaded else None
             compactor = self._compactor = Compactor(settings)
         return compactor
@@ -214,9 +213,6 @@ class ToolCallAgent(ReActAgent):
         bus = self._events
         extra: dict[str, Any] = {}
         if bus.active:  # someone watches: stream the text to them as it is written
-            # Event types are imported only once someone listens (see app.agent.base).
-            from app.events import TextDelta
-
             name, step = self.name, self.current_step
 
             async def on_delta(text: str) -> None:
@@ -245,8 +241,6 @@ class ToolCallAgent(ReActAgent):
         reasoning = (reply.reasoning or "").strip()
         if reasoning:  # shown as thinking; never the answer, never stored
             if watched:
-                from app.events import Reasoning
-
                 await bus.emit(Reasoning(self.name, step=self.current_step, text=reasoning))
             elif log_enabled("INFO"):
                 logger.info(f"💭 {self.name} is thinking: {_preview(reasoning)}")
@@ -284,8 +278,6 @@ class ToolCallAgent(ReActAgent):
             if content:
                 self.memory.add_message(Message.assistant_message(content))
                 if bus.active:
-                    from app.events import Thought
-
                     await bus.emit(Thought(self.name, step=self.current_step, text=content))
             return bool(content)
 
@@ -295,8 +287,6 @@ class ToolCallAgent(ReActAgent):
         elif content:
             self.memory.add_message(Message.assistant_message(content))
         if bus.active:
-            from app.events import Thought, ToolCallEvent
-
             if content:
                 await bus.emit(Thought(self.name, step=self.current_step, text=content))
             for call in tool_calls:
@@ -337,8 +327,6 @@ class ToolCallAgent(ReActAgent):
         self._partial.append(content)
         self._last_text = "".join(self._partial)
         if self._events.active:
-            from app.events import Thought
-
             await self._events.emit(Thought(self.name, step=self.current_step, text=content))
         cuts = len(self._partial)
         logger.warning(f"{self.name}: the answer was cut at max_tokens ({cuts} in a row)")
@@ -399,8 +387,6 @@ class ToolCallAgent(ReActAgent):
                 )
                 results.append(result)
                 if self._events.active:
-                    from app.events import ToolResultEvent
-
                     await self._events.emit(
                         ToolResultEvent(
                             self.name,
@@ -420,7 +406,6 @@ class ToolCallAgent(ReActAgent):
         """Calls of one reply that run: ``max_tool_calls_per_reply``, else ``[limits]``."""
         if self.max_tool_calls_per_reply is not None:
             return self.max_tool_calls_per_reply
-        from app.config import config
 
         if config.is_loaded:
             return config.app_config.limits.max_tool_calls_per_reply
@@ -445,8 +430,6 @@ class ToolCallAgent(ReActAgent):
                 )
             )
             if bus.active:
-                from app.events import ToolResultEvent
-
                 await bus.emit(
                     ToolResultEvent(
                         self.name,
@@ -512,8 +495,6 @@ class ToolCallAgent(ReActAgent):
 
         async def report(progress: float, total: float | None, message: str | None) -> None:
             if self._events.active:
-                from app.events import ToolProgress
-
                 await self._events.emit(
                     ToolProgress(
                         self.name,

@@ -12,12 +12,13 @@ import importlib
 import inspect
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from app.agent.base import BaseAgent
+from app.agent.manus import Manus
+from app.agent.swe import SWEAgent
+from app.agent.toolcall import ToolCallAgent
 from app.exceptions import ConfigError
-
-if TYPE_CHECKING:
-    from app.agent.base import BaseAgent
 
 __all__ = ["DEFAULT_AGENT", "AgentFactory", "build_agent", "check_agent_name", "register_agent"]
 
@@ -28,20 +29,14 @@ DEFAULT_AGENT = "manus"
 
 
 async def _manus(**kwargs: Any) -> BaseAgent:
-    from app.agent.manus import Manus
-
     return await Manus.create(**kwargs)
 
 
 def _swe(**kwargs: Any) -> BaseAgent:
-    from app.agent.swe import SWEAgent
-
     return SWEAgent(**kwargs)
 
 
 def _toolcall(**kwargs: Any) -> BaseAgent:
-    from app.agent.toolcall import ToolCallAgent
-
     kwargs.pop("workspace", None)  # its tools do not touch files
     return ToolCallAgent(**kwargs)
 

@@ -16,6 +16,10 @@ import signal
 import sys
 from pathlib import Path
 
+from app.batch.runner import BatchOptions, run_batch
+from app.exceptions import BatchBackendError, ConfigError
+from app.logger import define_log_level
+
 __all__ = ["build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -111,8 +115,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from app.batch.runner import BatchOptions
-    from app.logger import define_log_level
 
     define_log_level(print_level="INFO" if args.verbose else "ERROR", logfile_level=None)
     backend_options: dict[str, object] = {}
@@ -162,9 +164,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _run(options: object) -> int:
-    from app.batch.runner import BatchOptions, run_batch
-    from app.exceptions import BatchBackendError, ConfigError
-
     assert isinstance(options, BatchOptions)
     main_task = asyncio.current_task()
     assert main_task is not None

@@ -24,6 +24,8 @@ from app.batch.scoring import answers_match
 from app.llm.context import RequestGate, llm_scope
 from app.llm.usage import Usage
 from app.logger import logger
+from app.session import SessionStore
+from app.tool.ask_human import AskHuman
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
@@ -159,7 +161,6 @@ def _result(
 
 def _start_session(task: BatchTask, workspace: Path) -> SessionRecorder | None:
     """The task's session file, in its workspace (None if it cannot be created)."""
-    from app.session import SessionStore
 
     try:
         recorder = SessionStore.for_workspace(workspace).start(
@@ -213,8 +214,6 @@ class _NoHuman:
 
 
 def _no_human(agent: BaseAgent) -> None:
-    from app.tool.ask_human import AskHuman
-
     for tool in getattr(agent, "available_tools", None) or ():
         if isinstance(tool, AskHuman) and tool.input_provider is None:
             tool.input_provider = _NoHuman()

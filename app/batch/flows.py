@@ -1,7 +1,7 @@
 """Tasks that run a flow (``"flow": "planning"``) around their agent.
 
-The flow package is imported only when a task asks for one, and a missing or unknown flow is
-reported before the batch starts rather than as a failure of every such task.
+An unknown flow is reported before the batch starts rather than as a failure of every such
+task.
 """
 
 from __future__ import annotations
@@ -9,20 +9,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import ConfigError
+from app.flow.base import FlowType
+from app.flow.factory import FlowFactory
+from app.flow.result import FlowResult
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
-    from app.flow.base import FlowType
     from app.session import SessionRecorder
 
 __all__ = ["check_flow_name", "run_flow"]
 
 
 def _flow_type(name: str) -> FlowType:
-    try:
-        from app.flow.base import FlowType
-    except ImportError as e:
-        raise ConfigError(f"flow {name!r} is not available: {e}") from e
     for candidate in FlowType:
         if name.strip().lower() in {str(candidate.value).lower(), candidate.name.lower()}:
             return candidate
@@ -42,8 +40,6 @@ async def run_flow(
 
     Returns the result fields: the flow's summary as the answer, FINISHED only when every plan
     step completed, else ERROR with what went wrong (blocked steps, timeout, LLM error)."""
-    from app.flow.factory import FlowFactory
-    from app.flow.result import FlowResult
 
     flow = FlowFactory.create_flow(_flow_type(name), agents={agent.name.lower(): agent})
     if recorder is not None:  # the task's session file (a SessionRecorder)

@@ -34,7 +34,9 @@ from app.batch.backend import ResultCallback, StartCallback
 from app.batch.execute import ExecutionSettings, execute_task, workspace_for
 from app.batch.models import FAILED, BatchTask, TaskResult, TaskState
 from app.batch.ratelimit import RateSchedule
+from app.config import config
 from app.exceptions import BatchBackendError, ConfigError
+from app.logger import define_log_level
 
 __all__ = ["BatchWorker", "RateLimiterActor", "RayBackend"]
 
@@ -68,8 +70,6 @@ class BatchWorker:
     def __init__(
         self, app_config: Any, settings: ExecutionSettings, limiter: Any, log_level: str
     ) -> None:
-        from app.config import config
-        from app.logger import define_log_level
 
         define_log_level(print_level=log_level, logfile_level=None)
         if app_config is not None:

@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from app.batch.agents import check_agent_name
-from app.batch.backend import make_backend
+from app.batch.backend import Backend
 from app.batch.execute import DEFAULT_TIMEOUT, ExecutionSettings
 from app.batch.flows import check_flow_name
 from app.batch.jsonl import ResultLog, load_tasks
+from app.batch.local import LocalBackend
 from app.batch.models import BatchTask, TaskResult
 from app.batch.progress import Progress
+from app.batch.ray_backend import RayBackend
 from app.batch.summary import BatchSummary, summarize
+from app.config import config
 from app.exceptions import ConfigError
 
 __all__ = ["BatchOptions", "BatchReport", "run_batch", "summary_path_for"]
@@ -101,9 +104,6 @@ async def run_batch(options: BatchOptions) -> BatchReport:
     if options.agent:
         tasks = [t if t.agent else t.model_copy(update={"agent": options.agent}) for t in tasks]
     _check_names(tasks, None)
-
-    from app.config import config
-
     if options.config_path is not None:
         config.load(options.config_path)
     backend_options = dict(options.backend_options)
@@ -111,7 +111,7 @@ async def run_batch(options: BatchOptions) -> BatchReport:
         backend_options.setdefault("app_config", config.app_config)
     else:
         config.llm  # noqa: B018 - a broken config fails here, not in every task
-    backend = make_backend(options.backend, **backend_options)
+    backend = _make_backend(options.backend, **backend_options)
 
     settings = ExecutionSettings(
         workspace_root=_workspace_root(options),
@@ -168,3 +168,17 @@ async def run_batch(options: BatchOptions) -> BatchReport:
     return BatchReport(
         summary=summary, results=current, output=options.output, summary_path=summary_path
     )
+
+
+_BACKENDS = ("local", "ray")
+
+
+def _make_backend(name: str, **options: Any) -> Backend:
+    """``local`` takes no options; ``ray`` takes those of :class:`RayBackend`."""
+    if name == "local":
+        if options:
+            raise ConfigError(f"the local backend takes no options ({', '.join(options)})")
+        return LocalBackend()
+    if name == "ray":
+        return RayBackend(**options)
+    raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(_BACKENDS)}")

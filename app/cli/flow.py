@@ -9,28 +9,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any
 
 from app.cli.common import (
     EXIT_CONFIG,
-    EXIT_FAILED,
     EXIT_INTERRUPTED,
-    EXIT_OK,
-    TerminalSession,
-    answer,
     say,
 )
 from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
-if TYPE_CHECKING:
-    from app.agent.base import BaseAgent
-    from app.events import EventBus
-    from app.flow.planning import PlanningFlow
-    from app.flow.result import FlowResult
-    from app.session import SessionData, SessionRecorder
-
-__all__ = ["DEFAULT_TIMEOUT", "FlowSession", "build_parser", "main"]
+__all__ = ["DEFAULT_TIMEOUT", "build_parser", "main"]
 
 DEFAULT_TIMEOUT = 3600.0
 
@@ -67,94 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         say(f"error: {problem}")
         return EXIT_CONFIG
+    from app.cli.session import FlowSession  # the framework, once the options are known
+
     try:
         return asyncio.run(FlowSession(args).run())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-class FlowSession(TerminalSession):
-    """One planning flow per task; the agents (and their conversations) persist across tasks."""
-
-    log_name = "openmanus_flow"
-    session_kind = "flow"
-    banner = "OpenManus flow ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
-
-    def __init__(self, args: argparse.Namespace) -> None:
-        super().__init__(args)
-        self.agents: dict[str, BaseAgent] = {}
-        self.flow: PlanningFlow | None = None
-
-    async def build(self) -> None:
-        from app.agent.manus import Manus
-        from app.config import config
-        from app.flow.base import FlowType
-        from app.flow.factory import FlowFactory
-        from app.logger import logger
-
-        kwargs = self.agent_options()
-        self.agents["manus"] = await Manus.create(**kwargs)
-        use_data = self.args.data_analysis
-        if use_data is None:
-            use_data = config.run_flow_config.use_data_analysis_agent
-        if use_data:
-            from app.agent.data_analysis import DataAnalysis
-            from app.tool.chart.render import matplotlib_available
-
-            if not matplotlib_available():
-                logger.warning(
-                    "The data-analysis agent cannot draw charts without matplotlib "
-                    "(pip install -e '.[data]')"
-                )
-            self.agents["data_analysis"] = DataAnalysis(**kwargs)
-        # Progress is rendered from the flow's events (see TerminalSession._watch).
-        flow = FlowFactory.create_flow(FlowType.PLANNING, self.agents, timeout=self.args.timeout)
-        self.flow = flow
-        logger.info(
-            f"Planning flow ready with agents: {', '.join(a.name for a in self.agents.values())}"
-        )
-
-    def start_task(self, prompt: str) -> Awaitable[Any]:
-        assert self.flow is not None
-        return self.flow.execute(prompt)
-
-    def event_bus(self) -> EventBus | None:
-        return self.flow.events if self.flow is not None else None
-
-    def session_header(self) -> dict[str, Any]:
-        return {"agents": {key: agent.name for key, agent in self.agents.items()}}
-
-    def attach_session(self, recorder: SessionRecorder, *, already_written: bool) -> None:
-        assert self.flow is not None
-        recorder.attach_flow(self.flow, already_written=already_written)
-
-    def restore_session(self, data: SessionData) -> None:
-        assert self.flow is not None
-        data.restore_flow(self.flow)
-
-    def continue_task(self) -> Awaitable[Any]:
-        assert self.flow is not None
-        return self.flow.execute("")
-
-    def report(self, result: FlowResult) -> int:
-        if result.summary:
-            answer(result.summary)
-        if self.task_usage is not None and self.task_usage.requests:
-            say(f"Tokens: {self.task_usage}")
-        if result.error is not None:
-            say(f"error: {result.error}")
-            return EXIT_FAILED
-        if result.timed_out:
-            say(f"error: the flow did not finish within {self.args.timeout:g} s")
-            return EXIT_FAILED
-        if not result.ok:
-            blocked = [
-                i for i, s in enumerate(result.plan.get("step_statuses", [])) if s != "completed"
-            ]
-            say(f"Not every step was completed (blocked: {', '.join(map(str, blocked))})")
-            return EXIT_FAILED
-        return EXIT_OK
-
-    async def cleanup(self) -> None:
-        for agent in self.agents.values():
-            await agent.cleanup()

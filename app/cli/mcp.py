@@ -12,13 +12,11 @@ import argparse
 import asyncio
 import sys
 
-from app.cli.agent import AgentSession
-from app.cli.common import EXIT_CONFIG, EXIT_INTERRUPTED, EXIT_OK, EXIT_WORDS
+from app.cli.common import DEFAULT_URLS, EXIT_CONFIG, EXIT_INTERRUPTED
 from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
-__all__ = ["DEFAULT_URLS", "MCPSession", "build_parser", "main"]
+__all__ = ["build_parser", "main"]
 
-DEFAULT_URLS = {"sse": "http://127.0.0.1:8000/sse", "http": "http://127.0.0.1:8000/mcp"}
 _CONNECTIONS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
 
 
@@ -65,47 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.connection == "stdio" and args.server_url:
         print("error: --server-url needs --connection sse or http", file=sys.stderr)
         return EXIT_CONFIG
+    from app.cli.session import MCPSession  # the framework, once the options are known
+
     try:
         return asyncio.run(MCPSession(args).run())
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-class MCPSession(AgentSession):
-    """``main.py``'s session with an ``MCPAgent`` instead of Manus."""
-
-    exit_words = EXIT_WORDS | {"q"}
-
-    async def build(self) -> None:
-        from app.agent.mcp import MCPAgent
-        from app.config import config
-        from app.logger import logger
-
-        # The workspace goes to the MCP server (below), not to the agent.
-        agent = MCPAgent(**self.agent_options(workspace=False))
-        self.agent = agent  # cleaned up by the session even if connecting fails half-way
-        if self.args.connection == "stdio":
-            server_args = ["-m", config.mcp_config.server_reference]
-            if config.config_path is not None:
-                server_args += ["--config", str(config.config_path)]
-            if self.args.workspace is not None:
-                server_args += ["--workspace", str(self.args.workspace.resolve())]
-            await agent.initialize(
-                "stdio", command=sys.executable, args=server_args, inherit_env=True
-            )
-        else:
-            url = self.args.server_url or DEFAULT_URLS[self.args.connection]
-            await agent.initialize(self.args.connection, server_url=url)
-        logger.info(
-            f"{agent.name} ready (model {agent.llm.model}; "
-            f"{len(agent.available_tools)} tools over {self.args.connection})"
-        )
-
-    async def _interactive(self) -> int:
-        if self.args.interactive:
-            return await super()._interactive()
-        # Upstream's default mode: read one task, run it, leave.
-        line = await self.reader.read_line("Enter your request: " if sys.stdin.isatty() else "")
-        if line is None or not line.strip():
-            return EXIT_OK
-        return await self._run_task(line.strip())

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from app import __version__
+
 __all__ = [
     "WORKSPACE_HELP",
     "add_common_options",
@@ -107,6 +109,5 @@ def check_common_args(args: argparse.Namespace) -> str | None:
 
 def version_text() -> str:
     """What ``--version`` prints."""
-    from app import __version__
 
     return f"OpenManus-py {__version__}"

@@ -1,4 +1,4 @@
-"""Upstream's ``app.daytona.sandbox`` names; each use raises a clear "not supported" error.
+"""Upstream compatibility: ``app.daytona.sandbox``'s names; each use raises a clear error.
 
 Upstream built a Daytona client when this module was imported; here nothing happens until a
 name is used. ``daytona_settings`` is the ``[daytona]`` section of the config (read on use).
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from app.unsupported import Unsupported, daytona_unsupported
+from app.config import config
+from app.daytona import Unsupported, daytona_unsupported
 
 __all__ = [
     "create_sandbox",
@@ -20,20 +21,19 @@ __all__ = [
     "start_supervisord_session",
 ]
 
-daytona = Unsupported(daytona_unsupported("The Daytona client").message)
-daytona_config = Unsupported(daytona_unsupported("The Daytona client config").message)
+daytona = Unsupported("The Daytona client")
+daytona_config = Unsupported("The Daytona client config")
 
 
 if TYPE_CHECKING:
-    from app.config_sections import DaytonaSettings
+    from app.config import DaytonaSettings
 
     daytona_settings: DaytonaSettings  # read through __getattr__ below
 
 
 def __getattr__(name: str) -> Any:
+    # Upstream built this at import; here the config is read when the name is first used.
     if name == "daytona_settings":
-        from app.config import config
-
         return config.section_or_default("daytona_config")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

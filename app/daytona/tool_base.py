@@ -1,5 +1,5 @@
-"""Upstream's base of its Daytona sandbox tools. Building such a tool raises a clear error:
-there is no Daytona sandbox for it to act in."""
+"""Upstream compatibility: the base of upstream's Daytona sandbox tools. Building such a tool
+raises a clear error: there is no Daytona sandbox for it to act in."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from app.config import config
+from app.daytona import daytona_unsupported
 from app.daytona.sandbox import daytona, daytona_config
 from app.tool.base import BaseTool
-from app.unsupported import daytona_unsupported
 
 __all__ = [
     "SandboxToolsBase",
@@ -21,15 +22,14 @@ __all__ = [
 
 
 if TYPE_CHECKING:
-    from app.config_sections import DaytonaSettings
+    from app.config import DaytonaSettings
 
     daytona_settings: DaytonaSettings  # read through __getattr__ below
 
 
 def __getattr__(name: str) -> Any:
+    # Upstream built this at import; here the config is read when the name is first used.
     if name == "daytona_settings":
-        from app.config import config
-
         return config.section_or_default("daytona_config")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

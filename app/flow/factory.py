@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from app.agent.base import BaseAgent
 from app.flow.base import BaseFlow, FlowType
+from app.flow.planning import PlanningFlow
 
 if TYPE_CHECKING:
     from app.flow.planning import PlanningFlow
@@ -41,7 +42,5 @@ class FlowFactory:
             known = ", ".join(t.value for t in FlowType)
             raise ValueError(f"Unknown flow type {flow_type!r}; known types: {known}") from None
         if kind is FlowType.PLANNING:
-            from app.flow.planning import PlanningFlow
-
             return PlanningFlow(agents, **kwargs)
         raise ValueError(f"Unknown flow type {flow_type!r}")  # pragma: no cover - enum is closed

@@ -1,5 +1,5 @@
-"""Upstream's module path for the flow factory (``from app.flow.flow_factory import
-FlowFactory, FlowType``); the factory lives in :mod:`app.flow.factory`."""
+"""Upstream compatibility: upstream's path of the flow factory (``FlowFactory``, ``FlowType``);
+the factory lives in :mod:`app.flow.factory`."""
 
 from __future__ import annotations
 

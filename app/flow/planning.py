@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from app.agent.base import BaseAgent
+from app.config import config
 from app.events import PlanChange, PlanChanged
 from app.exceptions import LLMError, ToolError
 from app.flow.base import BaseFlow
@@ -439,7 +440,6 @@ class PlanningFlow(BaseFlow):
     def _plan_prompt_limit(self) -> int:
         if self.plan_prompt_chars is not None:
             return self.plan_prompt_chars
-        from app.config import config
 
         if config.is_loaded:
             return config.app_config.run_flow_config.max_plan_prompt_chars

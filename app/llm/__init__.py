@@ -1,15 +1,12 @@
-"""The language-model wrapper. Importing this package does not import the openai SDK."""
+"""The language-model layer: the :class:`Model` seam, its OpenAI-compatible implementation
+(``app.llm.openai``), the wrappers a stack is built from, and upstream's ``LLM`` facade.
+Importing this package does not import the openai SDK."""
 
-from typing import TYPE_CHECKING
-
-from app._lazy import lazy_getattr
 from app.llm.client import LLM, model_argument
+from app.llm.compat import MULTIMODAL_MODELS, REASONING_MODELS
 from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
 from app.llm.usage import Usage
-
-if TYPE_CHECKING:
-    from app.llm.compat import MULTIMODAL_MODELS, REASONING_MODELS
-    from app.tokens import TokenCounter
+from app.tokens import TokenCounter
 
 __all__ = [
     "LLM",
@@ -23,13 +20,3 @@ __all__ = [
     "Usage",
     "model_argument",
 ]
-
-# Upstream's other names in ``app.llm``, loaded on first use.
-__getattr__ = lazy_getattr(
-    __name__,
-    {
-        "MULTIMODAL_MODELS": "app.llm.compat",
-        "REASONING_MODELS": "app.llm.compat",
-        "TokenCounter": "app.tokens",
-    },
-)

@@ -6,7 +6,12 @@ defaults, so a new model never needs a code change, only a config line.
 
 from __future__ import annotations
 
-__all__ = ["base_model_name", "default_reasoning_model", "default_supports_images"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.config import LLMSettings
+
+__all__ = ["base_model_name", "default_reasoning_model", "default_supports_images", "model_flags"]
 
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 _IMAGE_PREFIXES = (
@@ -59,3 +64,12 @@ def default_supports_images(model: str) -> bool:
     if name in ("o1-mini", "o3-mini"):
         return False
     return name.startswith(_IMAGE_PREFIXES) or any(m in name for m in _IMAGE_MARKERS)
+
+
+def model_flags(settings: LLMSettings) -> tuple[bool, bool]:
+    """Whether the profile's model reasons and accepts images: its flags, else the defaults."""
+    reasoning, images = settings.reasoning_model, settings.supports_images
+    return (
+        default_reasoning_model(settings.model) if reasoning is None else reasoning,
+        default_supports_images(settings.model) if images is None else images,
+    )

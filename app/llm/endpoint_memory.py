@@ -43,6 +43,8 @@ from app.logger import logger
 __all__ = [
     "DEFAULT_TTL",
     "FEATURES",
+    "PROCESS_MEMORIES",
+    "EndpointMemories",
     "EndpointMemory",
     "default_cache_path",
     "default_memory",
@@ -334,14 +336,28 @@ class EndpointMemory:
                 os.close(dir_fd)
 
 
-_default: EndpointMemory | None = None
-_default_lock = threading.Lock()
+class EndpointMemories:
+    """The memories of one process, one per cache file: every ``LLM`` learning about the same
+    file shares one (its lock and its in-memory copy)."""
+
+    def __init__(self) -> None:
+        self._by_path: dict[Path, EndpointMemory] = {}
+        self._lock = threading.Lock()
+
+    def at(self, path: Path | None = None) -> EndpointMemory:
+        """The memory at ``path`` (default: :func:`default_cache_path`, read now)."""
+        path = path or default_cache_path()
+        with self._lock:
+            memory = self._by_path.get(path)
+            if memory is None:
+                memory = self._by_path[path] = EndpointMemory(path)
+            return memory
+
+
+#: The process's memories (``LLM.registry`` hands them to every endpoint).
+PROCESS_MEMORIES = EndpointMemories()
 
 
 def default_memory() -> EndpointMemory:
-    """The process-wide memory at :func:`default_cache_path` (created on first use)."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = EndpointMemory()
-        return _default
+    """The process's memory at :func:`default_cache_path`."""
+    return PROCESS_MEMORIES.at()

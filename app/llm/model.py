@@ -61,6 +61,8 @@ class ToolDefinition:
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    #: The param it was read from (``from_param``), sent as given: extra keys kept.
+    source: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_param(cls, param: dict[str, Any]) -> ToolDefinition:
@@ -72,10 +74,13 @@ class ToolDefinition:
             name=str(fn.get("name") or ""),
             description=str(fn.get("description") or ""),
             parameters=parameters if isinstance(parameters, dict) else {"type": "object"},
+            source=param,
         )
 
     def to_param(self) -> dict[str, Any]:
         """The ``{"type": "function", ...}`` form of the chat-completions API."""
+        if self.source is not None:
+            return self.source
         return {
             "type": "function",
             "function": {
@@ -94,6 +99,9 @@ class ModelParams:
     ``{"type": "function", "function": {"name": ...}}``. ``on_delta``, when set, asks for the
     answer's text piece by piece as it is written (a model that cannot stream hands it over in
     one piece). ``max_tokens`` and ``temperature`` of None leave the model's own settings.
+    ``stream`` True or False asks for a streamed or a plain request where the model has the
+    choice (None: its own policy); ``extra`` holds further request fields (``seed``, ``stop``)
+    for models that understand them.
     """
 
     tools: Sequence[ToolDefinition] = ()
@@ -102,6 +110,8 @@ class ModelParams:
     temperature: float | None = None
     timeout: float | None = None
     on_delta: DeltaCallback | None = None
+    stream: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 
-from app.config_models import ModelPrice
+from app.config import ModelPrice
 from app.llm.usage import Usage
 
 __all__ = ["ModelPrice", "cost_of", "price_for", "priced"]

@@ -8,9 +8,9 @@ regression test. Each request is compared with the recorded one; the first diffe
 reported (a warning, or a ``ReplayError`` when replaying strictly).
 
 The tape is carried by a context variable, so it covers every ``LLM`` the run touches (the
-agent's, a flow's planner, a tool's) and nothing outside the block. An ``LLM`` puts a
-:class:`TapedTransport` around its transport while a tape is active; the transports
-themselves know nothing of recording.
+agent's, a flow's planner, a tool's) and nothing outside the block. Each attempt of an
+``OpenAIChatModel`` passes through the active tape, if any, with its exact wire body; the
+transports themselves know nothing of recording.
 """
 
 from __future__ import annotations
@@ -27,14 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from app.exceptions import ReplayError
-from app.llm.transport import ChatRequest, Transport
 from app.logger import logger, redact_registered
 
 __all__ = [
     "Recorder",
     "Replayer",
     "Tape",
-    "TapedTransport",
     "active_tape",
     "describe_difference",
     "recording",
@@ -55,21 +53,6 @@ class Tape:
         self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
     ) -> dict[str, Any]:
         raise NotImplementedError
-
-
-class TapedTransport(Transport):
-    """A transport whose every exchange passes through ``tape`` (recorded or replayed)."""
-
-    def __init__(self, inner: Transport, tape: Tape) -> None:
-        self.inner = inner
-        self.tape = tape
-        self.name = inner.name
-        self.endpoint = inner.endpoint
-
-    async def send(self, request: ChatRequest) -> dict[str, Any]:
-        return await self.tape.exchange(
-            request.model, request.body, lambda: self.inner.send(request), request.on_delta
-        )
 
 
 active_tape: ContextVar[Tape | None] = ContextVar("openmanus_llm_tape", default=None)

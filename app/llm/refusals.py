@@ -4,29 +4,23 @@ one (``app.llm.endpoint_memory``), and what that means for the next request."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import TYPE_CHECKING
 
+from app.llm.endpoint_memory import EndpointMemories, EndpointMemory
 from app.logger import logger
 
-if TYPE_CHECKING:
-    from app.llm.endpoint_memory import EndpointMemory
-
 __all__ = ["Refusals"]
-
-#: One memory per cache path, shared by every LLM of the process.
-_MEMORIES: dict[Path, EndpointMemory] = {}
 
 
 class Refusals:
     """The refused features (``stream``, ``stream_tools``, ``tools``, ``images``) of one
-    endpoint and model. ``persistent`` False keeps them in this process only (the profile's
+    endpoint and model, kept in ``memories`` (the file at the current cache path, looked up
+    on first use) or, with ``memories`` None, in this process only (the profile's
     ``capability_cache = false``, or a transport given in code)."""
 
-    def __init__(self, base_url: str, model: str, *, persistent: bool) -> None:
+    def __init__(self, base_url: str, model: str, memories: EndpointMemories | None) -> None:
         self.base_url = base_url
         self.model = model
-        self.persistent = persistent
+        self.memories = memories
         self._features: set[str] | None = None  # loaded from the memory on first use
         self._frozen: frozenset[str] | None = None
 
@@ -44,15 +38,7 @@ class Refusals:
 
     def _memory(self) -> EndpointMemory | None:
         """The endpoint memory at the current cache path (``None`` when not persistent)."""
-        if not self.persistent:
-            return None
-        from app.llm.endpoint_memory import EndpointMemory, default_cache_path
-
-        path = default_cache_path()
-        memory = _MEMORIES.get(path)
-        if memory is None:
-            memory = _MEMORIES[path] = EndpointMemory(path)
-        return memory
+        return None if self.memories is None else self.memories.at()
 
     async def refuse(self, feature: str, why: str) -> None:
         """Remember that the endpoint refused ``feature`` (and say why, once)."""

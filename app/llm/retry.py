@@ -12,19 +12,31 @@ tenacity runs the loop.
 
 from __future__ import annotations
 
+import dataclasses
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from app.exceptions import LLMError, LLMRateLimitError, LLMResponseError, LLMTransientError
+from app.llm.model import Model, ModelParams, ModelResponse
+from app.llm.openai.streaming import DeltaRelay
+from app.llm.openai.transport import deliver
 from app.logger import logger
+from app.schema import Message
 
 if TYPE_CHECKING:
-    from app.config_models import LLMSettings
+    from app.config import LLMSettings
 
-__all__ = ["MAX_RESPONSE_RETRIES", "MAX_RETRY_AFTER", "RetryPolicy", "retry_delay", "with_retries"]
+__all__ = [
+    "MAX_RESPONSE_RETRIES",
+    "MAX_RETRY_AFTER",
+    "RetryPolicy",
+    "Retrying",
+    "retry_delay",
+    "with_retries",
+]
 
 T = TypeVar("T")
 
@@ -99,6 +111,34 @@ async def with_retries(
     except LLMTransientError as error:
         _gave_up(error, int(retrying.statistics.get("attempt_number", 1)))
         raise
+
+
+class Retrying:
+    """Wraps ``inner``: transient failures retried as ``settings`` say (:func:`with_retries`);
+    text a failed attempt already streamed to ``on_delta`` is not streamed again."""
+
+    def __init__(self, inner: Model, settings: LLMSettings) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.settings = settings
+
+    async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        relay = DeltaRelay(params.on_delta) if params.on_delta is not None else None
+        if relay is not None:
+
+            async def on_delta(piece: str) -> None:
+                await deliver(relay.target, relay.new_text(piece))
+
+            params = dataclasses.replace(params, on_delta=on_delta)
+
+        async def attempt() -> ModelResponse:
+            if relay is not None:
+                relay.attempt()
+            return await self.inner.request(messages, params)
+
+        return await with_retries(
+            attempt, max_retries=self.settings.max_retries, settings=self.settings
+        )
 
 
 def retry_delay(settings: LLMSettings, number: int, error: LLMError) -> float:

@@ -1,103 +1,171 @@
-"""Tool calling without the API's ``tools``: for models and servers that have none.
+"""``TextToolCalls``: tool calling without the API's ``tools``, for models and servers that
+have none, as a wrapper around any :class:`Model`.
 
-A text-mode request carries no ``tools`` or ``tool_choice``. The tools are described at the
-end of the system prompt (``app.llm.text_tools.render_tool_prompt``); the model's earlier calls
-are shown in the same ``<tool_call>`` form it is asked to write; tool results travel as user
-messages in a ``<tool_response>`` block, because some chat templates reject the ``tool`` role
-(consecutive ones are merged, since templates also insist that roles alternate). Calls are
-parsed back out of the answer (``parse_tool_calls``) into ``message.tool_calls`` with generated
-ids, so the agent sees the same ``Message`` either way.
+Text mode is on when the profile says ``tool_calling = "text"``, or under ``"auto"`` once the
+endpoint itself refused tools (an HTTP error naming them, remembered in its ``Refusals``). A
+call the model writes as text in a native turn is never run and never marks the endpoint: the
+model's prose is not the endpoint's word.
+
+In text mode the request carries no ``tools``: they are described at the end of the system
+prompt (``app.llm.text_tools.render_tool_prompt``); the model's earlier calls are shown in the
+same ``<tool_call>`` form it is asked to write; tool results travel as user messages in a
+``<tool_response>`` block, because some chat templates reject the ``tool`` role (consecutive
+ones are merged, since templates also insist that roles alternate). Calls are parsed back out
+of the answer into ``message.tool_calls`` with generated ids, so the agent sees the same
+``Message`` either way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from app.exceptions import ToolsNotSupportedError
 from app.llm.arguments import loads_safely
-from app.llm.formatting import Formatted
-from app.llm.model import ModelResponse
-from app.llm.text_tools import parse_tool_calls, render_tool_prompt, render_tool_result
-from app.llm.wire import dumps
+from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
+from app.llm.refusals import Refusals
+from app.logger import logger
 from app.prompt.text_mode import TOOL_CHOICE_REQUIRED, TOOL_CHOICE_SPECIFIC
 from app.schema import Message
 
-__all__ = ["text_mode_messages", "text_mode_response", "tool_names"]
+__all__ = ["TextToolCalls", "text_mode_messages", "text_mode_response"]
 
 
-def tool_names(tools: list[dict[str, Any]]) -> list[str]:
-    names = []
-    for tool in tools:
-        function = tool.get("function")
-        fn = function if isinstance(function, dict) else tool
-        if isinstance(fn.get("name"), str):
-            names.append(fn["name"])
-    return names
+class TextToolCalls:
+    """Wraps ``inner``: tools in the prompt and calls parsed from the text when the endpoint
+    is in text mode (``mode`` ``"text"``, or ``"auto"`` and ``refusals`` hold ``tools``)."""
+
+    def __init__(self, inner: Model, refusals: Refusals, mode: str = "auto") -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.refusals = refusals
+        self.mode = mode
+        self._warned_prose_calls = False
+
+    @property
+    def text_mode(self) -> bool:
+        return self.mode == "text" or (self.mode == "auto" and "tools" in self.refusals.features)
+
+    async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        if not params.tools:
+            return await self.inner.request(messages, params)
+        if self.text_mode:
+            return await self._in_prompt(messages, params)
+        try:
+            response = await self.inner.request(messages, params)
+        except ToolsNotSupportedError as e:
+            if self.mode != "auto":
+                raise
+            await self.refusals.refuse("tools", e.message)
+            return await self._in_prompt(messages, params)
+        if params.tool_choice != "none" and response.message.content:
+            self._note_prose_calls(response, params.tools)
+        return response
+
+    async def _in_prompt(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        plain = dataclasses.replace(params, tools=(), tool_choice="auto")
+        if params.tool_choice == "none":
+            return await self.inner.request(messages, plain)
+        rewritten = text_mode_messages(messages, params.tools, params.tool_choice)
+        response = await self.inner.request(rewritten, plain)
+        return text_mode_response(response, [tool.name for tool in params.tools])
+
+    def _note_prose_calls(self, response: ModelResponse, tools: Sequence[ToolDefinition]) -> None:
+        """A native turn answered in text that looks like a call: never run, never remembered.
+
+        A server that silently drops the tools (a model's own chat template) needs
+        ``tool_calling = "text"``, which the warning names once per wrapper.
+        """
+        if self._warned_prose_calls:
+            return
+        if text_mode_response(response, [tool.name for tool in tools]) is not response:
+            self._warned_prose_calls = True
+            logger.warning(
+                f"Model '{self.name}' wrote what looks like a tool call in its text instead "
+                "of using the API's tool calls; it was not run. If the server leaves the tools "
+                'out of the prompt (a model\'s own chat template), set tool_calling = "text" '
+                "in its [llm] section."
+            )
 
 
 def text_mode_messages(
-    formatted: Formatted, tools: list[dict[str, Any]], tool_choice: Any
-) -> Formatted:
-    """The request's messages rewritten for text mode (the wire dicts are not changed)."""
-    prompt = render_tool_prompt(tools)
+    messages: Sequence[Message | dict[str, Any]],
+    tools: Sequence[ToolDefinition],
+    tool_choice: Any,
+) -> list[Message]:
+    """The request's messages rewritten for text mode (the given messages are not changed).
+
+    A tool result whose call is not in the conversation is dropped, as the wire format does.
+    """
+    from app.llm.text_tools import render_tool_prompt, render_tool_result  # ~50 ms: on use
+
+    prompt = render_tool_prompt([tool.to_param() for tool in tools])
     if tool_choice == "required":
         prompt += "\n" + TOOL_CHOICE_REQUIRED
     elif isinstance(tool_choice, dict):
         name = (tool_choice.get("function") or {}).get("name")
         if name:
             prompt += "\n" + TOOL_CHOICE_SPECIFIC.format(name=name)
-    out: list[dict[str, Any]] = []
+    out: list[Message] = []
     names: dict[str, str] = {}  # call id -> tool name, for results without a name
-    for wire in formatted.messages:
-        role = wire.get("role")
-        if role == "assistant" and wire.get("tool_calls"):
-            out.append(_assistant_text(wire, names))
-        elif role == "tool":
-            call_id = str(wire.get("tool_call_id") or "")
-            name = wire.get("name") or names.get(call_id, "")
-            content = wire.get("content")
-            text = content if isinstance(content, str) else json.dumps(content)
-            _append_user(out, render_tool_result(str(name), call_id, text))
-        elif role == "user" and isinstance(wire.get("content"), str):
-            _append_user(out, wire["content"])
+    for raw in messages:
+        message = raw if isinstance(raw, Message) else Message.model_validate(raw)
+        if message.role == "assistant" and message.tool_calls:
+            out.append(_assistant_text(message, names))
+        elif message.role == "tool":
+            call_id = message.tool_call_id or ""
+            if call_id not in names:
+                continue
+            text = render_tool_result(
+                message.name or names[call_id], call_id, message.content or ""
+            )
+            _append_user(out, text, message.base64_image)
+        elif message.role == "user" and not message.base64_image:
+            _append_user(out, message.content or "", None)
         else:
-            out.append(dict(wire))
-    system = next((m for m in out if m.get("role") == "system"), None)
-    if system is None:
-        out.insert(0, {"role": "system", "content": prompt})
-    elif isinstance(system.get("content"), list):
-        system["content"] = [*system["content"], {"type": "text", "text": prompt}]
+            out.append(message)
+    index = next((i for i, m in enumerate(out) if m.role == "system"), None)
+    if index is None:
+        out.insert(0, Message.system_message(prompt))
     else:
-        system["content"] = f"{system.get('content') or ''}\n\n{prompt}".lstrip()
-    return Formatted(out, [None] * len(out), [dumps(m) for m in out], formatted.omitted)
+        system = out[index]
+        out[index] = system.model_copy(
+            update={"content": f"{system.content or ''}\n\n{prompt}".lstrip()}
+        )
+    return out
 
 
-def _assistant_text(wire: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+def _assistant_text(message: Message, names: dict[str, str]) -> Message:
     blocks = []
-    for call in wire["tool_calls"]:
-        fn = call.get("function") or {}
-        names[str(call.get("id"))] = fn.get("name", "")
+    for call in message.tool_calls or ():
+        names[call.id] = call.function.name
         try:
-            arguments = loads_safely(fn.get("arguments") or "{}")
+            arguments = loads_safely(call.function.arguments or "{}")
         except ValueError:
-            arguments = fn.get("arguments")
-        block = json.dumps({"name": fn.get("name", ""), "arguments": arguments}, ensure_ascii=False)
+            arguments = call.function.arguments
+        block = json.dumps({"name": call.function.name, "arguments": arguments}, ensure_ascii=False)
         blocks.append(f"<tool_call>{block}</tool_call>")
-    content = wire.get("content")
-    text = "\n".join(([content] if isinstance(content, str) and content else []) + blocks)
-    return {"role": "assistant", "content": text}
+    text = "\n".join(([message.content] if message.content else []) + blocks)
+    return Message.assistant_message(text)
 
 
-def _append_user(out: list[dict[str, Any]], text: str) -> None:
+def _append_user(out: list[Message], text: str, image: str | None) -> None:
     last = out[-1] if out else None
-    if last is not None and last.get("role") == "user" and isinstance(last.get("content"), str):
-        last["content"] = f"{last['content']}\n\n{text}"
+    if last is not None and last.role == "user" and not (image and last.base64_image):
+        update: dict[str, Any] = {"content": f"{last.content or ''}\n\n{text}".lstrip()}
+        if image:
+            update["base64_image"] = image
+        out[-1] = last.model_copy(update=update)
     else:
-        out.append({"role": "user", "content": text})
+        out.append(Message.user_message(text, base64_image=image))
 
 
 def text_mode_response(response: ModelResponse, names: list[str]) -> ModelResponse:
     """The calls written in the answer's text, made ``message.tool_calls``."""
+    from app.llm.text_tools import parse_tool_calls  # its regexes cost ~50 ms to import
+
     content = response.message.content or ""
     parsed = parse_tool_calls(content, names)
     if not parsed.calls:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from app.agent.manus import Manus
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 
 __all__ = ["RunTask"]
@@ -40,7 +41,6 @@ class RunTask(BaseTool):
     async def execute(self, task: str = "", max_steps: int | None = None, **_: Any) -> ToolResult:
         if not isinstance(task, str) or not task.strip():
             return ToolFailure(error="`task` must be a non-empty description of the work.")
-        from app.agent.manus import Manus
 
         kwargs: dict[str, Any] = {"workspace": self.workspace}
         if max_steps is not None:

@@ -27,10 +27,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app import own_servers
-from app.logger import logger
+from app import __version__, own_servers
+from app.agent.manus import browser_tool_or_notice
+from app.config import config, find_config_path
+from app.exceptions import ConfigError
+from app.logger import define_log_level, logger
+from app.mcp.run_task import RunTask
 from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
+from app.sandbox.factory import create_sandbox
+from app.tool.ask_human import CallbackInputProvider, set_input_provider
 from app.tool.base import BaseTool, ToolResult, format_output, result_failed
+from app.tool.bash import Bash
+from app.tool.python_execute import PythonExecute
+from app.tool.str_replace_editor import StrReplaceEditor
+from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
 if TYPE_CHECKING:
@@ -81,12 +91,6 @@ class MCPServer:
     def default_tools(workspace: Path | None = None, *, run_task: bool = False) -> list[BaseTool]:
         """bash, python_execute, str_replace_editor, browser_use (if installed), terminate;
         the first three share one sandbox of the configured backend, as in an agent."""
-        from app.agent.manus import browser_tool_or_notice
-        from app.sandbox.factory import create_sandbox
-        from app.tool.bash import Bash
-        from app.tool.python_execute import PythonExecute
-        from app.tool.str_replace_editor import StrReplaceEditor
-        from app.tool.terminate import Terminate
 
         box = create_sandbox(workspace=workspace)  # started on first use
         tools: list[BaseTool] = [
@@ -99,8 +103,6 @@ class MCPServer:
             tools.append(browser)
         tools.append(Terminate())
         if run_task:
-            from app.mcp.run_task import RunTask
-
             tools.append(RunTask(workspace=workspace))
         return tools
 
@@ -147,8 +149,6 @@ class MCPServer:
         if self._server is None:
             from mcp import types
             from mcp.server.lowlevel import Server
-
-            from app import __version__
 
             async def on_list_tools(ctx: Any, params: Any) -> Any:
                 return types.ListToolsResult(tools=await self.list_tools())
@@ -402,7 +402,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from app.logger import define_log_level
 
     level = "INFO" if args.verbose else "ERROR" if args.quiet else "WARNING"
     define_log_level(print_level=level, logfile_level="OFF", compact=True)
@@ -427,9 +426,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _main(args: argparse.Namespace, transport: str) -> int:
-    from app.exceptions import ConfigError
-    from app.tool.ask_human import CallbackInputProvider, set_input_provider
-
     # stdin may be the MCP channel: nothing in here may ever read it for a human.
     set_input_provider(CallbackInputProvider(lambda question: None))
     try:
@@ -470,7 +466,6 @@ def _load_config(path: Path | None, *, run_task: bool) -> None:
     """Read the sections the server uses from ``path`` (else the default file, if any) now,
     so a broken file fails at start; the whole file only with ``run_task``, whose agent needs
     the model. No file at all: the tools use their defaults."""
-    from app.config import config, find_config_path
 
     chosen = path if path is not None else find_config_path()
     if path is None and not chosen.is_file():

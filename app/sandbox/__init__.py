@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app._lazy import lazy_getattr
-
 if TYPE_CHECKING:
     from app.exceptions import SandboxError, SandboxResourceError, SandboxTimeoutError
     from app.sandbox.base import ExecResult, LaunchSpec, Sandbox, SandboxLimits
@@ -37,24 +35,44 @@ __all__ = [
     "scrub_environment",
 ]
 
-_LOCATIONS = {
-    "BubblewrapSandbox": "app.sandbox.bubblewrap",
-    "DockerSandbox": "app.sandbox.docker",
-    "ExecResult": "app.sandbox.base",
-    "LaunchSpec": "app.sandbox.base",
-    "LocalSandbox": "app.sandbox.local",
-    "Sandbox": "app.sandbox.base",
-    "SandboxLimits": "app.sandbox.base",
-    "create_sandbox": "app.sandbox.factory",
-    "scrub_environment": "app.sandbox.environment",
-    # upstream's names (its client API, mapped onto the backends above)
-    "BaseSandboxClient": "app.sandbox.client",
-    "LocalSandboxClient": "app.sandbox.client",
-    "SandboxManager": "app.sandbox.core.manager",
-    "SandboxError": "app.exceptions",
-    "SandboxResourceError": "app.exceptions",
-    "SandboxTimeoutError": "app.exceptions",
-    "create_sandbox_client": "app.sandbox.client",
-}
 
-__getattr__ = lazy_getattr(__name__, _LOCATIONS)
+def __getattr__(name: str) -> object:
+    """A name's module, imported on first use (see above); each import written out so
+    that import-linter sees it."""
+    if name == "BubblewrapSandbox":
+        from app.sandbox import bubblewrap
+
+        return getattr(bubblewrap, name)
+    if name == "DockerSandbox":
+        from app.sandbox import docker
+
+        return getattr(docker, name)
+    if name in ("ExecResult", "LaunchSpec", "Sandbox", "SandboxLimits"):
+        from app.sandbox import base
+
+        return getattr(base, name)
+    if name == "LocalSandbox":
+        from app.sandbox import local
+
+        return getattr(local, name)
+    if name == "create_sandbox":
+        from app.sandbox import factory
+
+        return getattr(factory, name)
+    if name == "scrub_environment":
+        from app.sandbox import environment
+
+        return getattr(environment, name)
+    if name in ("BaseSandboxClient", "LocalSandboxClient", "create_sandbox_client"):
+        from app.sandbox import client
+
+        return getattr(client, name)
+    if name == "SandboxManager":
+        from app.sandbox.core import manager
+
+        return getattr(manager, name)
+    if name in ("SandboxError", "SandboxResourceError", "SandboxTimeoutError"):
+        from app import exceptions
+
+        return getattr(exceptions, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

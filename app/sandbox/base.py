@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import math
 import os
 import shutil
@@ -24,13 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings
 from app.sandbox.environment import register_environment_secrets, scrub_environment
 from app.sandbox.files import FileAccessPolicy, resolve_workspace
 from app.sandbox.guard import ProcessGuard
 from app.sandbox.launcher import LaunchOptions
-from app.sandbox.processes import ProcessScope
+from app.sandbox.oneshot import run_bounded
+from app.sandbox.processes import ProcessScope, format_seconds
 from app.utils.sizes import parse_size
+
+#: Pauses between starts that failed with EAGAIN (see ``Sandbox.start``).
+_BUSY_PAUSES = (0.25, 0.5, 1.0, 2.0)
 
 __all__ = [
     "PRIVATE_ENTRIES",
@@ -46,6 +51,7 @@ __all__ = [
 PRIVATE_ENTRIES = (".sessions",)
 
 _FILE_SIZE_LIMIT = 1024**3
+_MAX_OUTPUT = 100_000  # characters of each stream a one-shot run returns
 
 
 def signal_exit_status(returncode: int | None) -> int | None:
@@ -157,15 +163,28 @@ class Sandbox(ABC):
         if self._started:
             return
         async with self._get_lock():
-            if not self._started:
-                if self.host_processes:
-                    await asyncio.to_thread(self.guard.open)
+            if self._started:
+                return
+            for pause in (*_BUSY_PAUSES, None):
                 try:
-                    await self._start()
-                except BaseException:
-                    await self.guard.close()
-                    raise
-                self._started = True
+                    await self._start_once()
+                    break
+                except OSError as exc:
+                    # EAGAIN: the machine is out of processes for a moment (another run's
+                    # fork bomb being killed); a start a little later usually works.
+                    if exc.errno != errno.EAGAIN or pause is None:
+                        raise
+                    await asyncio.sleep(pause)
+            self._started = True
+
+    async def _start_once(self) -> None:
+        if self.host_processes:
+            await asyncio.to_thread(self.guard.open)
+        try:
+            await self._start()
+        except BaseException:
+            await self.guard.close()
+            raise
 
     async def cleanup(self) -> None:
         """Release everything the backend holds; it starts again on the next command."""
@@ -221,7 +240,7 @@ class Sandbox(ABC):
 
     def policy(self, allowed_paths: tuple[Path, ...] | list[Path] = ()) -> FileAccessPolicy:
         """File access for the editor: the workspace (plus explicit extra roots); what it
-        creates belongs to the user sandboxed code runs as (see :meth:`adopt`)."""
+        creates belongs to the user sandboxed code runs as (:attr:`file_owner`)."""
         return FileAccessPolicy.create(self.workspace, allowed_paths, owner=self.file_owner)
 
     @property
@@ -289,18 +308,32 @@ class Sandbox(ABC):
 
     async def run(self, command: str, *, timeout: float | None = None) -> ExecResult:
         """Run a shell command once (``bash -c``) with the sandbox's limits; output bounded."""
-        from app.sandbox.oneshot import run_oneshot
-
-        await self.start()
-        argv = [self.shell, "--noprofile", "--norc", "-c", command]
-        return await run_oneshot(self, argv, timeout or self.limits.timeout)
+        return await self._run_once([self.shell, "--noprofile", "--norc", "-c", command], timeout)
 
     async def run_python(self, code: str, *, timeout: float | None = None) -> ExecResult:
         """Run Python code once (``python -c``) with the sandbox's limits; output bounded."""
-        from app.sandbox.oneshot import run_oneshot
+        return await self._run_once([self.python, "-c", code], timeout)
 
+    async def _run_once(self, argv: list[str], timeout: float | None) -> ExecResult:
         await self.start()
-        return await run_oneshot(self, [self.python, "-c", code], timeout or self.limits.timeout)
+        seconds = timeout or self.limits.timeout
+        spec = self.command(argv, rlimits=self.limits.rlimits(seconds))
+        limit = self.limits.max_processes
+        run = await run_bounded(
+            self, spec, timeout=seconds, max_output=_MAX_OUTPUT, max_processes=limit
+        )
+        notes = {
+            "timeout": [f"timed out after {format_seconds(seconds)} seconds"],
+            "processes": [f"stopped: reached the limit of {limit} processes"],
+            None: [],
+        }[run.stopped]
+        return ExecResult(
+            exit_code=None if run.stopped else run.returncode,
+            stdout=run.stdout.render(_MAX_OUTPUT),
+            stderr=run.stderr.render(_MAX_OUTPUT),
+            timed_out=run.stopped == "timeout",
+            notes=notes,
+        )
 
     async def read_file(self, path: str) -> bytes:
         """Bytes of a workspace file (paths as the sandbox sees them; confined, opened beneath
@@ -314,8 +347,3 @@ class Sandbox(ABC):
         it creates belongs to the sandbox's user (:attr:`file_owner`)."""
         target = self.policy().locate(self.to_host_path(path))
         await asyncio.to_thread(target.write_atomic, data, make_parents=True)
-
-    def adopt(self, path: Path) -> None:
-        """Make a file the agent wrote in the workspace usable by the sandbox's user (a no-op
-        unless the sandbox runs code as another user than the agent, see bubblewrap)."""
-        return None

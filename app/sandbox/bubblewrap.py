@@ -1,22 +1,11 @@
 """``bubblewrap``: Linux namespaces through Debian's ``bwrap``.
 
-What the sandboxed program sees: the system directories (``/usr``, ``/etc``, ``/bin``,
-``/sbin``, ``/lib*``) and the Python installation read-only, the workspace read-write at the
-same path as on the host, a private ``/tmp`` (a tmpfs of at most ``memory_limit``), its own
-``/proc`` (with ``/proc/sys`` read-only) and ``/dev``, and nothing else: home directories,
-``/opt``, ``/sys``, the project's config and other users' files do not exist in there. It
-has its own user and PID namespaces (so everything it starts dies with it, ``setsid`` or
-not), no capabilities, and its own network namespace: a private loopback only, or with
-``network_enabled`` user-mode networking that cannot reach the host's loopback (``netns``).
-Limits are rlimits plus the sandbox's process limit (``guard``).
-
-It never runs as root. An agent running as a normal user runs the sandbox as itself. An agent
-running as root drops to an unprivileged user before starting ``bwrap``: the workspace's owner
-when that is not root, else ``nobody`` (65534), in which case the workspace is handed to
-``nobody`` (``chown`` by descriptor, never through a link nor onto another mount, files with
-one link only: see ``handover``) so code can write there. Directories the sandbox binds are
-opened while still root and staged in a private mount namespace, so a closed parent
-directory (``/root``) does not get in the way.
+The program sees the system directories and Python read-only, the workspace read-write at
+its host path, a private ``/tmp``, its own ``/proc`` and ``/dev``, and nothing else; it has its
+own user, PID and network namespaces (``netns``) and no capabilities (docs/sandbox.md). It
+never runs as root: an agent running as root drops to the workspace's owner, else ``nobody``,
+and then hands the workspace to it (``handover``). Bound directories are opened while still
+root and staged in a private mount namespace, so a closed parent (``/root``) does not matter.
 """
 
 from __future__ import annotations
@@ -29,12 +18,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings, config
 from app.exceptions import SandboxUnavailableError
 from app.logger import logger
 from app.sandbox import netns
 from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox, signal_exit_status
-from app.sandbox.handover import adopt_path, adopt_tree
+from app.sandbox.handover import adopt_tree
 from app.sandbox.launcher import LaunchOptions, launcher_argv
 from app.sandbox.processes import NamespaceScope, ProcessScope
 
@@ -97,11 +86,6 @@ class BubblewrapSandbox(Sandbox):
         user = self.run_as
         return user if user == NOBODY else None
 
-    def adopt(self, path: Path) -> None:
-        user = self.file_owner
-        if user is not None:
-            adopt_path(self.workspace, path, user)
-
     async def _start(self) -> None:
         user = self.run_as
         if user == NOBODY:
@@ -149,8 +133,6 @@ class BubblewrapSandbox(Sandbox):
             if os.path.isdir(name):
                 args += ["--tmpfs", name]
         try:
-            from app.config import config
-
             config_path = config.config_path if config.is_loaded else None
         except Exception:  # no usable config: nothing more to hide
             config_path = None

@@ -1,5 +1,5 @@
-"""Upstream's sandbox client API (``SANDBOX_CLIENT.run_command(...)`` and friends) as a thin
-adapter onto our sandboxes (:mod:`app.sandbox.factory`).
+"""Upstream compatibility: upstream's sandbox client API (``SANDBOX_CLIENT.run_command(...)``
+and friends) as a thin adapter onto our sandboxes (:mod:`app.sandbox.factory`).
 
 ``LocalSandboxClient().create(config, volume_bindings)`` starts a Docker container as upstream
 did (:class:`app.sandbox.core.sandbox.DockerSandbox`: files on container paths, any
@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
 from app.sandbox.files import write_confined
 

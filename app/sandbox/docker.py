@@ -1,25 +1,12 @@
 """``docker``: one container per agent through the Docker SDK (the ``docker`` extra).
 
-The container is created on the first command and removed by ``cleanup()``. It runs
-unprivileged: all capabilities dropped, ``no-new-privileges``, a read-only root file system
-with a private ``/tmp``, the host user's uid when that is not root, memory/CPU/process limits
-from ``[sandbox]``, and no network unless ``network_enabled``. The workspace is bind-mounted
-at ``work_dir`` (plus any ``volume_bindings``), so files need no copying;
-:meth:`copy_to`/:meth:`copy_from` move other files as tar archives, extracted with every
-member checked (``app.sandbox.archive``).
-
-No container outlives its run: each carries labels naming the process that owns it
-(``openmanus.owner``: host, boot, pid and start time of that process) and the run
-(``openmanus.run``). ``cleanup()`` removes it; at interpreter exit (also after Ctrl-C) the
-process removes whatever it still owns; and every start removes containers whose owner is a
-process of this host that no longer exists (a run killed with ``kill -9``).
-
-Inside, each run carries a marker in its environment (``OPENMANUS_RUN_SCOPE``) that every
-process it starts inherits, ``setsid`` or not; through the container's pids cgroup the host
-finds and kills exactly those processes when a run times out or a shell closes
-(:class:`ContainerScope`), and reads from the cgroup whether a fork was refused
-(:class:`ContainerGuard`). Per-process rlimits go through util-linux's ``prlimit`` when the
-image has it (``RLIMIT_DATA``: a ``MemoryError`` rather than the container's OOM killer).
+Created on the first command, removed by ``cleanup()``; unprivileged (no capabilities,
+``no-new-privileges``, read-only root, the host user's uid), limited from ``[sandbox]``, the
+workspace bind-mounted at ``work_dir``. Labels name the owning process and run, so a start
+removes containers whose owner died (``kill -9``) and exit removes our own (docs/sandbox.md).
+Each run carries ``OPENMANUS_RUN_SCOPE`` in its environment: through the container's pids
+cgroup the host finds exactly its processes (:class:`ContainerScope`) and sees refused forks
+(:class:`ContainerGuard`).
 """
 
 from __future__ import annotations
@@ -27,19 +14,19 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import json
 import os
 import secrets
 import signal
 import socket
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.logger import logger
 from app.sandbox.archive import MAX_ARCHIVE_BYTES, make_tar, safe_extract
@@ -72,19 +59,14 @@ _ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/
 #: The image scripts/setup-docker.sh builds offline from Debian packages.
 BUILT_IMAGE = "openmanus-sandbox:latest"
 
-_run_id: str | None = None
 _unpullable: dict[str, str] = {}  # image -> why pulling it failed (asked once per process)
 _fallback_told: set[str] = set()
-_atexit_registered = False
-_registry_lock = threading.Lock()
 
 
+@functools.cache
 def run_id() -> str:
     """This run's id (``$OPENMANUS_RUN_ID``, else one per process), put on its containers."""
-    global _run_id
-    if _run_id is None:
-        _run_id = os.environ.get("OPENMANUS_RUN_ID") or uuid.uuid4().hex[:12]
-    return _run_id
+    return os.environ.get("OPENMANUS_RUN_ID") or uuid.uuid4().hex[:12]
 
 
 def _boot_id() -> str:
@@ -156,7 +138,10 @@ def _remove(container: Any) -> None:
 def reap_stale_containers(client: Any) -> list[str]:
     """Remove sandbox containers whose owning process (on this host) is gone; their ids."""
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    # ignore_removed: a container another process removes meanwhile is skipped, not a 404.
+    for container in client.containers.list(
+        all=True, filters={"label": LABEL}, ignore_removed=True
+    ):
         owner = container.labels.get(OWNER_LABEL, "")
         if owner and _owner_is_gone(owner):
             _remove(container)
@@ -177,7 +162,9 @@ def reap_own_containers() -> list[str]:
     removed = []
     try:
         label = f"{OWNER_LABEL}={owner_id()}"
-        for container in client.containers.list(all=True, filters={"label": label}):
+        for container in client.containers.list(
+            all=True, filters={"label": label}, ignore_removed=True
+        ):
             _remove(container)
             removed.append(container.id)
     except Exception as exc:
@@ -187,12 +174,9 @@ def reap_own_containers() -> list[str]:
     return removed
 
 
+@functools.cache  # once per process
 def _register_exit_reaper() -> None:
-    global _atexit_registered
-    with _registry_lock:
-        if not _atexit_registered:
-            _atexit_registered = True
-            atexit.register(reap_own_containers)
+    atexit.register(reap_own_containers)
 
 
 def _socket_paths() -> list[Path]:
@@ -403,9 +387,6 @@ class DockerSandbox(Sandbox):
         (without capabilities)."""
         uid = os.getuid()
         return f"{uid}:{os.getgid()}" if uid != 0 else "0:0"
-
-    def _user(self) -> str:
-        return self.user
 
     def labels(self) -> dict[str, str]:
         """The labels the container carries: what it is, which process and run own it."""

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import TYPE_CHECKING
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings, config
 from app.exceptions import ConfigError
 
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
 
-__all__ = ["BACKENDS", "create_sandbox", "current_settings"]
+__all__ = ["BACKENDS", "create_sandbox", "current_settings", "describe_start_error"]
 
 BACKENDS = ("local", "bubblewrap", "docker")
 
@@ -19,9 +20,14 @@ BACKENDS = ("local", "bubblewrap", "docker")
 def current_settings() -> SandboxSettings:
     """``[sandbox]`` of the active config; defaults when there is no config file at all
     (tools must work without one), but a broken config file is still reported."""
-    from app.config import config
-
     return config.section_or_default("sandbox")
+
+
+def describe_start_error(exc: OSError) -> str:
+    """What an ``OSError`` from ``Sandbox.start`` means, for the model (lower case)."""
+    if exc.errno == errno.EAGAIN:  # tried a few times already (``Sandbox.start``)
+        return f"the machine is out of processes for now ({exc}); try again in a moment"
+    return f"the workspace directory is not usable: {exc}"
 
 
 def create_sandbox(
@@ -33,6 +39,8 @@ def create_sandbox(
     """A (not yet started) sandbox; ``settings`` None means the active config's ``[sandbox]``."""
     settings = settings if settings is not None else current_settings()
     name = (backend or settings.effective_backend).strip().lower()
+    # A backend is imported when chosen, off the agent's import path (measured: bubblewrap and
+    # docker about 50 ms each; local brings in the sandbox base, guard and launcher).
     if name == "local":
         from app.sandbox.local import LocalSandbox
 

@@ -1,26 +1,13 @@
 """Race-free file access beneath the workspace, for tools that touch files for the model.
 
-The model chooses the paths and can run code in the workspace at the same time (a background
-loop flipping a directory into a symlink), so checking a path and then opening it again is not
-enough. Here a path is checked once (``realpath`` against the allowed roots, for a clear
-message) and then every access is made *relative to a directory descriptor of the root*:
-
-* with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` (Linux 5.6+, probed at run time),
-  the kernel refuses any resolution that would leave the root or pass a symlink;
-* elsewhere (or with ``OPENMANUS_NO_OPENAT2=1``, which the tests use to cover this path),
-  each component is opened with ``O_NOFOLLOW`` from the previous one's descriptor, so a
-  symlink that appears anywhere in the path makes the access fail instead of following it.
-
-The final name is never followed either. Writes are atomic: a temporary file in the same
-directory, ``fsync``, then ``rename`` over the old name (its mode kept), so a full disk or a
-crash leaves the old content whole, and a hard link to a file elsewhere is never written
-through.
-
-Every file the agent's own process writes where sandboxed code can reach (the editor, charts,
-web uploads, sandbox copies, session logs) goes through this module: :func:`write_confined`
-(or :meth:`ConfinedPath.open_atomic` for a stream) writes beneath a root by descriptor,
-:func:`open_directory` opens or creates a directory beneath one. A link met on the way is
-refused with an error naming it (:class:`PathChangedError`), never followed.
+The model picks the paths and may run code in the workspace meanwhile (flipping a directory
+into a symlink), so a path is checked once (``realpath`` against the allowed roots, for a clear
+message) and every access is then made relative to a descriptor of its root: with
+``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` where the kernel has it, else one
+``O_NOFOLLOW`` component at a time (forced with ``OPENMANUS_NO_OPENAT2=1``). A link met on the
+way is refused (:class:`PathChangedError`), never followed; writes are atomic (temporary file,
+``fsync``, ``rename``). Every file the agent's process writes where sandboxed code can reach
+goes through here.
 """
 
 from __future__ import annotations
@@ -36,9 +23,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
+from app.config import config
 from app.exceptions import ToolError
 
 __all__ = [
@@ -133,9 +120,7 @@ def _probe_openat2() -> bool:
 
 
 def default_workspace() -> Path:
-    """The configured workspace; imported lazily so tools can be built without a config."""
-    from app.config import config
-
+    """The configured workspace (the config file is read on first use, not at import)."""
     return Path(config.workspace_root)
 
 
@@ -199,10 +184,6 @@ class FileAccessPolicy:
     def describe_roots(self) -> str:
         """The allowed roots as text for error messages."""
         return ", ".join(str(r) for r in self.roots)
-
-    def allows(self, real_path: Path) -> bool:
-        """Whether an already-resolved path lies inside an allowed root."""
-        return any(is_within(real_path, root) for root in self.roots)
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
         """Resolve a model-supplied path and enforce confinement (the check only: use
@@ -337,15 +318,10 @@ def open_directory(
     owner: tuple[int, int] | None = None,
     target: Path | None = None,
 ) -> int:
-    """A descriptor of the directory ``root/parts``; no component is followed if it is a link.
-
-    ``root`` is trusted (the operator's; pass it resolved: its own last component is not
-    followed either). With ``create`` missing directories are made one at a time with
-    ``mkdirat`` (``mode``, then ``owner``) and each is opened ``O_NOFOLLOW`` from its parent's
-    descriptor; otherwise ``openat2`` does the whole walk where the kernel has it. A link
-    anywhere raises :class:`PathChangedError` naming it (``target``: the path it was for);
-    ``FileNotFoundError``/``NotADirectoryError`` propagate as from ``os.open``.
-    """
+    """A descriptor of the directory ``root/parts`` (``root`` trusted and resolved), reached
+    through no link: a link raises :class:`PathChangedError` naming it (``target``: the path
+    it was for). With ``create`` missing directories are made one at a time (``mode``, then
+    ``owner``); ``FileNotFoundError``/``NotADirectoryError`` propagate as from ``os.open``."""
     base = Path(root)
     parts = tuple(parts)
     about = target if target is not None else base.joinpath(*parts)
@@ -414,14 +390,10 @@ def write_confined(
     owner: tuple[int, int] | None = None,
     mode: int = 0o666,
 ) -> Path:
-    """Write ``data`` as ``root/relative`` atomically, beneath ``root`` by descriptor.
-
-    The one writer for files the agent's process puts where sandboxed code can reach: missing
-    parents are created by descriptor (``owner``: who gets them and a new file), no link is
-    followed at any component (:class:`PathChangedError` names it), a hard link is replaced
-    rather than written through, and a failure (a full disk) leaves the old content whole.
-    ``mode`` (less the umask) is a new file's; a replaced one keeps its own. Returns the path.
-    """
+    """Write ``data`` as ``root/relative`` atomically, beneath ``root`` by descriptor: the one
+    writer for files the agent's process puts where sandboxed code can reach. Parents are
+    created (``owner`` gets them and a new file), no link is followed, a hard link is replaced
+    rather than written through; ``mode`` is a new file's. Returns the path."""
     target = confined_path(root, relative, owner=owner)
     with target.open_atomic(make_parents=make_parents, mode=mode) as out:
         out.write(data)
@@ -519,12 +491,7 @@ class AtomicWrite:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
             self.commit()
         else:

@@ -1,18 +1,10 @@
 """The process limit of a sandbox, enforced for the sandbox's whole life.
 
-``max_processes`` bounds every process a sandbox has at once, not just those of the command in
-flight: background jobs left by one command count against the next. Two ways, best first:
-
-* **cgroup** (``pids.max``): where this process may create a child cgroup in a hierarchy with
-  the pids controller (cgroup v2, or the v1 ``pids`` hierarchy), each sandbox gets its own;
-  every launched process joins it before ``exec`` (see ``launcher``), so the kernel refuses
-  the fork past the limit, ``setsid`` or not, and closing the sandbox kills everything in it
-  and removes the cgroup. Typical when running as root. Killed processes count until they
-  are reaped; where nothing reaps them (see ``make_room``) the sandbox moves to a new cgroup.
-* **watchdog**: otherwise, a task that lives as long as the sandbox counts the processes of
-  every run it launched (their scopes) and kills all of them once there are more than the
-  limit. A fast fork bomb can overshoot between two polls (50 ms), and locally a process
-  that left its run's process group with ``setsid`` is not seen.
+``max_processes`` counts every process the sandbox has at once, background jobs of earlier
+commands included. Best: a **cgroup** of its own (``pids.max``; every launched process joins
+it before ``exec``, so the kernel refuses the fork, and closing kills all in it). Otherwise a
+**watchdog** counts the processes of every run's scope and kills them all past the limit (a
+fast fork bomb can overshoot between polls; locally a ``setsid`` escapee is not seen).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Handing a workspace to the unprivileged user that runs sandboxed code (bubblewrap as root).
 
-The agent runs as root and the workspace belongs to root, but code in the sandbox runs as
-``nobody``: for it to write there, the workspace's files and directories are ``chown``ed to
-that user at every sandbox start. That user is also who may change the tree while we walk it
-(a background job of an earlier sandbox, another MCP session's shell), so the walk trusts no
-path: every entry is opened relative to its parent's descriptor with ``O_NOFOLLOW`` (and
-``O_DIRECTORY`` for directories), and ``fchown`` acts on the descriptor, never on a name. A
-symbolic link is never followed, however the tree changes meanwhile: a directory swapped for
-a link to ``/root`` fails to open and is skipped, and a directory moved away while we hold it
-only has its own (already ``nobody``'s) content handed over.
-
-Never handed over: anything on another mount (a different ``st_dev`` or mount id: a bind
-mount of a host directory, a tmpfs), regular files with more than one hard link (the other
-link may be a system file outside the workspace), devices, sockets and pipes. The walk visits
-at most ``MAX_ENTRIES`` entries and ``MAX_DEPTH`` levels; what lies past them stays the
-agent's (sandboxed code can still read it, with the usual permissions).
+That user may change the tree while we walk it, so the walk trusts no path: every entry is
+opened from its parent's descriptor with ``O_NOFOLLOW`` and ``fchown``ed by descriptor, so a
+link is never followed however the tree changes. Never handed over: other mounts, files with
+more than one hard link (the other may be a system file), devices, sockets and pipes; the walk
+stops at ``MAX_ENTRIES`` entries and ``MAX_DEPTH`` levels.
 """
 
 from __future__ import annotations
@@ -26,7 +16,7 @@ from pathlib import Path
 
 from app.logger import logger
 
-__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "adopt_path", "adopt_tree"]
+__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "adopt_tree"]
 
 #: Most entries one hand-over visits (a start must not take minutes on a huge tree).
 MAX_ENTRIES = 200_000
@@ -172,30 +162,3 @@ def adopt_tree(workspace: Path, user: User, *, skip: Collection[str] = ()) -> in
             "below was not handed to the sandbox's user"
         )
     return changed
-
-
-def adopt_path(workspace: Path, path: Path, user: User) -> bool:
-    """Hand one entry the agent created in ``workspace`` (and nothing else) to ``user``,
-    reaching it from the workspace's descriptor one component at a time; True if it changed
-    hands. A path outside the workspace, or through a link or another mount, is left alone."""
-    try:
-        parts = Path(os.path.abspath(path)).relative_to(workspace).parts
-    except ValueError:
-        return False
-    if ".." in parts:
-        return False
-    try:
-        fd = os.open(workspace, _DIR_FLAGS)
-    except OSError:
-        return False
-    try:
-        home = _Home(fd, os.fstat(fd))
-        for part in parts:
-            child = _open_child(fd, part, home, user)
-            if child is None:
-                return False
-            os.close(fd)
-            fd = child[0]
-        return _hand_over(fd, user)
-    finally:
-        os.close(fd)

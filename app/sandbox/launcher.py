@@ -1,24 +1,11 @@
 """Start a sandboxed program: the one launch helper every backend on this host uses.
 
-A tiny Python stub (``python -I -S -c``) runs between us and the real program, then
-``exec``s it; in this order it
-
-1. joins the sandbox's cgroup (``cgroup``: the ``cgroup.procs`` file), so the process limit
-   holds for everything the program ever starts, ``setsid`` or not;
-2. sets the rlimits (``RLIMIT_*`` name -> value);
-3. as root only, for bubblewrap (``stage``): opens the directories the sandbox binds while
-   still root, enters a private mount namespace and bind-mounts each of them below a fresh
-   tmpfs (``stage_root``), so an unprivileged ``bwrap`` can reach them even when a parent
-   directory (``/root``, ``/tmp/pytest-of-root``) is closed to it; argv entries are replaced
-   by the staged paths;
-4. drops to ``user`` (uid, gid) with no supplementary groups;
-5. resets signal dispositions (an agent started in the background ignores SIGINT, and ignored
-   signals survive ``exec``);
-6. on Linux, asks for SIGKILL when the agent (``parent``) dies (``PR_SET_PDEATHSIG``, set
-   after the privilege drop, which would clear it), and exits at once if the agent is already
-   gone: a ``kill -9`` of the agent takes the program with it. What the program started in
-   its turn is reaped by the backend (``local``: see :mod:`app.sandbox.local`; bubblewrap:
-   ``--die-with-parent`` and its PID namespace).
+A stub (``python -I -S -c``) runs between us and the program, then ``exec``s it. In order
+it joins the sandbox's cgroup (the process limit then holds for all it starts); sets the
+rlimits; as root for bubblewrap (``stage``), bind-mounts the bound directories below a fresh
+tmpfs in a private mount namespace while still root; drops to ``user`` with no supplementary
+groups; resets signal dispositions (ignored ones survive ``exec``); and asks for SIGKILL when
+the agent dies (``PR_SET_PDEATHSIG``, after the drop, which clears it).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """``local``: plain subprocesses on this machine, bounded by rlimits and a process watchdog.
 
-Protects against accidents, not against an adversary: code runs as the agent's user, sees the
-whole file system with its permissions and has the network. What it does give: credentials
-scrubbed from the environment (and the agent's own ``/proc/<pid>/environ`` closed to it when
-the agent is not root), per-process memory/CPU/file-size limits, the sandbox's process limit
-(see ``guard``), and every process of a run killed afterwards (unless it left the process
-group with ``setsid``; with a cgroup those die when the sandbox closes).
-
-Nothing outlives the agent, not even after a ``kill -9``: each program gets a parent-death
-signal (see ``launcher``), and a small reaper (one per started sandbox, in a session of its
-own) holds a pipe from the agent and learns every run's process group; when the pipe ends
-(the agent died, however) it kills the groups still alive, and the sandbox's cgroup.
+Against accidents, not an adversary: code runs as the agent's user with its file system and
+network, but with credentials scrubbed, rlimits, the process limit (``guard``), and every
+process of a run killed afterwards. Nothing outlives the agent even after ``kill -9``: each
+program gets a parent-death signal (``launcher``), and a reaper in its own session holds a pipe
+from the agent and kills the groups and cgroup still alive when it ends.
 """
 
 from __future__ import annotations

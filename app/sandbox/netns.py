@@ -1,27 +1,13 @@
 """The network of a bubblewrap sandbox with ``network_enabled``: user-mode, never the host's.
 
-Sharing the host's network namespace would let sandboxed code reach every service listening
-on the host's loopback: the browser's DevTools port, the web UI, the MCP server, a local
-model server. So the sandbox always gets its own network namespace (``--unshare-net``), and
-with ``network_enabled`` ``slirp4netns`` plugs a user-mode network stack into it, started
-with ``--disable-host-loopback`` so that its gateway (10.0.2.2) does not lead to the host's
-127.0.0.1. Inside, the sandbox sees ``tap0`` (10.0.2.100/24), a default route and a DNS
-forwarder at 10.0.2.3; its own 127.0.0.1 is its own.
-
-How it is wired, per command: a small Python stub (``python -I -S -c``) runs first, still
-with the agent's privileges. It makes three pipes and hands bwrap one end of each at fixed
-descriptor numbers (``--info-fd``: bwrap writes the sandbox's pid, ``--block-fd``: the sandbox
-waits until the network is up, ``--sync-fd``: open while the sandbox lives). It forks a
-helper, in a session of its own so it is not counted as a sandbox process, then ``exec``s the
-rest of the command (the launcher, then bwrap), so bwrap keeps the pid the caller knows. The
-helper reads the sandbox's pid, opens its user and network namespaces and starts
-``slirp4netns`` with ``--enable-seccomp`` (a syscall filter) and, as root,
-``--enable-sandbox`` (its own empty mount namespace, no capabilities); once slirp4netns
-reports the network configured, the helper releases the sandbox. When slirp4netns fails,
-the sandbox is killed before the command runs and the reason goes to the command's stderr.
-slirp4netns ends when the sandbox does (``--exit-fd`` is the other end of bwrap's ``--sync-fd``).
-
-Without slirp4netns, ``network_enabled`` on bubblewrap is refused with a clear error.
+The host's network namespace would expose every service on its loopback (DevTools, the web
+UI, the MCP server, a model server), so the sandbox always has its own (``--unshare-net``) and
+``slirp4netns --disable-host-loopback`` plugs a user-mode stack into it. Per command, a stub
+hands bwrap three pipes (``--info-fd``: the sandbox's pid, ``--block-fd``: hold until the
+network is up, ``--sync-fd``: lives as long as the sandbox), forks a helper in its own session
+(not counted as a sandbox process) that starts slirp4netns (seccomp; as root its own sandbox)
+and releases the sandbox, then ``exec``s the command so bwrap keeps the pid the caller knows.
+A slirp4netns failure kills the sandbox before the command runs, with the reason on stderr.
 """
 
 from __future__ import annotations

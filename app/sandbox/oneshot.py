@@ -1,44 +1,52 @@
-"""One command in a sandbox, start to finish: what :meth:`Sandbox.run` does.
-
-For library callers that want "run this and tell me what happened" without a tool around
-it; the same process handling as the tools: bounded output, a timeout that kills the whole
-run, a process-count watchdog, and nothing left running afterwards.
-"""
+"""One program in a sandbox, start to finish: bounded output, a timeout that stops the whole
+run, the process limit watched, and nothing left running afterwards. :meth:`Sandbox.run` and
+``python_execute`` both run through here."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import signal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from app.sandbox.processes import (
-    OutputBuffer,
-    PipeProtocol,
-    ProcessScope,
-    finish_run,
-    format_seconds,
-)
+from app.sandbox.processes import OutputBuffer, PipeProtocol, finish_run
 
 if TYPE_CHECKING:
-    from app.sandbox.base import ExecResult, Sandbox
+    from app.sandbox.base import LaunchSpec, Sandbox
 
-__all__ = ["MAX_OUTPUT_CHARS", "run_oneshot"]
-
-MAX_OUTPUT_CHARS = 100_000
+__all__ = ["BoundedRun", "run_bounded"]
 
 
-async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> ExecResult:
-    """``argv`` in ``sandbox``, stdin empty, killed after ``timeout`` seconds."""
-    from app.sandbox.base import ExecResult
+@dataclass
+class BoundedRun:
+    """What a run left: its output, exit status (negative: a signal) and why it was stopped."""
 
-    stdout = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
-    stderr = OutputBuffer(MAX_OUTPUT_CHARS, MAX_OUTPUT_CHARS // 4)
-    spec = sandbox.command(argv, rlimits=sandbox.limits.rlimits(timeout))
-    loop = asyncio.get_running_loop()
+    stdout: OutputBuffer
+    stderr: OutputBuffer
+    returncode: int | None
+    stopped: Literal["timeout", "processes"] | None
+
+
+async def run_bounded(
+    sandbox: Sandbox,
+    spec: LaunchSpec,
+    *,
+    timeout: float,
+    max_output: int,
+    max_processes: int | None,
+    stdin: bytes | None = None,
+    interval: float = 0.05,
+    grace: float = 1.0,
+) -> BoundedRun:
+    """Run ``spec`` (from ``sandbox.command``) with ``stdin`` (else none); raises ``OSError``
+    when it cannot start. Cancelled, the run is killed before the cancellation goes on."""
+    stdout = OutputBuffer(max_output, max_output // 4)
+    stderr = OutputBuffer(max_output, max_output // 4)
     refused = sandbox.guard.refused()
-    transport, protocol = await loop.subprocess_exec(
+    transport, protocol = await asyncio.get_running_loop().subprocess_exec(
         lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
         *spec.argv,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         cwd=spec.cwd,
@@ -46,43 +54,40 @@ async def run_oneshot(sandbox: Sandbox, argv: list[str], timeout: float) -> Exec
         start_new_session=True,
     )
     scope = sandbox.scope(transport.get_pid())
+    pipe = transport.get_pipe_transport(0)
+    if stdin is not None and isinstance(pipe, asyncio.WriteTransport):
+        pipe.write(stdin)
+        pipe.close()  # flushes, then closes: the program reads up to EOF
     exited = asyncio.ensure_future(protocol.exited.wait())
-    limit = sandbox.limits.max_processes
-    watchdog = asyncio.ensure_future(scope.watch_size(limit, 0.05)) if limit else None
-    notes: list[str] = []
-    timed_out = False
+    watchdog = (
+        asyncio.ensure_future(scope.watch_size(max_processes, interval)) if max_processes else None
+    )
+    stopped: Literal["timeout", "processes"] | None = None
     try:
         waiting = {exited} if watchdog is None else {exited, watchdog}
         done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         if exited not in done:
             if watchdog is not None and watchdog in done:
-                notes.append(f"stopped: reached the limit of {limit} processes")
+                stopped = "processes"
                 await scope.kill()
             else:
-                timed_out = True
-                notes.append(f"timed out after {format_seconds(timeout)} seconds")
-                await scope.terminate(protocol.exited, grace=1.0)
-        elif limit and (sandbox.guard.refused() > refused or await _live_count(scope) >= limit):
-            # The program spawned its crowd and exited between two watchdog polls.
-            notes.append(f"stopped: reached the limit of {limit} processes")
+                stopped = "timeout"
+                await scope.terminate(protocol.exited, grace=grace)
+        elif max_processes and sandbox.guard.refused() == refused:
+            # The program may have spawned its crowd and exited between two watchdog polls.
+            members = await asyncio.to_thread(scope.members)
+            if members is not None and len(members) >= max_processes:
+                stopped = "processes"
+    except BaseException:
+        scope.signal(signal.SIGKILL)  # cancelled (or something broke): nothing may survive us
+        raise
     finally:
         await asyncio.shield(finish_run(scope, protocol, transport))
         for task in (exited, watchdog):
             if task is not None:
                 task.cancel()
+    if stopped is None and sandbox.guard.refused() > refused:
+        stopped = "processes"  # the kernel refused a fork: the limit was reached
     stdout.close()
     stderr.close()
-    code = sandbox.exit_status(transport.get_returncode())
-    return ExecResult(
-        exit_code=None if (timed_out or notes) else code,
-        stdout=stdout.render(MAX_OUTPUT_CHARS),
-        stderr=stderr.render(MAX_OUTPUT_CHARS),
-        timed_out=timed_out,
-        notes=notes,
-    )
-
-
-async def _live_count(scope: ProcessScope) -> int:
-    """How many of the run's processes are alive (0 when ``/proc`` cannot tell)."""
-    members = await asyncio.to_thread(scope.members)
-    return len(members) if members is not None else 0
+    return BoundedRun(stdout, stderr, sandbox.exit_status(transport.get_returncode()), stopped)

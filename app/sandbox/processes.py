@@ -30,6 +30,7 @@ __all__ = [
     "OutputBuffer",
     "PipeProtocol",
     "ProcessScope",
+    "any_running",
     "compose_streams",
     "describe_returncode",
     "finish_run",
@@ -170,6 +171,12 @@ def _read_stat(pid: str) -> tuple[str, int] | None:
         return fields[0].decode(), int(fields[2])
     except (IndexError, ValueError):
         return None
+
+
+def any_running(pids: list[int]) -> bool:
+    """Whether one of ``pids`` is running or waiting for a CPU (state ``R``): on a loaded
+    machine a fork bomb can hold still for a while without having stopped."""
+    return any((info := _read_stat(str(pid))) is not None and info[0] == "R" for pid in pids)
 
 
 def group_members(pgid: int) -> list[int] | None:

@@ -64,18 +64,9 @@ def open_session_dir(directory: Path, *, create: bool) -> Iterator[int | None]:
 def open_session_file(dir_fd: int, path: Path, *, new: bool, lock: bool = True) -> int:
     """Open ``path``'s name beneath ``dir_fd`` for appending (``new``: it must not exist),
     never through a link, holding the session's lock when ``lock``."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | _CLOEXEC
-    if new:
-        flags |= os.O_CREAT | os.O_EXCL
+    flags = os.O_RDWR | os.O_APPEND | (os.O_CREAT | os.O_EXCL if new else 0)
+    fd = _open_file(dir_fd, path, flags)
     try:
-        fd = os.open(path.name, flags, 0o600, dir_fd=dir_fd)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise _link_error(path) from e
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _link_error(path)
         if lock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -101,20 +92,25 @@ def read_all(fd: int) -> bytes:
 
 def read_file(dir_fd: int, path: Path) -> bytes:
     """A session file's bytes, opened beneath ``dir_fd`` without following a link."""
+    fd = _open_file(dir_fd, path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        fd = os.open(
-            path.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, dir_fd=dir_fd
-        )
+        return read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def _open_file(dir_fd: int, path: Path, flags: int) -> int:
+    """``path``'s name beneath ``dir_fd``, a regular file reached through no link."""
+    try:
+        fd = os.open(path.name, flags | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise _link_error(path) from e
         raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _link_error(path)
-        return read_all(fd)
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        raise _link_error(path)
+    return fd
 
 
 def is_locked(dir_fd: int, name: str) -> bool:

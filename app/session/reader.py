@@ -1,13 +1,8 @@
 """Reading a session file back: tolerant of a cut-off last line, and of damage elsewhere.
 
-A process killed while writing leaves a partial last line; it is skipped and reported. A
-damaged line in the middle is skipped and reported too, so one bad line never loses a whole
-session: whatever fails while one line is decoded or checked (nesting deeper than the parser
-follows, a field of the wrong type, NaN, a number out of range) skips that line only. Fields
-are checked here against what restoring needs (a message's role and texts, step counts, usage,
-plans), so restoring what was read cannot fail later. What comes out is the state at the last
-checkpoint: each agent's memory, step count, usage and whether its run was cut short, plus a
-flow's plans.
+A partial last line (a process killed while writing) or a damaged line elsewhere is skipped
+and reported, never the whole session. Fields are checked here against what restoring needs,
+so restoring cannot fail later. The result is the state at the last checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import SessionError
+from app.llm.usage import Usage
+from app.schema import AgentState, Message
+from app.session.files import open_session_dir, read_file
 from app.text import clean_tree
 
 if TYPE_CHECKING:
@@ -57,7 +55,6 @@ class SessionData:
     active_plan_id: str | None = None
     flow_finished: bool = True
     problems: list[str] = field(default_factory=list)
-    records: int = 0
     updated: float = 0.0
     #: Why records were lost when a write failed (disk full...), else None.
     write_failed: str | None = None
@@ -112,8 +109,6 @@ class SessionData:
     def restore_agent(self, agent: BaseAgent, key: str | None = None) -> AgentSnapshot | None:
         """Put ``agent`` back as it was at the last checkpoint: memory, step count (of a cut-off
         run) and usage. Returns the snapshot used (None when the session has none)."""
-        from app.llm.usage import Usage
-        from app.schema import AgentState, Message
 
         snapshot = self.snapshot(key)
         if snapshot is None:
@@ -146,8 +141,6 @@ def read_session(path: Path, raw: bytes | None = None) -> SessionData:
     that is not JSON, nests too deep, holds the wrong types, NaN or numbers out of range, bytes
     that are not UTF-8) skips that line and is reported in ``problems``."""
     if raw is None:
-        from app.session.files import open_session_dir, read_file
-
         try:
             with open_session_dir(path.parent, create=False) as dir_fd:
                 if dir_fd is None:
@@ -183,8 +176,6 @@ def read_session(path: Path, raw: bytes | None = None) -> SessionData:
             _apply(data, record)
         except Exception as e:  # the record is unusable, the session is not
             problems.append(f"line {number} is damaged ({_why(e)}) and was skipped")
-            continue
-        data.records += 1
     if data is None:
         raise SessionError(f"{path} is empty or not a session file")
     data.problems = problems + data.problems

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from app.config import LimitsSettings, config
 from app.events import (
     Compacted,
     Event,
@@ -221,8 +222,6 @@ class SessionRecorder:
 
 def _stored_limit() -> int:
     """``[limits] max_stored_text_chars`` of the loaded config, else its default."""
-    from app.config import config
-    from app.config_models import LimitsSettings
 
     if config.is_loaded:
         return config.app_config.limits.max_stored_text_chars

@@ -1,19 +1,15 @@
 """Appending records to a session file: one JSON object per line, secrets replaced.
 
-Records are buffered as they come and written at each checkpoint, in a worker thread so the
-event loop never waits on the disk. A process killed at any moment leaves whole lines plus,
-at worst, one cut-off last line, which the reader reports and skips.
-
-A write that fails (a full disk) is not shrugged off: the writer keeps the error
-(:attr:`SessionWriter.error`, a ``SessionWriteError`` the program reports with its own exit
-code) and writes nothing more, so the file ends at the last good record and the cut-off run
-reads as incomplete rather than as a finished run with turns missing. At close it tries to
-add one ``write_failed`` record saying so.
+Records are buffered and written at each checkpoint in a worker thread, so a killed process
+leaves whole lines plus at most one cut-off last line. A failed write (a full disk) is kept as
+:attr:`SessionWriter.error` and nothing more is written, so the file reads as incomplete rather
+than as a finished run with turns missing; at close one ``write_failed`` record is tried.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
@@ -94,17 +90,10 @@ class SessionWriter:
             if self._fd is None:
                 return
             if self.error is not None:  # best effort: the disk may have room again
-                note = encode_record(
-                    {
-                        "type": "write_failed",
-                        "t": round(time.time(), 3),
-                        "error": self.error.message,
-                    }
-                )
-                try:
-                    _write_all(self._fd, _utf8("\n" + note))
-                except OSError:
-                    pass
+                note = {"type": "write_failed", "t": round(time.time(), 3)}
+                with contextlib.suppress(OSError):
+                    note_line = encode_record({**note, "error": self.error.message})
+                    _write_all(self._fd, _utf8("\n" + note_line))
             os.close(self._fd)  # releases the session's lock
             self._fd = None
 

@@ -1,6 +1,6 @@
 """An in-process model for fast unit tests: a Python function answers each request.
 
-``FunctionModel(fn)`` is a transport (``app.llm.transport.Transport``) that never opens a
+``FunctionModel(fn)`` is a transport (``app.llm.openai.transport.Transport``) that never opens a
 socket; give it to ``LLM.create(llm_config=..., transport=FunctionModel(fn))``. The function
 gets the request's wire messages and a :class:`FunctionInfo`, and returns the answer as
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.llm.model import ModelResponse
-from app.llm.transport import ChatRequest, Transport, deliver
+from app.llm.openai.transport import ChatRequest, Transport, deliver
 
 __all__ = ["FunctionInfo", "FunctionModel", "ModelFunction"]
 

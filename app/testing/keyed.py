@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from app.testing.replies import Reply, coerce_reply, error
-from app.testing.server import CapturedRequest, ScriptedLLMServer
+from app.testing.scripted import CapturedRequest, ScriptedLLMServer
 
 __all__ = ["KeyFunction", "KeyedScripts", "keyed_server", "request_prompt"]
 

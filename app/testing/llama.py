@@ -27,7 +27,6 @@ import urllib.request
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 __all__ = [
@@ -298,10 +297,5 @@ class LlamaServer:
     def __enter__(self) -> LlamaServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -190,12 +189,7 @@ class RecordingProxy:
     def __enter__(self) -> RecordingProxy:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -205,12 +199,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
-
-    def do_GET(self) -> None:
-        self._forward()
-
-    def do_POST(self) -> None:
-        self._forward()
 
     def _forward(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -263,6 +251,8 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             upstream.close()
             exchange.done.set()
+
+    do_GET = do_POST = _forward
 
     def _watch_client(
         self, exchange: ProxiedExchange, upstream: http.client.HTTPConnection

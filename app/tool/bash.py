@@ -34,11 +34,12 @@ from pydantic import Field, PrivateAttr
 
 from app.exceptions import SandboxError
 from app.sandbox.environment import scrub_environment
-from app.sandbox.factory import create_sandbox
+from app.sandbox.factory import create_sandbox, describe_start_error
 from app.sandbox.processes import (
     OutputBuffer,
     PipeProtocol,
     ProcessScope,
+    any_running,
     compose_streams,
     describe_returncode,
     format_seconds,
@@ -63,7 +64,7 @@ _BUSY_POLL = 0.05
 _IDLE_POLL = 0.2
 #: After a command that left background processes, how long to watch whether they multiply
 #: up to the process limit (a fork bomb ``:(){ :|:& };:`` returns at once), so that its own
-#: result says so; the watch ends as soon as their number holds still.
+#: result says so; the watch ends as soon as their number holds still with none running.
 _SETTLE = 3.0
 _STEADY = 0.5
 #: Longest wait for a killed bomb's processes to be gone before the next shell starts.
@@ -279,9 +280,10 @@ class _Session:
 
     async def settle(self, last_job: int | None) -> bool:
         """After a command: True if processes it left in the background multiply up to the
-        limit (see ``_SETTLE``); False once their number holds still and no fork was
-        refused meanwhile. ``last_job`` is the shell's ``$!``: a new one means the command
-        started a background job (a bomb's first generation may be gone already)."""
+        limit (see ``_SETTLE``); False once their number holds still, none of them is
+        running (a loaded machine stalls a bomb too) and no fork was refused meanwhile.
+        ``last_job`` is the shell's ``$!``: a new one means the command started a background
+        job (a bomb's first generation may be gone already)."""
         guard = self._guard
         count = await asyncio.to_thread(self.scope.members)
         if count is None or guard is None:
@@ -295,10 +297,10 @@ class _Session:
                 await asyncio.wait_for(self.limit_hit.wait(), _BUSY_POLL)
             if self.limit_hit.is_set():
                 return True
-            members = await asyncio.to_thread(self.scope.members)
-            now = len(members or [])
-            if now != last:
-                steady_since = loop.time()
+            members = await asyncio.to_thread(self.scope.members) or []
+            now = len(members)
+            if now != last or await asyncio.to_thread(any_running, members):
+                steady_since = loop.time()  # a busy process may be a bomb the CPU holds back
             last = now
             hit = await asyncio.to_thread(guard.pressure) != self._pressure
             if loop.time() - steady_since >= _STEADY and not hit:
@@ -560,7 +562,8 @@ class Bash(BaseTool):
             sandbox = self.box()
             await sandbox.start()
         except OSError as exc:
-            raise _StartError(f"The workspace directory is not usable: {exc}") from exc
+            problem = describe_start_error(exc)
+            raise _StartError(problem[0].upper() + problem[1:]) from exc
         except SandboxError as exc:
             raise _StartError(f"The sandbox is not available: {exc}") from exc
         stdout = _StreamWatcher(self.max_output_chars)

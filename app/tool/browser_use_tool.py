@@ -13,14 +13,16 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from app.config_sections import BrowserSettings
+from app.config import BrowserSettings, config
 from app.exceptions import ToolError
+from app.llm import LLM
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions
 from app.tool.browser.guard import blocked_note
 from app.tool.browser.runtime import BrowserRuntime, load_browser_use
 from app.tool.browser.state import read_state
 from app.tool.declared import ToolArgs
+from app.tool.web_search import WebSearch
 
 __all__ = ["BrowserUseTool", "Context"]
 
@@ -117,8 +119,6 @@ class BrowserUseTool(BaseTool):
 
     def _settings(self) -> BrowserSettings:
         if self.settings is None:
-            from app.config import config
-
             self.settings = config.section_or_default("browser_config")
         return self.settings
 
@@ -135,15 +135,11 @@ class BrowserUseTool(BaseTool):
 
     def _get_llm(self) -> Any:
         if self.llm is None:
-            from app.llm import LLM
-
             self.llm = LLM()
         return self.llm
 
     async def _search(self, query: str) -> Any:
         if self.web_search_tool is None:
-            from app.tool.web_search import WebSearch
-
             self.web_search_tool = WebSearch()
         return await self.web_search_tool.search(query, num_results=3, rounds=1)
 

@@ -1,5 +1,5 @@
-"""Upstream's ``computer_use`` tool (mouse and keyboard on a Daytona sandbox's desktop):
-importable, but building it raises a clear "not supported" error (see :mod:`app.daytona`)."""
+"""Upstream compatibility: upstream's ``computer_use`` tool (mouse and keyboard on a Daytona
+sandbox's desktop): importable, but building it raises a clear error (see :mod:`app.daytona`)."""
 
 from __future__ import annotations
 

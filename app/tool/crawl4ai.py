@@ -1,5 +1,5 @@
-"""Upstream's ``crawl4ai`` tool (web pages as text for the model), served by our page fetcher
-(:func:`app.tool.search.fetch.fetch_page_text`) rather than the crawl4ai package.
+"""Upstream compatibility: upstream's ``crawl4ai`` tool (web pages as text for the model),
+served by our page fetcher (:func:`app.tool.search.fetch.fetch_page_text`), not crawl4ai.
 
 Same name and arguments as upstream. The difference: pages are fetched over HTTP and their
 visible text extracted; JavaScript is not run (upstream drove a headless browser). For pages
@@ -18,6 +18,7 @@ from app.exceptions import ToolError
 from app.install_hint import pip_install
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs
+from app.tool.search.fetch import fetch_page_text
 
 __all__ = ["Crawl4aiTool"]
 
@@ -61,8 +62,6 @@ class Crawl4aiTool(BaseTool):
                 f"crawl4ai needs httpx and beautifulsoup4 ({e}); install the extra: "
                 f"{pip_install('search')}"
             ) from e
-
-        from app.tool.search.fetch import fetch_page_text
 
         targets = [urls] if isinstance(urls, str) else list(urls or [])
         if not targets:

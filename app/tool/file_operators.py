@@ -1,5 +1,5 @@
-"""Upstream's file operators (read, write, test and run, on the host or in the sandbox), as
-thin adapters onto our sandboxes.
+"""Upstream compatibility: upstream's file operators (read, write, test and run, on the host
+or in the sandbox), as thin adapters onto our sandboxes.
 
 Unlike upstream, both are confined to the workspace: ``LocalFileOperator`` uses the ``local``
 backend, ``SandboxFileOperator`` the shared :data:`app.sandbox.client.SANDBOX_CLIENT` (the

@@ -33,8 +33,9 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from app.config_sections import MCPServerConfig
-from app.exceptions import MCPServerError
+from app.config import MCPServerConfig
+from app.config import config as app_config
+from app.exceptions import ConfigError, MCPServerError
 from app.logger import logger
 from app.mcp.client.connection import (
     DEFAULT_CALL_TIMEOUT,
@@ -59,7 +60,7 @@ _CUT_MARK = "… [description cut: {total} characters in all]"
 @dataclass(frozen=True, slots=True)
 class MCPLimits:
     """What servers may put in front of the model: ``[mcp]`` max_tools, max_description_chars,
-    max_schema_chars and progress_interval (see ``app.config_sections.MCPSettings``)."""
+    max_schema_chars and progress_interval (see ``app.config.MCPSettings``)."""
 
     max_tools: int = 128
     max_description_chars: int = 1024
@@ -69,7 +70,6 @@ class MCPLimits:
     @classmethod
     def from_config(cls) -> MCPLimits:
         """The loaded config's ``[mcp]`` caps; the defaults when no config is loaded."""
-        from app.config import config as app_config
 
         if not app_config.is_loaded:
             return cls()
@@ -478,9 +478,6 @@ def own_server_args(config: MCPServerConfig, features: MCPClientFeatures) -> MCP
 
 
 def _config_file() -> Path | None:
-    from app.config import config as app_config
-    from app.exceptions import ConfigError
-
     try:
         path = app_config.config_path
     except ConfigError:  # no (valid) config file: the server uses its defaults
@@ -489,8 +486,6 @@ def _config_file() -> Path | None:
 
 
 def _runs_our_server(args: list[str]) -> bool:
-    from app.config import config as app_config
-
     modules = {"app.mcp.server", app_config.section_or_default("mcp_config").server_reference}
     return any(a == "-m" and b in modules for a, b in itertools.pairwise(args))
 

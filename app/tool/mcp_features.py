@@ -21,6 +21,7 @@ from typing import Any
 from app.exceptions import OpenManusError
 from app.logger import logger, redact_registered
 from app.mcp.client.elicitation import ElicitationAnswer, describe_form, parse_answer
+from app.schema import Message
 from app.tool.ask_human import get_input_provider
 from app.tool.file_access import resolve_workspace
 
@@ -105,7 +106,6 @@ class MCPClientFeatures:
         extra: dict[str, Any] = {key: limit}
         if params.stop_sequences:
             extra["stop"] = list(params.stop_sequences)[:4]
-        from app.schema import Message
 
         system = [Message.system_message(params.system_prompt)] if params.system_prompt else None
         logger.info(f"🧠 MCP server '{server_id}' asked for a completion ({limit} tokens max)")
@@ -170,7 +170,6 @@ class MCPClientFeatures:
 
 def _to_messages(messages: list[Any]) -> list[Any]:
     """The server's conversation as our messages (text, and images as images)."""
-    from app.schema import Message
 
     if not messages:
         raise ValueError("sampling needs at least one message")

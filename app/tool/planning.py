@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal, assert_never
 
 from pydantic import Field, PrivateAttr
 
+from app.config import config
 from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs
@@ -281,8 +282,6 @@ class PlanningTool(BaseTool):
         """(steps per plan, characters per step): the fields, else ``[runflow]``'s."""
         steps, chars = self.max_steps, self.max_step_chars
         if steps is None or chars is None:
-            from app.config import config
-
             if config.is_loaded:
                 runflow = config.app_config.run_flow_config
                 default_steps, default_chars = runflow.max_plan_steps, runflow.max_step_chars

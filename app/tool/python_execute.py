@@ -1,27 +1,13 @@
 """``python_execute``: run a Python snippet in a fresh, bounded child process.
 
-Each call gets its own interpreter (the sandbox's ``python``) started in a new session, with
-the workspace as working directory. The code travels over stdin to a tiny bootstrap that
-redirects stdin to ``/dev/null`` and runs the code as ``__main__``, so nothing is written to
-disk and tracebacks point at the snippet's own lines.
-
-There is always a sandbox (``app.sandbox``: local, bubblewrap, docker; by default the one
-``app.sandbox.factory`` builds from ``[sandbox]``), and it enforces the containment:
-
-* wall-clock timeout: the whole run gets SIGTERM, then SIGKILL after a grace;
-* memory, CPU seconds and file size: rlimits set by the sandbox's launcher (per process);
-  the fields below can only tighten them;
-* number of processes: the sandbox's limit for its whole life (a cgroup, else a watchdog),
-  and this run is stopped once it reaches it;
-* leftovers: after every run (success, failure, timeout or cancellation) every process of the
-  run is killed, so background children never outlive the call.
-
-The child never inherits credentials from the environment.
+The code travels over stdin to a small bootstrap that runs it as ``__main__`` (nothing on
+disk; tracebacks point at the snippet's lines), in the sandbox (``app.sandbox``), with its
+timeout, rlimits and process limit, and no process of the run outlives the call
+(``app.sandbox.oneshot``). The child never inherits credentials from the environment.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import signal
@@ -32,15 +18,9 @@ from pydantic import Field
 
 from app.exceptions import SandboxError
 from app.sandbox.environment import scrub_environment
-from app.sandbox.factory import create_sandbox
-from app.sandbox.processes import (
-    OutputBuffer,
-    PipeProtocol,
-    compose_streams,
-    describe_returncode,
-    finish_run,
-    format_seconds,
-)
+from app.sandbox.factory import create_sandbox, describe_start_error
+from app.sandbox.oneshot import BoundedRun, run_bounded
+from app.sandbox.processes import compose_streams, describe_returncode, format_seconds
 from app.tool.base import BaseTool
 from app.tool.declared import ToolArgs
 from app.utils.sizes import format_size
@@ -182,7 +162,7 @@ class PythonExecute(BaseTool):
             sandbox = self.box()
             await sandbox.start()
         except OSError as exc:
-            return _result(f"Error: the workspace directory is not usable: {exc}", False)
+            return _result(f"Error: {describe_start_error(exc)}", False)
         except SandboxError as exc:
             return _result(f"Error: the sandbox is not available: {exc}", False)
         return await self._run(code, seconds, sandbox)
@@ -237,87 +217,30 @@ class PythonExecute(BaseTool):
         return env
 
     async def _run(self, code: str, seconds: float, sandbox: Sandbox) -> dict[str, Any]:
-        limit = self.max_output_chars
-        stdout = OutputBuffer(limit, limit // 4)
-        stderr = OutputBuffer(limit, limit // 4)
-        settings = json.dumps({"filename": _FILENAME})
         spec = sandbox.command(
-            [sandbox.python, "-c", _BOOTSTRAP, settings],
+            [sandbox.python, "-c", _BOOTSTRAP, json.dumps({"filename": _FILENAME})],
             rlimits=self._limits(seconds),
             env=self._environment(),
         )
-        loop = asyncio.get_running_loop()
-        refused = sandbox.guard.refused()
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
-                *spec.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=spec.cwd,
-                env=spec.env,
-                start_new_session=True,
+            run = await run_bounded(
+                sandbox,
+                spec,
+                timeout=seconds,
+                max_output=self.max_output_chars,
+                max_processes=self._process_limit(),
+                stdin=code.encode("utf-8", "surrogatepass"),
+                interval=self.process_check_interval,
+                grace=self.kill_grace,
             )
         except OSError as exc:
             return _result(f"Error: could not start the Python interpreter: {exc}", False)
+        success = run.stopped is None and run.returncode == 0
+        return _result(self._observation(run, seconds), success)
 
-        pid = transport.get_pid()
-        scope = sandbox.scope(pid)
-        max_processes = self._process_limit()
-        stdin = transport.get_pipe_transport(0)
-        if isinstance(stdin, asyncio.WriteTransport):
-            stdin.write(code.encode("utf-8", "surrogatepass"))
-            stdin.close()  # flushes, then closes: the bootstrap reads up to EOF
-
-        exited = asyncio.ensure_future(protocol.exited.wait())
-        watchdog = (
-            asyncio.ensure_future(scope.watch_size(max_processes, self.process_check_interval))
-            if max_processes is not None
-            else None
-        )
-        stop_reason: str | None = None
-        try:
-            waiting = {exited} if watchdog is None else {exited, watchdog}
-            done, _ = await asyncio.wait(
-                waiting, timeout=seconds, return_when=asyncio.FIRST_COMPLETED
-            )
-            if exited not in done:
-                if watchdog is not None and watchdog in done:
-                    stop_reason = "processes"
-                    scope.signal(signal.SIGKILL)
-                else:
-                    stop_reason = "timeout"
-                    await scope.terminate(protocol.exited, grace=self.kill_grace)
-            await finish_run(scope, protocol, transport)
-        except BaseException:
-            # Cancelled (or something broke): nothing of the child may survive us.
-            scope.signal(signal.SIGKILL)
-            await asyncio.shield(finish_run(scope, protocol, transport))
-            raise
-        finally:
-            for task in (exited, watchdog):
-                if task is not None:
-                    task.cancel()
-            transport.close()
-
-        if stop_reason is None and sandbox.guard.refused() > refused:
-            stop_reason = "processes"  # the kernel refused a fork: the limit was reached
-        stdout.close()
-        stderr.close()
-        returncode = sandbox.exit_status(transport.get_returncode())
-        success = stop_reason is None and returncode == 0
-        return _result(self._observation(stdout, stderr, returncode, stop_reason, seconds), success)
-
-    def _observation(
-        self,
-        stdout: OutputBuffer,
-        stderr: OutputBuffer,
-        returncode: int | None,
-        stop_reason: str | None,
-        seconds: float,
-    ) -> str:
-        out_text, err_text = compose_streams(stdout, stderr, self.max_output_chars)
+    def _observation(self, run: BoundedRun, seconds: float) -> str:
+        out_text, err_text = compose_streams(run.stdout, run.stderr, self.max_output_chars)
+        stop_reason, returncode = run.stopped, run.returncode
         parts: list[str] = []
         if stop_reason == "timeout":
             parts.append(
@@ -341,7 +264,7 @@ class PythonExecute(BaseTool):
             parts.append(f"[memory limit: {format_size(memory)} of data per process]")
         size = self._limits(seconds).get("RLIMIT_FSIZE")
         if "File too large" in err_text and size is not None:
-            parts.append(f"[file size limit: {_human_bytes(size)}]")
+            parts.append(f"[file size limit: {format_size(size)}]")
         return "\n".join(parts)
 
     def _explain(self, returncode: int | None, seconds: float) -> str:
@@ -351,7 +274,7 @@ class PythonExecute(BaseTool):
             text += f": the CPU time limit of {cpu} seconds was reached"
         elif returncode == -signal.SIGXFSZ and "RLIMIT_FSIZE" in self._limits(seconds):
             size = self._limits(seconds)["RLIMIT_FSIZE"]
-            text += f": the file size limit of {_human_bytes(size)} was reached"
+            text += f": the file size limit of {format_size(size)} was reached"
         return text
 
 
@@ -363,10 +286,3 @@ def _tighter(base: int | None, mine: int | None) -> int | None:
 
 def _result(observation: str, success: bool) -> dict[str, Any]:
     return {"observation": observation, "success": success}
-
-
-def _human_bytes(size: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            return f"{size / scale:g} {unit}"
-    return f"{size} bytes"

@@ -1,12 +1,8 @@
 """``str_replace_editor``: view, create and edit text files, confined to the workspace.
 
-Same command set and argument names as upstream, without its defects: files are written back
-exactly as edited (tabs untouched, newline style and undecodable bytes preserved), paths are
-never passed to a shell, undo really undoes a create, and every path is confined to the
-workspace plus an explicit allow-list. Files are opened beneath a descriptor of the workspace
-(``app.sandbox.files``), so a symlink swapped in by the model's own code mid-call cannot lead
-outside, and writes are atomic (temporary file, fsync, rename): a full disk leaves the old
-content whole.
+Upstream's commands and arguments, without its defects: files are written back exactly as
+edited (tabs, newline style and undecodable bytes kept), no shell, undo undoes a create, and
+every access goes beneath a descriptor of its root (``app.sandbox.files``), atomically.
 """
 
 from __future__ import annotations

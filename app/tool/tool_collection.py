@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,12 +47,7 @@ class ToolCollection:
             return await tool(**args)
         except ToolError as e:
             return ToolFailure(error=e.message)
-        except TypeError as e:
-            if _is_signature_error(e):
-                return ToolFailure(error=f"Invalid arguments for tool '{name}': {e}")
-            logger.opt(exception=e).warning(f"Tool '{name}' raised {type(e).__name__}")
-            return ToolFailure(error=f"Tool '{name}' failed: {type(e).__name__}: {e}")
-        except Exception as e:  # a tool bug must not end the agent's loop
+        except Exception as e:  # a tool bug (a TypeError included) must not end the agent's loop
             logger.opt(exception=e).warning(f"Tool '{name}' raised {type(e).__name__}")
             return ToolFailure(error=f"Tool '{name}' failed: {type(e).__name__}: {e}")
 
@@ -100,14 +94,3 @@ class ToolCollection:
                 await tool.cleanup()
             except Exception as e:
                 logger.warning(f"Cleanup of tool '{tool.name}' failed: {e}")
-
-
-#: Matched with ``re.search`` (compiled on the first failure, then cached by ``re``).
-_SIGNATURE_ERROR = (
-    r"(execute|__call__)\(\) (got an unexpected keyword argument|missing \d+ required)"
-)
-
-
-def _is_signature_error(error: TypeError) -> bool:
-    """True when the model's arguments did not fit the tool's signature (not a bug inside it)."""
-    return bool(re.search(_SIGNATURE_ERROR, str(error)))

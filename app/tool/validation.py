@@ -1,29 +1,13 @@
-"""Checking a tool call's arguments against a JSON schema that comes from outside.
+"""Checking a tool call's arguments against a JSON schema that comes from outside (an MCP
+server's ``inputSchema``, a hand-written ``parameters``); tools declared in Python use their
+pydantic model (``app.tool.declared``).
 
-Tools declared in Python check their calls with their pydantic arguments model
-(``app.tool.declared``). A schema written as a dict (an MCP server's ``inputSchema``, or a
-user's tool with a hand-written ``parameters``) is the one declaration of its tool: it is sent
-to the model unchanged and compiled once, here, into a validator.
-
-What is checked: ``type`` (one name or a list, ``null`` included), ``enum``, ``const``,
-``properties``, ``required``, ``additionalProperties``, ``items``, ``anyOf``/``oneOf``/
-``allOf``, local ``$ref``, ``minimum``/``maximum`` (and the exclusive forms),
-``minLength``/``maxLength`` and ``minItems``/``maxItems``. Every other keyword (``format``,
-``pattern``, ``dependencies``...) is ignored, never a reason to reject a call.
-
-Policy (documented in docs/agents.md, "Arguments are checked before the tool runs"):
-
-* An object that declares ``properties`` is closed unless ``additionalProperties`` (or
-  ``patternProperties``) allows more: an unknown argument is an error, not silently dropped.
-* Lossless coercion only, as pydantic's lax mode: ``"5"`` -> ``5`` for an integer, ``5.0`` ->
-  ``5``, ``"2.5"`` -> ``2.5`` for a number, ``"true"``/``"false"`` for a boolean, and a string
-  holding JSON for an array or object. A number is never turned into a string.
-* ``null`` for an optional property that does not allow null means "not given": the key is
-  left out so the tool's default applies.
-
-All problems of a call are reported at once, each naming the parameter, what was expected and
-what came. Checking never recurses deeper than the schema does (and at most ``MAX_DEPTH``
-levels for recursive schemas), so no argument can make it raise ``RecursionError``.
+Checked: ``type``, ``enum``, ``const``, ``properties``, ``required``,
+``additionalProperties``, ``items``, ``anyOf``/``oneOf``/``allOf``, local ``$ref``, numeric
+bounds, lengths and item counts; other keywords never reject a call. The policy (closed
+objects, lossless coercion, ``null`` as "not given") is in docs/agents.md, "Arguments are
+checked before the tool runs". All problems are reported at once, and recursion is bounded
+by ``MAX_DEPTH``.
 """
 
 from __future__ import annotations
@@ -162,6 +146,25 @@ class _Problems:
 _MISSING = object()
 
 
+def _sized(
+    value: Any,
+    size: int,
+    low: int | None,
+    high: int | None,
+    unit: str,
+    path: _Path,
+    problems: _Problems,
+) -> Any:
+    """``value``, or ``_MISSING`` after recording that its ``size`` is out of bounds."""
+    if low is not None and size < low:
+        problems.add(path, f"expected at least {low} {unit}, got {size}")
+    elif high is not None and size > high:
+        problems.add(path, f"expected at most {high} {unit}, got {size}")
+    else:
+        return value
+    return _MISSING
+
+
 class _Node:
     """One compiled schema: ``check`` returns the (possibly coerced) value, or ``_MISSING``
     after recording why the value does not fit."""
@@ -283,15 +286,9 @@ class _Node:
         return value
 
     def _check_any_of(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
-        for node in self.any_of:  # first a branch that takes the value as it is...
-            if node.types is None or _json_type(value) in node.types:
-                trial = _Problems()
-                result = node.check(value, path, trial, depth + 1)
-                if result is not _MISSING:
-                    return result
-        for node in self.any_of:  # ...then any branch, coercing
-            trial = _Problems()
-            result = node.check(value, path, trial, depth + 1)
+        kind = _json_type(value)  # branches that take the value as it is before coercing ones
+        for node in sorted(self.any_of, key=lambda n: n.types is not None and kind not in n.types):
+            result = node.check(value, path, _Problems(), depth + 1)
             if result is not _MISSING:
                 return result
         problems.add(path, f"expected {self.describe()}, got {describe_value(value)}")
@@ -310,23 +307,15 @@ class _Node:
         return value
 
     def _check_length(self, value: str, path: _Path, problems: _Problems) -> Any:
-        if self.min_len is not None and len(value) < self.min_len:
-            problems.add(path, f"expected at least {self.min_len} characters, got {len(value)}")
-            return _MISSING
-        if self.max_len is not None and len(value) > self.max_len:
-            problems.add(path, f"expected at most {self.max_len} characters, got {len(value)}")
-            return _MISSING
-        return value
+        return _sized(value, len(value), self.min_len, self.max_len, "characters", path, problems)
 
     def _check_array(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
         if depth >= MAX_DEPTH and self.items is not None:
             return _too_deep(path, problems)
-        size = len(value)
-        if self.min_items is not None and size < self.min_items:
-            problems.add(path, f"expected at least {self.min_items} items, got {size}")
-            return _MISSING
-        if self.max_items is not None and size > self.max_items:
-            problems.add(path, f"expected at most {self.max_items} items, got {size}")
+        if (
+            _sized(value, len(value), self.min_items, self.max_items, "items", path, problems)
+            is _MISSING
+        ):
             return _MISSING
         items = self.items
         if items is None:

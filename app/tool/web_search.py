@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.config_sections import SearchSettings
+from app.config import SearchSettings, config
 from app.exceptions import ToolError
 from app.logger import logger
 from app.tool.base import BaseTool, ToolResult
@@ -93,8 +93,6 @@ class WebSearch(BaseTool):
 
     def _settings(self) -> SearchSettings:
         if self.settings is None:
-            from app.config import config
-
             self.settings = config.section_or_default("search_config")
         return self.settings
 

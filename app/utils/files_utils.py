@@ -1,4 +1,4 @@
-"""Upstream's file-listing filters and workspace-path helper (used by its Daytona tools)."""
+"""Upstream compatibility: upstream's file-listing filters and workspace-path helper."""
 
 from __future__ import annotations
 

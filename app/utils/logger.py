@@ -1,5 +1,5 @@
-"""Upstream's second logger (structlog, for its Daytona code): here the one logger of
-:mod:`app.logger`, so everything logs the same way with secrets redacted."""
+"""Upstream compatibility: upstream's second logger (structlog, for its Daytona code) is the
+one logger of :mod:`app.logger`, so everything logs the same way with secrets redacted."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """The page's file browser: list, read and upload beneath one session's workspace.
 
-Every path goes through the editor's policy (``FileAccessPolicy.locate``): it is resolved
-once for a clear message, then opened relative to a descriptor of the workspace without
-following links, so neither ``..``, an absolute path, a NUL byte nor a symlink the model
-planted can reach outside. Absolute paths are refused outright here: the page only ever
-sends paths relative to the workspace. Uploads go through the one confined writer
-(:meth:`ConfinedPath.open_atomic`): streamed to a temporary file beside the target and renamed
-into place; past the size limit the upload is aborted and removed.
+Every path goes through the editor's policy (``FileAccessPolicy.locate``, opened beneath the
+workspace's descriptor, no link followed); the page only sends relative paths, so absolute ones
+are refused here. Uploads stream through :meth:`ConfinedPath.open_atomic` and are aborted and
+removed past the size limit.
 """
 
 from __future__ import annotations
@@ -78,9 +75,7 @@ class Workspace:
             raise FileProblem(403, f"{text!r} leaves the workspace ('..' is not allowed).")
         try:
             return self.policy.locate(text)
-        except PathChangedError as e:
-            raise FileProblem(403, str(e)) from e
-        except ToolError as e:
+        except ToolError as e:  # outside the workspace, or a link on the way
             raise FileProblem(403, str(e)) from e
 
     def relative(self, located: ConfinedPath) -> str:

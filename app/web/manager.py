@@ -10,6 +10,8 @@ from typing import Any
 
 from app.exceptions import SessionBusyError, SessionError
 from app.logger import logger
+from app.session import SessionStore
+from app.session.files import open_session_dir, read_file
 from app.web.eventlog import redact_tree
 from app.web.session import Mode, WebSession, history_entries
 
@@ -28,8 +30,6 @@ class SessionManager:
     session files together in ``root/.sessions`` where no session's tools can reach them."""
 
     def __init__(self, root: Path, *, options: dict[str, Any] | None = None) -> None:
-        from app.session import SessionStore
-
         self.root = root
         self.options = dict(options or {})
         self.store = SessionStore(root / ".sessions")
@@ -141,8 +141,6 @@ class SessionManager:
 
 
 def _read_raw(path: Path) -> bytes:
-    from app.session.files import open_session_dir, read_file
-
     with open_session_dir(path.parent, create=False) as dir_fd:
         if dir_fd is None:
             return b""

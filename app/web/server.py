@@ -37,6 +37,8 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from app import __version__
+from app.config import config
 from app.exceptions import SessionBusyError, SessionError
 from app.logger import logger
 from app.web.agui import AguiInputError, AguiTranslator, parse_run_input
@@ -177,9 +179,6 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
             raise ApiError(400, str(e)) from None
 
     async def info(request: Request) -> Response:
-        from app import __version__
-        from app.config import config
-
         settings = config.llm.get("default")
         return JSONResponse(
             {

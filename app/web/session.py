@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from app.agent.data_analysis import DataAnalysis
+from app.agent.manus import Manus
+from app.config import config
 from app.events import (
     Event,
     PlanChanged,
@@ -31,6 +34,10 @@ from app.events import (
     ToolResultEvent,
     UsageReport,
 )
+from app.flow.base import FlowType
+from app.flow.factory import FlowFactory
+from app.llm.context import llm_scope
+from app.llm.usage import Usage
 from app.logger import logger
 from app.web.eventlog import EventLog, decode_image, redact_tree, render_event
 
@@ -99,7 +106,6 @@ class WebSession:
 
     async def build(self) -> None:
         """Create the agent (or the flow and its agents), answering questions through us."""
-        from app.agent.manus import Manus
 
         self.workspace.mkdir(parents=True, exist_ok=True)
         kwargs: dict[str, Any] = {"workspace": self.workspace}
@@ -108,12 +114,7 @@ class WebSession:
         manus = await Manus.create(**kwargs)
         self.agents = {"manus": manus}
         if self.mode == "flow":
-            from app.flow.base import FlowType
-            from app.flow.factory import FlowFactory
-
             if self.options.get("data_analysis"):
-                from app.agent.data_analysis import DataAnalysis
-
                 self.agents["data_analysis"] = DataAnalysis(**kwargs)
             flow = FlowFactory.create_flow(
                 FlowType.PLANNING, self.agents, timeout=self.options.get("flow_timeout", 3600.0)
@@ -136,8 +137,6 @@ class WebSession:
             if helper is not None and hasattr(helper, "on_state"):
                 helper.on_state = self._on_browser_state
         if manus.llm is not None:
-            from app.config import config
-
             self.model = manus.llm.model
             name = manus.llm.config_name
             self.profile = name if config.is_loaded and name in config.llm else "default"
@@ -266,9 +265,6 @@ class WebSession:
         self.runner = asyncio.create_task(self._run(prompt), name=f"web-task-{self.id}")
 
     async def _run(self, prompt: str | None) -> None:
-        from app.llm.context import llm_scope
-        from app.llm.usage import Usage
-
         self.state = "running"
         self._stopping = False
         self.task_usage, self.task_cost = Usage(), None

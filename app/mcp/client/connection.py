@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Awaitable, Callable
 from typing import IO, Any, TextIO
 
-from app.config_sections import MCPServerConfig
+from app.config import MCPServerConfig
 from app.exceptions import MCPServerError, ToolError
 from app.logger import logger
 

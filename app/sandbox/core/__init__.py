@@ -1,3 +1,3 @@
-"""Upstream's ``app.sandbox.core`` module paths, mapped onto :mod:`app.sandbox`."""
+"""Upstream compatibility: upstream's ``app.sandbox.core`` paths, on :mod:`app.sandbox`."""
 
 __all__: list[str] = []

@@ -1,5 +1,5 @@
-"""Upstream's sandbox exceptions: the ones in :mod:`app.exceptions`, plus the error for a full
-:class:`~app.sandbox.core.manager.SandboxManager` (a ``RuntimeError`` too, as upstream raised)."""
+"""Upstream compatibility: upstream's sandbox exceptions (ours, in :mod:`app.exceptions`), and
+the error of a full :class:`~app.sandbox.core.manager.SandboxManager` (also a ``RuntimeError``)."""
 
 from app.exceptions import SandboxError, SandboxResourceError, SandboxTimeoutError
 

@@ -1,4 +1,4 @@
-"""Upstream's ``SandboxManager``: several sandboxes by id, at most ``max_sandboxes`` at once.
+"""Upstream compatibility: ``SandboxManager``, sandboxes by id, at most ``max_sandboxes``.
 
 Each sandbox is upstream's :class:`~app.sandbox.core.sandbox.DockerSandbox` (a container),
 unless its settings name another ``backend``. A sandbox unused for ``idle_timeout`` seconds is
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings
 from app.logger import logger
 from app.sandbox.client import UpstreamSandbox, open_sandbox
 from app.sandbox.core.exceptions import SandboxLimitError

@@ -1,4 +1,4 @@
-"""Upstream's ``DockerSandbox``: one container per sandbox, with upstream's interface.
+"""Upstream compatibility: ``DockerSandbox``, one container per sandbox, upstream's interface.
 
 ``await DockerSandbox(config, volume_bindings).create()`` starts a container of
 ``config.image`` with the memory and CPU limits, the network switch and the bind mounts
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Self
 
-from app.config_sections import SandboxSettings
+from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError
 from app.sandbox.archive import MAX_ARCHIVE_BYTES, make_tar, safe_extract
 from app.sandbox.client import UpstreamSandbox, copy_out
@@ -163,26 +163,17 @@ class DockerSandbox(UpstreamSandbox):
         if code != 0:
             raise SandboxError(f"cannot create {directory}: {err.decode(errors='replace').strip()}")
 
-    def _owner(self) -> tuple[int, int]:
-        uid, gid = self.sandbox.user.split(":")
-        return int(uid), int(gid)
-
     async def write_file(self, path: str, content: str) -> None:
         """Write a file in the container (parents created) as the container's user: written
         by ``cat`` inside, so the container's own rules apply (a read-only root, ``/tmp``)."""
         self._require()
         resolved = self._safe_resolve_path(path)
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-        code, err = await asyncio.to_thread(
-            self._exec_with_input, ["sh", "-c", script, "sh", resolved], content.encode("utf-8")
+        code, _, err = await asyncio.to_thread(
+            self._exec_io, ["sh", "-c", script, "sh", resolved], content.encode("utf-8")
         )
         if code != 0:
             raise SandboxError(f"Failed to write {path}: {err.strip()}")
-
-    def _exec_with_input(self, argv: list[str], data: bytes) -> tuple[int, str]:
-        """Run ``argv`` in the container with ``data`` on its stdin: (exit code, stderr)."""
-        code, _, errors = self._exec_io(argv, data)
-        return code, errors
 
     def _exec_io(
         self, argv: list[str], data: bytes = b"", max_output: int = 0
@@ -289,8 +280,8 @@ class DockerSandbox(UpstreamSandbox):
         await self._make_dirs(parent)
         data = await asyncio.to_thread(make_tar, source, posixpath.basename(resolved))
         script = 'command -v tar >/dev/null || exit 127; tar -x --no-same-owner -f - -C "$1"'
-        code, err = await asyncio.to_thread(
-            self._exec_with_input, ["sh", "-c", script, "sh", parent], data
+        code, _, err = await asyncio.to_thread(
+            self._exec_io, ["sh", "-c", script, "sh", parent], data
         )
         if code == 127:
             await self._put_archive(parent, data, dst_path)

@@ -1,4 +1,4 @@
-"""Upstream's interactive Docker terminal: a persistent ``bash`` session inside a container.
+"""Upstream compatibility: the interactive Docker terminal, one ``bash`` session in a container.
 
 ``AsyncDockerizedTerminal(container, working_dir, env_vars, default_timeout)`` keeps one shell
 open (``cd`` and exported variables carry over between commands) and returns each command's

@@ -78,23 +78,20 @@ class BrowserActions:
             url = await self.session.get_current_page_url()
         except Exception:  # no page yet
             return
-        if not url:
+        server = own_server(url) if url else None
+        if server is None and not (url and is_blocked(url)):
             return
-        server = own_server(url)
+        with contextlib.suppress(Exception):
+            await self._event(self.bu.events.NavigateToUrlEvent(url="about:blank"))
         if server is not None:
-            with contextlib.suppress(Exception):
-                await self._event(self.bu.events.NavigateToUrlEvent(url="about:blank"))
             raise ToolError(
                 f"The page went to {url[:200]!r}, which is this program's own {server.label}; "
                 "the browser may not open it, so the page was closed."
             )
-        if is_blocked(url):
-            with contextlib.suppress(Exception):
-                await self._event(self.bu.events.NavigateToUrlEvent(url="about:blank"))
-            raise ToolError(
-                f"The page went to {url[:200]!r}, a local address the browser may not show; it "
-                "was closed. Only web pages (http, https) can be opened."
-            )
+        raise ToolError(
+            f"The page went to {url[:200]!r}, a local address the browser may not show; it "
+            "was closed. Only web pages (http, https) can be opened."
+        )
 
     # ---- helpers ---------------------------------------------------------------------------
 

@@ -1,22 +1,11 @@
 """Local addresses refused inside the browser itself, for every page, frame and request.
 
-``urls.check_url`` refuses ``file:`` URLs the model asks for, and the tool leaves a local
-page after each action; this guard closes what a page could do on its own in between: an
-``<iframe src="file://...">``, ``fetch("file://...")``, a script setting ``location``. It
-uses CDP's ``Fetch`` domain on the browser target (so it covers every tab, popup and frame,
-including ones opened later): requests for ``file:`` and ``filesystem:`` addresses are paused
-and failed with ``BlockedByClient`` before anything is read from disk. Chromium already
-refuses most of these while web security is on; the guard is what still holds with
-``disable_security = true`` (checked against headless Chromium in tests/test_browser_tool.py).
-
-It also fails every request that would reach this program's own servers (the web UI, the MCP
-server over HTTP; ``app.own_servers``): subrequests, frames, ``fetch``, and redirects from a
-page the browser may open. Only requests to a registered server's port are paused (the
-patterns follow the registry as servers start and stop), and each is checked by address,
-resolving names as the browser would.
-
-A managed-policy ``URLBlocklist`` would do the same, but Chromium on Linux reads policies
-only from ``/etc/chromium/policies``, shared by every Chromium on the host, so it is not used.
+``urls.check_url`` covers what the model asks for; this covers what a page does on its own
+(an ``<iframe src="file://...">``, ``fetch``, a redirect). Through CDP's ``Fetch`` domain on
+the browser target (every tab, popup and frame), ``file:``/``filesystem:`` requests and
+requests to this program's own servers (``app.own_servers``, checked by resolved address)
+are failed with ``BlockedByClient``; it still holds with ``disable_security = true``. A
+``URLBlocklist`` policy is not used: on Linux Chromium reads it host-wide from ``/etc``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -285,11 +284,6 @@ class ChromiumProcess:
             waiter.cancel()
         if remove_directory:
             await asyncio.to_thread(shutil.rmtree, self.directory, True)
-
-    def kill_now(self) -> None:
-        """SIGKILL the group at once (used when the event loop is going away)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def _drop_to(user: tuple[int, int] | None) -> dict[str, Any]:

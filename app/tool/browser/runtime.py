@@ -16,8 +16,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from app.config_sections import BrowserSettings
+from app.config import BrowserSettings
 from app.exceptions import ToolError
+from app.install_hint import pip_install
 from app.logger import logger
 from app.tool.browser.guard import LocalRequestGuard
 from app.tool.browser.launcher import ChromiumProcess, find_chromium, private_dir
@@ -62,8 +63,6 @@ def _do_import() -> SimpleNamespace:
         from browser_use.dom.markdown_extractor import extract_clean_markdown
         from browser_use.tools.service import Tools
     except ImportError as e:
-        from app.install_hint import pip_install
-
         raise ToolError(
             f"The browser is not installed ({e}). Install the extra: {pip_install('browser')}"
         ) from e

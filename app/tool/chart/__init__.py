@@ -5,26 +5,8 @@
 imported only when a chart is drawn; it comes with the ``data`` extra.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from app._lazy import lazy_getattr
-
-if TYPE_CHECKING:
-    from app.tool.chart.render import render_chart
-    from app.tool.chart.spec import ChartSpec, Table
-    from app.tool.chart.tools import DataVisualization, VisualizationPrepare
+from app.tool.chart.render import render_chart
+from app.tool.chart.spec import ChartSpec, Table
+from app.tool.chart.tools import DataVisualization, VisualizationPrepare
 
 __all__ = ["ChartSpec", "DataVisualization", "Table", "VisualizationPrepare", "render_chart"]
-
-_LOCATIONS = {
-    "ChartSpec": "app.tool.chart.spec",
-    "Table": "app.tool.chart.spec",
-    "render_chart": "app.tool.chart.render",
-    "DataVisualization": "app.tool.chart.tools",
-    "VisualizationPrepare": "app.tool.chart.tools",
-}
-
-
-__getattr__ = lazy_getattr(__name__, _LOCATIONS)

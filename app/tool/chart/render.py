@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import importlib.util
 import io
 import itertools
 import math
@@ -66,8 +67,6 @@ class ChartFiles:
 
 
 def matplotlib_available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("matplotlib") is not None
 
 

@@ -1,15 +1,8 @@
-"""The chart tools of the data-analysis agent (upstream names and parameters).
-
-* ``visualization_preparation``: runs Python that cleans data into CSV files and writes a JSON
-  file listing the charts to draw (upstream's two-step workflow).
-* ``data_visualization``: draws the charts listed in that JSON file, or given inline, into
-  ``<workspace>/visualization/`` as PNG and/or HTML and returns the saved paths. Upstream
-  drove a Node toolchain; we draw with matplotlib.
-
-Sandboxed code can write that folder, so charts are drawn in memory and saved through the one
-confined writer (:func:`app.sandbox.files.write_confined`): created beneath the workspace by
-descriptor, no link followed, atomic. A link planted there is refused with a tool error that
-names it, and the reply names the real path of every file saved.
+"""The chart tools of the data-analysis agent (upstream names and parameters):
+``visualization_preparation`` runs Python that writes CSV files and a JSON list of charts;
+``data_visualization`` draws them with matplotlib (upstream drove Node) into
+``<workspace>/visualization/``. Sandboxed code can write that folder, so charts are drawn in
+memory and saved through the one confined writer (:func:`app.sandbox.files.write_confined`).
 """
 
 from __future__ import annotations
@@ -110,10 +103,6 @@ class DataVisualization(BaseTool):
     #: Upstream's field (its insights came from a model); accepted so code passing ``llm=``
     #: keeps working, unused because our insights are computed from the data.
     llm: Any = Field(default=None, exclude=True)
-
-    @property
-    def output_dir(self) -> Path:
-        return resolve_workspace(self.workspace) / self.output_dir_name
 
     async def execute(
         self,

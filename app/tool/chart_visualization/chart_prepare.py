@@ -1,4 +1,4 @@
-"""Upstream's module path for ``VisualizationPrepare`` (ours: :mod:`app.tool.chart.tools`)."""
+"""Upstream compatibility: upstream's path of ``VisualizationPrepare`` (ours: ``tool.chart``)."""
 
 from app.tool.chart.tools import VisualizationPrepare
 

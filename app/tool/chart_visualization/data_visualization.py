@@ -1,4 +1,4 @@
-"""Upstream's module path for ``DataVisualization`` (ours: :mod:`app.tool.chart.tools`)."""
+"""Upstream compatibility: upstream's path of ``DataVisualization`` (ours: ``app.tool.chart``)."""
 
 from app.tool.chart.tools import DataVisualization
 

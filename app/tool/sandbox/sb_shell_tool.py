@@ -1,5 +1,5 @@
-"""Upstream's ``sandbox_shell`` tool (a shell inside a Daytona sandbox): building it raises a
-clear "not supported" error (see :mod:`app.daytona`)."""
+"""Upstream compatibility: upstream's ``sandbox_shell`` tool (a shell inside a Daytona sandbox):
+building it raises a clear "not supported" error (see :mod:`app.daytona`)."""
 
 from __future__ import annotations
 

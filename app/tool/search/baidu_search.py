@@ -1,4 +1,4 @@
-"""Upstream's module path for the Baidu engine (ours: :mod:`app.tool.search.baidu`)."""
+"""Upstream compatibility: upstream's path of the Baidu engine (ours: ``search.baidu``)."""
 
 from app.tool.search.baidu import BaiduSearchEngine
 

@@ -6,6 +6,7 @@ overridable ``base_url`` (so it can be aimed at a self-hosted instance or a loca
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel
@@ -69,9 +70,37 @@ class WebSearchEngine:
     ) -> list[SearchItem]:
         raise NotImplementedError
 
+    def _results(
+        self,
+        html: str,
+        blocks: str,
+        link: str,
+        descriptions: tuple[str, ...],
+        unwrap: Callable[[str], str] = str,
+    ) -> list[SearchItem]:
+        """One hit per result block: its first ``link``, the first of ``descriptions`` found;
+        a URL already listed is skipped."""
+        from bs4 import BeautifulSoup  # the search extra
+
+        items: list[SearchItem] = []
+        for block in BeautifulSoup(html, "html.parser").select(blocks):
+            anchor = block.select_one(link)
+            url = unwrap(link_target(anchor)) if anchor is not None else ""
+            if anchor is None or not url or any(item.url == url for item in items):
+                continue
+            desc = next(filter(None, map(block.select_one, descriptions)), None)
+            items.append(
+                SearchItem(
+                    title=clean_text(anchor.get_text(" ")),
+                    url=url,
+                    description=clean_text(desc.get_text(" ")) if desc else "",
+                )
+            )
+        return items
+
     async def _get_text(self, client: Any, method: str, path: str, **kwargs: Any) -> str:
         """The response body; HTTP errors and transport failures become ``SearchEngineError``."""
-        import httpx
+        import httpx  # the search extra
 
         headers = {"User-Agent": self.user_agent, **kwargs.pop("headers", {})}
         try:

@@ -6,7 +6,7 @@ import base64
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from app.tool.search.base import SearchItem, WebSearchEngine, clean_text, link_target
+from app.tool.search.base import SearchItem, WebSearchEngine
 
 __all__ = ["BingSearchEngine"]
 
@@ -32,26 +32,7 @@ class BingSearchEngine(WebSearchEngine):
     async def search(
         self, client: Any, query: str, *, num_results: int, lang: str, country: str
     ) -> list[SearchItem]:
-        from bs4 import BeautifulSoup
-
-        html = await self._get_text(
-            client,
-            "GET",
-            "/search",
-            params={"q": query, "count": num_results, "setlang": lang, "cc": country},
-        )
-        soup = BeautifulSoup(html, "html.parser")
-        items: list[SearchItem] = []
-        for block in soup.select("li.b_algo"):
-            link = block.select_one("h2 a[href]")
-            if link is None:
-                continue
-            desc = block.select_one("div.b_caption p") or block.select_one("p")
-            items.append(
-                SearchItem(
-                    title=clean_text(link.get_text(" ")),
-                    url=_unwrap(link_target(link)),
-                    description=clean_text(desc.get_text(" ")) if desc else "",
-                )
-            )
+        params = {"q": query, "count": num_results, "setlang": lang, "cc": country}
+        html = await self._get_text(client, "GET", "/search", params=params)
+        items = self._results(html, "li.b_algo", "h2 a[href]", ("div.b_caption p", "p"), _unwrap)
         return items[:num_results]

@@ -1,5 +1,5 @@
-"""Upstream's module path for the Bing engine (ours: :mod:`app.tool.search.bing`), with its
-module constants derived from ours."""
+"""Upstream compatibility: upstream's path of the Bing engine (ours: ``app.tool.search.bing``),
+with its module constants derived from ours."""
 
 from app.tool.search.base import USER_AGENT
 from app.tool.search.bing import BingSearchEngine

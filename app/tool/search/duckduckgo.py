@@ -5,13 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from app.tool.search.base import (
-    SearchEngineError,
-    SearchItem,
-    WebSearchEngine,
-    clean_text,
-    link_target,
-)
+from app.tool.search.base import SearchEngineError, SearchItem, WebSearchEngine
 
 __all__ = ["DuckDuckGoSearchEngine"]
 
@@ -32,27 +26,12 @@ class DuckDuckGoSearchEngine(WebSearchEngine):
     async def search(
         self, client: Any, query: str, *, num_results: int, lang: str, country: str
     ) -> list[SearchItem]:
-        from bs4 import BeautifulSoup
-
         html = await self._get_text(
             client, "POST", "/html/", data={"q": query, "kl": f"{country}-{lang}".lower()}
         )
-        soup = BeautifulSoup(html, "html.parser")
-        items: list[SearchItem] = []
-        for block in soup.select("div.result"):
-            if "result--ad" in (block.get("class") or []):
-                continue
-            link = block.select_one("a.result__a[href]")
-            if link is None:
-                continue
-            desc = block.select_one(".result__snippet")
-            items.append(
-                SearchItem(
-                    title=clean_text(link.get_text(" ")),
-                    url=_unwrap(link_target(link)),
-                    description=clean_text(desc.get_text(" ")) if desc else "",
-                )
-            )
+        items = self._results(
+            html, "div.result:not(.result--ad)", "a.result__a[href]", (".result__snippet",), _unwrap
+        )
         if not items and "anomaly" in html.lower():
             raise SearchEngineError("DuckDuckGo flagged the query as automated traffic")
         return items[:num_results]

@@ -1,4 +1,4 @@
-"""Upstream's module path for the DuckDuckGo engine (ours: :mod:`app.tool.search.duckduckgo`)."""
+"""Upstream compatibility: upstream's path of the DuckDuckGo engine (ours: ``duckduckgo``)."""
 
 from app.tool.search.duckduckgo import DuckDuckGoSearchEngine
 

@@ -15,7 +15,7 @@ _NOISE = ("script", "style", "noscript", "nav", "header", "footer", "aside", "fo
 
 def html_to_text(html: str) -> str:
     """Visible text of an HTML page: scripts, styles and navigation removed, blank lines folded."""
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup  # the search extra
 
     soup = BeautifulSoup(html, "html.parser")
     for tag in soup(_NOISE):
@@ -28,7 +28,7 @@ async def fetch_page_text(
     client: Any, url: str, *, timeout: float, max_bytes: int = MAX_BYTES, max_chars: int = MAX_CHARS
 ) -> str:
     """The page's text (HTML stripped), at most ``max_chars``; raises ``ValueError`` on failure."""
-    import httpx
+    import httpx  # the search extra
 
     body = bytearray()
     try:

@@ -35,7 +35,7 @@ class GoogleSearchEngine(WebSearchEngine):
     async def search(
         self, client: Any, query: str, *, num_results: int, lang: str, country: str
     ) -> list[SearchItem]:
-        from bs4 import BeautifulSoup
+        from bs4 import BeautifulSoup  # the search extra
 
         html = await self._get_text(
             client,

@@ -1,4 +1,4 @@
-"""Upstream's module path for the Google engine (ours: :mod:`app.tool.search.google`)."""
+"""Upstream compatibility: upstream's path of the Google engine (ours: ``search.google``)."""
 
 from app.tool.search.google import GoogleSearchEngine
 

@@ -167,7 +167,7 @@ class StreamAssembler:
 
 def _stream_error(detail: Any, model: str) -> LLMError:
     """An ``error`` event inside a stream (llama.cpp reports a context overflow this way)."""
-    from app.llm.errors import error_from_response
+    from app.llm.openai.errors import error_from_response
 
     code = detail.get("code") if isinstance(detail, dict) else None
     if isinstance(code, int) and not isinstance(code, bool) and 400 <= code <= 599:

@@ -2,8 +2,8 @@
 versions), or wherever a profile sets ``transport = "openai"``.
 
 The body is sent ready-made through the SDK client's ``post``; the SDK's exceptions are
-translated into ours here (``app.llm.errors.translate_error``). The openai package is imported
-on the first request.
+translated into ours here (``app.llm.openai.errors.translate_error``). The openai package is
+imported on the first request.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 from urllib.parse import quote
 
 from app.exceptions import LLMConnectionError, LLMError, LLMTimeoutError
-from app.llm.errors import translate_error
-from app.llm.http_transport import decode_completion, finish_stream
-from app.llm.streaming import StreamAssembler
-from app.llm.transport import ChatRequest, NoStream, Transport, deliver
+from app.llm.openai.errors import translate_error
+from app.llm.openai.http_transport import decode_completion, finish_stream
+from app.llm.openai.streaming import StreamAssembler
+from app.llm.openai.transport import ChatRequest, NoStream, Transport, deliver
 
 __all__ = ["OpenAITransport"]
 

@@ -1,8 +1,10 @@
 """What sits under an ``LLM``: a transport takes one ready chat request and gives back the
-completion body. Everything else (retries, rate limits, recording) wraps a transport.
+completion body. Retries, the rate-limit gate, the timer and recording are around each of
+its attempts (``app.llm.openai.exchange``).
 
-Transports: :class:`app.llm.http_transport.HttpTransport` (plain HTTP with httpx2, the default),
-:class:`app.llm.sdk_transport.OpenAITransport` (the openai SDK, for Azure or on request) and
+Transports: :class:`app.llm.openai.http_transport.HttpTransport` (plain HTTP with httpx2, the
+default),
+:class:`app.llm.openai.sdk_transport.OpenAITransport` (the openai SDK, for Azure or on request) and
 :class:`app.testing.FunctionModel` (in process, for unit tests). A streamed request hands each
 piece of text to ``on_delta`` as it arrives and still returns the whole answer, reassembled in
 the shape of a non-streamed completion, so there is one path above the transport.
@@ -11,21 +13,21 @@ the shape of a non-streamed completion, so there is one path above the transport
 from __future__ import annotations
 
 import inspect
-import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.llm.context import RequestGate, RequestTimer
 from app.llm.model import DeltaCallback
+
+if TYPE_CHECKING:
+    from app.config import LLMSettings
 
 __all__ = [
     "ChatRequest",
     "DeltaCallback",
-    "GatedTransport",
     "NoStream",
-    "TimedTransport",
     "Transport",
     "deliver",
+    "transport_for",
 ]
 
 
@@ -71,38 +73,6 @@ class Transport:
         """Release connections (optional: they are also released at exit)."""
 
 
-class GatedTransport(Transport):
-    """Awaits a gate (e.g. the batch runner's shared rate limit) before every attempt."""
-
-    def __init__(self, inner: Transport, gate: RequestGate) -> None:
-        self.inner = inner
-        self.gate = gate
-        self.name = inner.name
-        self.endpoint = inner.endpoint
-
-    async def send(self, request: ChatRequest) -> dict[str, Any]:
-        await self.gate()
-        return await self.inner.send(request)
-
-
-class TimedTransport(Transport):
-    """Reports each attempt's time on the wire (send to the end of the answer, failures
-    included) to a timer, e.g. the real-model bench separating model time from ours."""
-
-    def __init__(self, inner: Transport, timer: RequestTimer) -> None:
-        self.inner = inner
-        self.timer = timer
-        self.name = inner.name
-        self.endpoint = inner.endpoint
-
-    async def send(self, request: ChatRequest) -> dict[str, Any]:
-        start = time.perf_counter()
-        try:
-            return await self.inner.send(request)
-        finally:
-            self.timer(time.perf_counter() - start)
-
-
 async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
     """Hand ``text`` to ``on_delta`` (sync or async) when both are there."""
     if on_delta is None or not text:
@@ -110,3 +80,26 @@ async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
     outcome = on_delta(text)
     if inspect.isawaitable(outcome):
         await outcome
+
+
+def transport_for(settings: LLMSettings) -> Transport:
+    """The profile's transport: the openai SDK for Azure or ``transport = "openai"``, else
+    plain HTTP (each imported on first use: the SDK alone costs ~0.3 s)."""
+    if settings.api_type == "azure" or settings.transport == "openai":
+        from app.llm.openai.sdk_transport import OpenAITransport
+
+        return OpenAITransport(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            model=settings.model,
+            azure=settings.api_type == "azure",
+            api_version=settings.api_version,
+            timeout=settings.timeout,
+        )
+    from app.llm.openai.http_transport import HttpTransport
+
+    return HttpTransport(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        max_connections=settings.max_concurrent_requests,
+    )

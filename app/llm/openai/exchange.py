@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.exceptions import (
     ContextWindowExceededError,
@@ -31,21 +31,19 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.context import request_gate, request_timer
-from app.llm.messages import Completion, parse_completion
-from app.llm.profiles import transport_for
-from app.llm.recording import TapedTransport, active_tape
-from app.llm.refusals import Refusals
-from app.llm.retry import with_retries
-from app.llm.streaming import DeltaRelay, ThinkFilter
-from app.llm.transport import (
+from app.llm.openai.messages import Completion, parse_completion
+from app.llm.openai.streaming import DeltaRelay, ThinkFilter
+from app.llm.openai.transport import (
     ChatRequest,
     DeltaCallback,
-    GatedTransport,
     NoStream,
-    TimedTransport,
     Transport,
     deliver,
+    transport_for,
 )
+from app.llm.recording import active_tape
+from app.llm.refusals import Refusals
+from app.llm.retry import with_retries
 from app.logger import logger
 
 if TYPE_CHECKING:
@@ -61,17 +59,14 @@ class TurnExchange:
     """Sends one LLM's turns: its transport and in-flight bound, its endpoint's refusals, and
     how fast the endpoint answered last (the ``auto`` streaming choice)."""
 
-    def __init__(self, settings: LLMSettings, transport: Transport | None = None) -> None:
+    def __init__(
+        self, settings: LLMSettings, refusals: Refusals, transport: Transport | None = None
+    ) -> None:
         self.settings = settings
         self._transport = transport
         self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
         self._slots_loop: asyncio.AbstractEventLoop | None = None
-        # A transport given in code (a FunctionModel) has no endpoint worth remembering.
-        self.refusals = Refusals(
-            settings.base_url or "",
-            settings.model,
-            persistent=settings.capability_cache and transport is None,
-        )
+        self.refusals = refusals
         #: Seconds the last request took (None before the first one).
         self.last_seconds: float | None = None
 
@@ -96,20 +91,25 @@ class TurnExchange:
             return self.last_seconds is None or self.last_seconds >= self.settings.stream_after
         return True
 
-    def _pipeline(self) -> Transport:
-        """The transport, wrapped for this request's context: a timer, a rate-limit gate (not
-        timed: waiting for it is not model time), a tape."""
-        transport = self.transport
-        timer = request_timer.get()
-        if timer is not None:
-            transport = TimedTransport(transport, timer)
-        gate = request_gate.get()
-        if gate is not None:
-            transport = GatedTransport(transport, gate)
-        tape = active_tape.get()
-        if tape is not None:
-            transport = TapedTransport(transport, tape)
-        return transport
+    async def _attempt(self, request: ChatRequest) -> dict[str, Any]:
+        """One attempt through what this request's context puts around the transport: a
+        recording tape (which may answer instead), a rate-limit gate, a timer (the gate's
+        wait is not model time)."""
+        gate, timer, tape = request_gate.get(), request_timer.get(), active_tape.get()
+
+        async def send() -> dict[str, Any]:
+            if gate is not None:
+                await gate()
+            start = time.perf_counter()
+            try:
+                return await self.transport.send(request)
+            finally:
+                if timer is not None:
+                    timer(time.perf_counter() - start)
+
+        if tape is None:
+            return await send()
+        return await tape.exchange(request.model, request.body, send, request.on_delta)
 
     def _slots_here(self) -> asyncio.Semaphore:
         """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
@@ -151,7 +151,7 @@ class TurnExchange:
             start = time.monotonic()
             try:
                 async with self._slots_here():
-                    data = await self._pipeline().send(request)
+                    data = await self._attempt(request)
             except LLMTimeoutError:
                 if upgrade and not stream:
                     stream, body, upgraded = True, build(True), True

@@ -75,7 +75,7 @@ class WireEntry:
         self.tokens: tuple[Any, int] | None = None
         self._json: bytes | None = None
         # When this message starts a conversation: where the next request over it can resume
-        # formatting (see app.llm.formatting).
+        # formatting (see app.llm.openai.formatting).
         self.snapshot: Any = None
 
     def matches(self, message: Message) -> bool:

@@ -1,5 +1,6 @@
-"""Demo: the data-analysis agent writes an HTML report with charts (needs an LLM config and
-the ``data`` extra). Run ``python -m app.tool.chart_visualization.test.report_demo``."""
+"""Demo: the data-analysis agent writes an HTML report with charts (needs an LLM config and the
+``data`` extra). Run ``python scripts/examples/report_demo.py`` (upstream kept it at
+``app/tool/chart_visualization/test/report_demo.py``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,7 @@ import asyncio
 
 from app.agent.data_analysis import DataAnalysis
 
-__all__ = ["main"]
-
-_REQUEST = """Analyse this table and write an HTML report with charts into the workspace.
+REQUEST = """Analyse this table and write an HTML report with charts into the workspace.
 Quarter | North | South | West
 Q1 | 310 | 280 | 190
 Q2 | 335 | 260 | 240
@@ -20,7 +19,7 @@ Q4 | 390 | 310 | 300"""
 async def main() -> None:
     agent = DataAnalysis()
     try:
-        await agent.run(_REQUEST)
+        await agent.run(REQUEST)
     finally:
         await agent.cleanup()
 

@@ -4,7 +4,7 @@ httpcore2 is the connection layer under httpx2, the maintained fork of httpx tha
 and mcp packages are built on, so both are always installed with them (httpx itself is not).
 
 ``import openai`` costs about a second; an agent step needs one POST. Errors are built from
-the status code, body and headers (``app.llm.errors.error_from_response``). The HTTP library
+the status code, body and headers (``app.llm.openai.errors.error_from_response``). The HTTP library
 is imported on the first request. A streamed answer is read event by event with a stall
 timeout between chunks; leaving the stream early (an error, a timeout, a cancelled task)
 closes the connection, which is how servers such as llama.cpp learn to stop generating.
@@ -40,9 +40,9 @@ from app.exceptions import (
     LLMTimeoutError,
 )
 from app.llm.arguments import loads_safely
-from app.llm.errors import body_excerpt, endpoint_error, error_from_response
-from app.llm.streaming import StreamAssembler
-from app.llm.transport import ChatRequest, NoStream, Transport, deliver
+from app.llm.openai.errors import body_excerpt, endpoint_error, error_from_response
+from app.llm.openai.streaming import StreamAssembler
+from app.llm.openai.transport import ChatRequest, NoStream, Transport, deliver
 
 __all__ = ["DEFAULT_BASE_URL", "HttpTransport"]
 

@@ -1,11 +1,14 @@
-"""The configuration's other sections (browser, search, sandbox, MCP, run_flow, web,
-daytona) and ``AppConfig``, the whole file: imported on first use (see :mod:`app.config_models`)."""
+"""The validated shape of the configuration: one pydantic model per TOML section, gathered
+in :class:`AppConfig`.
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: given real annotations instead of strings,
+pydantic creates these classes in half the time (measured: 9.5 ms -> 4.7 ms for the sections
+other than the LLM's), and every process that imports the framework creates them.
+"""
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -19,32 +22,193 @@ from pydantic import (
     model_validator,
 )
 
-from app.config_models import (
-    DEFAULT_PROFILE,
-    PROJECT_ROOT,
-    CompactionSettings,
-    LimitsSettings,
-    LLMSettings,
-    ModelPrice,
-    SettingsModel,
-    blank_to_none,
-)
-from app.config_report import suggest
-from app.exceptions import ConfigError
+from app.config.report import suggest
+from app.exceptions import BEDROCK_MESSAGE, ConfigError
 from app.utils.sizes import parse_size
 
 __all__ = [
+    "DEFAULT_PROFILE",
+    "PROJECT_ROOT",
     "AppConfig",
     "BrowserSettings",
+    "CompactionSettings",
     "DaytonaSettings",
+    "LLMSettings",
+    "LimitsSettings",
     "MCPServerConfig",
     "MCPSettings",
+    "ModelPrice",
     "ProxySettings",
     "RunflowSettings",
     "SandboxSettings",
     "SearchSettings",
+    "SettingsModel",
     "WebSettings",
 ]
+
+PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent.parent
+#: Name of the profile built from ``[llm]``'s own keys.
+DEFAULT_PROFILE = "default"
+
+
+class SettingsModel(BaseModel):
+    """Common model behaviour: unknown keys are reported by the loader, not by pydantic.
+
+    Validators are built on first use (``defer_build``), not at import: a program that
+    builds one ``LLMSettings`` in code does not pay for the browser, sandbox, MCP... models.
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=True, defer_build=True)
+
+
+def _blank_to_none(value: Any) -> Any:
+    """Blank text (``""``, spaces) as None: TOML has no null, so an empty value means unset."""
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+class LLMSettings(SettingsModel):
+    """One model profile: which endpoint to call and how patiently."""
+
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    max_tokens: PositiveInt = 4096
+    max_input_tokens: PositiveInt | None = None
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    api_type: str = "openai"
+    api_version: str | None = None
+    timeout: PositiveFloat = 300.0
+    max_retries: NonNegativeInt = 5
+    retry_min_wait: NonNegativeFloat = 1.0
+    retry_max_wait: NonNegativeFloat = 60.0
+    supports_images: bool | None = None
+    reasoning_model: bool | None = None
+    #: Stream turns: ``true`` always (``timeout`` then bounds the silence between chunks, and
+    #: a server stops generating an abandoned answer), ``false`` never, ``"auto"`` when the
+    #: text is watched (terminal, web UI) or the endpoint is slow (the first turn, and after
+    #: a turn of ``stream_after`` seconds or more). Endpoints that refuse are asked without it.
+    stream: bool | Literal["auto"] = "auto"
+    #: Under ``stream = "auto"``, a turn that took this many seconds marks the endpoint slow:
+    #: the turns after it are streamed until one is quicker.
+    stream_after: NonNegativeFloat = 2.0
+    #: How tools reach the model: ``native`` (the API's ``tools``), ``text`` (described in the
+    #: system prompt, calls parsed from the answer) or ``auto`` (native, text once refused).
+    tool_calling: Literal["auto", "native", "text"] = "auto"
+    #: ``httpx`` (plain HTTP, the default), ``openai`` (the SDK; always used for Azure), or
+    #: ``auto``.
+    transport: Literal["auto", "httpx", "openai"] = "auto"
+    #: Remember what an endpoint refused (streaming with tools, tools, images) across runs,
+    #: in ``$OPENMANUS_CACHE_DIR`` or ``~/.cache/openmanus/endpoints.json``.
+    capability_cache: bool = True
+    #: Requests one LLM instance has in flight at once; more wait their turn (many agents
+    #: sharing one LLM then share a bounded connection pool instead of opening one each).
+    max_concurrent_requests: PositiveInt = 100
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _strip_model(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("base_url", "api_key", "api_version", mode="before")
+    @classmethod
+    def _strip_optional(cls, value: Any) -> Any:
+        value = _blank_to_none(value)
+        return value.strip() if isinstance(value, str) else value
+
+    @field_validator("tool_calling", "transport", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("api_type", mode="before")
+    @classmethod
+    def _normalise_api_type(cls, value: Any) -> Any:
+        if value is None:
+            return "openai"
+        if isinstance(value, str):
+            return value.strip().lower() or "openai"
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_bedrock(cls, data: Any) -> Any:
+        # Upstream's aws api_type meant Bedrock's own API; sent as OpenAI requests it would only
+        # fail later, so say so now (before base_url, which for Bedrock has no scheme).
+        kind = data.get("api_type") if isinstance(data, Mapping) else None
+        if isinstance(kind, str) and kind.strip().lower() == "aws":
+            raise ValueError(BEDROCK_MESSAGE)
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        # A URL without a scheme reached the HTTP client only to fail like a network outage,
+        # retried for over half a minute.
+        if value is not None and not value.lower().startswith(("http://", "https://")):
+            raise ValueError(
+                f"must be a full URL starting with http:// or https://, "
+                f"got {value!r} (for example https://api.openai.com/v1)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> Self:
+        if self.api_type == "azure" and not self.api_version:
+            raise ValueError(
+                'api_type "azure" needs api_version (for example api_version = "2024-10-21")'
+            )
+        if self.api_type == "azure" and self.transport == "httpx":
+            raise ValueError('api_type "azure" needs the openai SDK: use transport = "openai"')
+        if self.retry_max_wait < self.retry_min_wait:
+            raise ValueError(
+                f"retry_max_wait ({self.retry_max_wait}) is smaller than retry_min_wait "
+                f"({self.retry_min_wait})"
+            )
+        return self
+
+
+class ModelPrice(SettingsModel):
+    """What a model costs, in USD (or any currency) per million tokens."""
+
+    input: NonNegativeFloat
+    output: NonNegativeFloat
+    #: Prompt tokens served from the provider's cache; unset means the ``input`` price.
+    cached_input: NonNegativeFloat | None = None
+
+
+class CompactionSettings(SettingsModel):
+    """When and how an agent shrinks its conversation to fit the model's context window."""
+
+    enabled: bool = True
+    #: Compact when a request would use more than this share of the window...
+    trigger: float = Field(default=0.85, gt=0.0, le=1.0)
+    #: ...down to this share.
+    target: float = Field(default=0.6, gt=0.0, le=1.0)
+    #: Newest turns (a model answer with its tool results) always kept word for word.
+    keep_recent_turns: PositiveInt = 3
+    #: Older tool outputs longer than this many characters are shortened to a stub first.
+    stub_chars: PositiveInt = 800
+    #: Longest summary the model may write, in tokens.
+    summary_max_tokens: PositiveInt = 1024
+
+    @model_validator(mode="after")
+    def _check_order(self) -> Self:
+        if self.target > self.trigger:
+            raise ValueError(f"target ({self.target}) must not exceed trigger ({self.trigger})")
+        return self
+
+
+class LimitsSettings(SettingsModel):
+    """Caps on what one model reply may make the agent do or store (``[limits]``): a reply
+    is untrusted input, and without them its size is multiplied by every copy made of it."""
+
+    #: Tool calls of one assistant reply that run; the others are answered "not run".
+    max_tool_calls_per_reply: PositiveInt = 16
+    #: Characters of one text a session file repeats (events, run records): the full text is
+    #: kept once, in its message record; the repeats are cut to this with a marker.
+    max_stored_text_chars: PositiveInt = 20_000
 
 
 class ProxySettings(SettingsModel):
@@ -60,7 +224,7 @@ class BrowserSettings(SettingsModel):
 
     headless: bool | None = None
     disable_security: bool = False
-    extra_chromium_args: list[str] = Field(default_factory=list)
+    extra_chromium_args: list[str] = []
     chrome_instance_path: str | None = None
     wss_url: str | None = None
     cdp_url: str | None = None
@@ -68,17 +232,16 @@ class BrowserSettings(SettingsModel):
     max_content_length: PositiveInt = 2000
     action_timeout: PositiveFloat = 30.0
 
-    @field_validator("chrome_instance_path", "wss_url", "cdp_url", mode="before")
-    @classmethod
-    def _blank(cls, value: Any) -> Any:
-        return blank_to_none(value)
+    _blank = field_validator("chrome_instance_path", "wss_url", "cdp_url", mode="before")(
+        _blank_to_none
+    )
 
 
 class SearchSettings(SettingsModel):
     """Web search engine order and retry policy."""
 
     engine: str = "Google"
-    fallback_engines: list[str] = Field(default_factory=lambda: ["DuckDuckGo", "Baidu", "Bing"])
+    fallback_engines: list[str] = ["DuckDuckGo", "Baidu", "Bing"]
     retry_delay: NonNegativeInt = 60
     max_retries: NonNegativeInt = 3
     lang: str = "en"
@@ -86,10 +249,7 @@ class SearchSettings(SettingsModel):
     searxng_url: str | None = None
     timeout: PositiveFloat = 10.0
 
-    @field_validator("searxng_url", mode="before")
-    @classmethod
-    def _blank(cls, value: Any) -> Any:
-        return blank_to_none(value)
+    _blank = field_validator("searxng_url", mode="before")(_blank_to_none)
 
 
 class SandboxSettings(SettingsModel):
@@ -109,7 +269,7 @@ class SandboxSettings(SettingsModel):
     @field_validator("backend", mode="before")
     @classmethod
     def _normalise_backend(cls, value: Any) -> Any:
-        value = blank_to_none(value)
+        value = _blank_to_none(value)
         return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("memory_limit")
@@ -132,10 +292,10 @@ class MCPServerConfig(SettingsModel):
 
     type: Literal["stdio", "sse", "http"]
     command: str | None = None
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = []
     env: dict[str, str] | None = Field(default=None, repr=False)
     url: str | None = None
-    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    headers: dict[str, str] = Field(default={}, repr=False)
     timeout: PositiveFloat | None = None  # seconds per tool call; None: the client's default
     #: Upper bound for one call however often the server reports progress (None: 10 × timeout).
     max_timeout: PositiveFloat | None = None
@@ -152,9 +312,7 @@ class MCPServerConfig(SettingsModel):
         kind = data.get("type")
         if isinstance(kind, str) and kind.strip():
             kind = kind.strip().lower()
-            if kind in _HTTP_TYPE_ALIASES:
-                kind = "http"
-            data["type"] = kind
+            data["type"] = "http" if kind in _HTTP_TYPE_ALIASES else kind
         elif data.get("command"):
             data["type"] = "stdio"
         elif data.get("url"):
@@ -177,7 +335,7 @@ class MCPServerConfig(SettingsModel):
         return value
 
     @model_validator(mode="after")
-    def _check_target(self) -> MCPServerConfig:
+    def _check_target(self) -> Self:
         if self.type == "stdio" and not (self.command and self.command.strip()):
             raise ValueError('a "stdio" server needs "command" (and usually "args")')
         if self.type in {"sse", "http"} and not (self.url and self.url.strip()):
@@ -190,7 +348,7 @@ class MCPSettings(SettingsModel):
     on what servers may put in front of the model (each request carries every tool offered)."""
 
     server_reference: str = "app.mcp.server"
-    servers: dict[str, MCPServerConfig] = Field(default_factory=dict)
+    servers: dict[str, MCPServerConfig] = {}
     #: Tools offered from all MCP servers together; the rest are left out (logged per server).
     max_tools: PositiveInt = 128
     #: Characters of one tool's description; longer ones are cut with a marker.
@@ -224,7 +382,7 @@ class WebSettings(SettingsModel):
     max_upload_mb: PositiveFloat = 20.0
     allow_remote: bool = False
     #: Extra host names the page may be reached by (remote use behind a DNS name).
-    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_hosts: list[str] = []
 
 
 class DaytonaSettings(SettingsModel):
@@ -250,12 +408,12 @@ class AppConfig(BaseModel):
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     mcp_config: MCPSettings = Field(default_factory=MCPSettings)
     run_flow_config: RunflowSettings = Field(default_factory=RunflowSettings)
-    pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+    pricing: dict[str, ModelPrice] = {}
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     daytona_config: DaytonaSettings = Field(default_factory=DaytonaSettings)
     web: WebSettings = Field(default_factory=WebSettings)
-    workspace_root: Path = Field(default_factory=lambda: PROJECT_ROOT / "workspace")
+    workspace_root: Path = PROJECT_ROOT / "workspace"
     config_path: Path | None = None
 
     @field_validator("llm", mode="before")

@@ -1,5 +1,6 @@
-"""Demo: the data-analysis agent draws a chart for each task in :data:`tasks` (needs an LLM
-config and the ``data`` extra). Run ``python -m app.tool.chart_visualization.test.chart_demo``."""
+"""Demo: the data-analysis agent draws a chart for each task in ``tasks`` (needs an LLM config
+and the ``data`` extra). Run ``python scripts/examples/chart_demo.py`` (upstream kept it at
+``app/tool/chart_visualization/test/chart_demo.py``)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ import asyncio
 
 from app.agent.data_analysis import DataAnalysis
 from app.logger import logger
-
-__all__ = ["main", "prefix", "tasks"]
 
 prefix = "Draw a chart for the data below and save it in the workspace."
 tasks: list[dict[str, str]] = [

@@ -1,7 +1,7 @@
 """Turning our messages into the wire format, and the API's reply back into a ``Message``.
 
 The request pass itself (with its repairs of orphaned tool calls and misplaced images) lives in
-``app.llm.formatting``; this module is its public face and the way back. The way back is the
+``app.llm.openai.formatting``; this module is its public face and the way back. The way back is the
 adapter edge for replies: whatever a broken or hostile server sends (a null message, lists that
 are not lists, calls that are not objects, arguments nested beyond any parser) becomes an
 ``LLMResponseError`` here, or a value the agent can show the model, never a traceback. Text
@@ -17,7 +17,7 @@ from typing import Any
 
 from app.exceptions import LLMResponseError
 from app.llm.arguments import normalize_arguments
-from app.llm.formatting import IMAGE_OMITTED_NOTE, Formatted, image_part, prepare_messages
+from app.llm.openai.formatting import IMAGE_OMITTED_NOTE, Formatted, image_part, prepare_messages
 from app.logger import logger
 from app.schema import Function, Message, ToolCall
 from app.text import clean_text
@@ -29,7 +29,6 @@ __all__ = [
     "attach_images",
     "format_messages",
     "image_part",
-    "message_from_response",
     "parse_completion",
     "prepare_messages",
 ]
@@ -129,18 +128,6 @@ def parse_completion(data: Any, model: str = "") -> Completion:
         reasoning=reasoning,
         usage=usage if isinstance(usage, dict) else None,
     )
-
-
-def message_from_response(data: dict[str, Any], model: str = "") -> Message:
-    """Our assistant ``Message`` from the API's ``choices[0].message`` object.
-
-    Arguments arrive as text, as a JSON object, or as JSON text inside a JSON string; they are
-    normalized to JSON text. Missing call ids (some local servers omit them) are generated.
-    Reasoning (``reasoning_content``, a leading ``<think>`` block) is left out of the message.
-    """
-    if not isinstance(data, dict):
-        raise _bad(model, "the message is not an object")
-    return _message(data, model)[0]
 
 
 def _bad(model: str, what: str) -> LLMResponseError:

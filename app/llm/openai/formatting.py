@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.llm.wire import WireEntry, dumps, wire_entry
+from app.llm.openai.wire import WireEntry, dumps, wire_entry
 from app.logger import logger
 from app.schema import ROLE_VALUES, Message, nested_edit_count
 

@@ -1,8 +1,9 @@
-"""Configuration: ``config/config.toml`` (+ ``config/mcp.json``) read into validated models.
+"""Reading the configuration, ``config/config.toml`` (+ ``config/mcp.json`` beside it), into
+an :class:`AppConfig`; and :data:`config`, the process-wide facade under upstream's names.
 
 Upstream read its config at import time and quietly fell back to the example file with its
 placeholder key, so a missing or broken config surfaced later as a puzzling 401. Here
-importing reads nothing; the first access through the :data:`config` facade (or an explicit
+importing reads nothing; the first access through :data:`config` (or an explicit
 :func:`load_config`) reads the file once and fails early with one message that names the
 file, the key as written in TOML and what to do about it.
 """
@@ -13,81 +14,63 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
-from pydantic import (
-    BaseModel,
-    ValidationError,
-)
+from pydantic import BaseModel, ValidationError
 
-from app.config_env import ExpansionError, expand_string, expand_tree
-from app.config_files import nested_error, parse_toml, read_limited, too_deep
-from app.config_models import (
-    DEFAULT_PROFILE,
-    PROJECT_ROOT,
-    CompactionSettings,
-    LimitsSettings,
-    LLMSettings,
-    ModelPrice,
-)
-from app.config_report import (
+from app.config.report import (
+    KeyPath,
+    Problems,
     describe_error,
-    describe_errors,
     json_key,
     short_repr,
     suggest,
     toml_key,
     unknown_keys,
 )
+from app.config.settings import (
+    DEFAULT_PROFILE,
+    PROJECT_ROOT,
+    AppConfig,
+    BrowserSettings,
+    CompactionSettings,
+    DaytonaSettings,
+    LimitsSettings,
+    LLMSettings,
+    MCPServerConfig,
+    MCPSettings,
+    ModelPrice,
+    RunflowSettings,
+    SandboxSettings,
+    SearchSettings,
+    WebSettings,
+)
 from app.exceptions import ConfigError
-from app.logger import logger, register_secret
-
-if TYPE_CHECKING:
-    # The other sections are imported when a config is loaded or one is first named here
-    # (see ``__getattr__`` at the end): building an ``LLMSettings`` in code needs none.
-    from app.config_sections import (
-        AppConfig,
-        BrowserSettings,
-        DaytonaSettings,
-        MCPServerConfig,
-        MCPSettings,
-        ProxySettings,
-        RunflowSettings,
-        SandboxSettings,
-        SearchSettings,
-        WebSettings,
-    )
+from app.logger import register_secret
 
 __all__ = [
     "CONFIG_ENV_VAR",
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
     "PLACEHOLDER_API_KEYS",
-    "PROJECT_ROOT",
     "WORKSPACE_ENV_VAR",
-    "WORKSPACE_ROOT",  # read through the module __getattr__ (the active workspace)
-    "AppConfig",
-    "BrowserSettings",
     "Config",
-    "DaytonaSettings",
-    "LLMSettings",
-    "MCPServerConfig",
-    "MCPSettings",
-    "ProxySettings",
-    "RunflowSettings",
-    "SandboxSettings",
-    "SearchSettings",
-    "WebSettings",
     "config",
     "find_config_path",
     "get_project_root",
     "load_config",
 ]
 
-
 #: Environment variable naming the config file when no explicit path is given.
 CONFIG_ENV_VAR = "OPENMANUS_CONFIG"
 #: Environment variable overriding ``workspace_root`` (works even without a config file).
 WORKSPACE_ENV_VAR = "OPENMANUS_WORKSPACE"
+#: Config files above this size are refused before parsing (bounded time and memory).
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: Tables and arrays nested deeper than this are refused (nothing valid comes close).
+MAX_CONFIG_DEPTH = 32
 
 #: api_key values that are obviously example text rather than a key (compared case-insensitively).
 PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
@@ -107,9 +90,43 @@ PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
         "change_me",
     }
 )
+#: Example text in upstream's config files: "YOUR_API_KEY", "your ppio api key",
+#: "your Jiekou.AI api key", "<your-azure-key>"...
+#: (These patterns are compiled when a config is first checked, and cached by ``re``.)
+_PLACEHOLDER_KEY = r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$"
+#: "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
+_PLACEHOLDER_VERSION = r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]"
+#: "{YOUR_AZURE_ENDPOINT...}/openai/...", "https://your-resource.openai.azure.com".
+_PLACEHOLDER_URL = r"\{[^}]*\}|\byour[_-]"
+#: Keys checked for example text, and what to do instead.
+_PLACEHOLDER_KEYS = {
+    "api_key": "put your real key there, or delete the line and export OPENAI_API_KEY",
+    "api_version": 'put the real version there (for example api_version = "2024-10-21")',
+    "base_url": "put your endpoint's real URL there",
+}
+
+#: The tables read into models of their own: TOML name -> (AppConfig field, model).
+_SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
+    "browser": ("browser_config", BrowserSettings),
+    "search": ("search_config", SearchSettings),
+    "sandbox": ("sandbox", SandboxSettings),
+    "mcp": ("mcp_config", MCPSettings),
+    "runflow": ("run_flow_config", RunflowSettings),
+    "compaction": ("compaction", CompactionSettings),
+    "limits": ("limits", LimitsSettings),
+    "daytona": ("daytona_config", DaytonaSettings),
+    "web": ("web", WebSettings),
+}
+_TOP_LEVEL_KEYS = ("strict", "llm", "pricing", "workspace_root", *_SECTIONS)
+
+_ENV_TOKEN = re.compile(
+    r"\$\$\{"  # escaped: $${ -> literal ${
+    r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
+    r"|\$\{"  # anything else starting with ${ is malformed
+)
 
 
-# --- loading --------------------------------------------------------------------------------
+# --- files, read within bounds --------------------------------------------------------------
 
 
 def _resolve_config_path(path: str | Path | None) -> tuple[Path, str]:
@@ -133,13 +150,64 @@ def find_config_path(path: str | Path | None = None) -> Path:
     return _resolve_config_path(path)[0]
 
 
-def _missing_file_error(path: Path, source: str) -> ConfigError:
+def _too_deep(value: Any) -> bool:
+    """Whether tables/arrays nest deeper than :data:`MAX_CONFIG_DEPTH` (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_CONFIG_DEPTH:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def _parse_file(path: Path, parse: Callable[[str], Any], what: str, kind: str) -> Any:
+    """``parse`` of the file's text, refused above :data:`MAX_CONFIG_BYTES` before parsing
+    and above :data:`MAX_CONFIG_DEPTH` after; every failure a ``ConfigError`` naming it."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+            size = max(len(data), os.fstat(fh.fileno()).st_size)
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: config file too large ({size / 1e6:.0f} MB, limit "
+                f"{MAX_CONFIG_BYTES // (1024 * 1024)} MB)"
+            )
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {what} {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not valid UTF-8 text (byte {exc.start})") from exc
+    nested = ConfigError(
+        f"{path}: {path.name} is nested too deeply (more than {MAX_CONFIG_DEPTH} levels of "
+        "tables or arrays)"
+    )
+    try:
+        document = parse(text)
+    except RecursionError:
+        raise nested from None
+    except ValueError as exc:  # TOMLDecodeError, JSONDecodeError: both say where
+        raise ConfigError(f"Invalid {kind} in {path}: {exc}") from exc
+    if _too_deep(document):
+        raise nested
+    return document
+
+
+def _read_toml(path: Path, source: str) -> dict[str, Any]:
+    import tomllib  # only when a file is read: a run configured in code never needs it (4 ms)
+
+    if path.is_file():
+        document: dict[str, Any] = _parse_file(path, tomllib.loads, "configuration file", "TOML")
+        return document
     example = PROJECT_ROOT / "config" / "config.example.toml"
     if path == PROJECT_ROOT / "config" / "config.toml":
         copy = f"cd {PROJECT_ROOT} && cp config/config.example.toml config/config.toml"
     else:
         copy = f"cp {example} {path}"
-    return ConfigError(
+    raise ConfigError(
         f"No configuration file at {path} ({source}).\n"
         f"Create one from the example:\n"
         f"    {copy}\n"
@@ -149,10 +217,53 @@ def _missing_file_error(path: Path, source: str) -> ConfigError:
     )
 
 
-def _read_toml(path: Path, source: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise _missing_file_error(path, source)
-    return parse_toml(path)
+# --- ${VAR} expansion -----------------------------------------------------------------------
+
+
+def _expand_string(value: str) -> str:
+    """``${VAR}`` and ``${VAR:-default}`` from the environment; ValueError says what is wrong."""
+    if "${" not in value:
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$${":
+            return "${"
+        name = match.group("name")
+        if name is None:
+            raise ValueError(
+                "malformed ${...} reference (use ${NAME} or ${NAME:-default}; "
+                "write $${ for a literal ${)"
+            )
+        default = match.group("default")
+        current = os.environ.get(name)
+        if default is not None:
+            return current if current else default
+        if current is None:
+            raise ValueError(
+                f"environment variable {name} is not set (export it, or give a default "
+                f"with ${{{name}:-value}})"
+            )
+        return current
+
+    return _ENV_TOKEN.sub(substitute, value)
+
+
+def _expand(value: Any, path: KeyPath, on_error: Callable[[KeyPath, str], None]) -> Any:
+    """Expand ``${VAR}`` in every string of a parsed document, reporting failures by key."""
+    if isinstance(value, str):
+        try:
+            return _expand_string(value)
+        except ValueError as exc:
+            on_error(path, str(exc))
+            return value
+    if isinstance(value, dict):
+        return {k: _expand(v, (*path, k), on_error) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, (*path, i), on_error) for i, v in enumerate(value)]
+    return value
+
+
+# --- the sections ---------------------------------------------------------------------------
 
 
 def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
@@ -169,16 +280,6 @@ def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
     return candidate.absolute()
 
 
-#: Example text in upstream's config files: "YOUR_API_KEY", "your ppio api key",
-#: "your Jiekou.AI api key", "<your-azure-key>"...
-#: (These patterns are compiled when a config is first checked, and cached by ``re``.)
-_PLACEHOLDER_KEY = r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$"
-#: "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
-_PLACEHOLDER_VERSION = r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]"
-#: "{YOUR_AZURE_ENDPOINT...}/openai/...", "https://your-resource.openai.azure.com".
-_PLACEHOLDER_URL = r"\{[^}]*\}|\byour[_-]"
-
-
 def _is_placeholder(value: Any, key: str = "api_key") -> bool:
     """Whether ``value`` of ``key`` is example text copied from a sample config."""
     if not isinstance(value, str):
@@ -193,78 +294,7 @@ def _is_placeholder(value: Any, key: str = "api_key") -> bool:
     return bool(re.match(_PLACEHOLDER_KEY, text, re.IGNORECASE))
 
 
-class _Problems:
-    """Collects errors and unknown keys for one file so they are reported together.
-
-    An unknown key is an error when ``strict`` (a misspelt ``base_ulr`` would otherwise be
-    dropped and the default used in its place), else a warning."""
-
-    def __init__(self, path: Path, *, strict: bool = True) -> None:
-        self.path = path
-        self.strict = strict
-        self.errors: list[str] = []
-        #: (the key as written, a hint such as " (did you mean 'base_url'?)")
-        self.unknown: list[tuple[str, str]] = []
-
-    def error(self, line: str) -> None:
-        if line not in self.errors:
-            self.errors.append(line)
-
-    def unknown_key(self, key: str, hint: str = "") -> None:
-        if (key, hint) not in self.unknown:
-            self.unknown.append((key, hint))
-
-    def message(self) -> str:
-        items = "\n".join(f"  - {line}" for line in self.errors)
-        text = f"Invalid configuration in {self.path}:\n{items}"
-        if self.strict and self.unknown:
-            text += f"\n{STRICT_HINT}"
-        return text
-
-    def report_unknown(self) -> None:
-        """Unknown keys as errors (strict) or as one warning."""
-        if not self.unknown:
-            return
-        if self.strict:
-            for key, hint in self.unknown:
-                self.error(f"{key}: unknown key{hint}")
-            return
-        listed = "; ".join(key + hint for key, hint in self.unknown)
-        logger.warning("Ignoring unknown keys in {}: {}", self.path, listed)
-
-
-#: How to turn unknown-key errors into warnings (shown under them).
-STRICT_HINT = (
-    "Unknown keys are errors. To only warn about them (say, a config shared with another "
-    "version), put strict = false at the top of config.toml, before any [table]."
-)
-
-
-#: Keys checked for example text, and what to do instead.
-_PLACEHOLDER_KEYS = {
-    "api_key": "put your real key there, or delete the line and export OPENAI_API_KEY",
-    "api_version": 'put the real version there (for example api_version = "2024-10-21")',
-    "base_url": "put your endpoint's real URL there",
-}
-
-_TOP_LEVEL_KEYS = (
-    "strict",
-    "llm",
-    "browser",
-    "search",
-    "sandbox",
-    "mcp",
-    "runflow",
-    "pricing",
-    "compaction",
-    "limits",
-    "workspace_root",
-    "daytona",
-    "web",
-)
-
-
-def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings]:
+def _load_llm(raw: dict[str, Any], problems: Problems) -> dict[str, LLMSettings]:
     section = raw.get("llm")
     if section is None:
         problems.error(
@@ -286,9 +316,9 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
         for key_path, hint in unknown_keys(LLMSettings, table, ("llm", name)):
             problems.unknown_key(toml_key(raw, key_path), hint)
 
+    fields = LLMSettings.model_fields
     if "model" not in plain and "model" not in tables.get(DEFAULT_PROFILE, {}):
-        typos = [key for key in plain if key not in LLMSettings.model_fields]
-        meant = [key for key in typos if suggest(key, ["model"])]
+        meant = [key for key in plain if key not in fields and suggest(key, ["model"])]
         # Strict, the unknown key is an error of its own, with its "did you mean".
         hint = (
             f" ([llm] {meant[0]} looks like a misspelt model)"
@@ -301,7 +331,6 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
         )
         return {}
 
-    fields = LLMSettings.model_fields
     # profile name -> the [llm.<name>] table overlaid on [llm]'s plain keys (None: only those)
     sources: dict[str, str | None] = {
         DEFAULT_PROFILE: DEFAULT_PROFILE if DEFAULT_PROFILE in tables else None
@@ -314,7 +343,7 @@ def _load_llm(raw: dict[str, Any], problems: _Problems) -> dict[str, LLMSettings
 
         def where(
             key: Any, table: dict[str, Any] = table, table_name: str | None = table_name
-        ) -> tuple[str, ...]:
+        ) -> KeyPath:
             # Report a key where it is written: in the profile's table, else in [llm].
             if table_name is not None and (key is None or key in table):
                 return ("llm", table_name)
@@ -353,28 +382,19 @@ def _with_env_key(settings: LLMSettings) -> LLMSettings:
 
 
 def _load_section(
-    raw: dict[str, Any],
-    name: str,
-    model: type[BaseModel],
-    problems: _Problems,
-    skip: frozenset[str] = frozenset(),
+    raw: dict[str, Any], name: str, model: type[BaseModel], problems: Problems
 ) -> Any:
     section = raw.get(name, {})
     if not isinstance(section, dict):
         problems.error(f"{name}: must be a table ([{name}]), got {short_repr(section)}")
         return model()
-    for key_path, hint in unknown_keys(model, section, (name,), skip):
-        problems.unknown_key(toml_key(raw, key_path), hint)
-    data = {k: v for k, v in section.items() if k not in skip}
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        for line in describe_errors(exc, (name,), lambda p: toml_key(raw, p)):
-            problems.error(line)
-        return model()
+    if name == "mcp" and "servers" in section:
+        problems.unknown_key("[mcp] servers", " (MCP servers belong in mcp.json)")
+        section = {k: v for k, v in section.items() if k != "servers"}
+    return problems.validate(model, section, (name,), lambda p: toml_key(raw, p)) or model()
 
 
-def _load_pricing(raw: dict[str, Any], problems: _Problems) -> dict[str, ModelPrice]:
+def _load_pricing(raw: dict[str, Any], problems: Problems) -> dict[str, ModelPrice]:
     """``[pricing."<model>"]`` tables: prices per million tokens, by model name."""
     section = raw.get("pricing", {})
     if not isinstance(section, dict):
@@ -388,45 +408,26 @@ def _load_pricing(raw: dict[str, Any], problems: _Problems) -> dict[str, ModelPr
                 f"input and output prices, got {short_repr(table)}"
             )
             continue
-        for key_path, hint in unknown_keys(ModelPrice, table, ("pricing", model)):
-            problems.unknown_key(toml_key(raw, key_path), hint)
-        try:
-            prices[model] = ModelPrice.model_validate(table)
-        except ValidationError as exc:
-            for line in describe_errors(exc, ("pricing", model), lambda p: toml_key(raw, p)):
-                problems.error(line)
+        price = problems.validate(ModelPrice, table, ("pricing", model), lambda p: toml_key(raw, p))
+        if price is not None:
+            prices[model] = price
     return prices
 
 
 def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     """Servers from ``mcp.json``; a missing file means none."""
-    from app.config_sections import MCPServerConfig
-
     if not path.is_file():
         return {}
-    try:
-        text = read_limited(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Cannot read MCP server file {path}: {exc}") from exc
-    if not text.strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise nested_error(path) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"Invalid JSON in {path}: {exc.msg} (at line {exc.lineno}, column {exc.colno})"
-        ) from exc
-    if too_deep(data):
-        raise nested_error(path)
-    # Only warned about: mcp.json is shared with other MCP clients, which add keys of their own.
-    problems = _Problems(path, strict=False)
+    data = _parse_file(
+        path, lambda text: json.loads(text) if text.strip() else {}, "MCP server file", "JSON"
+    )
     if not isinstance(data, dict):
         raise ConfigError(
             f'{path}: expected an object like {{"mcpServers": {{"name": {{...}}}}}}, '
             f"got {type(data).__name__}"
         )
+    # Only warned about: mcp.json is shared with other MCP clients, which add keys of their own.
+    problems = Problems(path, strict=False)
     key = "mcpServers" if "mcpServers" in data else ("servers" if "servers" in data else None)
     for other in data:
         if other != key:
@@ -435,26 +436,19 @@ def _load_mcp_servers(path: Path) -> dict[str, MCPServerConfig]:
     if not isinstance(servers_raw, dict):
         raise ConfigError(f'{path}: "{key}" must be an object mapping server ids to settings')
 
-    def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
-        problems.error(f"{json_key(p)}: {problem}")
-
     servers: dict[str, MCPServerConfig] = {}
     for server_id, entry in servers_raw.items():
-        prefix: tuple[str | int, ...] = (key or "mcpServers", server_id)
+        prefix: KeyPath = (key or "mcpServers", server_id)
         if not isinstance(entry, dict):
             problems.error(f"{json_key(prefix)}: must be an object, got {short_repr(entry)}")
             continue
-        entry = expand_tree(entry, prefix, os.environ, on_env_error)
-        for key_path, hint in unknown_keys(MCPServerConfig, entry, prefix):
-            problems.unknown_key(json_key(key_path), hint)
-        try:
-            servers[server_id] = MCPServerConfig.model_validate(entry)
-        except ValidationError as exc:
-            for line in describe_errors(exc, prefix, json_key):
-                problems.error(line)
-    problems.report_unknown()
-    if problems.errors:
-        raise ConfigError(problems.message())
+        entry = _expand(
+            entry, prefix, lambda p, problem: problems.error(f"{json_key(p)}: {problem}")
+        )
+        server = problems.validate(MCPServerConfig, entry, prefix, json_key)
+        if server is not None:
+            servers[server_id] = server
+    problems.check()
     return servers
 
 
@@ -493,71 +487,37 @@ def load_config(
     strict = document.get("strict", True)
     if sections is not None:
         document = {key: value for key, value in document.items() if key in sections}
-    problems = _Problems(config_path, strict=strict is not False)
+    problems = Problems(config_path, strict=strict is not False)
     if not isinstance(strict, bool):
         problems.error(f"strict: must be true or false, got {short_repr(strict)}")
-
-    def on_env_error(p: tuple[str | int, ...], problem: str) -> None:
-        problems.error(f"{toml_key(document, p)}: {problem}")
-
-    raw = expand_tree(document, (), os.environ, on_env_error)
-    if problems.errors:
-        raise ConfigError(problems.message())
+    raw = _expand(
+        document, (), lambda p, problem: problems.error(f"{toml_key(document, p)}: {problem}")
+    )
+    problems.check()
 
     for key in raw:
         if key not in _TOP_LEVEL_KEYS:
             problems.unknown_key(toml_key(raw, (key,)), suggest(key, _TOP_LEVEL_KEYS))
-
-    from app.config_sections import (
-        AppConfig,
-        BrowserSettings,
-        DaytonaSettings,
-        MCPSettings,
-        RunflowSettings,
-        SandboxSettings,
-        SearchSettings,
-        WebSettings,
-    )
-
     llm = _load_llm(raw, problems) if sections is None or "llm" in sections else None
-    browser = _load_section(raw, "browser", BrowserSettings, problems)
-    search = _load_section(raw, "search", SearchSettings, problems)
-    sandbox = _load_section(raw, "sandbox", SandboxSettings, problems)
-    mcp = _load_section(raw, "mcp", MCPSettings, problems, skip=frozenset({"servers"}))
-    if isinstance(raw.get("mcp"), dict) and "servers" in raw["mcp"]:
-        problems.unknown_key("[mcp] servers", " (MCP servers belong in mcp.json)")
-    runflow = _load_section(raw, "runflow", RunflowSettings, problems)
-    compaction = _load_section(raw, "compaction", CompactionSettings, problems)
-    limits = _load_section(raw, "limits", LimitsSettings, problems)
+    loaded = {
+        field: _load_section(raw, name, model, problems)
+        for name, (field, model) in _SECTIONS.items()
+    }
     pricing = _load_pricing(raw, problems)
-    daytona = _load_section(raw, "daytona", DaytonaSettings, problems)
-    web = _load_section(raw, "web", WebSettings, problems)
-
     workspace_value = raw.get("workspace_root")
     if workspace_value is not None and not isinstance(workspace_value, str):
         problems.error(f"workspace_root: must be a path string, got {short_repr(workspace_value)}")
         workspace_value = None
-
-    problems.report_unknown()
-    if problems.errors:
-        raise ConfigError(problems.message())
+    problems.check()
 
     if sections is None or "mcp" in sections:
-        mcp.servers = _load_mcp_servers(config_path.parent / "mcp.json")
+        loaded["mcp_config"].servers = _load_mcp_servers(config_path.parent / "mcp.json")
     # No [llm] read: the one field whose validation needs it is left empty (see Config.llm).
     build = AppConfig if llm is not None else AppConfig.model_construct
     app = build(
         llm=llm or {},
-        browser_config=browser,
-        search_config=search,
-        sandbox=sandbox,
-        mcp_config=mcp,
-        run_flow_config=runflow,
+        **loaded,
         pricing=pricing,
-        compaction=compaction,
-        limits=limits,
-        daytona_config=daytona,
-        web=web,
         workspace_root=_resolve_workspace(workspace_value, config_path),
         config_path=config_path,
     )
@@ -567,21 +527,16 @@ def load_config(
 
 def _read_workspace_root(path: Path) -> Path:
     """Only ``workspace_root`` from the file: tools need it even if the LLM part is unusable."""
-    document = _read_toml(path, "")
-    value = document.get("workspace_root")
-    if value is None:
-        return _resolve_workspace(None, path)
-    if not isinstance(value, str):
+    value = _read_toml(path, "").get("workspace_root")
+    if value is not None and not isinstance(value, str):
         raise ConfigError(
             f"Invalid configuration in {path}: workspace_root must be a path string, "
             f"got {short_repr(value)}"
         )
     try:
-        expanded = expand_string(value, os.environ)
-    except ExpansionError as exc:
-        raise ConfigError(
-            f"Invalid configuration in {path}: workspace_root: {exc.problem}"
-        ) from exc
+        expanded = None if value is None else _expand_string(value)
+    except ValueError as exc:
+        raise ConfigError(f"Invalid configuration in {path}: workspace_root: {exc}") from exc
     return _resolve_workspace(expanded, path)
 
 
@@ -602,25 +557,26 @@ class Config:
         #: The file whose [llm] is still unread (``load`` with ``sections`` without "llm").
         self._llm_unread: Path | None = None
 
+    def _activate(self, app: AppConfig | None, llm_unread: Path | None = None) -> None:
+        with self._lock:
+            self._app = app
+            self._workspace_cache = None
+            self._llm_unread = llm_unread
+
     def load(
         self, path: str | Path | None = None, *, sections: frozenset[str] | None = None
     ) -> AppConfig:
         """Read the config now (``path`` and ``sections`` as for :func:`load_config`) and
         make it active; sections left out are read in full when first needed."""
         app = load_config(path, sections=sections)
-        with self._lock:
-            self._app = app
-            self._workspace_cache = None
-            partial = sections is not None and "llm" not in sections
-            self._llm_unread = app.config_path if partial else None
+        partial = sections is not None and "llm" not in sections
+        self._activate(app, app.config_path if partial else None)
         return app
 
     def use(self, app_config: AppConfig | LLMSettings) -> None:
         """Make a config built in code active (libraries, tests); no file is read.
 
         An ``LLMSettings`` alone stands for an ``AppConfig`` with defaults for the rest."""
-        from app.config_sections import AppConfig
-
         if isinstance(app_config, LLMSettings):
             app_config = AppConfig(llm={DEFAULT_PROFILE: app_config})
         if not isinstance(app_config, AppConfig):
@@ -628,17 +584,11 @@ class Config:
                 f"expected an AppConfig or LLMSettings, got {type(app_config).__name__}"
             )
         _register_secrets(app_config)
-        with self._lock:
-            self._app = app_config
-            self._workspace_cache = None
-            self._llm_unread = None
+        self._activate(app_config)
 
     def reset(self) -> None:
         """Forget the active config; the next access loads again."""
-        with self._lock:
-            self._app = None
-            self._workspace_cache = None
-            self._llm_unread = None
+        self._activate(None)
 
     @property
     def is_loaded(self) -> bool:
@@ -683,8 +633,6 @@ class Config:
         when there is no config file at all: tools must work without one (only the LLM
         needs settings). A config file with errors is still reported."""
         if self._app is None and not find_config_path().is_file():
-            from app.config_sections import AppConfig
-
             field = AppConfig.model_fields[name]
             assert field.default_factory is not None, f"{name} has no defaults"
             return field.get_default(call_default_factory=True, validated_data={})
@@ -736,19 +684,14 @@ class Config:
         app = self._app
         if app is not None:
             return app.workspace_root
-        env_value = os.environ.get(WORKSPACE_ENV_VAR, "").strip()
-        if env_value:
-            return Path(env_value).expanduser().absolute()
         path = find_config_path()
-        if not path.is_file():
-            return PROJECT_ROOT / "workspace"
+        if os.environ.get(WORKSPACE_ENV_VAR, "").strip() or not path.is_file():
+            return _resolve_workspace(None, None)
         with self._lock:
             cached = self._workspace_cache
-            if cached is not None and cached[0] == path:
-                return cached[1]
-            root = _read_workspace_root(path)
-            self._workspace_cache = (path, root)
-            return root
+            if cached is None or cached[0] != path:
+                cached = self._workspace_cache = (path, _read_workspace_root(path))
+            return cached[1]
 
     @property
     def root_path(self) -> Path:
@@ -765,19 +708,3 @@ config = Config()
 def get_project_root() -> Path:
     """The project directory (upstream's helper; the same as :data:`PROJECT_ROOT`)."""
     return PROJECT_ROOT
-
-
-if TYPE_CHECKING:
-    WORKSPACE_ROOT: Path  # read through __getattr__ below
-
-
-def __getattr__(name: str) -> Any:
-    # Upstream's WORKSPACE_ROOT was a constant; here the workspace is configurable, so the
-    # name reads the active one (config file, $OPENMANUS_WORKSPACE) when first asked for.
-    if name == "WORKSPACE_ROOT":
-        return config.workspace_root
-    if name in __all__:  # a section of app.config_sections, imported on first access
-        from app import config_models
-
-        return getattr(config_models, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

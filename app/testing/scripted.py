@@ -1,0 +1,572 @@
+"""A scripted OpenAI-compatible chat-completions server, for driving agents deterministically.
+
+Tests talk to it over real HTTP with the real ``openai`` client, so the whole client stack
+(retries, timeouts, streaming, error mapping) is exercised without a network. It runs on its own
+event loop in a background thread, which lets synchronous and asynchronous tests use it alike and
+keeps a slow scripted reply from ever blocking the test's own loop.
+
+Its command line (for end-to-end tests that start it as a subprocess) is
+:mod:`app.testing.server`: ``python -m app.testing.server --script replies.json [--port 0]
+[--log requests.jsonl]``. The first line on stdout is the base URL. ``--log`` writes each
+request as one JSON line, with the values of credential headers (``Authorization``,
+``api-key``...) replaced by ``***``; the script format is in docs/testing.md. The server
+runs until SIGTERM or SIGINT (and, with ``--stdin-eof``, until its standard input is closed,
+so it dies with a parent holding the pipe), then exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from app.testing.captured import CapturedRequest
+from app.testing.http import Connection, HTTPRequest, error_body, resolve_future
+from app.testing.replies import (
+    CutReply,
+    DropReply,
+    ErrorReply,
+    RawReply,
+    Reply,
+    SlowReply,
+    StallReply,
+    TextReply,
+    ToolCallsReply,
+    coerce_reply,
+)
+from app.testing.wire import (
+    IdentifiedCall,
+    completion_body,
+    plain_head,
+    stream_events,
+    stream_head,
+    usage_for,
+)
+
+__all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer"]
+
+#: Called (on the server's thread) for a chat request when the script is empty.
+Responder = Callable[["CapturedRequest"], Any]
+
+_CHAT_PATH = re.compile(r"^(?:/v1)?/chat/completions/?$")
+_AZURE_PATH = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
+_MODELS_PATH = re.compile(r"^(?:/v1)?/models(?:/(?P<model>[^/]+))?/?$")
+
+
+class ScriptedLLMServer:
+    """An OpenAI-compatible chat-completions endpoint that answers from a script.
+
+    Each chat request takes the next reply from the script; when the script is empty the
+    ``responder`` (if any) builds one from the request, else the request gets HTTP 400 (not
+    5xx, so clients do not retry). Every request on every route is recorded in ``requests``
+    (only the last ``keep_requests`` of them when that is set, for long benchmark runs).
+    """
+
+    def __init__(
+        self,
+        script: Iterable[Reply | str | Mapping[str, Any]] = (),
+        responder: Responder | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        model: str = "scripted-model",
+        on_request: Callable[[CapturedRequest], None] | None = None,
+        keep_requests: int | None = None,
+    ) -> None:
+        self._script: deque[Reply] = deque(coerce_reply(item) for item in script)
+        self.responder = responder
+        self.model = model
+        self._host = host
+        self._requested_port = port
+        self._on_request = on_request
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        # ``keep_requests`` bounds what is kept (long benchmarks); the count stays exact.
+        self._requests: deque[CapturedRequest] = deque(maxlen=keep_requests)
+        self._received = 0
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]] = []
+        self._errors: list[BaseException] = []
+        self._disconnects: list[int] = []
+        self._served = 0
+        self._call_ids = 0
+        self._completion_ids = 0
+        self._state_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aio_server: asyncio.Server | None = None
+        self._conns: set[Connection] = set()
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self._port: int | None = None
+        self._closing = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> ScriptedLLMServer:
+        """Bind and start serving; returns once the port is known. Calling it again is a no-op."""
+        with self._state_lock:
+            if self._closing:
+                raise RuntimeError("a stopped ScriptedLLMServer cannot be started again")
+            if self._thread is not None:
+                return self
+            self._thread = threading.Thread(
+                target=self._run, name=f"scripted-llm-server-{id(self):x}", daemon=True
+            )
+            self._thread.start()
+        if not self._ready.wait(timeout=30):
+            self.stop()
+            raise RuntimeError("scripted server did not start within 30 s")
+        if self._start_error is not None:
+            self._thread.join()
+            raise self._start_error
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and the listening socket, then join the thread (idempotent)."""
+        with self._state_lock:
+            if self._closing:
+                return
+            self._closing = True
+            thread, loop = self._thread, self._loop
+        with self._changed:
+            self._wake_async_waiters(closing=True)
+            self._changed.notify_all()
+        if thread is None:
+            return
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._begin_shutdown)
+            except RuntimeError:  # the loop already closed (start failed)
+                pass
+        if thread is not threading.current_thread():
+            thread.join(timeout=30)
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedLLMServer:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        asyncio.set_event_loop(loop)
+        try:
+            self._aio_server = loop.run_until_complete(
+                loop.create_server(
+                    lambda: Connection(self), self._host, self._requested_port, backlog=4096
+                )
+            )
+            self._port = self._aio_server.sockets[0].getsockname()[1]
+        except BaseException as exc:
+            self._start_error = exc
+            self._ready.set()
+            loop.close()
+            return
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            tasks = asyncio.all_tasks(loop)
+            for task in tasks:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+            asyncio.set_event_loop(None)
+            loop.close()
+
+    def _begin_shutdown(self) -> None:
+        if self._aio_server is not None:
+            self._aio_server.close()
+        for conn in list(self._conns):
+            if conn.transport is not None:
+                conn.transport.abort()
+        assert self._loop is not None
+        self._loop.stop()
+
+    # --- public state ---------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the scripted server is not started; call start() first")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give an OpenAI client, ``http://127.0.0.1:<port>/v1``."""
+        return f"{self.root_url}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The URL without ``/v1`` (what ``AsyncAzureOpenAI(azure_endpoint=...)`` wants)."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
+
+    def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
+        """Append replies to the script (safe from any thread, also while serving)."""
+        items = [coerce_reply(r) for r in replies]
+        with self._lock:
+            self._script.extend(items)
+
+    @property
+    def requests(self) -> list[CapturedRequest]:
+        """A snapshot of every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies have not been used yet."""
+        with self._lock:
+            return len(self._script)
+
+    @property
+    def errors(self) -> list[BaseException]:
+        """Exceptions raised inside the server (a failing responder, say); empty when healthy."""
+        with self._lock:
+            return list(self._errors)
+
+    @property
+    def disconnects(self) -> list[int]:
+        """Indexes of the requests whose client went away before their answer was complete
+        (what a real server sees when a client gives up on a slow or stalled answer)."""
+        with self._lock:
+            return list(self._disconnects)
+
+    def _record_disconnect(self, index: int) -> None:
+        with self._changed:
+            if index in self._disconnects:
+                return
+            self._disconnects.append(index)
+            self._changed.notify_all()
+
+    def wait_for_disconnects(self, n: int, timeout: float = 5.0) -> bool:
+        """Block until ``n`` clients went away mid-answer; ``False`` on timeout."""
+        with self._changed:
+            self._changed.wait_for(lambda: len(self._disconnects) >= n or self._closing, timeout)
+            return len(self._disconnects) >= n
+
+    def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
+        """Block until ``n`` requests have arrived; ``False`` on timeout or when stopped.
+
+        Blocks the calling thread: from async code use :meth:`wait_for_requests_async`.
+        """
+        with self._changed:
+            self._changed.wait_for(lambda: self._received >= n or self._closing, timeout)
+            return self._received >= n
+
+    async def wait_for_requests_async(self, n: int, timeout: float = 5.0) -> bool:
+        """:meth:`wait_for_requests` for async code: no thread, the caller's loop stays free."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bool] = loop.create_future()
+        with self._lock:
+            if self._received >= n or self._closing:
+                return self._received >= n
+            waiter = (loop, future, n)
+            self._async_waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                if waiter in self._async_waiters:
+                    self._async_waiters.remove(waiter)
+
+    def _wake_async_waiters(self, closing: bool = False) -> None:
+        """Resolve satisfied async waiters on their own loops (call with ``_lock`` held)."""
+        count = self._received
+        keep = []
+        for loop, future, n in self._async_waiters:
+            if count >= n or closing:
+                result = count >= n
+                try:
+                    loop.call_soon_threadsafe(resolve_future, future, result)
+                except RuntimeError:  # that loop is closed; nobody is waiting any more
+                    pass
+            else:
+                keep.append((loop, future, n))
+        self._async_waiters[:] = keep
+
+    def _record_error(self, exc: BaseException) -> None:
+        with self._lock:
+            self._errors.append(exc)
+
+    def _next_call_id(self) -> str:
+        with self._lock:
+            self._call_ids += 1
+            return f"call_{self._call_ids}"
+
+    def _next_completion_id(self) -> str:
+        with self._lock:
+            self._completion_ids += 1
+            return f"chatcmpl-scripted-{self._completion_ids}"
+
+    # --- request handling -----------------------------------------------------------------
+
+    async def _respond(self, conn: Connection, request: HTTPRequest) -> bool:
+        """Answer one request; returns whether the connection may carry another."""
+        path, _, query_string = request.target.partition("?")
+        query = dict(parse_qsl(query_string, keep_blank_values=True))
+        connection = request.headers.get("connection", "").lower()
+        if request.version == "HTTP/1.0":
+            keep_alive = "keep-alive" in connection
+        else:
+            keep_alive = "close" not in connection
+        chunked_ok = request.version != "HTTP/1.0"
+
+        route, allowed, deployment = "unknown", "", None
+        if m := (_CHAT_PATH.match(path) or _AZURE_PATH.match(path)):
+            route, allowed = "chat", "POST"
+            deployment = m.groupdict().get("deployment")
+        elif _MODELS_PATH.match(path):
+            route, allowed = "models", "GET"
+
+        body: Any = None
+        json_problem: str | None = None
+        if request.body:
+            try:
+                body = json.loads(request.body)
+            except ValueError as exc:
+                json_problem = f"request body is not valid JSON: {exc}"
+        if route == "chat" and json_problem is None and not isinstance(body, dict):
+            json_problem = "request body must be a JSON object"
+
+        reply: Reply | None = None
+        with self._changed:
+            captured = CapturedRequest(
+                index=self._received,
+                method=request.method,
+                path=path,
+                query=query,
+                headers=dict(request.headers),
+                body=body,
+                raw=request.body,
+                route=route,
+            )
+            self._requests.append(captured)
+            self._received += 1
+            takes_reply = route == "chat" and request.method == allowed and json_problem is None
+            if takes_reply and self._script:
+                reply = self._script.popleft()
+                self._served += 1
+            served = self._served
+            self._wake_async_waiters()
+            self._changed.notify_all()
+        if self._on_request is not None:
+            try:
+                self._on_request(captured)
+            except Exception as exc:
+                self._record_error(exc)
+
+        if route == "unknown":
+            self._send_plain(
+                conn,
+                404,
+                error_body(
+                    f"scripted server: no route for {request.method} {path}", code="unknown_url"
+                ),
+                keep_alive=keep_alive,
+            )
+            return keep_alive
+        if request.method != allowed:
+            self._send_plain(
+                conn,
+                405,
+                error_body(
+                    f"scripted server: {request.method} is not allowed on {path} (use {allowed})"
+                ),
+                keep_alive=keep_alive,
+                headers=[("Allow", allowed)],
+            )
+            return keep_alive
+        if route == "models":
+            self._send_plain(
+                conn, 200, json.dumps(self._models_body(path)).encode(), keep_alive=keep_alive
+            )
+            return keep_alive
+        if json_problem is not None:
+            self._send_plain(
+                conn, 400, error_body(f"scripted server: {json_problem}"), keep_alive=keep_alive
+            )
+            return keep_alive
+
+        if reply is None and self.responder is not None:
+            try:
+                produced = self.responder(captured)
+                if inspect.isawaitable(produced):
+                    produced = await produced
+                reply = coerce_reply(produced)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._record_error(exc)
+                self._send_plain(
+                    conn,
+                    500,
+                    error_body(f"scripted server: the responder raised {exc!r}", "server_error"),
+                    keep_alive=keep_alive,
+                )
+                return keep_alive
+        if reply is None:
+            self._send_plain(
+                conn,
+                400,
+                error_body(
+                    f"scripted server: script exhausted after {served} requests "
+                    "(push more replies or give a responder)",
+                    code="script_exhausted",
+                ),
+                keep_alive=keep_alive,
+            )
+            return keep_alive
+        model = captured.model or deployment or self.model
+        try:
+            return await self._send_reply(conn, captured, reply, model, keep_alive, chunked_ok)
+        except (ConnectionError, asyncio.CancelledError):
+            if conn.gone.is_set() and not self._closing:  # the client hung up mid-answer
+                self._record_disconnect(captured.index)
+            raise
+
+    def _models_body(self, path: str) -> dict[str, Any]:
+        entry = {"id": self.model, "object": "model", "created": 0, "owned_by": "scripted"}
+        m = _MODELS_PATH.match(path)
+        if m and m.group("model"):
+            return {**entry, "id": m.group("model")}
+        return {"object": "list", "data": [entry]}
+
+    def _send_plain(
+        self,
+        conn: Connection,
+        status: int,
+        body: bytes,
+        *,
+        keep_alive: bool,
+        content_type: str = "application/json",
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        head = plain_head(
+            status, len(body), keep_alive=keep_alive, content_type=content_type, headers=headers
+        )
+        conn.write(head + body)
+
+    async def _send_reply(
+        self,
+        conn: Connection,
+        req: CapturedRequest,
+        reply: Reply,
+        model: str,
+        keep_alive: bool,
+        chunked_ok: bool,
+    ) -> bool:
+        stall: StallReply | CutReply | None = None
+        while isinstance(reply, SlowReply | StallReply | CutReply):
+            if isinstance(reply, StallReply | CutReply):
+                stall, reply = reply, reply.reply
+                if isinstance(stall, StallReply) and not req.stream:
+                    reply = SlowReply(stall.seconds, reply)
+                continue
+            try:
+                await asyncio.wait_for(conn.gone.wait(), reply.seconds)
+                self._record_disconnect(req.index)
+                return False  # the client went away while we were waiting
+            except TimeoutError:
+                reply = reply.reply
+        if isinstance(reply, DropReply):
+            return False
+        if isinstance(reply, ErrorReply):
+            body = json.dumps(reply.body()).encode("utf-8")
+            self._send_plain(conn, reply.status, body, keep_alive=keep_alive, headers=reply.headers)
+            return keep_alive
+        if isinstance(reply, RawReply):
+            self._send_plain(
+                conn,
+                reply.status,
+                reply.body,
+                keep_alive=keep_alive,
+                content_type=reply.content_type,
+                headers=reply.headers,
+            )
+            return keep_alive
+        if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
+            raise TypeError(f"cannot send {reply!r}")
+        calls: list[IdentifiedCall] = [
+            (tc, tc.id or self._next_call_id())
+            for tc in (reply.calls if isinstance(reply, ToolCallsReply) else ())
+        ]
+        usage = usage_for(req, reply, calls)
+        created = int(time.time())
+        completion_id = self._next_completion_id()
+        if req.stream:
+            finished = await self._stream(
+                conn,
+                req,
+                reply,
+                calls,
+                usage,
+                model,
+                completion_id,
+                created,
+                keep_alive and chunked_ok,
+                chunked_ok,
+                stall,
+            )
+            return finished and keep_alive and chunked_ok
+        data = completion_body(reply, calls, usage, model, completion_id, created)
+        if isinstance(stall, CutReply):  # announce the whole body, send half, hang up
+            head = plain_head(200, len(data), keep_alive=False)
+            conn.write(head + data[: len(data) // 2])
+            await conn.drain()
+            return False
+        self._send_plain(conn, 200, data, keep_alive=keep_alive)
+        return keep_alive
+
+    async def _stream(
+        self,
+        conn: Connection,
+        req: CapturedRequest,
+        reply: TextReply | ToolCallsReply,
+        calls: list[IdentifiedCall],
+        usage: dict[str, int] | None,
+        model: str,
+        completion_id: str,
+        created: int,
+        keep_alive: bool,
+        chunked: bool,
+        interruption: StallReply | CutReply | None = None,
+    ) -> bool:
+        """Send the answer as an event stream; False when it was cut (the connection is
+        then closed without the end of the stream)."""
+        events = stream_events(req, reply, calls, usage, model, completion_id, created)
+        conn.write(stream_head(keep_alive=keep_alive, chunked=chunked))
+        for number, event in enumerate(events):
+            if interruption is not None and number == interruption.after:
+                if isinstance(interruption, CutReply):
+                    return False
+                try:
+                    await asyncio.wait_for(conn.gone.wait(), interruption.seconds)
+                    self._record_disconnect(req.index)
+                    return False
+                except TimeoutError:
+                    pass
+            conn.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
+            await conn.drain()
+            await asyncio.sleep(0)  # let the event go out on its own and other clients run
+        if chunked:
+            conn.write(b"0\r\n\r\n")
+        return True

@@ -1,3 +1,0 @@
-"""Upstream's chart demos: ``python -m app.tool.chart_visualization.test.chart_demo``."""
-
-__all__: list[str] = []
