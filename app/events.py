@@ -1,10 +1,8 @@
 """Typed events agents and flows emit while they work, and the bus that delivers them.
 
-One stream of events feeds everything that watches a run: the terminal programs render from
-it, session files record it, and library users consume it (``async for event in
-agent.run_stream(prompt)``, or ``agent.events.subscribe(callback)``). Because every view reads
-the same events, what the terminal shows and what a library sees cannot disagree. Emitters
-check ``bus.active`` before building an event, so a run nobody watches builds none.
+One stream feeds every view of a run (terminal, session files, ``agent.run_stream(prompt)``,
+``agent.events.subscribe(callback)``), so they cannot disagree. Emitters check ``bus.active``
+before building an event, so a run nobody watches builds none.
 """
 
 from __future__ import annotations
@@ -110,10 +108,8 @@ class Thought(Event):
 
 @dataclass(frozen=True, slots=True)
 class Reasoning(Event):
-    """The model's reasoning for this step (``reasoning_content`` or a ``<think>`` block).
-
-    Shown as thinking, never taken as the answer and never stored in the agent's memory.
-    """
+    """The model's reasoning for this step (``reasoning_content`` or a ``<think>`` block):
+    shown as thinking, never taken as the answer nor stored in the agent's memory."""
 
     kind: ClassVar[str] = "reasoning"
     step: int = 0
@@ -226,11 +222,8 @@ class ErrorEvent(Event):
 
 @dataclass(frozen=True, slots=True)
 class RunFinished(Event):
-    """The run ended; ``result`` (in memory only) is what ``run()`` returns.
-
-    ``stop_reason`` is a ``StopReason`` value (``completed``, ``max_steps``, ``stuck``, ...);
-    ``failure`` says in words why a run that did not complete stopped.
-    """
+    """The run ended; ``result`` (in memory only, not in session files) is what ``run()``
+    returns, ``stop_reason`` a ``StopReason`` value, ``failure`` why it did not complete."""
 
     kind: ClassVar[str] = "run_finished"
     state: str = ""
@@ -240,7 +233,6 @@ class RunFinished(Event):
     cost: float | None = None
     stop_reason: str = ""
     failure: str | None = None
-    #: Lives only in memory (not written to session files).
     result: RunResult | None = field(
         default=None, compare=False, repr=False, metadata={"transient": True}
     )
@@ -301,11 +293,8 @@ class EventBus:
 
 
 class EventStream:
-    """The events of a piece of work as an async iterator (see :func:`stream_events`).
-
-    ``async for event in stream`` reads them; ``async with stream: ...`` (or ``aclose()``)
-    makes leaving the loop early stop the work at once rather than when it is collected.
-    """
+    """The events of a piece of work as an async iterator; ``async with`` (or ``aclose()``)
+    makes leaving the loop early stop the work at once rather than when it is collected."""
 
     def __init__(self, bus: EventBus, work: Awaitable[Any]) -> None:
         self._bus = bus

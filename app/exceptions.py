@@ -86,8 +86,7 @@ class SessionBusyError(SessionError):
 
 
 class SessionWriteError(SessionError):
-    """A session record could not be written (disk full...): the file stops at the last good
-    record and reads as incomplete; exit code 4."""
+    """A session record could not be written (disk full...); exit code 4."""
 
 
 class SandboxError(OpenManusError):
@@ -143,8 +142,7 @@ class ArgumentProblem:
 
 
 class ToolArgumentsError(ToolError):
-    """A call's arguments do not fit the tool's schema; the tool was not run. The message
-    lists every problem at once, so the model can fix them all in one go."""
+    """A call's arguments do not fit the tool's schema (not run); every problem is listed."""
 
     def __init__(
         self, tool: str, problems: tuple[ArgumentProblem, ...], count: int | None = None
@@ -215,9 +213,8 @@ class LLMServerError(LLMTransientError):
 
 
 class LLMEndpointError(LLMError):
-    """``base_url`` leads nowhere useful: nothing listens there (connection refused), its host
-    is not found (DNS), TLS fails, or what answers is not an LLM API (an HTML page). Retrying
-    the same URL cannot help, so it fails at once; the message names the endpoint."""
+    """``base_url`` leads nowhere useful (refused, unknown host, TLS, not an LLM API): not
+    retried, since the same URL cannot help; the message names the endpoint."""
 
 
 class LLMAuthenticationError(LLMError):
@@ -266,9 +263,8 @@ class ImagesNotSupportedError(LLMBadRequestError):
 
 
 class LLMResponseError(LLMTransientError):
-    """The endpoint answered with something that is not a usable chat completion (invalid
-    JSON, a missing or malformed message, a stream cut short). Retried, a bounded number of
-    times: a model that sampled garbage once may answer properly the next time."""
+    """The answer is no usable chat completion (invalid JSON, a stream cut short...); retried
+    a bounded number of times: a model that sampled garbage once may not do so again."""
 
 
 class ReplayError(LLMError):

@@ -1,10 +1,8 @@
 """Logging on loguru, with secrets kept out of every line we write.
 
-Redaction happens twice: a patcher cleans each record's message for any sink, and the sinks of
-:func:`define_log_level` clean the formatted text, tracebacks included. A library is silent
-until its application calls ``define_log_level`` (see :func:`_quiet_default_handler`).
-loguru is imported on first need: until then :data:`logger` is a stand-in that drops records
-below the configured levels.
+A patcher redacts each record's message, and :func:`define_log_level`'s sinks the formatted
+text (tracebacks too). A library is silent until its application calls ``define_log_level``.
+loguru is imported on first need; until then :data:`logger` drops records below the levels.
 """
 
 from __future__ import annotations
@@ -113,7 +111,7 @@ def register_secret(value: str | None) -> None:
 
 
 def _registered_pattern() -> re.Pattern[str] | None:
-    """One pattern matching every registered form, or None when nothing is registered."""
+    """One pattern matching every registered form (None: nothing registered)."""
     global _secrets_pattern
     pattern = _secrets_pattern
     if pattern is not None or not _secrets_forms:
@@ -158,8 +156,7 @@ def _base64_forms(data: bytes) -> set[str]:
 
 
 def secret_forms(value: str) -> set[str]:
-    """Every form of a secret the redactor looks for: raw, escaped (JSON, Python repr, URL,
-    twice over for JSON in JSON) and base64 in any alignment."""
+    """A secret raw, escaped (JSON, repr, URL; twice over) and in base64 at any alignment."""
     forms = {value} | _escaped(value)
     for form in list(forms):
         forms |= _escaped(form)  # a JSON string inside a JSON string, a repr of JSON...
@@ -211,11 +208,8 @@ _NOTHING = 1 << 30  # the lowest level taken when no sink is configured
 
 
 class _Loader:
-    """When loguru is loaded, and what :func:`define_log_level` asked for before it was.
-
-    ``pending`` is the last configuration not yet applied (it is applied on load, as if it had
-    been applied when asked); ``floor`` is the lowest level it lets through.
-    """
+    """loguru once loaded; before that, ``pending``: the last :func:`define_log_level` (applied
+    on load, as if when asked), and ``floor``: the lowest level it lets through."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -224,16 +218,14 @@ class _Loader:
         self.floor = 0
 
     def decides(self) -> bool:
-        """Whether the pending configuration alone says which records are kept: loguru is
-        not loaded (had anyone imported it, they may have added handlers of their own)."""
+        """Whether ``pending`` alone says what is kept: nobody loaded loguru (and added sinks)."""
         return self.real is None and self.pending is not None and "loguru" not in sys.modules
 
     def dropped(self, level_no: int) -> bool:
-        """Whether a record at ``level_no`` is certainly dropped, decided without loguru."""
         return level_no < self.floor and self.decides()
 
     def load(self) -> Logger:
-        """The redacting loguru logger, with any pending configuration applied first."""
+        """The redacting loguru logger, any pending configuration applied first."""
         real = self.real
         if real is not None:
             return real
@@ -268,10 +260,8 @@ def _not_ours(record: Record) -> bool:
 
 
 def _quiet_default_handler() -> None:
-    """Swap loguru's import-time stderr handler (id 0) for one that takes every record but
-    ours: importing the library prints nothing, while an application's own loguru records
-    still show. Handlers the application added keep all records; ``define_log_level``
-    replaces the swapped one like any other."""
+    """Swap loguru's import-time stderr handler (id 0) for one taking every record but ours:
+    the library prints nothing, an application's own loguru records still show."""
     from loguru import logger as base  # on first need: see the module docstring
 
     try:
@@ -297,11 +287,8 @@ def _level_method(name: str) -> Callable[..., None]:
 
 
 class _LazyLogger:
-    """The project's logger before loguru is loaded; loguru's own logger once it is.
-
-    Level methods drop records below the configured levels without importing loguru; any
-    other attribute (``add``, ``opt``, ``bind``, ...) loads it and is loguru's.
-    """
+    """Level methods drop records below the configured levels without importing loguru; any
+    other attribute (``add``, ``opt``, ``bind``...) loads it and is loguru's."""
 
     def log(self, level: int | str, message: Any, /, *args: Any, **kwargs: Any) -> None:
         """Log at ``level`` (a number or a level's name), as loguru's ``Logger.log``."""
@@ -325,9 +312,8 @@ logger: Logger = cast("Logger", _LazyLogger())
 
 
 def log_enabled(level: str) -> bool:
-    """Whether any sink takes records at ``level``. loguru drops a record below every sink's
-    level cheaply, but the message's f-string is built first; hot paths check this before
-    building costly messages, so logging that is off costs nothing."""
+    """Whether any sink takes records at ``level``: hot paths check before building a costly
+    message (loguru drops it cheaply, but only after the f-string is built)."""
     number = _LEVEL_NUMBERS.get(level)
     if number is not None and _loader.decides():
         return number >= _loader.floor
@@ -407,9 +393,8 @@ def define_log_level(
     """Replace all handlers with a redacting console sink and a lazily created log file.
 
     Either level may be ``"OFF"``/``None`` to drop that sink. The file is
-    ``<log_dir>/<name>_<YYYYmmddHHMMSS>.log`` (default directory ``$OPENMANUS_LOG_DIR``, else
-    ``<project>/logs``).
-    ``compact`` gives a short console line (time, level, message) for terminal programs.
+    ``<log_dir>/<name>_<YYYYmmddHHMMSS>.log`` (default ``$OPENMANUS_LOG_DIR``, else
+    ``<project>/logs``); ``compact`` gives a short console line (time, level, message).
     """
     console_level = _sink_level(print_level)
     file_level = _sink_level(logfile_level)

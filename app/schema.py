@@ -1,8 +1,5 @@
-"""Messages, tool calls, agent states and the conversation memory.
-
-Names and constructors match upstream OpenManus. Memory trimming differs on purpose: it drops
-whole turns, so a ``tool`` message is never separated from the assistant message that asked for
-it (the API rejects such orphans with HTTP 400).
+"""Messages, tool calls, agent states and the conversation memory, with upstream's names and
+constructors. Memory trimming drops whole turns: the API rejects orphaned ``tool`` messages.
 """
 
 from __future__ import annotations
@@ -136,36 +133,22 @@ class Message(BaseModel):
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like every pydantic model
 
+    # Anything else: NotImplemented, and Python raises upstream's "unsupported operand" error.
     def __add__(self, other: Message | list[Message]) -> list[Message]:
         if isinstance(other, list):
             return [self, *other]
-        if isinstance(other, Message):
-            return [self, other]
-        raise TypeError(
-            f"unsupported operand type(s) for +: '{type(self).__name__}' and "
-            f"'{type(other).__name__}'"
-        )
+        return [self, other] if isinstance(other, Message) else NotImplemented
 
     def __radd__(self, other: list[Message]) -> list[Message]:
-        if isinstance(other, list):
-            return [*other, self]
-        raise TypeError(
-            f"unsupported operand type(s) for +: '{type(other).__name__}' and "
-            f"'{type(self).__name__}'"
-        )
+        return [*other, self] if isinstance(other, list) else NotImplemented
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": self.role}
-        if self.content is not None:
-            data["content"] = self.content
-        if self.tool_calls is not None:
+        for key in ("content", "tool_calls", "name", "tool_call_id", "base64_image"):
+            if (value := getattr(self, key)) is not None:
+                data[key] = value
+        if self.tool_calls is not None:  # same place in the dict, as plain dicts
             data["tool_calls"] = [call.model_dump() for call in self.tool_calls]
-        if self.name is not None:
-            data["name"] = self.name
-        if self.tool_call_id is not None:
-            data["tool_call_id"] = self.tool_call_id
-        if self.base64_image is not None:
-            data["base64_image"] = self.base64_image
         if self.is_error:
             data["is_error"] = True
         return data
@@ -211,19 +194,13 @@ class Message(BaseModel):
         base64_image: str | None = None,
         **kwargs: Any,
     ) -> Message:
-        """An assistant message carrying ``tool_calls``.
-
-        Accepts our ``ToolCall`` objects, the openai SDK's tool-call objects, or plain dicts.
-        """
+        """An assistant message carrying ``tool_calls``: our ``ToolCall`` objects, the openai
+        SDK's tool-call objects, or plain dicts."""
         if isinstance(content, list):
             content = "\n".join(content)
         calls = [_coerce_tool_call(call) for call in tool_calls]
         return cls(
-            role=Role.ASSISTANT.value,
-            content=content,
-            tool_calls=calls,
-            base64_image=base64_image,
-            **kwargs,
+            role="assistant", content=content, tool_calls=calls, base64_image=base64_image, **kwargs
         )
 
 
@@ -256,12 +233,8 @@ def _args_text(arguments: Any) -> str:
 
 
 class Memory(BaseModel):
-    """The agent's conversation, bounded by ``max_messages``.
-
-    When over the bound, the oldest turns are dropped whole: system messages are always kept,
-    and an assistant message with ``tool_calls`` goes together with its tool results. The
-    history therefore never starts with, or contains, an orphaned ``tool`` message.
-    """
+    """The agent's conversation, bounded by ``max_messages``: the oldest turns are dropped
+    whole (system messages kept), so no ``tool`` message is ever orphaned."""
 
     messages: list[Message] = []  # copied per instance by pydantic
     max_messages: int = Field(default=100)
@@ -289,13 +262,11 @@ class Memory(BaseModel):
         system = [m for m in self.messages if m.role == "system"]
         rest = [m for m in self.messages if m.role != "system"]
         budget = max(self.max_messages - len(system), 0)
-        # Trim a little below the bound so a long run trims once per several additions
-        # rather than on every one.
+        # Trim a little below the bound: once per several additions rather than every one.
         slack = max(1, self.max_messages // 10)
         target = max(budget - slack, 0) if len(rest) > budget else budget
         start = len(rest) - target
-        # Move the cut forward to a turn boundary: never keep a tool message whose assistant
-        # message is cut away.
+        # Move the cut forward to a turn boundary: no tool message without its assistant's.
         while start < len(rest) and rest[start].role == "tool":
             start += 1
         if start >= len(rest) and rest:

@@ -31,12 +31,9 @@ def unknown_field_message(owner: str, name: str, known: list[str]) -> str:
 
 
 class _PrivateRead:
-    """Reads one private attribute straight from the instance's ``__pydantic_private__``.
-
-    pydantic finds private attributes through its ``__getattr__`` fallback, about 3 µs per
-    read; an agent reads a dozen on every step. Writes still go through pydantic. A value not
-    set yet raises ``AttributeError`` here, and pydantic's fallback then reports it.
-    """
+    """Reads one private attribute straight from ``__pydantic_private__``: pydantic's
+    ``__getattr__`` fallback costs ~3 µs a read, and an agent reads a dozen per step. A value
+    not set yet raises ``AttributeError`` here, and that fallback then reports it."""
 
     __slots__ = ("name",)
 
@@ -53,12 +50,8 @@ class _PrivateRead:
 
 
 class StrictModel(BaseModel):
-    """A ``BaseModel`` that forbids unknown fields, with a "did you mean" hint.
-
-    Subclasses keep their own state in declared fields or ``PrivateAttr``s; assigning an
-    undeclared attribute raises as well (pydantic's ``object has no field``). Private
-    attributes are read without pydantic's slow fallback (see ``_PrivateRead``).
-    """
+    """A ``BaseModel`` that forbids unknown fields, with a "did you mean" hint; state lives in
+    declared fields or ``PrivateAttr``s (read fast, see ``_PrivateRead``)."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
 

@@ -1,16 +1,11 @@
 """OpenAI's vocabularies without a network: o200k_base (and gpt-oss's o200k_harmony) and
-cl100k_base, read from an installed package.
+cl100k_base, read from the data files of the ``quicktok-v1`` package (never its code) into a
+``tiktoken.Encoding`` with tiktoken's own pattern and special tokens. tiktoken would download
+them on first use, which fails slowly on a machine without internet.
 
-tiktoken downloads its vocabulary files on first use, which fails (slowly, and loudly) on a
-machine without internet. The ``quicktok-v1`` package (MIT, a dependency) ships the same two
-vocabularies as data files. Only those files are read here, never quicktok's own code: they are
-turned into a ``tiktoken.Encoding`` with tiktoken's own pre-tokenizer pattern and special
-tokens, so counts are tiktoken's.
-
-Nothing is trusted blindly: a file whose SHA-256 is not one already checked is re-serialized in
-tiktoken's ``.tiktoken`` format (base64 token, space, rank, one per line) and compared with the
-SHA-256 that tiktoken itself pins for the official file. A mismatch (a changed file format, a
-damaged install) means no encoding, never a wrong one.
+A file whose SHA-256 is not one already checked is re-serialized in tiktoken's ``.tiktoken``
+format and compared with the SHA-256 tiktoken pins for the official file: a mismatch (changed
+format, damaged install) means no encoding, never a wrong one.
 """
 
 from __future__ import annotations
@@ -70,17 +65,15 @@ class _Vocab:
     special_tokens: dict[str, int]
 
 
+_O200K_SHA = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+_CL100K_SHA = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 _VOCABS: dict[str, _Vocab] = {
     "o200k_base": _Vocab(
-        "o200k.vocab",
-        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
-        199998,
-        _O200K_PAT,
-        {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018},
+        "o200k.vocab", _O200K_SHA, 199998, _O200K_PAT, {_ENDOFTEXT: 199999, _ENDOFPROMPT: 200018}
     ),
     "cl100k_base": _Vocab(
         "cl100k.vocab",
-        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        _CL100K_SHA,
         100256,
         _CL100K_PAT,
         {
@@ -106,29 +99,21 @@ _HARMONY_SPECIAL = {
     "<|call|>": 200012,
 } | {f"<|reserved_{i}|>": i for i in (200000, 200001, 200004, 200009, 200010, 200011)}
 _HARMONY_SPECIAL |= {f"<|reserved_{i}|>": i for i in range(200013, 201088)}
-_VOCABS["o200k_harmony"] = _Vocab(
-    "o200k.vocab", _VOCABS["o200k_base"].tiktoken_sha256, 199998, _O200K_PAT, _HARMONY_SPECIAL
-)
+_VOCABS["o200k_harmony"] = _Vocab("o200k.vocab", _O200K_SHA, 199998, _O200K_PAT, _HARMONY_SPECIAL)
 #: Encodings that load from the installed package, never from the network.
 BUNDLED_ENCODINGS = frozenset(_VOCABS)
 
 # SHA-256 of data files already proven equal to tiktoken's (quicktok-v1 0.4.0): the slow
 # re-serialization check is skipped for these.
 _CHECKED_FILES = {  # file SHA-256 -> the tiktoken SHA-256 it was proven to match
-    "6b17521f79788c7ace48fc75f6edde125637a90b0018427e68f28d051b2ac1fe": _VOCABS[
-        "o200k_base"
-    ].tiktoken_sha256,
-    "4a945d497c213acde921bc8d69bc8dad9c603ea97c50c014e04ad0fadc09eecb": _VOCABS[
-        "cl100k_base"
-    ].tiktoken_sha256,
+    "6b17521f79788c7ace48fc75f6edde125637a90b0018427e68f28d051b2ac1fe": _O200K_SHA,
+    "4a945d497c213acde921bc8d69bc8dad9c603ea97c50c014e04ad0fadc09eecb": _CL100K_SHA,
 }
 
 
 def vocab_file(name: str) -> Path | None:
-    """Where the installed package keeps ``name``'s vocabulary; None if not installed.
-
-    The package is located, not imported (importing it would load its compiled tokenizer).
-    """
+    """Where the installed package keeps ``name``'s vocabulary (None: not installed); found,
+    not imported (that would load its compiled tokenizer)."""
     vocab = _VOCABS.get(name)
     if vocab is None:
         return None

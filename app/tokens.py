@@ -1,13 +1,10 @@
 """Counting prompt tokens locally, so a request can be checked against the context window.
 
-OpenAI's chat accounting, as upstream: a fixed overhead per message plus its fields' tokens,
-images by the tile formula (size read from the image bytes). Exact only for OpenAI's own
-tokenizers (``o200k_base``, ``cl100k_base``, bundled by ``app.token_vocab``, never downloaded);
-any other model is counted with ``cl100k_base`` times :data:`ESTIMATE_MARGIN` and
-``TokenCounter.exact`` is False. An encoding that cannot be loaded (on a worker thread with a
-deadline: tiktoken's download has no timeout) leaves a character-based estimate and one
-warning. Text counts are cached per counter on ``(hash, length)``, so a growing history only
-tokenizes its new messages.
+OpenAI's chat accounting, as upstream: an overhead per message plus its fields' tokens, images
+by the tile formula. Exact only for OpenAI's tokenizers (bundled by ``app.token_vocab``); other
+models count with ``cl100k_base`` times :data:`ESTIMATE_MARGIN`. An encoding that cannot be
+loaded (worker thread, deadline) leaves a character estimate and one warning. Counts are
+cached per counter, so a growing history only tokenizes its new messages.
 """
 
 from __future__ import annotations
@@ -20,6 +17,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
@@ -52,15 +50,13 @@ MESSAGE_OVERHEAD = 4
 REPLY_PRIMING = 3
 #: Tokens for the wrapper the server puts around tool definitions, added once when tools exist.
 TOOLS_OVERHEAD = 12
-#: Seconds a load may take before the counter settles for estimates (the download never
-#: times out by itself; a black-holed network would otherwise block for minutes).
+#: Seconds a load may take before the counter settles for estimates (tiktoken's download has
+#: no timeout of its own).
 DEFAULT_LOAD_TIMEOUT = 20.0
-#: Estimates for a model whose tokenizer is unknown are its ``cl100k_base`` count times this:
-#: smaller vocabularies (SmolLM, Llama 2, Mistral's 32k) need up to about a quarter more tokens
-#: for the same text, and a high estimate only makes compaction start a little earlier.
+#: Unknown tokenizers count as ``cl100k_base`` times this: smaller vocabularies (Llama 2,
+#: Mistral's 32k) need up to a quarter more tokens, and a high estimate only compacts earlier.
 ESTIMATE_MARGIN = 1.25
-#: Size assumed for an image whose bytes are not at hand (an http URL, unreadable data):
-#: 1024x1024 at high detail is 765 tokens, a middle-of-the-road screenshot.
+#: Size assumed for an image whose bytes are not at hand: 765 tokens, a middling screenshot.
 DEFAULT_IMAGE_SIZE = (1024, 1024)
 
 _LOW_DETAIL_TOKENS = 85
@@ -81,19 +77,14 @@ _WIDE_CHARS = re.compile(
 )
 
 
-# --- encodings, loaded once per process --------------------------------------------------------
-
-
+@dataclass(slots=True)
 class _Slot:
     """One encoding's load: started once, finished (or given up on) for the whole process."""
 
-    __slots__ = ("done", "encoding", "error", "gave_up")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.encoding: Encoding | None = None
-        self.error: str | None = None
-        self.gave_up = False
+    done: threading.Event = field(default_factory=threading.Event)
+    encoding: Encoding | None = None
+    error: str | None = None
+    gave_up: bool = False
 
 
 _LOCK = threading.Lock()
@@ -144,13 +135,12 @@ def _warn_once(name: str, model: str, reason: str) -> None:
         _WARNED.add(name)
     from app.token_vocab import BUNDLED_ENCODINGS, VOCAB_PACKAGE  # see _load_into
 
-    if name in BUNDLED_ENCODINGS:
-        remedy = f"Reinstall the {VOCAB_PACKAGE} package to count exactly."
-    else:
-        remedy = (
-            "To count exactly offline, put the encoding file into a directory named by "
-            "TIKTOKEN_CACHE_DIR."
-        )
+    remedy = (
+        f"Reinstall the {VOCAB_PACKAGE} package to count exactly."
+        if name in BUNDLED_ENCODINGS
+        else "To count exactly offline, put the encoding file into a directory named by "
+        "TIKTOKEN_CACHE_DIR."
+    )
     logger.warning(
         f"Token counts for model {model!r} are estimates: tiktoken encoding {name!r} could not "
         f"be loaded ({reason}). {remedy}"
@@ -158,12 +148,9 @@ def _warn_once(name: str, model: str, reason: str) -> None:
 
 
 def register_encoding(encoding: Encoding, name: str | None = None) -> None:
-    """Make ``encoding`` the process-wide encoding for ``name`` (default: its own name).
-
-    For deployments that build an ``Encoding`` from a local vocabulary, and for tests.
-    """
-    slot = _Slot()
-    slot.encoding = encoding
+    """Make ``encoding`` the process-wide encoding for ``name`` (default: its own name): for
+    a local vocabulary, and tests."""
+    slot = _Slot(encoding=encoding)
     slot.done.set()
     with _LOCK:
         key = name or encoding.name
@@ -179,11 +166,8 @@ def clear_encoding_cache() -> None:
 
 
 def model_encoding_name(model: str) -> str | None:
-    """The tiktoken encoding ``model`` really uses, or None when its tokenizer is unknown.
-
-    tiktoken's own mapping first, then OpenAI's model families (new snapshots tiktoken does
-    not list yet). A provider prefix (``openai/gpt-4o``) is ignored.
-    """
+    """The tiktoken encoding ``model`` really uses (tiktoken's mapping, then OpenAI's model
+    families), or None when unknown. A provider prefix (``openai/gpt-4o``) is ignored."""
     name = (model or "").strip().rsplit("/", 1)[-1].lower()
     try:
         from tiktoken.model import encoding_name_for_model  # see _load_into
@@ -200,9 +184,6 @@ def resolve_encoding_name(model: str) -> str:
     return model_encoding_name(model) or "cl100k_base"
 
 
-# --- estimates -----------------------------------------------------------------------------
-
-
 def estimate_text_tokens(text: str) -> int:
     """About 4 ASCII characters, 2 other characters or 1 CJK character per token; >= 1."""
     if not text:
@@ -216,15 +197,9 @@ def estimate_text_tokens(text: str) -> int:
     return max(1, (ascii_chars + 2 * other + 3) // 4 + wide)
 
 
-# --- images --------------------------------------------------------------------------------
-
-
 def image_tokens(width: int, height: int, detail: str = "high") -> int:
-    """Tokens for an image: 85 at low detail, else 170 per 512-px tile plus 85.
-
-    Before tiling the image is scaled down to fit 2048x2048, then so its shorter side is at
-    most 768 (images are never scaled up). Arithmetic is exact, so borders do not wobble.
-    """
+    """85 at low detail, else 170 per 512-px tile plus 85, after scaling down to fit 2048x2048
+    and then a shorter side of 768 (exact arithmetic, so borders do not wobble)."""
     if detail == "low" or width <= 0 or height <= 0:
         return _LOW_DETAIL_TOKENS
     w, h = Fraction(width), Fraction(height)
@@ -327,9 +302,6 @@ def _size_from_url(url: str) -> tuple[int, int] | None:
         return None
 
 
-# --- the counter ---------------------------------------------------------------------------
-
-
 def _field(obj: Any, key: str) -> Any:
     if isinstance(obj, Mapping):
         return obj.get(key)
@@ -343,9 +315,8 @@ def _compact_json(value: Any) -> str:
 class TokenCounter:
     """Counts tokens of chat requests for one model; safe to share between threads.
 
-    Nothing is loaded at construction: call :meth:`load` from a worker thread, else the first
-    count loads synchronously. ``encoding=`` injects a ready ``tiktoken.Encoding`` (offline
-    vocabularies, tests). See :attr:`exact` for when counts may refuse a request.
+    Nothing loads at construction: :meth:`load` (from a worker thread) or the first count does.
+    ``encoding=`` injects a ready ``tiktoken.Encoding`` (offline vocabularies, tests).
     """
 
     def __init__(
@@ -360,8 +331,7 @@ class TokenCounter:
         if encoding is not None and not encoding_name:
             encoding_name = encoding.name
         self._encoding_name = encoding_name
-        #: Whether the encoding is the model's own (given by the caller, or known for the
-        #: model); when not, counts carry ESTIMATE_MARGIN.
+        #: The encoding is the model's own (given, or known); else counts carry ESTIMATE_MARGIN.
         self._native = bool(encoding_name) or model_encoding_name(model) is not None
         self._encoding: Encoding | None = encoding
         self._settled = encoding is not None
@@ -402,9 +372,8 @@ class TokenCounter:
 
     @property
     def exact(self) -> bool:
-        """True when counts use the model's own tokenizer (loads first): only then may a count
-        refuse a request locally (``ContextWindowExceededError``); an estimate (a stand-in
-        encoding plus :data:`ESTIMATE_MARGIN`, or characters) is for compaction and usage."""
+        """Counts use the model's own tokenizer (loads first): only then may a count refuse a
+        request locally; an estimate is for compaction and usage."""
         if not self._settled:
             self.load()
         return self._encoding is not None and self._native
@@ -421,8 +390,6 @@ class TokenCounter:
         if not self._settled:
             self.load()
         return (self.encoding_name, self._encoding is not None, self._native)
-
-    # -- text --
 
     def count_text(self, text: str) -> int:
         """Tokens of ``text`` (special-token strings count as ordinary text)."""
@@ -459,14 +426,9 @@ class TokenCounter:
             if len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
 
-    # -- images --
-
     def count_image(self, image: dict[str, Any] | str, detail: str = "auto") -> int:
-        """Tokens of one image: an ``image_url`` object, a (data) URL, or bare base64.
-
-        A ``detail`` inside the object wins over the argument, since that is what is sent.
-        Images whose bytes are not at hand are priced as :data:`DEFAULT_IMAGE_SIZE`.
-        """
+        """Tokens of one image: an ``image_url`` object, a (data) URL, or bare base64 (bytes not
+        at hand: :data:`DEFAULT_IMAGE_SIZE`). The object's ``detail`` wins: it is what is sent."""
         url: Any = image
         if isinstance(image, Mapping):
             if "image_url" in image:  # a whole content part
@@ -486,8 +448,6 @@ class TokenCounter:
             size = image_tokens(width, height, "high")
             self._remember(key, size)
         return size
-
-    # -- messages --
 
     def count_content(self, content: str | list[dict[str, Any]] | None) -> int:
         """Tokens of a message's content: text, or a list of OpenAI content parts."""
@@ -512,11 +472,8 @@ class TokenCounter:
         return total
 
     def count_message(self, message: dict[str, Any]) -> int:
-        """Tokens of one chat message, overhead included.
-
-        An upstream-style ``base64_image`` key is priced as an image too, so a message counts
-        the same before and after it is put into wire format.
-        """
+        """Tokens of one chat message, overhead included (a ``base64_image`` as an image, so it
+        counts the same before and after wire formatting)."""
         total = MESSAGE_OVERHEAD
         role = _field(message, "role")
         if role is not None:
@@ -546,11 +503,8 @@ class TokenCounter:
         return sum(self.count_message(message) for message in messages) + REPLY_PRIMING
 
     def count_tools(self, tools: list[dict[str, Any]] | None) -> int:
-        """Tokens of the tool definitions sent with a request (each one as compact JSON).
-
-        The server renders tools in its own format, so this is an approximation that errs on
-        the high side (JSON punctuation costs more than the server's rendering).
-        """
+        """Tokens of the tool definitions (as compact JSON: errs high, the server's own
+        rendering of tools costs less)."""
         if not tools:
             return 0
         return TOOLS_OVERHEAD + sum(self.count_text(_compact_json(tool)) for tool in tools)

@@ -1,10 +1,7 @@
 """Agents. Names are importable from here as upstream allows (``from app.agent import Manus``).
 
-Each name is imported on first use, for a measured cost (as in :mod:`app.tool`): importing
-every agent here would make ``import app.agent.toolcall`` (a library program's import) load
-Manus, the browser and data-analysis agents and all their tools, 0.31 s -> 0.54 s of CPU
-(measured here), and the 10-step whole-process bench went from 1.45x to 1.88x the raw HTTP
-loop (target 1.5x).
+Each name is imported on first use, for a measured cost: importing every agent here made
+``import app.agent.toolcall`` load all agents and tools (0.31 s -> 0.54 s of CPU).
 """
 
 from __future__ import annotations

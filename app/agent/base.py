@@ -14,7 +14,6 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from app.agent.result import RunResult, StopReason
 from app.events import (
     ErrorEvent,
-    Event,
     EventBus,
     EventStream,
     Listener,
@@ -41,13 +40,9 @@ def _default_llm(name: object) -> LLM:
 
 
 class BaseAgent(StrictModel, ABC):
-    """Runs ``step()`` until the agent finishes, fails, or uses up ``max_steps``.
-
-    After ``run()`` the state says how it ended: FINISHED (done), ERROR (the model could not be
-    reached, a step raised, or the run was failed: stuck, empty or cut replies, context
-    overflow), IDLE (stopped at ``max_steps`` or interrupted); ``RunResult.stop_reason`` says
-    which. ``run()`` may be called again for a follow-up: the memory is kept and the step
-    budget starts afresh.
+    """Runs ``step()`` until the agent finishes (FINISHED), fails (ERROR) or stops at
+    ``max_steps`` or an interruption (IDLE); ``RunResult.stop_reason`` says why. A second
+    ``run()`` is a follow-up: the memory is kept and the step budget starts afresh.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
@@ -133,8 +128,6 @@ class BaseAgent(StrictModel, ABC):
             raise ValueError(f"Unsupported message role: {role}")
         self.memory.add_message(message)
 
-    # ---- the loop ----------------------------------------------------------------------------
-
     # ---- events ------------------------------------------------------------------------------
 
     @property
@@ -145,10 +138,6 @@ class BaseAgent(StrictModel, ABC):
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener(event)`` for every event; returns a function that unsubscribes."""
         return self._events.subscribe(listener)
-
-    async def emit(self, event: Event) -> None:
-        """Deliver ``event`` to the listeners (build events only when ``events.active``)."""
-        await self._events.emit(event)
 
     def run_stream(self, request: str | None = None) -> EventStream:
         """``run(request)``, yielding its events as they happen. The last one is
@@ -278,7 +267,7 @@ class BaseAgent(StrictModel, ABC):
         """Why the current (or last) run stopped, once a step decided it."""
         return self._stop_reason
 
-    async def _announce_failure(self) -> None:
+    async def _announce_failure(self, error_type: str | None = None) -> None:
         if self._events.active:
             assert self._stop_reason is not None
             await self._events.emit(
@@ -286,7 +275,7 @@ class BaseAgent(StrictModel, ABC):
                     self.name,
                     step=self.current_step,
                     message=self._failure or "",
-                    error_type=self._stop_reason.value,
+                    error_type=error_type or self._stop_reason.value,
                 )
             )
 
@@ -295,24 +284,12 @@ class BaseAgent(StrictModel, ABC):
         reply, a request too long even after compaction): the run ends in ERROR with the
         reason. Other exceptions are bugs in an agent and propagate."""
         logger.error(f"Step {self.current_step} failed: {error}")
-        message = str(error)
         results.append(f"Step {self.current_step}: Error: {error}")
         self.state = AgentState.ERROR
-        self._stop_reason = (
-            StopReason.CONTEXT_OVERFLOW
-            if isinstance(error, ContextWindowExceededError)
-            else StopReason.ERROR
-        )
-        self._failure = message
-        if self._events.active:
-            await self._events.emit(
-                ErrorEvent(
-                    self.name,
-                    step=self.current_step,
-                    message=str(error),
-                    error_type=type(error).__name__,
-                )
-            )
+        overflow = isinstance(error, ContextWindowExceededError)
+        self._stop_reason = StopReason.CONTEXT_OVERFLOW if overflow else StopReason.ERROR
+        self._failure = str(error)
+        await self._announce_failure(type(error).__name__)
 
     async def _emit_interrupted(self, error: BaseException) -> None:
         """A run cut short by cancellation or a crash still tells its listeners how it ended
@@ -366,20 +343,8 @@ class BaseAgent(StrictModel, ABC):
     def is_stuck(self) -> bool:
         """True when the model's last answer repeats, unchanged, ``duplicate_threshold`` times
         in a row (same text and same tool calls)."""
-        # Walks back only as far as the repetition goes: O(threshold), not O(history).
-        assistants = (m for m in reversed(self.memory.messages) if m.role == "assistant")
-        last_message = next(assistants, None)
-        last = _signature(last_message) if last_message is not None else None
-        if last is None:
-            return False
-        repeats = 0
-        for message in assistants:
-            if _signature(message) != last:
-                return False
-            repeats += 1
-            if repeats >= self.duplicate_threshold:
-                return True
-        return False
+        threshold = max(self.duplicate_threshold, 1)
+        return self._repeat_count(most=threshold + 1) > threshold
 
     def _watch_repeats(self) -> None:
         """Hint a repeating model to change course; fail the run when the hints do not help."""
@@ -394,17 +359,24 @@ class BaseAgent(StrictModel, ABC):
         self._stuck_hints += 1
         self.handle_stuck_state()
 
-    def _repeat_count(self) -> int:
-        """How many times in a row the model's last answer was given."""
-        assistants = [m for m in reversed(self.memory.messages) if m.role == "assistant"]
-        if not assistants:
-            return 0
-        last = _signature(assistants[0])
+    def _repeat_count(self, most: int = 0) -> int:
+        """How many times in a row the model's last answer was given; stops counting at
+        ``most`` (if set), so the stuck check at every step is O(threshold), not O(history)."""
+        last: object = None
         count = 0
-        for message in assistants:
-            if _signature(message) != last:
+        for message in reversed(self.memory.messages):
+            if message.role != "assistant":
+                continue
+            signature = _signature(message)
+            if count == 0:
+                if signature is None:
+                    return 0
+                last = signature
+            elif signature != last:
                 break
             count += 1
+            if count == most:
+                break
         return count
 
     def handle_stuck_state(self) -> None:

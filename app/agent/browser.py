@@ -1,9 +1,6 @@
-"""``BrowserAgent`` and ``BrowserContextHelper``: an agent that works in a real browser, and
-the helper (shared with Manus) that puts the live browser state into each step's prompt.
-
-The state goes into the next-step prompt, which is sent with the request but not stored in
-memory, so screenshots never pile up in the history. The screenshot travels in that user
-message only when the model accepts images, and never inside a ``tool`` message.
+"""``BrowserAgent`` and ``BrowserContextHelper`` (shared with Manus): the live browser state
+goes into the next-step prompt, which is not stored, so screenshots never pile up in memory;
+the screenshot rides on that user message only for models that take images.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Context compaction: keep a long run inside the model's context window instead of failing.
 
-Before each request the agent checks whether the request would pass ``trigger`` (a share of
-the window: ``max_input_tokens``, else a known window for the model). If so it shrinks the
-conversation down to ``target``, in order of how much is lost:
-
-1. old, long tool outputs become a short stub (what the tool was and the output's start);
-2. the older turns are summarized by one LLM call into a single message;
-3. if the newest turns alone are still too big, fewer of them are kept word for word.
-
-The summary is made only when it can bring the request down to ``target``: the fixed part of
-every request (system prompt, tool schemas, next-step prompt), the task and the newest turn are
-counted first, and when they alone pass the target no LLM call is spent. A compaction that
-falls short of its target is followed by a few steps of rest, so compaction never runs at
-every step. When the endpoint refuses a request as too long, the window it names is learned
-and the conversation compacted to it (``compact_after_overflow``).
-
-The system prompt, the task (first user message), the summary and the newest turns stay; a
-turn (a model answer and its tool results) is kept or condensed whole, so no tool result is
-ever separated from its call. Each compaction is reported as a ``Compacted`` event.
-
-Counting is skipped while a cheap bound (the last request's prompt tokens plus the text added
-since) is clearly below the trigger, so a run far from its window pays nothing.
+Shrinks the conversation from ``trigger`` down to ``target``: long old tool outputs become
+stubs, older turns are summarized by one LLM call (only when that can reach the target), and
+fewer newest turns are kept when they alone are too big. A turn (a model answer and its tool
+results) is kept or condensed whole. The full account is docs/sessions-and-events.md.
 """
 
 from __future__ import annotations
@@ -43,14 +26,11 @@ class Compactable(Protocol):
     """What compaction needs of an agent (``ToolCallAgent`` provides it); named here so this
     module does not import the agent that uses it."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def llm(self) -> LLM: ...
-    @property
-    def memory(self) -> Memory: ...
-    @property
-    def current_step(self) -> int: ...
+    name: str
+    llm: LLM
+    memory: Memory
+    current_step: int
+
     @property
     def system_prompt(self) -> str | None: ...
     @property
@@ -73,13 +53,7 @@ _SUMMARY_OVERHEAD = 40  # tokens of the summary message's framing
 
 
 class Compactor:
-    """Watches one agent's requests and compacts its memory when they grow too large.
-
-    The fixed part of every request (system prompt, tool schemas, next-step prompt) is counted
-    with the rest, so a target the fixed part alone fills is recognised: then nothing is
-    summarized (an LLM call that cannot reach the target is never made), long outputs are
-    stubbed, and compaction rests for a few steps instead of running at every one.
-    """
+    """Watches one agent's requests and compacts its memory when they grow too large."""
 
     def __init__(self, settings: CompactionSettings | None = None) -> None:
         self.settings = settings or CompactionSettings()
@@ -88,8 +62,6 @@ class Compactor:
         self._learned: int | None = None  # the window an overflow revealed (our token counts)
         self._rest_until = 0  # no compaction before this step (after one that fell short)
         self._seen = 0  # memory length at the last check
-        #: Summary requests made so far (each is one LLM call).
-        self.summaries = 0
 
     def window(self, agent: Compactable) -> int | None:
         """The context window in input tokens: ``max_input_tokens``, else what the LLM knows
@@ -190,17 +162,12 @@ class Compactor:
                 stubbed += count
                 messages, summarized = await self._summarize(agent, messages, start, window, budget)
                 tokens = await self._count(agent, messages)
-        if tokens > target:  # no summary could help: shorten everything before the newest turn
-            messages, count = shorten_tool_outputs(
-                messages, _recent_start(messages, 1), settings.stub_chars
-            )
-            stubbed += count
-            if count:
-                tokens = await self._count(agent, messages)
-        # The newest turn alone is too big: shorten all but its last output, then that too.
-        for end in (len(messages) - 1, len(messages)):
-            if tokens <= window:
-                break
+        # No summary could help: shorten everything before the newest turn; if the newest turn
+        # alone passes the window, all but its last output, then that too.
+        last, newest = len(messages), _recent_start(messages, 1)
+        for bound, end in ((target, newest), (window, last - 1), (window, last)):
+            if tokens <= bound:
+                continue
             messages, count = shorten_tool_outputs(messages, end, settings.stub_chars)
             stubbed += count
             if count:
@@ -278,7 +245,6 @@ class Compactor:
         prompt = SUMMARY_REQUEST.format(task=task.content or "", history=history)
         limit_key = "max_completion_tokens" if agent.llm.is_reasoning_model else "max_tokens"
         limit: dict[str, Any] = {limit_key: budget}  # goes through request()'s **kwargs
-        self.summaries += 1
         try:
             reply = await agent.llm.request(
                 [Message.user_message(prompt)],

@@ -35,8 +35,7 @@ def browser_tool_or_notice() -> BaseTool | None:
     """The browser tool when the ``browser`` extra is installed; otherwise one notice."""
     global _browser_notice_shown
     if importlib.util.find_spec("browser_use") is not None:
-        # Measured: the browser tool's modules (and its search engines) add 40 ms to
-        # ``import app.agent.manus``, whose budget is 0.5 s; they load with the first browser.
+        # Measured: 40 ms of ``import app.agent.manus`` (budget 0.5 s); loaded when first used.
         from app.tool.browser_use_tool import BrowserUseTool
 
         return BrowserUseTool()
@@ -129,10 +128,8 @@ class Manus(MCPHostAgent):
 
     @classmethod
     async def create(cls, *, connect_mcp: bool = True, **kwargs: Any) -> Manus:
-        """Build a Manus ready to run, connected to every MCP server configured in
-        ``mcp.json`` (upstream's factory; a plain ``Manus()`` connects them on its first step
-        instead). Servers that fail are logged and listed in
-        ``mcp_failures``; the agent runs with the rest."""
+        """A Manus connected to every server of ``mcp.json`` (upstream's factory; ``Manus()``
+        connects on its first step). Failed servers are listed in ``mcp_failures``."""
         agent = cls(**kwargs)
         agent._mcp_initialized = True  # connected here, or deliberately not at all
         if connect_mcp:
@@ -141,7 +138,6 @@ class Manus(MCPHostAgent):
 
     async def initialize_mcp_servers(self) -> dict[str, str]:
         """Connect the servers of ``config.mcp_config.servers``; returns the failures."""
-
         if not config.is_loaded and not find_config_path().is_file():
             return {}  # no config file at all (the LLM was given in code): no servers
         servers = config.mcp_config.servers

@@ -1,8 +1,6 @@
-"""``MCPAgent``: an agent whose tools all come from one (or more) MCP servers.
-
-Fixes over upstream: the server's ``terminate`` (offered as ``mcp_<server>_terminate``) ends
-the run; a refreshed tool list really changes what the model can call; and runs do not
-disconnect, so an interactive session keeps one connection.
+"""``MCPAgent``: an agent whose tools all come from MCP servers. Unlike upstream, the server's
+``terminate`` ends the run, a refreshed tool list changes what the model can call, and runs
+do not disconnect.
 """
 
 from __future__ import annotations
@@ -104,14 +102,13 @@ class MCPAgent(MCPHostAgent):
         changes = await self.mcp_clients.refresh()
         self._tools_updated()
         if changes:
-            parts = []
-            if changes.added:
-                parts.append(f"New: {', '.join(changes.added)}.")
-            if changes.removed:
-                parts.append(f"No longer available: {', '.join(changes.removed)}.")
-            if changes.changed:
-                parts.append(f"Changed (check their parameters): {', '.join(changes.changed)}.")
-            note = TOOLS_CHANGED_PROMPT.format(changes=" ".join(parts))
+            parts = (
+                ("New", changes.added),
+                ("No longer available", changes.removed),
+                ("Changed (check their parameters)", changes.changed),
+            )
+            listed = " ".join(f"{what}: {', '.join(names)}." for what, names in parts if names)
+            note = TOOLS_CHANGED_PROMPT.format(changes=listed)
             logger.info(f"🔄 {note}")
             self.memory.add_message(Message.user_message(note))
         return changes.added, changes.removed

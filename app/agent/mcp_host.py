@@ -1,12 +1,6 @@
-"""Agents that offer MCP servers' tools: connections stay open from one run to the next.
-
-``ToolCallAgent.run()`` cleans its tools up after every run. Upstream's MCP agents disconnected
-there, so interactive sessions lost their servers after the first task. Here a run only
-releases per-run resources, and ``cleanup()`` (the caller's "I am done") closes the
-connections; even then the tools stay listed and reconnect on their next call.
-
-The servers' own requests are answered with the agent's parts: sampling by its LLM (for
-servers allowed to sample), roots by its workspace (servers are told when it changes).
+"""Agents that offer MCP servers' tools: connections stay open from one run to the next
+(upstream disconnected after each run); only ``cleanup()`` closes them, and even then the
+tools reconnect on their next call. Sampling uses the agent's LLM, roots its workspace.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from app.llm.usage import Usage
     from app.schema import AgentState
 
-__all__ = ["FAILURE_REASONS", "RunResult", "StopReason"]
+__all__ = ["RunResult", "StopReason"]
 
 
 class StopReason(str, Enum):
@@ -25,10 +25,6 @@ class StopReason(str, Enum):
 
     def __str__(self) -> str:
         return self.value
-
-
-#: Every reason that means the run did not do its task.
-FAILURE_REASONS = frozenset(r for r in StopReason if r is not StopReason.COMPLETED)
 
 
 class RunResult(str):

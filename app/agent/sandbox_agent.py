@@ -1,9 +1,7 @@
 """Upstream compatibility: ``SandboxManus``, Manus inside a sandbox (``sandbox_main.py``).
 
-Upstream ran it in a Daytona cloud sandbox. Here it is :class:`~app.agent.manus.Manus` whose
-code-running and file tools always work in an isolating ``[sandbox]`` backend: the configured
-one when it isolates (``docker`` or ``bubblewrap``), else ``docker`` (upstream's own local
-sandbox). Daytona's VNC desktop and sandboxed browser are not provided (see ``app.daytona``).
+Upstream used a Daytona cloud sandbox; here Manus's tools always run in an isolating
+``[sandbox]`` backend (the configured one if it isolates, else ``docker``); no VNC desktop.
 """
 
 from __future__ import annotations

@@ -50,20 +50,9 @@ _CURRENT_IMAGE: ContextVar[str | None] = ContextVar("tool_call_image", default=N
 
 
 class ToolCallAgent(ReActAgent):
-    """Each step asks the model for tool calls, runs them and records the results in order.
-
-    Consecutive calls of read-only tools run at the same time (``concurrent_tool_calls``);
-    everything else runs one at a time, in the model's order.
-
-    A plain text answer (no tool call) ends the run with that text as the final answer,
-    unless ``text_answer_ends_run`` is False (then the loop goes on, as upstream did). A
-    successful call of an answer tool (``answer_tool_names``: ``create_chat_completion``)
-    ends it with the tool's result as the final answer.
-
-    Replies that are no answer are not taken as one: an empty reply is pointed out to the
-    model (``max_empty_replies`` in a row fail the run); an answer cut at ``max_tokens`` is
-    kept and the model asked to continue (``max_continuations`` times, then the run fails);
-    a request that overflows the context window is compacted and sent once more.
+    """Each step asks the model for tool calls, runs them and records the results in order
+    (docs/agents.md). A text answer, or a successful call of an answer tool, ends the run
+    (unless ``text_answer_ends_run`` is False, as upstream); empty or cut replies are retried.
     """
 
     name: str = "toolcall"
@@ -125,29 +114,29 @@ class ToolCallAgent(ReActAgent):
         if text not in self._notes:
             self._notes.append(text)
 
-    def _take_step_notes(self) -> None:
-        hint = self.take_stuck_hint()
-        self._step_notes = [*([hint] if hint else []), *self._notes]
-        self._notes = []
-
-    def _step_prompt(self) -> Message | None:
+    def _with_step_prompt(self, memory: list[Message]) -> list[Message]:
+        """``memory`` plus this step's prompt: the next-step prompt (and any one-off note) is
+        sent with the request but not stored, so it never piles up in the history."""
         prompts = [p for p in (*self._step_notes, self.next_step_prompt) if p]
-        return _prompt_message("user", "\n\n".join(prompts)) if prompts else None
+        if not prompts:
+            return list(memory)
+        return [*memory, _prompt_message("user", "\n\n".join(prompts))]
 
     def _request_messages(self) -> list[Message]:
-        """Memory plus this step's prompt. The next-step prompt (and any one-off note) is sent
-        with the request but not stored, so it never piles up in the history."""
-        prompt = self._step_prompt()
-        return [*self.messages, prompt] if prompt is not None else list(self.messages)
+        return self._with_step_prompt(self.messages)
+
+    def _system_messages(self) -> list[Message] | None:
+        return [_prompt_message("system", self.system_prompt)] if self.system_prompt else None
 
     def _compaction_request(
         self, memory: list[Message]
     ) -> tuple[list[Message], list[Message] | None, list[dict[str, Any]]]:
         """What a request over ``memory`` would hold: messages, system prompt and tools."""
-        prompt = self._step_prompt()
-        messages = [*memory, prompt] if prompt is not None else list(memory)
-        system = [_prompt_message("system", self.system_prompt)] if self.system_prompt else None
-        return messages, system, self.available_tools.to_params()
+        return (
+            self._with_step_prompt(memory),
+            self._system_messages(),
+            self.available_tools.to_params(),
+        )
 
     @property
     def compactor(self) -> Compactor:
@@ -160,9 +149,6 @@ class ToolCallAgent(ReActAgent):
             compactor = self._compactor = Compactor(settings)
         return compactor
 
-    async def _compact_if_needed(self) -> None:
-        await self.compactor.maybe_compact(self)
-
     async def step(self) -> str:
         self._step_note = None
         if not await self.think():
@@ -171,8 +157,9 @@ class ToolCallAgent(ReActAgent):
 
     async def think(self) -> bool:
         choice = _choice_value(self.tool_choices)
-        self._take_step_notes()
-        await self._compact_if_needed()
+        hint = self.take_stuck_hint()
+        self._step_notes, self._notes = [*([hint] if hint else []), *self._notes], []
+        await self.compactor.maybe_compact(self)
         reply = await self._request_turn(choice)
         return await self.process_reply(reply)
 
@@ -189,25 +176,13 @@ class ToolCallAgent(ReActAgent):
                 f"({e}); compacting and retrying once"
             )
             if await self.compactor.compact_after_overflow(self, e) is None:
-                raise ContextWindowExceededError(
-                    f"the request does not fit the model's context window, and compacting the "
-                    f"conversation could not make it smaller: {e}",
-                    tokens=e.tokens,
-                    limit=e.limit,
-                    model=e.model,
-                    status_code=e.status_code,
+                raise _overflow(
+                    e, "and compacting the conversation could not make it smaller"
                 ) from e
         try:
             return await self._ask(choice)
         except ContextWindowExceededError as e:
-            raise ContextWindowExceededError(
-                f"the request does not fit the model's context window, even after compacting "
-                f"the conversation: {e}",
-                tokens=e.tokens,
-                limit=e.limit,
-                model=e.model,
-                status_code=e.status_code,
-            ) from e
+            raise _overflow(e, "even after compacting the conversation") from e
 
     async def _ask(self, choice: str) -> ModelResponse:
         bus = self._events
@@ -221,9 +196,7 @@ class ToolCallAgent(ReActAgent):
             extra["on_delta"] = on_delta
         return await self.llm.request(
             self._request_messages(),
-            system_msgs=[_prompt_message("system", self.system_prompt)]
-            if self.system_prompt
-            else None,
+            system_msgs=self._system_messages(),
             tools=self.available_tools.to_params(),
             tool_choice=choice,
             **extra,
@@ -256,13 +229,11 @@ class ToolCallAgent(ReActAgent):
         self._reply_cut = reply.truncated
         if reply.truncated and not tool_calls:
             return await self._cut_answer(content)
-        if self._partial and not tool_calls:  # the last part of an answer cut before
-            content_answer = "".join(self._partial) + content
-        else:
-            content_answer = content
+        # A text answer may be the last part of one cut before.
+        answer = content if tool_calls else "".join(self._partial) + content
         self._partial = []
         if content.strip():
-            self._last_text = content_answer
+            self._last_text = answer
         if content and not watched and log_enabled("INFO"):
             logger.info(f"✨ {self.name}'s thoughts: {content}")
         if tool_calls and not watched and log_enabled("INFO"):
@@ -273,15 +244,7 @@ class ToolCallAgent(ReActAgent):
                     f"🔧 {call.function.name} arguments: {_preview(call.function.arguments)}"
                 )
 
-        if choice == _NONE:
-            self.tool_calls = []
-            if content:
-                self.memory.add_message(Message.assistant_message(content))
-                if bus.active:
-                    await bus.emit(Thought(self.name, step=self.current_step, text=content))
-            return bool(content)
-
-        self.tool_calls = tool_calls
+        self.tool_calls = tool_calls  # none when tools are disabled (see above)
         if tool_calls:
             self.memory.add_message(Message.from_tool_calls(tool_calls, content=content))
         elif content:
@@ -376,41 +339,46 @@ class ToolCallAgent(ReActAgent):
                     result = _truncate(result, self.max_observe)
                 if not self._events.active and log_enabled("INFO"):
                     logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
-                self.memory.add_message(
-                    Message.tool_message(
-                        content=result,
-                        tool_call_id=command.id,
-                        name=command.function.name,
-                        base64_image=image,
-                        is_error=outcome.failed,
-                    )
-                )
+                await self._record_result(command, result, outcome.failed, image)
                 results.append(result)
-                if self._events.active:
-                    await self._events.emit(
-                        ToolResultEvent(
-                            self.name,
-                            step=self.current_step,
-                            call_id=command.id,
-                            name=command.function.name,
-                            output=result,
-                            error=outcome.failed,
-                            image=image,
-                        )
-                    )
         if not_run:
             results.append(await self._answer_not_run(not_run, cap))
         return "\n\n".join(results)
+
+    async def _record_result(
+        self, command: ToolCall, text: str, failed: bool, image: str | None = None
+    ) -> None:
+        """The call's result into memory (and to the listeners)."""
+        name = command.function.name if command.function else ""
+        self.memory.add_message(
+            Message.tool_message(
+                content=text,
+                tool_call_id=command.id,
+                name=name,
+                base64_image=image,
+                is_error=failed,
+            )
+        )
+        if self._events.active:
+            await self._events.emit(
+                ToolResultEvent(
+                    self.name,
+                    step=self.current_step,
+                    call_id=command.id,
+                    name=name,
+                    output=text,
+                    error=failed,
+                    image=image,
+                )
+            )
 
     def _tool_call_cap(self) -> int:
         """Calls of one reply that run: ``max_tool_calls_per_reply``, else ``[limits]``."""
         if self.max_tool_calls_per_reply is not None:
             return self.max_tool_calls_per_reply
-
         if config.is_loaded:
             return config.app_config.limits.max_tool_calls_per_reply
-        default: int = LimitsSettings.model_fields["max_tool_calls_per_reply"].default
-        return default
+        return int(LimitsSettings.model_fields["max_tool_calls_per_reply"].default)
 
     async def _answer_not_run(self, calls: list[ToolCall], cap: int) -> str:
         """Every call over the cap still gets its answer (the API requires one per call id),
@@ -421,25 +389,8 @@ class ToolCallAgent(ReActAgent):
             f"{self.name}: the reply asked for {total} tool calls; the first {cap} ran, "
             f"{len(calls)} were answered 'not run' (max_tool_calls_per_reply)"
         )
-        bus = self._events
         for command in calls:
-            name = command.function.name if command.function else ""
-            self.memory.add_message(
-                Message.tool_message(
-                    content=text, tool_call_id=command.id, name=name, is_error=True
-                )
-            )
-            if bus.active:
-                await bus.emit(
-                    ToolResultEvent(
-                        self.name,
-                        step=self.current_step,
-                        call_id=command.id,
-                        name=name,
-                        output=text,
-                        error=True,
-                    )
-                )
+            await self._record_result(command, text, True)
         return f"{len(calls)} tool call(s) not run: {text}"
 
     async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
@@ -510,7 +461,8 @@ class ToolCallAgent(ReActAgent):
         with tool_call_context(ToolCallContext(command.id, name, report)):
             result = await self.available_tools.execute(name=name, tool_input=args)
         await self._handle_special_tool(name=name, result=result)
-        if self._is_answer_tool(name) and not isinstance(result, ToolFailure):
+        answer_tools = [n.lower() for n in self.answer_tool_names]
+        if name.lower() in answer_tools and not isinstance(result, ToolFailure):
             self._final_answer = _answer_text(result)
             self.state = AgentState.FINISHED
             logger.info(f"🏁 '{name}' gave the final answer; the run is complete")
@@ -539,9 +491,6 @@ class ToolCallAgent(ReActAgent):
 
     def _is_special_tool(self, name: str) -> bool:
         return name.lower() in [n.lower() for n in self.special_tool_names]
-
-    def _is_answer_tool(self, name: str) -> bool:
-        return name.lower() in [n.lower() for n in self.answer_tool_names]
 
     # ---- run -----------------------------------------------------------------------------------
 
@@ -581,6 +530,16 @@ def _prompt_message(role: ROLE_TYPE, text: str) -> Message:
     """One shared message per prompt text: built and wire-encoded once, not at every step.
     Prompt messages only go into requests, never into memory, so sharing them is safe."""
     return Message(role=role, content=text)
+
+
+def _overflow(error: ContextWindowExceededError, why: str) -> ContextWindowExceededError:
+    return ContextWindowExceededError(
+        f"the request does not fit the model's context window, {why}: {error}",
+        tokens=error.tokens,
+        limit=error.limit,
+        model=error.model,
+        status_code=error.status_code,
+    )
 
 
 def _answer_text(result: Any) -> str:

@@ -1,9 +1,6 @@
-"""Agents a batch task can name: a small registry plus ``module:attribute`` references.
-
-Built in: ``manus`` (the default), ``swe`` and ``toolcall``. Libraries add their own with
-``register_agent``; a task may also name any importable factory or agent class as
-``"package.module:Name"``, which is what Ray workers in other processes can resolve too
-(a registration made at run time in the driver does not reach them).
+"""Agents a batch task can name: ``manus`` (the default), ``swe``, ``toolcall``, those added
+with ``register_agent``, or any importable ``"package.module:Name"`` factory or class, which
+Ray workers in other processes can resolve too (a run-time registration does not reach them).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Progress goes to stderr, the summary to stdout. Exit codes: 0 every task finished, 1 some
 failed (their results are written), 2 bad input or configuration (or the backend could
-not start), 130 interrupted (finished
-results are kept; run the same command again to resume).
+not start), 130 interrupted (finished results are kept; run it again to resume).
 """
 
 from __future__ import annotations
@@ -117,26 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
     define_log_level(print_level="INFO" if args.verbose else "ERROR", logfile_level=None)
+    ray_options: dict[str, object] = {
+        "address": args.ray_address,
+        "workers": args.ray_workers,
+        "num_cpus": args.ray_num_cpus,
+        "temp_dir": args.ray_temp_dir,
+        "runtime_env": args.ray_runtime_env,
+    }
     backend_options: dict[str, object] = {}
     if args.backend == "ray":
-        backend_options = {
-            "address": args.ray_address,
-            "workers": args.ray_workers,
-            "num_cpus": args.ray_num_cpus,
-            "temp_dir": args.ray_temp_dir,
-            "runtime_env": args.ray_runtime_env,
-            "log_level": "INFO" if args.verbose else "ERROR",
-        }
-    elif any(
-        v is not None
-        for v in (
-            args.ray_address,
-            args.ray_workers,
-            args.ray_num_cpus,
-            args.ray_temp_dir,
-            args.ray_runtime_env,
-        )
-    ):
+        backend_options = {**ray_options, "log_level": "INFO" if args.verbose else "ERROR"}
+    elif any(v is not None for v in ray_options.values()):
         print("error: --ray-* options need --backend ray", file=sys.stderr)
         return EXIT_CONFIG
     options = BatchOptions(
@@ -163,8 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-async def _run(options: object) -> int:
-    assert isinstance(options, BatchOptions)
+async def _run(options: BatchOptions) -> int:
     main_task = asyncio.current_task()
     assert main_task is not None
     interrupted = False

@@ -51,14 +51,9 @@ class ExecutionSettings:
     def cost(self, usage: Usage) -> float | None:
         if self.input_price is None and self.output_price is None:
             return None
-        return round(
-            (
-                usage.prompt_tokens * (self.input_price or 0.0)
-                + usage.completion_tokens * (self.output_price or 0.0)
-            )
-            / 1_000_000,
-            8,
-        )
+        prompt = usage.prompt_tokens * (self.input_price or 0.0)
+        completion = usage.completion_tokens * (self.output_price or 0.0)
+        return round((prompt + completion) / 1_000_000, 8)
 
 
 def workspace_for(root: Path, task_id: str) -> Path:

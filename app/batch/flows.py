@@ -1,8 +1,5 @@
-"""Tasks that run a flow (``"flow": "planning"``) around their agent.
-
-An unknown flow is reported before the batch starts rather than as a failure of every such
-task.
-"""
+"""Tasks that run a flow (``"flow": "planning"``) around their agent; an unknown flow is
+reported before the batch starts rather than as a failure of every such task."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Reading the tasks file and keeping the results file: the batch's only durable state.
 
-Results are appended one line per finished task and flushed at once, so killing the batch
-loses only the tasks that were still running. On the next run the file is read back: every
-id with a result is skipped (unless its result failed and ``retry_failed`` is set). A line cut
-in half by a kill is dropped (that task simply runs again). An exclusive lock keeps two
-batches from writing into the same file.
+Each result is appended and flushed as its task ends, so a kill loses only running tasks; the
+next run skips every id with a result (unless it failed and ``retry_failed`` is set), drops a
+line torn by the kill, and an exclusive lock keeps two batches out of one file.
 """
 
 from __future__ import annotations
@@ -30,12 +28,8 @@ class BatchInputError(ConfigError):
 
 
 def load_tasks(path: str | Path) -> list[BatchTask]:
-    """Every task of a JSONL file, checked before anything runs.
-
-    All problems are reported together (line numbers, duplicate ids), so a thousand-task file
-    is fixed in one go rather than one failed start at a time. Blank lines and lines starting
-    with ``#`` are skipped.
-    """
+    """Every task of a JSONL file, checked before anything runs; all problems are reported
+    together, so a thousand-task file is fixed in one go. Blank and ``#`` lines are skipped."""
     source = Path(path)
     try:
         lines = source.read_text(encoding="utf-8").splitlines()

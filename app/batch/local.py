@@ -1,11 +1,8 @@
 """The ``local`` backend: every task on one asyncio event loop in this process.
 
-What it isolates: an exception escaping an agent, an LLM failure, a hang or a task running past
-its timeout end only that task (the task is cancelled and its tools cleaned up). What it cannot
-isolate: something that takes the whole process down (a segfault in an extension, ``os._exit``,
-the OOM killer) or code that blocks the event loop. Such a batch stops, and running it again
-resumes with every finished result kept. Use the ``ray`` backend to put tasks in worker
-processes.
+An exception, LLM failure, hang or timeout ends only its task; a crash of the whole process
+(segfault, ``os._exit``, OOM killer) or a blocked event loop stops the batch, and rerunning it
+resumes with every finished result kept. The ``ray`` backend uses worker processes instead.
 """
 
 from __future__ import annotations

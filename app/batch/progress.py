@@ -1,9 +1,5 @@
-"""The progress line: done, failed and running counts, throughput and an ETA, on stderr.
-
-On a terminal the line is redrawn in place (at most a few times a second); in a log file a
-new line is written at most every ``interval`` seconds, so a thousand-task batch does not
-bury the log.
-"""
+"""The progress line on stderr: counts, throughput and ETA; redrawn in place on a terminal,
+else a new line at most every ``interval`` seconds, so a big batch does not bury the log."""
 
 from __future__ import annotations
 

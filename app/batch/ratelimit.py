@@ -1,10 +1,8 @@
 """A requests-per-minute limit toward the LLM endpoint, shared by every task of a batch.
 
-The core is a reservation scheduler (GCRA): each request asks for the next free slot and is
-told how long to wait. Because it hands out delays instead of sleeping itself, the same object
-serves tasks on one event loop (``LocalRateLimiter``) and, wrapped in one Ray actor, every
-worker of a cluster: waiting happens in the caller, the actor only does arithmetic.
-Requests are spread evenly; up to ``burst`` may go back to back after a quiet spell.
+A reservation scheduler (GCRA) hands out delays instead of sleeping, so the same object serves
+one event loop (``LocalRateLimiter``) and, in one Ray actor, a whole cluster (callers wait on
+their side). Requests are spread evenly; up to ``burst`` may go back to back after a lull.
 """
 
 from __future__ import annotations

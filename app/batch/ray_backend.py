@@ -1,24 +1,11 @@
 """The ``ray`` backend: tasks run in worker actors on a Ray cluster (the ``ray`` extra).
 
-Layout: ``workers`` async actors (default: one per CPU of the cluster, at most one per
-concurrent task), each running up to ``ceil(concurrency / workers)`` tasks at once on its own
-event loop, so a few processes carry hundreds of agents waiting on the LLM. The driver sends
-each task to the least busy worker and writes results as they come back.
-
-Isolation: inside a worker, tasks are isolated as on the local backend (exceptions, LLM
-failures, hangs and timeouts stay with their task). If a worker *process* dies (a crash,
-``os._exit``, the OOM killer), a fresh worker takes its place; the tasks that were running in
-it are not blamed blindly: each is run again alone in a quarantine worker, and only a task
-that kills that worker too is recorded as ``CRASHED``. A worker that stops answering (its
-event loop blocked) for ``timeout + grace`` seconds is replaced the same way, and its task is
-recorded as ``TIMEOUT``.
-
-Rate limit: one small actor owns the schedule; workers ask it for a slot before every LLM
-request and wait on their own side, so the limit holds for the whole cluster.
-
-Configuration, settings and tasks travel to workers as data (the config is the driver's, API
-keys included). Task files and workspaces are paths: on a multi-node cluster they must be on a
-shared file system.
+``workers`` async actors (default: one per CPU, at most one per concurrent task) each run up
+to ``ceil(concurrency / workers)`` tasks on their own event loop, so a few processes carry
+hundreds of agents waiting on the LLM. A worker process that dies is replaced, and its tasks
+rerun alone in a quarantine worker: only a task that kills that one too is ``CRASHED``. A
+worker silent for ``timeout + grace`` is replaced the same way (its task: ``TIMEOUT``). One
+small actor owns the rate-limit schedule, so the limit holds cluster-wide (docs/batch.md).
 """
 
 from __future__ import annotations
@@ -70,7 +57,6 @@ class BatchWorker:
     def __init__(
         self, app_config: Any, settings: ExecutionSettings, limiter: Any, log_level: str
     ) -> None:
-
         define_log_level(print_level=log_level, logfile_level=None)
         if app_config is not None:
             config.use(app_config)

@@ -125,18 +125,11 @@ async def run_batch(options: BatchOptions) -> BatchReport:
     ran = 0
     log = await asyncio.to_thread(ResultLog(options.output).open)
     try:
-        earlier = log.results
-        pending = [
-            t
-            for t in tasks
-            if t.id not in earlier or (options.retry_failed and not earlier[t.id].ok)
-        ]
-        progress = Progress(
-            len(tasks),
-            len(tasks) - len(pending),
-            stream=options.progress_stream,
-            enabled=options.progress,
-        )
+        earlier, retry = log.results, options.retry_failed
+        pending = [t for t in tasks if t.id not in earlier or (retry and not earlier[t.id].ok)]
+        skipped = len(tasks) - len(pending)
+        stream, enabled = options.progress_stream, options.progress
+        progress = Progress(len(tasks), skipped, stream=stream, enabled=enabled)
 
         def on_result(result: TaskResult) -> None:
             nonlocal ran

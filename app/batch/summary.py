@@ -85,13 +85,8 @@ def summarize(
     durations = [r.duration for r in items]
     latency: dict[str, Any] = {}
     if durations:
-        latency = {
-            "p50": percentile(durations, 50),
-            "p90": percentile(durations, 90),
-            "p95": percentile(durations, 95),
-            "p99": percentile(durations, 99),
-            "max": max(durations),
-        }
+        latency = {f"p{q}": percentile(durations, q) for q in (50, 90, 95, 99)}
+        latency["max"] = max(durations)
     done = sum(1 for r in items if r.ok)
     return BatchSummary(
         total=total if total is not None else len(items),

@@ -1,12 +1,11 @@
-"""What the terminal programs share before the framework is loaded: exit codes and output
-(their options are in :mod:`app.cli.options`, the session loop in :mod:`app.cli.session`).
-
-Answers go to stdout, everything else to stderr; a reader of stdout that goes away
-(``| head -1``) ends the output quietly.
+"""What the terminal programs share before the framework is loaded: exit codes and output.
+Answers go to stdout, everything else to stderr; a closed stdout (``| head -1``) is quiet.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import contextlib
 import os
 import sys
@@ -25,6 +24,7 @@ __all__ = [
     "EXIT_WORDS",
     "answer",
     "exit_code_for",
+    "run_program",
     "say",
     "silence_stdout",
     "stdin_is_tty",
@@ -42,10 +42,23 @@ DEFAULT_URLS = {"sse": "http://127.0.0.1:8000/sse", "http": "http://127.0.0.1:80
 
 
 def exit_code_for(stop_reason: Any) -> int:
-    """The exit code of a run that stopped for ``stop_reason`` (a ``StopReason``): 0 only
-    when it completed; every failure (max_steps, stuck, empty or cut replies, context
-    overflow, LLM error) is 1."""
+    """0 for a run that completed (``stop_reason``, a ``StopReason``); 1 for every failure."""
     return EXIT_OK if str(stop_reason) == "completed" else EXIT_FAILED
+
+
+def run_program(session: str, args: argparse.Namespace, problem: str | None) -> int:
+    """Refuse bad options (``problem``), else run ``app.cli.session``'s class ``session``."""
+    if problem:
+        say(f"error: {problem}")
+        return EXIT_CONFIG
+    # Measured: the framework costs about 0.3 s; loaded once the options are known, so
+    # ``main.py --help`` stays under 0.15 s.
+    from app.cli import session as sessions
+
+    try:
+        return int(asyncio.run(getattr(sessions, session)(args).run()))
+    except KeyboardInterrupt:  # Ctrl-C before the handlers were installed
+        return EXIT_INTERRUPTED
 
 
 def say(message: str) -> None:

@@ -1,20 +1,12 @@
 """``run_flow.py``: a task planned into steps and carried out by Manus (and the data analyst).
-
-The plan and every step's status are shown on stderr as they change; the final summary goes
-to stdout. Options, Ctrl-C handling and exit codes are those of ``main.py``; a step cut short
-by Ctrl-C stays ``in_progress``, and ``--resume`` carries it on (``PlanningFlow.execute("")``).
+The plan and the steps' status go to stderr as they change, the summary to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 
-from app.cli.common import (
-    EXIT_CONFIG,
-    EXIT_INTERRUPTED,
-    say,
-)
+from app.cli.common import run_program
 from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
 __all__ = ["DEFAULT_TIMEOUT", "build_parser", "main"]
@@ -51,12 +43,4 @@ def main(argv: list[str] | None = None) -> int:
     problem = check_common_args(args)
     if problem is None and not args.timeout > 0:
         problem = "--timeout must be a positive number of seconds"
-    if problem:
-        say(f"error: {problem}")
-        return EXIT_CONFIG
-    from app.cli.session import FlowSession  # the framework, once the options are known
-
-    try:
-        return asyncio.run(FlowSession(args).run())
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    return run_program("FlowSession", args, problem)

@@ -1,18 +1,12 @@
-"""``run_mcp.py``: the MCP agent in the terminal, connected to an MCP server.
-
-By default it starts our own server (``python -m app.mcp.server``) over stdio; ``-c sse`` or
-``-c http`` with ``--server-url`` reach a running one. Signal handling, logging, exit codes
-and the prompt loop are ``main.py``'s (:mod:`app.cli.agent`); one connection serves every task
-of an interactive session.
+"""``run_mcp.py``: the MCP agent in the terminal, connected to an MCP server: our own over
+stdio by default, or a running one (``-c sse``/``-c http`` with ``--server-url``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
-from app.cli.common import DEFAULT_URLS, EXIT_CONFIG, EXIT_INTERRUPTED
+from app.cli.common import DEFAULT_URLS, run_program
 from app.cli.options import add_common_options, add_prompt_option, check_common_args
 
 __all__ = ["build_parser", "main"]
@@ -57,15 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.connection = _CONNECTIONS[args.connection]
     problem = check_common_args(args)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        return EXIT_CONFIG
-    if args.connection == "stdio" and args.server_url:
-        print("error: --server-url needs --connection sse or http", file=sys.stderr)
-        return EXIT_CONFIG
-    from app.cli.session import MCPSession  # the framework, once the options are known
-
-    try:
-        return asyncio.run(MCPSession(args).run())
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    if problem is None and args.connection == "stdio" and args.server_url:
+        problem = "--server-url needs --connection sse or http"
+    return run_program("MCPSession", args, problem)

@@ -1,9 +1,4 @@
-"""The options the terminal programs share, declared once so their help and checks agree.
-
-``main.py``, ``run_flow.py`` and ``run_mcp.py`` each add their own options, then these:
-``--config``, ``--max-steps``, ``--workspace``, ``--verbose``/``--quiet``, ``--version`` and
-the session options (``--resume``, ``--record``, ``--replay``...).
-"""
+"""The options the terminal programs share, declared once so their help and checks agree."""
 
 from __future__ import annotations
 
@@ -74,18 +69,10 @@ def add_session_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not write a session file (<workspace>/.sessions/<id>.jsonl)",
     )
-    group.add_argument(
-        "--record",
-        metavar="FILE",
-        type=Path,
-        help="save every LLM request and response of this run to FILE",
-    )
-    group.add_argument(
-        "--replay",
-        metavar="FILE",
-        type=Path,
-        help="answer from FILE (made with --record) instead of the model; tools really run",
-    )
+    record_help = "save every LLM request and response of this run to FILE"
+    replay_help = "answer from FILE (made with --record) instead of the model; tools really run"
+    group.add_argument("--record", metavar="FILE", type=Path, help=record_help)
+    group.add_argument("--replay", metavar="FILE", type=Path, help=replay_help)
     group.add_argument(
         "--strict-replay",
         action="store_true",
@@ -109,5 +96,4 @@ def check_common_args(args: argparse.Namespace) -> str | None:
 
 def version_text() -> str:
     """What ``--version`` prints."""
-
     return f"OpenManus-py {__version__}"

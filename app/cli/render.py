@@ -1,8 +1,5 @@
-"""The terminal view of a run, drawn from its events (the same ones a library receives).
-
-Progress goes to stderr: a step counter, the model's text as it streams in, each tool call
-and a shortened result, compactions, and for flows the plan as it changes. Answers stay on
-stdout, printed by the programs themselves.
+"""The terminal view of a run, drawn on stderr from its events (the same ones a library
+receives); answers go to stdout, printed by the programs themselves.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""The terminal programs' sessions: the loop they share (``TerminalSession``) and what each
-one runs (``AgentSession`` for ``main.py``, ``FlowSession`` for ``run_flow.py``,
-``MCPSession`` for ``run_mcp.py``).
-
-A session reads tasks (one ``--prompt`` or one per input line), runs each as an asyncio task
-and handles signals: Ctrl-C stops the running task and returns to the prompt, Ctrl-C at the
-prompt (or twice) quits. Progress goes to stderr, answers to stdout. A task cut short by
-Ctrl-C is recorded as ``interrupted`` and ``--resume`` carries it on. Bad input (an empty
-task, an unknown ``--resume`` id) is refused before anything is built.
-
-This is the module that imports the framework; a program's ``main`` imports it once its
-options are parsed, so ``--help`` and option errors cost no more than argparse.
+"""The terminal programs' sessions: the shared loop (``TerminalSession``: tasks from
+``--prompt`` or stdin, Ctrl-C stops the task, twice quits) and what ``main.py``,
+``run_flow.py`` and ``run_mcp.py`` run. Imported once the options are parsed, so ``--help``
+costs no more than argparse.
 """
 
 from __future__ import annotations
@@ -73,12 +65,7 @@ __all__ = ["AgentSession", "FlowSession", "MCPSession", "TerminalSession"]
 
 
 class TerminalSession(ABC):
-    """One process: set-up, then tasks from ``--prompt`` or stdin, with Ctrl-C handling.
-
-    Subclasses build what runs the tasks (``build``), start one task (``start_task``),
-    turn its result into output and an exit code (``report``) and release resources
-    (``cleanup``).
-    """
+    """One process: set-up, then tasks from ``--prompt`` or stdin, with Ctrl-C handling."""
 
     log_name = "openmanus"
     session_kind = "agent"
@@ -182,21 +169,19 @@ class TerminalSession(ABC):
                 await self.build()
                 resumed = self._open_session()
                 self._watch()
-            except SessionBusyError as e:
+            except (ConfigError, SessionError, ReplayError, MCPServerError) as e:
                 say(f"error: {e}")
-                return EXIT_SESSION_BUSY
-            except (ConfigError, SessionError, ReplayError) as e:
-                say(f"error: {e}")
-                return EXIT_CONFIG
-            except MCPServerError as e:  # run_mcp.py: the server cannot be reached
-                say(f"error: {e}")
-                return EXIT_FAILED
-            if resumed is not None:
-                code = await self._carry_on(resumed)
-                if self.args.prompt is None and resumed.incomplete:
+                if isinstance(e, SessionBusyError):
+                    return EXIT_SESSION_BUSY
+                # MCPServerError: run_mcp.py's server cannot be reached
+                return EXIT_FAILED if isinstance(e, MCPServerError) else EXIT_CONFIG
+            if resumed is not None and resumed.incomplete:
+                say("Carrying on the task that was cut short...")
+                code = await self._run_task(None, self.continue_task)
+                if self.args.prompt is None:
                     return code
-            if self.args.prompt is not None:
-                return await self._one_shot(self.args.prompt)
+            if self.args.prompt is not None:  # not empty: checked above
+                return await self._run_task(self.args.prompt)
             return await self._interactive()
         except asyncio.CancelledError:
             return EXIT_INTERRUPTED
@@ -217,7 +202,6 @@ class TerminalSession(ABC):
         """The directory the agents work in (sessions live in its ``.sessions``)."""
         if self.args.workspace is not None:
             return Path(self.args.workspace).expanduser().absolute()
-
         return config.workspace_root
 
     def _check_resume(self) -> None:
@@ -256,7 +240,6 @@ class TerminalSession(ABC):
 
     def _start_tape(self, stack: contextlib.ExitStack) -> None:
         """``--record``/``--replay``: every task (started from here) inherits the tape."""
-
         if getattr(self.args, "record", None):
             stack.enter_context(recording(self.args.record))
         elif getattr(self.args, "replay", None):
@@ -266,7 +249,6 @@ class TerminalSession(ABC):
         """Start (or, with ``--resume``, reopen and restore) the session file."""
         if getattr(self.args, "no_session", False):
             return None
-
         store = SessionStore.for_workspace(self.workspace())
         resume = getattr(self.args, "resume", None)
         if resume:
@@ -295,20 +277,9 @@ class TerminalSession(ABC):
     def _watch(self) -> None:
         """Render progress from the events, unless ``--quiet``."""
         bus = self.event_bus()
-        if bus is None or self.args.quiet:
-            return
-
-        bus.subscribe(
-            EventRenderer(
-                show_source=self.session_kind == "flow", show_usage=bool(self.args.verbose)
-            )
-        )
-
-    async def _carry_on(self, data: SessionData) -> int:
-        if not data.incomplete:
-            return EXIT_OK
-        say("Carrying on the task that was cut short...")
-        return await self._run_task(None, self.continue_task)
+        if bus is not None and not self.args.quiet:
+            flow = self.session_kind == "flow"
+            bus.subscribe(EventRenderer(show_source=flow, show_usage=bool(self.args.verbose)))
 
     def _setup(self) -> None:
         level = "DEBUG" if self.args.verbose else "WARNING" if self.args.quiet else "INFO"
@@ -328,7 +299,6 @@ class TerminalSession(ABC):
         self, prompt: str | None, start: Callable[[], Awaitable[Any]] | None = None
     ) -> int:
         """Run one task; returns its exit code. Ctrl-C cancels only this task."""
-
         if self.recorder is not None and prompt is not None:
             self.recorder.note("task", prompt=prompt)
             await self.recorder.flush()
@@ -356,12 +326,6 @@ class TerminalSession(ABC):
         say(f"error: {self.recorder.error}")
         return EXIT_SESSION_WRITE
 
-    async def _one_shot(self, prompt: str) -> int:
-        if not prompt.strip():
-            say("error: the prompt is empty")
-            return EXIT_CONFIG
-        return await self._run_task(prompt)
-
     async def _interactive(self) -> int:
         interactive = stdin_is_tty()
         if interactive:
@@ -386,8 +350,7 @@ class TerminalSession(ABC):
 
 
 class AgentSession(TerminalSession):
-    """Manus answering one task after another, in one conversation (``run_mcp.py`` builds
-    an ``MCPAgent`` instead)."""
+    """Manus answering one task after another, in one conversation."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
@@ -464,9 +427,9 @@ class FlowSession(TerminalSession):
                     "(pip install -e '.[data]')"
                 )
             self.agents["data_analysis"] = DataAnalysis(**kwargs)
-        # Progress is rendered from the flow's events (see TerminalSession._watch).
-        flow = FlowFactory.create_flow(FlowType.PLANNING, self.agents, timeout=self.args.timeout)
-        self.flow = flow
+        self.flow = FlowFactory.create_flow(
+            FlowType.PLANNING, self.agents, timeout=self.args.timeout
+        )
         logger.info(
             f"Planning flow ready with agents: {', '.join(a.name for a in self.agents.values())}"
         )

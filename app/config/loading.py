@@ -1,11 +1,9 @@
-"""Reading the configuration, ``config/config.toml`` (+ ``config/mcp.json`` beside it), into
-an :class:`AppConfig`; and :data:`config`, the process-wide facade under upstream's names.
+"""Reading ``config/config.toml`` (+ ``mcp.json`` beside it) into an :class:`AppConfig`, and
+:data:`config`, the process-wide facade under upstream's names.
 
-Upstream read its config at import time and quietly fell back to the example file with its
-placeholder key, so a missing or broken config surfaced later as a puzzling 401. Here
-importing reads nothing; the first access through :data:`config` (or an explicit
-:func:`load_config`) reads the file once and fails early with one message that names the
-file, the key as written in TOML and what to do about it.
+Upstream read at import and fell back to the example's placeholder key (a puzzling 401 later).
+Here importing reads nothing; the first access reads the file once and fails early, naming the
+file, the key as written in TOML and what to do.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -74,25 +72,11 @@ MAX_CONFIG_DEPTH = 32
 
 #: api_key values that are obviously example text rather than a key (compared case-insensitively).
 PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
-    {
-        "your_api_key",
-        "your-api-key",
-        "your api key",
-        "<your_api_key>",
-        "<your-api-key>",
-        "your_api_key_here",
-        "your-api-key-here",
-        "your_azure_api_key",
-        "sk-...",
-        "sk-xxx",
-        "sk-xxxx",
-        "changeme",
-        "change_me",
-    }
+    "your_api_key|your-api-key|your api key|<your_api_key>|<your-api-key>|your_api_key_here|"
+    "your-api-key-here|your_azure_api_key|sk-...|sk-xxx|sk-xxxx|changeme|change_me".split("|")
 )
 #: Example text in upstream's config files: "YOUR_API_KEY", "your ppio api key",
 #: "your Jiekou.AI api key", "<your-azure-key>"...
-#: (These patterns are compiled when a config is first checked, and cached by ``re``.)
 _PLACEHOLDER_KEY = r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$"
 #: "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
 _PLACEHOLDER_VERSION = r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]"
@@ -124,9 +108,6 @@ _ENV_TOKEN = re.compile(
     r"|\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>[^}]*))?\}"
     r"|\$\{"  # anything else starting with ${ is malformed
 )
-
-
-# --- files, read within bounds --------------------------------------------------------------
 
 
 def _resolve_config_path(path: str | Path | None) -> tuple[Path, str]:
@@ -217,9 +198,6 @@ def _read_toml(path: Path, source: str) -> dict[str, Any]:
     )
 
 
-# --- ${VAR} expansion -----------------------------------------------------------------------
-
-
 def _expand_string(value: str) -> str:
     """``${VAR}`` and ``${VAR:-default}`` from the environment; ValueError says what is wrong."""
     if "${" not in value:
@@ -261,9 +239,6 @@ def _expand(value: Any, path: KeyPath, on_error: Callable[[KeyPath, str], None])
     if isinstance(value, list):
         return [_expand(v, (*path, i), on_error) for i, v in enumerate(value)]
     return value
-
-
-# --- the sections ---------------------------------------------------------------------------
 
 
 def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
@@ -472,15 +447,12 @@ def load_config(
 ) -> AppConfig:
     """Read and validate the config (and ``mcp.json`` beside it) into an :class:`AppConfig`.
 
-    ``path`` None means ``$OPENMANUS_CONFIG`` or ``<project>/config/config.toml``. Raises
-    :class:`ConfigError` with every problem found, unknown keys included (each with a "did
-    you mean" when one is close) unless the file says ``strict = false``: then they are only
-    warned about, as unknown keys of ``mcp.json`` always are.
-    ``sections`` (top-level TOML keys, e.g. ``{"sandbox", "workspace_root"}``) reads only
-    those: the rest keep their defaults and are neither expanded nor checked, so a program
-    that needs no model does not fail on an unset ``${OPENAI_API_KEY}``. Without ``"llm"``
-    the result has no LLM profiles (the :data:`config` facade reads them on first use), and
-    ``mcp.json`` is read only with ``"mcp"``.
+    ``path`` None means ``$OPENMANUS_CONFIG`` or ``<project>/config/config.toml``. Every problem
+    is raised in one :class:`ConfigError`; unknown keys are among them (with a "did you mean")
+    unless the file says ``strict = false`` (then warned about, as ``mcp.json``'s always are).
+    ``sections`` (top-level TOML keys) reads only those; the rest keep defaults, unchecked, so a
+    program needing no model does not fail on an unset ``${OPENAI_API_KEY}``. Without ``"llm"``
+    there are no LLM profiles (the facade reads them on first use); ``mcp.json`` needs ``"mcp"``.
     """
     config_path, source = _resolve_config_path(path)
     document = _read_toml(config_path, source)
@@ -540,7 +512,24 @@ def _read_workspace_root(path: Path) -> Path:
     return _resolve_workspace(expanded, path)
 
 
-# --- the process-wide facade ----------------------------------------------------------------
+_T = TypeVar("_T")
+
+
+class _Section(Generic[_T]):
+    """A read-only attribute of :class:`Config`: field ``field`` of the active config."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, facade: Config | None, owner: type | None = None) -> _T:
+        # On the class: the descriptor itself, as a property gives itself.
+        return cast(_T, self if facade is None else getattr(facade.app_config, self.field))
+
+    def __set__(self, facade: Config, value: object) -> None:
+        raise AttributeError(f"property {self.name!r} of 'Config' object has no setter")
 
 
 class Config:
@@ -554,8 +543,7 @@ class Config:
         self._lock = threading.RLock()
         self._app: AppConfig | None = None
         self._workspace_cache: tuple[Path, Path] | None = None
-        #: The file whose [llm] is still unread (``load`` with ``sections`` without "llm").
-        self._llm_unread: Path | None = None
+        self._llm_unread: Path | None = None  # loaded with ``sections`` but without "llm"
 
     def _activate(self, app: AppConfig | None, llm_unread: Path | None = None) -> None:
         with self._lock:
@@ -609,8 +597,8 @@ class Config:
     @property
     def llm(self) -> dict[str, LLMSettings]:
         if self._llm_unread is not None:
-            # Loaded in part by a program that needed no model so far: read the whole file
-            # now, and fail now with its own message (e.g. an unset ${OPENAI_API_KEY}).
+            # Loaded in part by a program that needed no model so far: read it all now, failing
+            # with its own message (e.g. an unset ${OPENAI_API_KEY}).
             with self._lock:
                 if self._llm_unread is not None:
                     self.load(self._llm_unread)
@@ -638,45 +626,16 @@ class Config:
             return field.get_default(call_default_factory=True, validated_data={})
         return getattr(self.app_config, name)
 
-    @property
-    def sandbox(self) -> SandboxSettings:
-        return self.app_config.sandbox
-
-    @property
-    def browser_config(self) -> BrowserSettings:
-        return self.app_config.browser_config
-
-    @property
-    def search_config(self) -> SearchSettings:
-        return self.app_config.search_config
-
-    @property
-    def mcp_config(self) -> MCPSettings:
-        return self.app_config.mcp_config
-
-    @property
-    def run_flow_config(self) -> RunflowSettings:
-        return self.app_config.run_flow_config
-
-    @property
-    def pricing(self) -> dict[str, ModelPrice]:
-        return self.app_config.pricing
-
-    @property
-    def compaction(self) -> CompactionSettings:
-        return self.app_config.compaction
-
-    @property
-    def daytona(self) -> DaytonaSettings:
-        return self.app_config.daytona_config
-
-    @property
-    def web(self) -> WebSettings:
-        return self.app_config.web
-
-    @property
-    def config_path(self) -> Path | None:
-        return self.app_config.config_path
+    sandbox = _Section[SandboxSettings]("sandbox")
+    browser_config = _Section[BrowserSettings]("browser_config")
+    search_config = _Section[SearchSettings]("search_config")
+    mcp_config = _Section[MCPSettings]("mcp_config")
+    run_flow_config = _Section[RunflowSettings]("run_flow_config")
+    pricing = _Section[dict[str, ModelPrice]]("pricing")
+    compaction = _Section[CompactionSettings]("compaction")
+    daytona = _Section[DaytonaSettings]("daytona_config")
+    web = _Section[WebSettings]("web")
+    config_path = _Section[Path | None]("config_path")
 
     @property
     def workspace_root(self) -> Path:

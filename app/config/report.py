@@ -1,6 +1,5 @@
-"""Config problems reported the way the user wrote the file: keys named as in TOML/JSON,
-values echoed except for secrets, unknown keys with a close-match suggestion, and every
-problem of one file gathered into one :class:`~app.exceptions.ConfigError`."""
+"""Config problems reported as the user wrote the file (keys as in TOML/JSON, no secrets
+echoed, "did you mean" for unknown keys), all of one file in one ``ConfigError``."""
 
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ __all__ = [
     "STRICT_HINT",
     "Problems",
     "describe_error",
-    "describe_errors",
     "json_key",
     "short_repr",
     "suggest",
@@ -105,15 +103,6 @@ def describe_error(
     return f"{where}: {problem}"
 
 
-def describe_errors(
-    exc: ValidationError, prefix: KeyPath, name_key: Callable[[KeyPath], str]
-) -> list[str]:
-    return [
-        describe_error(error, (*prefix, *error.get("loc", ())), name_key)
-        for error in exc.errors(include_url=False)
-    ]
-
-
 def _nested_model(annotation: Any) -> type[BaseModel] | None:
     """The model class a field holds (alone or in a union), for checking its sub-table."""
     union = isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
@@ -131,17 +120,12 @@ def suggest(key: str, known: Any) -> str:
 
 
 def unknown_keys(
-    model: type[BaseModel],
-    data: Mapping[str, Any],
-    path: KeyPath,
-    skip: frozenset[str] = frozenset(),
+    model: type[BaseModel], data: Mapping[str, Any], path: KeyPath
 ) -> list[tuple[KeyPath, str]]:
     """(path, suggestion) for every key the model does not know, recursing into sub-tables."""
     fields = model.model_fields
     found: list[tuple[KeyPath, str]] = []
     for key, value in data.items():
-        if key in skip:
-            continue
         if key not in fields:
             found.append(((*path, key), suggest(key, fields)))
             continue
@@ -185,13 +169,13 @@ class Problems:
         try:
             return model.model_validate(data)
         except ValidationError as exc:
-            for line in describe_errors(exc, prefix, name_key):
-                self.error(line)
+            for error in exc.errors(include_url=False):
+                self.error(describe_error(error, (*prefix, *error.get("loc", ())), name_key))
             return None
 
     def check(self) -> None:
-        """Raise every problem noted so far as one error; unknown keys are among them
-        (strict) or warned about once."""
+        """Raise every problem noted so far as one error (unknown keys too when strict, else
+        warned about once)."""
         if self.unknown and self.strict:
             for key, hint in self.unknown:
                 self.error(f"{key}: unknown key{hint}")

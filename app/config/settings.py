@@ -1,9 +1,7 @@
-"""The validated shape of the configuration: one pydantic model per TOML section, gathered
-in :class:`AppConfig`.
+"""One pydantic model per TOML section, gathered in :class:`AppConfig`.
 
-No ``from __future__ import annotations`` here: given real annotations instead of strings,
-pydantic creates these classes in half the time (measured: 9.5 ms -> 4.7 ms for the sections
-other than the LLM's), and every process that imports the framework creates them.
+No ``from __future__ import annotations``: with real annotations pydantic creates these classes
+in half the time (measured 9.5 ms -> 4.7 ms), and every process that imports the framework does.
 """
 
 from collections.abc import Mapping
@@ -52,11 +50,8 @@ DEFAULT_PROFILE = "default"
 
 
 class SettingsModel(BaseModel):
-    """Common model behaviour: unknown keys are reported by the loader, not by pydantic.
-
-    Validators are built on first use (``defer_build``), not at import: a program that
-    builds one ``LLMSettings`` in code does not pay for the browser, sandbox, MCP... models.
-    """
+    """Unknown keys are reported by the loader, not pydantic; validators are built on first
+    use (``defer_build``), so one ``LLMSettings`` built in code does not pay for the rest."""
 
     model_config = ConfigDict(extra="ignore", validate_assignment=True, defer_build=True)
 
@@ -85,25 +80,18 @@ class LLMSettings(SettingsModel):
     retry_max_wait: NonNegativeFloat = 60.0
     supports_images: bool | None = None
     reasoning_model: bool | None = None
-    #: Stream turns: ``true`` always (``timeout`` then bounds the silence between chunks, and
-    #: a server stops generating an abandoned answer), ``false`` never, ``"auto"`` when the
-    #: text is watched (terminal, web UI) or the endpoint is slow (the first turn, and after
-    #: a turn of ``stream_after`` seconds or more). Endpoints that refuse are asked without it.
+    #: ``true`` always, ``false`` never, ``"auto"`` when the text is watched or the endpoint
+    #: is slow (see docs/configuration.md). Endpoints that refuse are asked without it.
     stream: bool | Literal["auto"] = "auto"
-    #: Under ``stream = "auto"``, a turn that took this many seconds marks the endpoint slow:
-    #: the turns after it are streamed until one is quicker.
+    #: Under ``stream = "auto"``, a turn this slow (seconds) streams the turns after it.
     stream_after: NonNegativeFloat = 2.0
-    #: How tools reach the model: ``native`` (the API's ``tools``), ``text`` (described in the
-    #: system prompt, calls parsed from the answer) or ``auto`` (native, text once refused).
+    #: ``native`` (the API's ``tools``), ``text`` (prompted, parsed from the answer) or ``auto``.
     tool_calling: Literal["auto", "native", "text"] = "auto"
-    #: ``httpx`` (plain HTTP, the default), ``openai`` (the SDK; always used for Azure), or
-    #: ``auto``.
+    #: ``httpx`` (plain HTTP), ``openai`` (the SDK; always for Azure), or ``auto``.
     transport: Literal["auto", "httpx", "openai"] = "auto"
-    #: Remember what an endpoint refused (streaming with tools, tools, images) across runs,
-    #: in ``$OPENMANUS_CACHE_DIR`` or ``~/.cache/openmanus/endpoints.json``.
+    #: Remember what an endpoint refused (streaming with tools, tools, images) across runs.
     capability_cache: bool = True
-    #: Requests one LLM instance has in flight at once; more wait their turn (many agents
-    #: sharing one LLM then share a bounded connection pool instead of opening one each).
+    #: Requests one LLM instance has in flight at once; more wait their turn.
     max_concurrent_requests: PositiveInt = 100
 
     @field_validator("model", mode="before")
@@ -114,8 +102,7 @@ class LLMSettings(SettingsModel):
     @field_validator("base_url", "api_key", "api_version", mode="before")
     @classmethod
     def _strip_optional(cls, value: Any) -> Any:
-        value = _blank_to_none(value)
-        return value.strip() if isinstance(value, str) else value
+        return _blank_to_none(value.strip() if isinstance(value, str) else value)
 
     @field_validator("tool_calling", "transport", mode="before")
     @classmethod
@@ -125,10 +112,8 @@ class LLMSettings(SettingsModel):
     @field_validator("api_type", mode="before")
     @classmethod
     def _normalise_api_type(cls, value: Any) -> Any:
-        if value is None:
-            return "openai"
-        if isinstance(value, str):
-            return value.strip().lower() or "openai"
+        if value is None or isinstance(value, str):
+            return (value or "").strip().lower() or "openai"
         return value
 
     @model_validator(mode="before")
@@ -201,13 +186,11 @@ class CompactionSettings(SettingsModel):
 
 
 class LimitsSettings(SettingsModel):
-    """Caps on what one model reply may make the agent do or store (``[limits]``): a reply
-    is untrusted input, and without them its size is multiplied by every copy made of it."""
+    """Caps on what one (untrusted) model reply may make the agent do or store."""
 
     #: Tool calls of one assistant reply that run; the others are answered "not run".
     max_tool_calls_per_reply: PositiveInt = 16
-    #: Characters of one text a session file repeats (events, run records): the full text is
-    #: kept once, in its message record; the repeats are cut to this with a marker.
+    #: Characters of a text a session file repeats (events, run records); kept whole once.
     max_stored_text_chars: PositiveInt = 20_000
 
 
@@ -269,8 +252,7 @@ class SandboxSettings(SettingsModel):
     @field_validator("backend", mode="before")
     @classmethod
     def _normalise_backend(cls, value: Any) -> Any:
-        value = _blank_to_none(value)
-        return value.strip().lower() if isinstance(value, str) else value
+        return _blank_to_none(value.strip().lower() if isinstance(value, str) else value)
 
     @field_validator("memory_limit")
     @classmethod
@@ -344,8 +326,7 @@ class MCPServerConfig(SettingsModel):
 
 
 class MCPSettings(SettingsModel):
-    """MCP: the module our own MCP server runs from, the servers agents connect to, and caps
-    on what servers may put in front of the model (each request carries every tool offered)."""
+    """Our MCP server's module, the servers agents connect to, and caps on what they offer."""
 
     server_reference: str = "app.mcp.server"
     servers: dict[str, MCPServerConfig] = {}
@@ -367,8 +348,7 @@ class RunflowSettings(SettingsModel):
     max_plan_steps: PositiveInt = 100
     #: Characters of one step's text; the planning tool refuses longer steps.
     max_step_chars: PositiveInt = 1000
-    #: Characters of the plan shown in each step's prompt; a larger plan is shown around
-    #: the current step, the rest summed up in counts.
+    #: Characters of the plan shown in each step's prompt (a larger one is shown in part).
     max_plan_prompt_chars: PositiveInt = 8000
 
 
@@ -386,8 +366,7 @@ class WebSettings(SettingsModel):
 
 
 class DaytonaSettings(SettingsModel):
-    """Upstream's ``[daytona]`` section, accepted so its config files load unchanged. Daytona
-    cloud sandboxes are not supported here (see ``app.daytona``); nothing reads these."""
+    """Upstream's ``[daytona]``, accepted so its files load; Daytona is unsupported here."""
 
     daytona_api_key: str | None = Field(default=None, repr=False)
     daytona_server_url: str | None = "https://app.daytona.io/api"

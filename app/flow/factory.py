@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import Any, Literal, overload
 
 from app.agent.base import BaseAgent
 from app.flow.base import BaseFlow, FlowType
 from app.flow.planning import PlanningFlow
-
-if TYPE_CHECKING:
-    from app.flow.planning import PlanningFlow
 
 __all__ = ["FlowFactory"]
 

@@ -1,21 +1,8 @@
 """``PlanningFlow``: one LLM call makes a plan, agents carry out its steps, the LLM sums up.
 
-Differences from upstream, on purpose:
-
-* A step whose agent fails (LLM error, an exception, ``terminate`` with status failure),
-  stops at its step budget or runs out of ``step_timeout`` is marked ``blocked`` with a note,
-  and the flow moves on. After a blocked step the model may revise the remaining steps (one
-  planning call, at most ``max_replans`` times). Every iteration settles one step, so the flow
-  always ends.
-* Every step is a fresh ``run()`` of its agent: full ``max_steps`` budget, state reset. The
-  agent keeps its own conversation (it remembers what it did in earlier steps), and the step
-  prompt carries the plan with each finished step's result in its notes, so an agent also
-  learns what the others produced.
-* ``timeout`` bounds the whole flow: when it runs out, the running step is stopped (its tools
-  cleaned up), marked blocked, and the flow returns with a summary built without the LLM.
-* Plans are bounded (the planning tool refuses more than ``[runflow] max_plan_steps`` steps),
-  and each step's prompt shows at most ``plan_prompt_chars`` of the plan: a larger plan is
-  shown around the current step, the steps left out summed up in counts.
+Where it differs from upstream (blocked steps and replans, a fresh run per step, the flow's
+``timeout``, bounded plans and plan prompts) is told in docs/flows.md. Every iteration settles
+one step (completed or blocked), so the flow always ends.
 """
 
 from __future__ import annotations
@@ -62,9 +49,7 @@ DEFAULT_PLAN_PROMPT_CHARS = 8000
 
 class PlanningFlow(BaseFlow):
     """Plans the task, runs each step on the agent it is tagged for, then summarizes.
-
-    Upstream keyword aliases work: ``executors=[...]`` for ``executor_keys`` and
-    ``plan_id=...`` for ``active_plan_id``.
+    Upstream's keywords work: ``executors`` (``executor_keys``), ``plan_id`` (``active_plan_id``).
     """
 
     llm: LLM | None = Field(default=None, description="Plans and summarizes; default LLM()")
@@ -125,10 +110,9 @@ class PlanningFlow(BaseFlow):
     # ---- the flow ------------------------------------------------------------------------------
 
     async def execute(self, input_text: str) -> FlowResult:
-        """Plan ``input_text`` and work through it. With empty text, an existing plan under
-        ``active_plan_id`` is carried on. LLM failures while planning end the flow with
-        ``result.error``; Ctrl-C (cancellation) leaves the running step ``in_progress`` and
-        propagates, and a later ``execute("")`` carries that step on where its agent stopped."""
+        """Plan ``input_text`` and work through it; empty text carries on the active plan
+        (after Ctrl-C, whose cancellation leaves the running step ``in_progress``). LLM
+        failures while planning end the flow with ``result.error``."""
         if not (input_text and input_text.strip()):
             if self.active_plan_id not in self.planning_tool.plans:
                 raise ValueError("execute() needs a request, or an existing plan to carry on")
@@ -186,12 +170,12 @@ class PlanningFlow(BaseFlow):
 
     # ---- planning ------------------------------------------------------------------------------
 
-    async def _create_initial_plan(self, request: str) -> None:
-        """One LLM call offering only the planning tool; the default plan if it makes none."""
-        prompt = CREATE_PLAN_PROMPT.format(request=request) + self._agents_prompt()
+    async def _ask_planner(self, prompt: str, command: str, title: str | None = None) -> bool:
+        """One LLM call offering only the planning tool; applies its first usable ``command``
+        call to the active plan (True) or none (False)."""
         assert self.llm is not None
         response = await self.llm.ask_tool(
-            messages=[Message.user_message(prompt)],
+            messages=[Message.user_message(prompt + self._agents_prompt())],
             system_msgs=[Message.system_message(PLANNING_SYSTEM_PROMPT)],
             tools=[self.planning_tool.to_param()],
             tool_choice=ToolChoice.AUTO,
@@ -200,16 +184,29 @@ class PlanningFlow(BaseFlow):
             if call.function.name != self.planning_tool.name:
                 continue
             args = self._planning_args(call.function.arguments)
-            if args is None or args.get("command") != "create":
+            if args is None:
+                continue
+            if args.get("command") != command:
+                if command == "update":
+                    what = args.get("command")
+                    logger.warning(f"Ignoring planning command {what!r} in a revision")
                 continue
             args["plan_id"] = self.active_plan_id
-            args.setdefault("title", _default_title(request))
+            if title is not None:
+                args.setdefault("title", title)
             try:
                 await self.planning_tool.execute(**self.planning_tool.validate_arguments(args))
             except (ToolError, TypeError) as e:
-                logger.warning(f"The model's plan was not usable: {e}")
+                what = "revised plan" if command == "update" else "model's plan"
+                logger.warning(f"The {what} was not usable: {e}")
                 continue
-            break
+            return True
+        return False
+
+    async def _create_initial_plan(self, request: str) -> None:
+        """The model's plan for ``request``; the default plan if it makes none."""
+        prompt = CREATE_PLAN_PROMPT.format(request=request)
+        await self._ask_planner(prompt, "create", _default_title(request))
         if self.active_plan_id not in self.planning_tool.plans:
             logger.warning("The model made no plan; using the default plan")
             await self.planning_tool.execute(
@@ -226,34 +223,15 @@ class PlanningFlow(BaseFlow):
     async def _replan(self, index: int, note: str) -> None:
         """Let the model revise the remaining steps after step ``index`` was blocked."""
         prompt = REPLAN_PROMPT.format(index=index, note=note, plan=self._plan_text())
-        assert self.llm is not None
         try:
-            response = await self.llm.ask_tool(
-                messages=[Message.user_message(prompt + self._agents_prompt())],
-                system_msgs=[Message.system_message(PLANNING_SYSTEM_PROMPT)],
-                tools=[self.planning_tool.to_param()],
-                tool_choice=ToolChoice.AUTO,
-            )
+            revised = await self._ask_planner(prompt, "update")
         except LLMError as e:
             logger.warning(f"Could not revise the plan ({e}); going on with it as it is")
             return
-        for call in response.tool_calls or []:
-            args = self._planning_args(call.function.arguments)
-            if call.function.name != self.planning_tool.name or args is None:
-                continue
-            if args.get("command") != "update":
-                logger.warning(f"Ignoring planning command {args.get('command')!r} in a revision")
-                continue
-            args["plan_id"] = self.active_plan_id
-            try:
-                await self.planning_tool.execute(**self.planning_tool.validate_arguments(args))
-            except (ToolError, TypeError) as e:
-                logger.warning(f"The revised plan was not usable: {e}")
-                continue
+        if revised:
             logger.info("Plan revised after a blocked step")
             logger.debug(f"Plan:\n{self._plan_text()}")
             await self._emit("plan_updated")
-            return
 
     def _planning_args(self, raw: Any) -> dict[str, Any] | None:
         try:
@@ -282,20 +260,12 @@ class PlanningFlow(BaseFlow):
             plan = self.planning_tool.plans[self.active_plan_id]
             carry_on = plan["step_statuses"][index] == _IN_PROGRESS  # cut short before
             self._mark(index, _IN_PROGRESS)
-            await self._emit(
-                "step_started", index=index, step=step, agent=executor.name, status=_IN_PROGRESS
-            )
+            where = {"step_index": index, "step": step, "agent": executor.name}
+            await self._emit("step_started", **where, status=_IN_PROGRESS)
             outcome = await self._execute_step(executor, index, step, carry_on=carry_on)
             outcomes.append(outcome)
             self._mark(index, outcome.status, outcome.note)
-            await self._emit(
-                "step_finished",
-                index=index,
-                step=step,
-                agent=executor.name,
-                status=outcome.status,
-                note=outcome.note,
-            )
+            await self._emit("step_finished", **where, status=outcome.status, note=outcome.note)
             if not outcome.ok and replans_left > 0:
                 replans_left -= 1
                 await self._replan(index, outcome.note)
@@ -361,26 +331,27 @@ class PlanningFlow(BaseFlow):
             plan["step_notes"][index] = note
 
     async def _block_running_steps(self, note: str, outcomes: list[StepOutcome]) -> None:
-        for index, step in self._mark_running_steps_blocked(note):
+        self.current_step_index = None
+        plan = self.planning_tool.plans.get(self.active_plan_id)
+        if plan is None:
+            return
+        running = [i for i, status in enumerate(plan["step_statuses"]) if status == _IN_PROGRESS]
+        for index in running:
+            self._mark(index, _BLOCKED, note)
+        for index in running:
+            step = plan["steps"][index]
             agent = self.get_executor(self.step_tag(step)).name
             outcomes.append(
                 StepOutcome(index=index, step=step, agent=agent, status=_BLOCKED, note=note)
             )
             await self._emit(
-                "step_finished", index=index, step=step, agent=agent, status=_BLOCKED, note=note
+                "step_finished",
+                step_index=index,
+                step=step,
+                agent=agent,
+                status=_BLOCKED,
+                note=note,
             )
-
-    def _mark_running_steps_blocked(self, note: str) -> list[tuple[int, str]]:
-        plan = self.planning_tool.plans.get(self.active_plan_id)
-        if plan is None:
-            return []
-        marked = []
-        for index, status in enumerate(plan["step_statuses"]):
-            if status == _IN_PROGRESS:
-                self._mark(index, _BLOCKED, note)
-                marked.append((index, plan["steps"][index]))
-        self.current_step_index = None
-        return marked
 
     # ---- summary -------------------------------------------------------------------------------
 
@@ -431,19 +402,13 @@ class PlanningFlow(BaseFlow):
         plan = self.planning_tool.plans.get(self.active_plan_id)
         if plan is None:
             return "(no plan)"
+        limit = self.plan_prompt_chars
+        if limit is None:
+            limit = DEFAULT_PLAN_PROMPT_CHARS
+            if config.is_loaded:
+                limit = config.app_config.run_flow_config.max_plan_prompt_chars
         text = format_plan(plan)
-        limit = self._plan_prompt_limit()
-        if len(text) <= limit:
-            return text
-        return plan_window(plan, focus, limit)
-
-    def _plan_prompt_limit(self) -> int:
-        if self.plan_prompt_chars is not None:
-            return self.plan_prompt_chars
-
-        if config.is_loaded:
-            return config.app_config.run_flow_config.max_plan_prompt_chars
-        return DEFAULT_PLAN_PROMPT_CHARS
+        return text if len(text) <= limit else plan_window(plan, focus, limit)
 
     def _clip(self, text: str) -> str:
         text = " ".join(text.split())
@@ -458,17 +423,9 @@ class PlanningFlow(BaseFlow):
                 return candidate
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _emit(
-        self,
-        change: PlanChange,
-        *,
-        index: int | None = None,
-        step: str | None = None,
-        agent: str | None = None,
-        status: str | None = None,
-        note: str | None = None,
-    ) -> None:
-        """Tell the flow's listeners (``flow.events``) how the plan changed."""
+    async def _emit(self, change: PlanChange, **fields: Any) -> None:
+        """Tell the flow's listeners (``flow.events``) how the plan changed; ``fields``: the
+        ``PlanChanged`` fields of the step concerned (step_index, step, agent, status, note)."""
         bus = self._events
         if not bus.active:
             return
@@ -479,12 +436,8 @@ class PlanningFlow(BaseFlow):
                 change=change,
                 plan_id=self.active_plan_id,
                 plan_text=self._plan_text(),
-                step_index=index,
-                step=step,
-                agent=agent,
-                status=status,
-                note=note,
                 total_steps=len(plan["steps"]) if plan else 0,
+                **fields,
             )
         )
 

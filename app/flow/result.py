@@ -1,7 +1,5 @@
-"""What a flow hands back: the outcome of each step and the flow's report.
-
-Progress while a flow runs is on its event bus (``PlanChanged`` in :mod:`app.events`).
-"""
+"""What a flow hands back: the outcome of each step and the flow's report (progress while it
+runs is on its event bus)."""
 
 from __future__ import annotations
 

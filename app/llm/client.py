@@ -1,12 +1,6 @@
-"""``LLM``: upstream's facade over a :class:`~app.llm.Model`.
-
-It keeps upstream's API (``ask``, ``ask_tool``, ``ask_with_images``, ``ask_stream``, usage
-and token counting, ``LLM(config_name)`` sharing one instance per profile) and adds what
-every model gets whatever it is: the context-window check, usage recorded (estimated when the
-model reported none), text handed to ``on_delta`` in one piece when it was not streamed. The
-model under it is a profile's stack (``app.llm.stack.build_model``: an OpenAI-compatible
-endpoint, ``app.llm.openai``) or any ``Model`` given to ``LLM.from_model``.
-"""
+"""``LLM``: upstream's facade (``ask*``, usage, token counting, one instance per config name)
+over a :class:`~app.llm.Model`: a profile's stack (``app.llm.stack.build_model``) or any
+``Model`` given to ``LLM.from_model``. Every model gets the window check and usage records."""
 
 from __future__ import annotations
 
@@ -51,13 +45,9 @@ class LLMRegistry:
 
 
 class LLM:
-    """Upstream's facade over a model: by default the profile's OpenAI-compatible endpoint
-    (OpenAI, Azure, Ollama, vLLM, ...).
-
-    ``LLM(config_name)`` returns one shared instance per config name (kept in
-    ``LLM.registry``), as upstream does; ``LLM.create(...)`` builds an independent one (for
-    libraries and tests); ``LLM.from_model(model)`` puts the facade over any ``Model``.
-    """
+    """``LLM(config_name)``: one shared instance per config name (in ``LLM.registry``), as
+    upstream; ``LLM.create(...)``: an independent one; ``LLM.from_model(model)``: over any
+    ``Model``."""
 
     registry: ClassVar[LLMRegistry] = LLMRegistry()
 
@@ -88,12 +78,8 @@ class LLM:
         transport: Transport | None = None,
         **overrides: Any,
     ) -> LLM:
-        """An independent instance, not shared and not registered as the singleton.
-
-        ``llm_config`` may be an ``LLMSettings``, a dict of settings, or a dict of profiles;
-        ``overrides`` replace individual settings (e.g. ``base_url=...``). ``transport``
-        replaces the HTTP transport (e.g. ``app.testing.FunctionModel`` in unit tests).
-        """
+        """An independent instance, not registered. ``llm_config``: ``LLMSettings``, a dict
+        of settings or of profiles; ``overrides`` replace settings; ``transport`` the HTTP one."""
         instance = super().__new__(cls)
         settings = resolve_settings(config_name, llm_config)
         if overrides:
@@ -104,12 +90,8 @@ class LLM:
 
     @classmethod
     def from_model(cls, model: Model, **overrides: Any) -> LLM:
-        """Upstream's facade (``ask*``, usage, token counting) over any :class:`Model`.
-
-        ``overrides`` set the facade's settings (``max_tokens``, ``temperature``,
-        ``max_retries``, ``max_input_tokens``, ...); the model's ``name`` is its ``model``.
-        Transient errors the model raises are retried as the settings say.
-        """
+        """The facade over any :class:`Model`; ``overrides`` set its settings (``max_tokens``,
+        ``max_retries``, ...), and transient errors are retried as they say."""
         if not isinstance(model, Model):
             raise TypeError(
                 f"{type(model).__name__} is not a Model: it needs a `name` and an async "
@@ -154,8 +136,7 @@ class LLM:
         self.max_retries: int = settings.max_retries
         self.is_reasoning_model, self.supports_images = model_flags(settings)
         self.usage = Usage()
-        #: Deprecated: the usage of the most recent call. Use ``request()``'s
-        #: ``ModelResponse.usage`` (concurrent callers overwrite this one).
+        #: Deprecated (concurrent calls overwrite it): use ``ModelResponse.usage``.
         self.last_usage: Usage | None = None
         self._counter: TokenCounter | None = None
         self._learned_window: int | None = None
@@ -173,8 +154,6 @@ class LLM:
             f"LLM(config_name={self.config_name!r}, model={self.model!r}, "
             f"base_url={self.base_url!r})"
         )
-
-    # ---- usage, upstream-compatible names ------------------------------------------------
 
     @property
     def total_input_tokens(self) -> int:
@@ -207,8 +186,6 @@ class LLM:
         if log_enabled("DEBUG"):
             logger.debug(f"LLM usage: {usage} | cumulative: {self.usage}")
 
-    # ---- token counting and the context window ------------------------------------------------
-
     @property
     def token_counter(self) -> TokenCounter:
         if self._counter is None:
@@ -216,8 +193,7 @@ class LLM:
         return self._counter
 
     async def _loaded_counter(self) -> TokenCounter:
-        """The counter, loaded off the event loop the first time (loading may read files or
-        wait on a download; it logs, never prints)."""
+        """The counter, loaded off the event loop the first time (it may read files)."""
         counter = self.token_counter
         if not counter.loaded:
             await asyncio.to_thread(counter.load)
@@ -280,24 +256,18 @@ class LLM:
         tokens = count_tokens(counter, formatted.messages, formatted.entries)
         return tokens + counter.count_tools(tools)
 
-    # ---- message formatting --------------------------------------------------------------------
-
     def format_messages(
         self, messages: Messages, supports_images: bool | None = None
     ) -> list[dict[str, Any]]:
-        """Wire-format messages (upstream's name); images follow this model's abilities.
-
-        Returns fresh dicts the caller may change.
-        """
-        allowed = self._images_allowed() if supports_images is None else supports_images
-        formatted, omitted = format_messages(messages, supports_images=allowed, model=self.model)
-        if self._endpoint is not None:
-            self._endpoint.warn_omitted(omitted)
-        return formatted
-
-    def _images_allowed(self) -> bool:
+        """Wire-format messages (upstream's name), fresh dicts the caller may change."""
         endpoint = self._endpoint
-        return endpoint.images_allowed() if endpoint is not None else self.supports_images
+        allowed = supports_images
+        if allowed is None:
+            allowed = self.supports_images if endpoint is None else endpoint.images_allowed()
+        formatted, omitted = format_messages(messages, supports_images=allowed, model=self.model)
+        if endpoint is not None:
+            endpoint.warn_omitted(omitted)
+        return formatted
 
     def _formatted(self, conversation: Messages) -> Formatted:
         """The conversation in wire form, as the endpoint formats it (for counting tokens)."""
@@ -307,12 +277,10 @@ class LLM:
             conversation, supports_images=self.supports_images, model=self.model
         )
 
-    # ---- what the endpoint refused ------------------------------------------------------------
-
     @property
     def refused_features(self) -> frozenset[str]:
         """What this endpoint and model refused (``stream``, ``stream_tools``, ``tools``,
-        ``images``), learned in this process or, with ``capability_cache``, an earlier one."""
+        ``images``)."""
         endpoint = self._endpoint
         return endpoint.refusals.features if endpoint is not None else frozenset()
 
@@ -333,8 +301,6 @@ class LLM:
         """The transport requests go through (built from the profile on first use)."""
         return self.endpoint.transport
 
-    # ---- the one request path ------------------------------------------------------------------
-
     async def request(
         self,
         messages: Messages,
@@ -348,15 +314,9 @@ class LLM:
         stream: bool | None = None,
         **kwargs: Any,
     ) -> ModelResponse:
-        """One model turn that may call tools.
-
-        ``tool_calls`` carry normalized JSON-text arguments (dicts and double-encoded JSON from
-        lenient servers are decoded); malformed text is kept verbatim for the agent to report.
-        With ``on_delta`` the turn is streamed (unless the profile's ``stream`` is off or the
-        endpoint refused) and each piece of the answer's text is handed to it as it arrives;
-        ``stream=False`` sends it plain whatever the profile says. Further keyword arguments
-        are request fields (``seed``, ``stop``, ...).
-        """
+        """One model turn that may call tools; the answer's text goes to ``on_delta`` as it
+        arrives. ``stream=False`` sends it plain whatever the profile says; further keyword
+        arguments are request fields (``seed``, ``stop``, ...)."""
         choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
         if choice not in TOOL_CHOICE_VALUES:
             raise ValueError(f"Invalid tool_choice: {tool_choice!r}")
@@ -408,8 +368,7 @@ class LLM:
         return response
 
     def _definitions(self, tools: list[dict[str, Any]] | None) -> tuple[ToolDefinition, ...]:
-        """The tools as definitions, the same tuple while they stay equal (an agent offers
-        the same tools at every step; the model then reuses their encoding)."""
+        """The tools as definitions, the same tuple while they stay equal (reused encoding)."""
         if not tools:
             return ()
         cached = self._tools
@@ -428,8 +387,6 @@ class LLM:
         if self._endpoint is not None:
             await self._endpoint.aclose()
 
-    # ---- upstream's ask* methods, each a thin layer over request() -----------------------------
-
     async def ask(
         self,
         messages: Messages,
@@ -438,26 +395,9 @@ class LLM:
         temperature: float | None = None,
         **kwargs: Any,
     ) -> str:
-        """A plain text answer. ``stream`` True reads the reply as it is generated, False asks
-        for it whole; None leaves it to the profile's ``stream``."""
-        return await self._text(messages, system_msgs, stream, temperature, None, kwargs)
-
-    async def _text(
-        self,
-        messages: Messages,
-        system_msgs: Messages | None,
-        stream: bool | None,
-        temperature: float | None,
-        on_delta: DeltaCallback | None,
-        kwargs: dict[str, Any],
-    ) -> str:
+        """A plain text answer; ``stream`` None leaves streaming to the profile."""
         response = await self.request(
-            messages,
-            system_msgs,
-            temperature=temperature,
-            on_delta=on_delta,
-            stream=stream,
-            **kwargs,
+            messages, system_msgs, temperature=temperature, stream=stream, **kwargs
         )
         text = response.message.content
         if not text:
@@ -478,9 +418,8 @@ class LLM:
 
         async def run() -> str:
             try:
-                return await self._text(
-                    messages, system_msgs, True, temperature, queue.put_nowait, kwargs
-                )
+                kwargs["on_delta"] = queue.put_nowait
+                return await self.ask(messages, system_msgs, True, temperature, **kwargs)
             finally:
                 queue.put_nowait(None)
 
@@ -525,8 +464,7 @@ class LLM:
         on_delta: DeltaCallback | None = None,
         **kwargs: Any,
     ) -> Message:
-        """One model turn that may call tools; returns the assistant ``Message`` (upstream's
-        API). ``request()`` returns the whole ``ModelResponse`` (usage, finish reason)."""
+        """The assistant ``Message`` of ``request()`` (upstream's API)."""
         response = await self.request(
             messages,
             system_msgs,
@@ -563,8 +501,8 @@ def resolve_settings(config_name: str, llm_config: Any) -> LLMSettings:
 
 
 def model_argument(data: Any) -> Any:
-    """For the ``model=`` argument of agents and flows (a pydantic "before" validator): any
-    :class:`Model` becomes their ``llm``, upstream's facade over it."""
+    """The ``model=`` argument of agents and flows (a "before" validator): any :class:`Model`
+    becomes their ``llm``."""
     if not isinstance(data, dict) or "model" not in data:
         return data
     data = dict(data)

@@ -1,27 +1,12 @@
-"""What an endpoint refused, remembered across processes.
+"""What an endpoint refused, remembered across processes (docs/local-models.md).
 
-Some servers refuse a feature in ways that cost seconds to discover: llama.cpp's server answers
-a streamed request with tools by HTTP 200 and an empty event stream, a model without function
-calling rejects ``tools``, a text-only model rejects images. Learning that once per process
-wasted 5-9 s on every start, so the refusals are kept in a small JSON file, keyed by the
-normalised base URL and the model name, each with the time it was learned. Entries expire
-(default 7 days) because a server may be upgraded.
-
-The file lives at ``$OPENMANUS_CACHE_DIR/endpoints.json``, else
-``$XDG_CACHE_HOME/openmanus/endpoints.json``, else ``~/.cache/openmanus/endpoints.json``.
-Deleting it (or :meth:`EndpointMemory.forget`) clears what was learned.
-
-Safety: writes are atomic (temp file in the same directory, fsync, ``os.replace``) and made
-under an ``fcntl`` lock file after re-reading the file, so processes writing at once keep each
-other's entries. The file is 0600 in a 0700 directory and holds no secrets: only the base
-URL without credentials, query or fragment, the model name and feature names. A corrupt or
-unreadable file, an unwritable directory or a symlink in place of the file never raises: the
-problem is logged once and the memory then works in this process only.
-
-Cost: :meth:`EndpointMemory.refused` answers from memory after one ``stat`` (a few
-microseconds; the file is re-read only when it changed), so callers on the event loop call it
-directly. :meth:`EndpointMemory.remember` and :meth:`EndpointMemory.forget` lock, fsync and
-replace the file (milliseconds, rarely): call them via ``asyncio.to_thread`` from async code.
+Learning a refusal costs seconds (llama.cpp answers a streamed request with tools by an empty
+stream), so refusals go to a small JSON file keyed by normalised base URL and model; entries
+expire, since a server may be upgraded. Writes are atomic and made under an ``fcntl`` lock
+after re-reading the file, so concurrent processes keep each other's entries; the file is 0600
+and holds no credentials. A corrupt or unusable file never raises: it is logged once and the
+memory keeps to this process. ``refused`` costs one ``stat``; ``remember`` and ``forget`` lock
+and fsync, so async code calls them via ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
@@ -124,8 +109,6 @@ class EndpointMemory:
     def __repr__(self) -> str:
         return f"EndpointMemory({str(self._path)!r}, persistent={self.persistent})"
 
-    # ---- public API ----------------------------------------------------------------------
-
     def refused(self, base_url: str, model: str) -> frozenset[str]:
         """The features this endpoint refused within the TTL (cheap: no read unless changed)."""
         with self._lock:
@@ -161,8 +144,6 @@ class EndpointMemory:
     def clear(self) -> None:
         """Forget every endpoint."""
         self._update(lambda entries: entries.clear())
-
-    # ---- reading --------------------------------------------------------------------------
 
     def _fresh(self, learned_at: float, now: float) -> bool:
         return now - self._ttl < learned_at <= now + _FUTURE_SLACK
@@ -246,8 +227,6 @@ class EndpointMemory:
                     "features": features,
                 }
         return entries
-
-    # ---- writing --------------------------------------------------------------------------
 
     def _go_local(self, kind: str, message: str) -> None:
         self._warn_once(kind, message)
@@ -337,8 +316,7 @@ class EndpointMemory:
 
 
 class EndpointMemories:
-    """The memories of one process, one per cache file: every ``LLM`` learning about the same
-    file shares one (its lock and its in-memory copy)."""
+    """One memory per cache file, shared by every ``LLM`` of the process using that file."""
 
     def __init__(self) -> None:
         self._by_path: dict[Path, EndpointMemory] = {}

@@ -1,10 +1,5 @@
-"""Lenient JSON for reading tool calls out of small models' text answers.
-
-Small models write almost-JSON: trailing commas, single quotes, Python's ``True``/``None``, or
-a call in Python syntax. These helpers accept those cheaply and never raise; every scan is
-bounded (a window per value and a token budget per answer) so hostile or huge input costs
-linear time, and deep nesting ends in a caught ``RecursionError`` instead of a crash.
-"""
+"""Lenient JSON for tool calls in small models' text: trailing commas, single quotes, Python
+literals and calls. Never raises; every scan is bounded, so hostile input costs linear time."""
 
 from __future__ import annotations
 
@@ -13,16 +8,7 @@ import json
 import re
 from typing import Any
 
-__all__ = [
-    "MISSING",
-    "REPAIR_LIMIT",
-    "ScanBudget",
-    "arguments_text",
-    "decode_at",
-    "dumps_safe",
-    "loads_lenient",
-    "python_calls",
-]
+__all__ = ["MISSING", "ScanBudget", "arguments_text", "decode_at", "loads_lenient", "python_calls"]
 
 #: Returned when a text holds no value (``None`` is a valid JSON value).
 MISSING: Any = object()
@@ -32,7 +18,6 @@ SCAN_BUDGET = 400_000  # bracket-scan tokens for one whole answer
 REPAIR_LIMIT = 64_000
 MAX_DEPTH = 64  # nesting accepted from Python-literal syntax
 
-# ---- JSON --------------------------------------------------------------------------
 
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)

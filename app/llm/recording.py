@@ -1,43 +1,27 @@
-"""Record every LLM exchange of a run to a file, and replay a run from such a file offline.
+"""Record every LLM exchange of a run to a JSON-lines file, and replay a run from it offline
+(the tools really run; the first difference from the recorded request is reported).
 
-A recording is JSON lines: a header, then one line per exchange with the request (model,
-messages, tools, tool choice) and the response as a chat-completion body (streamed answers
-are stored reassembled). Replaying serves the recorded responses in order while the tools
-really run, so a run can be reproduced without the model, to debug a prompt or to pin a
-regression test. Each request is compared with the recorded one; the first difference is
-reported (a warning, or a ``ReplayError`` when replaying strictly).
-
-The tape is carried by a context variable, so it covers every ``LLM`` the run touches (the
-agent's, a flow's planner, a tool's) and nothing outside the block. Each attempt of an
-``OpenAIChatModel`` passes through the active tape, if any, with its exact wire body; the
-transports themselves know nothing of recording.
+The tape is a context variable, so it covers every ``LLM`` the run touches and nothing outside
+the block; each attempt of an ``OpenAIChatModel`` passes through it with its exact wire body.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from app.exceptions import ReplayError
+from app.llm.openai.transport import deliver
 from app.logger import logger, redact_registered
 
-__all__ = [
-    "Recorder",
-    "Replayer",
-    "Tape",
-    "active_tape",
-    "describe_difference",
-    "recording",
-    "replaying",
-]
+__all__ = ["Recorder", "Replayer", "Tape", "active_tape", "recording", "replaying"]
 
 FORMAT = "openmanus-llm-recording"
 _REQUEST_KEYS = ("messages", "tools", "tool_choice")
@@ -129,12 +113,7 @@ class Replayer(Tape):
                 raise ReplayError(problem, model=model)
             logger.warning(problem)
         response = entry.get("response") or {}
-        if on_delta is not None:
-            text = _content(response)
-            if text:
-                outcome = on_delta(text)
-                if inspect.isawaitable(outcome):
-                    await outcome
+        await deliver(on_delta, _content(response))
         return json.loads(json.dumps(response))  # a fresh copy each time
 
     @property
@@ -205,23 +184,23 @@ def _clip(value: Any, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
+_T = TypeVar("_T", bound=Tape)
+
+
 @contextmanager
-def recording(path: str | Path) -> Iterator[Recorder]:
+def _active(tape: _T) -> Iterator[_T]:
+    token = active_tape.set(tape)
+    try:
+        yield tape
+    finally:
+        active_tape.reset(token)
+
+
+def recording(path: str | Path) -> AbstractContextManager[Recorder]:
     """Record every LLM exchange made inside the block (and tasks started in it) to ``path``."""
-    recorder = Recorder(path)
-    token = active_tape.set(recorder)
-    try:
-        yield recorder
-    finally:
-        active_tape.reset(token)
+    return _active(Recorder(path))
 
 
-@contextmanager
-def replaying(path: str | Path, *, strict: bool = False) -> Iterator[Replayer]:
+def replaying(path: str | Path, *, strict: bool = False) -> AbstractContextManager[Replayer]:
     """Serve the LLM exchanges inside the block from the recording at ``path``."""
-    replayer = Replayer(path, strict=strict)
-    token = active_tape.set(replayer)
-    try:
-        yield replayer
-    finally:
-        active_tape.reset(token)
+    return _active(Replayer(path, strict=strict))

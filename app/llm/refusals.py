@@ -12,10 +12,8 @@ __all__ = ["Refusals"]
 
 
 class Refusals:
-    """The refused features (``stream``, ``stream_tools``, ``tools``, ``images``) of one
-    endpoint and model, kept in ``memories`` (the file at the current cache path, looked up
-    on first use) or, with ``memories`` None, in this process only (the profile's
-    ``capability_cache = false``, or a transport given in code)."""
+    """The refused features of one endpoint and model, kept in ``memories`` (the file at the
+    current cache path) or, with ``memories`` None, in this process only."""
 
     def __init__(self, base_url: str, model: str, memories: EndpointMemories | None) -> None:
         self.base_url = base_url
@@ -37,7 +35,6 @@ class Refusals:
         return frozen
 
     def _memory(self) -> EndpointMemory | None:
-        """The endpoint memory at the current cache path (``None`` when not persistent)."""
         return None if self.memories is None else self.memories.at()
 
     async def refuse(self, feature: str, why: str) -> None:

@@ -1,18 +1,9 @@
-"""``TextToolCalls``: tool calling without the API's ``tools``, for models and servers that
-have none, as a wrapper around any :class:`Model`.
+"""``TextToolCalls``: a wrapper that describes the tools in the prompt and parses the calls
+from the answer, for endpoints without function calling (``tool_calling = "text"``, or
+``"auto"`` once the endpoint itself refused tools: the model's prose never marks it).
 
-Text mode is on when the profile says ``tool_calling = "text"``, or under ``"auto"`` once the
-endpoint itself refused tools (an HTTP error naming them, remembered in its ``Refusals``). A
-call the model writes as text in a native turn is never run and never marks the endpoint: the
-model's prose is not the endpoint's word.
-
-In text mode the request carries no ``tools``: they are described at the end of the system
-prompt (``app.llm.text_tools.render_tool_prompt``); the model's earlier calls are shown in the
-same ``<tool_call>`` form it is asked to write; tool results travel as user messages in a
-``<tool_response>`` block, because some chat templates reject the ``tool`` role (consecutive
-ones are merged, since templates also insist that roles alternate). Calls are parsed back out
-of the answer into ``message.tool_calls`` with generated ids, so the agent sees the same
-``Message`` either way.
+Tool results travel as user messages (some chat templates reject the ``tool`` role; runs are
+merged, since templates also want roles to alternate); the agent sees the same ``Message``.
 """
 
 from __future__ import annotations
@@ -73,14 +64,10 @@ class TextToolCalls:
         return text_mode_response(response, [tool.name for tool in params.tools])
 
     def _note_prose_calls(self, response: ModelResponse, tools: Sequence[ToolDefinition]) -> None:
-        """A native turn answered in text that looks like a call: never run, never remembered.
-
-        A server that silently drops the tools (a model's own chat template) needs
-        ``tool_calling = "text"``, which the warning names once per wrapper.
-        """
-        if self._warned_prose_calls:
-            return
-        if text_mode_response(response, [tool.name for tool in tools]) is not response:
+        """A native turn answered with a call in its text: never run nor remembered; warned
+        once (a server that drops the tools needs ``tool_calling = "text"``)."""
+        names = [tool.name for tool in tools]
+        if not self._warned_prose_calls and text_mode_response(response, names) is not response:
             self._warned_prose_calls = True
             logger.warning(
                 f"Model '{self.name}' wrote what looks like a tool call in its text instead "
@@ -91,14 +78,9 @@ class TextToolCalls:
 
 
 def text_mode_messages(
-    messages: Sequence[Message | dict[str, Any]],
-    tools: Sequence[ToolDefinition],
-    tool_choice: Any,
+    messages: Sequence[Message | dict[str, Any]], tools: Sequence[ToolDefinition], tool_choice: Any
 ) -> list[Message]:
-    """The request's messages rewritten for text mode (the given messages are not changed).
-
-    A tool result whose call is not in the conversation is dropped, as the wire format does.
-    """
+    """The messages rewritten for text mode (new list); a result without its call is dropped."""
     from app.llm.text_tools import render_tool_prompt, render_tool_result  # ~50 ms: on use
 
     prompt = render_tool_prompt([tool.to_param() for tool in tools])

@@ -1,28 +1,11 @@
-"""Tool calling in plain text, for chat models that have no function-calling API.
+"""Tool calling in plain text: tools rendered into the prompt, calls parsed from the answer in
+the formats open models use (docs/local-models.md lists them).
 
-In "text" mode the tool definitions go into the system prompt (:func:`render_tool_prompt`) and
-the calls are read back out of the model's answer (:func:`parse_tool_calls`). We ask for
-``<tool_call>{json}</tool_call>`` blocks, but small open models answer in whatever format their
-training used, so the parser also accepts the common ones:
-
-* explicit markers: ``<tool_call>`` (Hermes/Qwen, also unterminated at the end),
-  Mistral's ``[TOOL_CALLS]`` (a JSON list, or ``name[ARGS]{...}``), Llama 3.x
-  ``<|python_tag|>``, and ``<function=name>{json}</function>`` (also with
-  ``<parameter=key>value</parameter>`` pairs);
-* implicit ones, only when the answer has no explicit marker: fenced ```json / ```tool_call /
-  ```tool_code blocks (JSON, or a Python-style ``tool(arg=...)`` call in the last two), an answer
-  that is one JSON object or list, and a call-shaped JSON object inside prose.
-
-Explicit markers leave no doubt that the model meant to call a tool, so their calls are kept
-even when the name is unknown or the JSON is broken: the agent then tells the model what was
-wrong, which it can fix. Implicit formats need a known tool name and the strict call shape
-(``{"name": ..., "arguments": {...}}`` and its ``tool``/``function``/``parameters`` spellings),
-so ordinary JSON in an answer stays text. Names match exactly, else ignoring case, ``-`` vs
-``_`` and a ``functions.``/``default_api.`` prefix when that picks one tool.
-
-Parsing never raises and its work is bounded (candidate counts, scan windows and a token
-budget), so a megabyte answer or a deeply nested one returns quickly. Callers strip reasoning
-first with :func:`split_reasoning`, so a call drafted inside ``<think>`` is not run.
+Explicit markers (``<tool_call>``, ``[TOOL_CALLS]``, ``<|python_tag|>``, ``<function=...>``)
+leave no doubt, so their calls are kept even when broken: the agent tells the model what was
+wrong. Implicit formats (fenced or bare JSON, a call-shaped object in prose) need a known tool
+name and the strict call shape, so ordinary JSON stays text. Parsing never raises and its work
+is bounded; callers strip ``<think>`` first (:func:`split_reasoning`).
 """
 
 from __future__ import annotations
@@ -83,9 +66,6 @@ def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 
 
-# ---- rendering -----------------------------------------------------------------------------
-
-
 def _type_text(schema: Any) -> str:
     if not isinstance(schema, dict):
         return "any"
@@ -141,22 +121,17 @@ def _render_tool(tool: dict[str, Any], brief: bool) -> str:
 def render_tool_prompt(tools: list[dict[str, Any]], *, brief: bool = False) -> str:
     """The text to append to the system prompt: how to call tools, then the tools.
 
-    Arguments are a terse list (``name* (type): description``) rather than JSON schema:
-    about a quarter fewer tokens (Manus's tools: 1471 against 1956 Llama-3 tokens) and easier
-    for small models to read. Nested objects fall back to compact JSON schema; keys the list
-    cannot show (``dependencies`` etc.) are left out. ``brief`` keeps only the first sentence
-    of every description, for 2k-4k windows.
+    Arguments are a terse list (``name* (type): description``), a quarter fewer tokens than
+    JSON schema and easier for small models. ``brief`` keeps only first sentences (2k-4k
+    windows).
     """
     body = "\n".join(_render_tool(t, brief) for t in tools)
     return f"{TOOL_PROMPT_INTRO}\n\n{TOOL_LIST_HEADER}\n{body}"
 
 
 def render_tool_result(name: str, call_id: str, content: str) -> str:
-    """A tool's result as text for the model (sent as a user message in text mode).
-
-    A closing tag inside the result is defused, so tool output cannot end the block early and
-    pose as the user or as a new call.
-    """
+    """A tool's result as text for the model; a closing tag inside it is defused, so tool
+    output cannot end the block early and pose as the user or as a new call."""
     safe_name = json.dumps(name, ensure_ascii=False)[1:-1]
     safe_id = json.dumps(call_id, ensure_ascii=False)[1:-1]
     opener = TOOL_RESULT_OPEN.format(name=safe_name, call_id=safe_id)
@@ -166,7 +141,6 @@ def render_tool_result(name: str, call_id: str, content: str) -> str:
 
 _CLOSE_RESULT = re.compile(r"</tool_response\s*>", re.IGNORECASE)
 
-# ---- reasoning -----------------------------------------------------------------------------
 
 _THINK_OPEN = re.compile(r"\A\s*<(think|thinking|reasoning)>", re.IGNORECASE)
 _THINK_CLOSE_ANY = re.compile(r"</(?:think|thinking|reasoning)>", re.IGNORECASE)
@@ -174,13 +148,10 @@ _CALL_MARKERS = re.compile(r"<tool_call>|\[TOOL_CALLS\]|<\|python_tag\|>|<functi
 
 
 def split_reasoning(text: str) -> tuple[str | None, str]:
-    """``(reasoning, answer)`` from an answer that may start with a ``<think>`` block.
+    """``(reasoning, answer)`` from an answer that may start with ``<think>`` blocks.
 
-    Handles ``<think>``/``<thinking>`` blocks at the start (several in a row too), an
-    unterminated one (the answer is empty, unless a tool-call marker follows inside it: a
-    model that forgot to close its thoughts still gets its call run), and a closing
-    ``</think>`` with no opener, as DeepSeek-R1 distills emit when the template opened it.
-    ``reasoning`` is None when there is none (or it is empty); ``text`` is then unchanged.
+    An unterminated block ends at a tool-call marker (so its call still runs); a lone
+    ``</think>`` (DeepSeek-R1 distills) closes a block the template opened.
     """
     if not isinstance(text, str) or ("think" not in text.lower() and "reasoning" not in text):
         return None, text if isinstance(text, str) else ""
@@ -210,9 +181,6 @@ def split_reasoning(text: str) -> tuple[str | None, str]:
         rest = text[close.end() :]
     reasoning = "\n\n".join(p.strip() for p in parts if p.strip())
     return (reasoning or None), rest.strip()
-
-
-# ---- call shapes and names -----------------------------------------------------------------
 
 
 class _Names:
@@ -274,8 +242,6 @@ def _call(name: str, args: Any) -> ToolCall:
     return ToolCall(id=new_call_id(), function=Function(name=name, arguments=arguments_text(args)))
 
 
-# ---- the parser ----------------------------------------------------------------------------
-
 _TOOL_CALL_OPEN = re.compile(r"<tool_call>", re.IGNORECASE)
 _TOOL_CALL_CLOSE = re.compile(r"</tool_call>", re.IGNORECASE)
 _FUNCTION_OPEN = re.compile(r"<function=\s*[\"']?([^>\"'\s]{1,200})[\"']?\s*>", re.IGNORECASE)
@@ -331,8 +297,6 @@ class _Parser:
         self.fences: list[tuple[int, int]] = []
         self.count = 0
 
-    # -- bookkeeping
-
     def taken(self, pos: int, fences: bool = False) -> bool:
         if any(s <= pos < e for s, e, _ in self.spans):
             return True
@@ -347,8 +311,6 @@ class _Parser:
 
     def explicit_name(self, name: str) -> str:
         return self.names.resolve(name) or name.strip()
-
-    # -- explicit bodies
 
     def explicit_value(self, value: Any) -> list[tuple[str, Any]] | None:
         items = value if isinstance(value, list) else [value]
@@ -425,19 +387,9 @@ class _Parser:
         return [calls[0] for _, _, calls in self.function_blocks(text) if calls]
 
     def function_blocks(self, text: str) -> Iterator[tuple[int, int, list[tuple[str, Any]]]]:
-        opens = list(_iter_capped(_FUNCTION_OPEN, text))
-        closes = [m.start() for m in _iter_capped(_FUNCTION_CLOSE, text, 4 * MAX_CALLS)]
-        for i, opened in enumerate(opens[: MAX_CALLS + 1]):
-            body_end, span_end = _pair(opens, i, closes, len("</function>"), len(text))
-            whole = _json_then_close(text, opened.end(), _FUNCTION_CLOSE)
-            if whole is not None:
-                body_end, span_end = whole
-            body = text[opened.end() : body_end]
-            yield (
-                opened.start(),
-                span_end,
-                [(self.explicit_name(opened.group(1)), self.function_args(body))],
-            )
+        for opened, body_end, span_end in _tagged(text, _FUNCTION_OPEN, _FUNCTION_CLOSE):
+            args = self.function_args(text[opened.end() : body_end])
+            yield opened.start(), span_end, [(self.explicit_name(opened.group(1)), args)]
 
     def function_args(self, body: str) -> Any:
         if re.search(r"<parameter=", body, re.IGNORECASE):
@@ -451,20 +403,11 @@ class _Parser:
         value = loads_lenient(stripped)
         return stripped if value is MISSING else value
 
-    # -- passes
-
     def tool_call_tags(self) -> None:
         text = self.text
-        opens = list(_iter_capped(_TOOL_CALL_OPEN, text))
-        closes = [m.start() for m in _iter_capped(_TOOL_CALL_CLOSE, text, 4 * MAX_CALLS)]
-        for i, opened in enumerate(opens[: MAX_CALLS + 1]):
-            body_end, span_end = _pair(opens, i, closes, len("</tool_call>"), len(text))
-            whole = _json_then_close(text, opened.end(), _TOOL_CALL_CLOSE)
-            if whole is not None:  # a closing tag inside a JSON string does not end the block
-                body_end, span_end = whole
-            if not self.add(
-                opened.start(), span_end, self.explicit_body(text[opened.end() : body_end])
-            ):
+        for opened, body_end, span_end in _tagged(text, _TOOL_CALL_OPEN, _TOOL_CALL_CLOSE):
+            calls = self.explicit_body(text[opened.end() : body_end])
+            if not self.add(opened.start(), span_end, calls):
                 return
 
     def function_tags(self) -> None:
@@ -472,26 +415,27 @@ class _Parser:
             if not self.taken(start) and not self.add(start, end, calls):
                 return
 
+    def markers(self, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[str], int]]:
+        """Untaken markers, each with where its region ends (the next marker, or the end)."""
+        text = self.text
+        markers = [m for m in _iter_capped(pattern, text) if not self.taken(m.start())]
+        for i, marker in enumerate(markers[: MAX_CALLS + 1]):
+            yield marker, markers[i + 1].start() if i + 1 < len(markers) else len(text)
+
     def mistral(self) -> None:
         text = self.text
-        markers = [m for m in _iter_capped(_MISTRAL, text) if not self.taken(m.start())]
-        for i, marker in enumerate(markers[: MAX_CALLS + 1]):
-            limit = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+        for marker, limit in self.markers(_MISTRAL):
             pos = marker.end()
             while pos < limit and text[pos].isspace():
                 pos += 1
             v11 = _MISTRAL_V11.match(text, pos, limit)
             if v11:
+                name = self.explicit_name(v11.group(1))
                 decoded = decode_at(text[:limit], v11.end(), self.budget)
                 if decoded:
-                    call = (self.explicit_name(v11.group(1)), decoded[0])
-                    end = decoded[1]
+                    calls, end = [(name, decoded[0])], decoded[1]
                 else:
-                    call, end = (
-                        (self.explicit_name(v11.group(1)), text[v11.end() : limit].strip()),
-                        limit,
-                    )
-                calls = [call]
+                    calls, end = [(name, text[v11.end() : limit].strip())], limit
             else:
                 decoded = (
                     decode_at(text[:limit], pos, self.budget)
@@ -508,15 +452,12 @@ class _Parser:
 
     def python_tags(self) -> None:
         text = self.text
-        markers = [m for m in _iter_capped(_PYTHON_TAG, text) if not self.taken(m.start())]
-        for i, marker in enumerate(markers[: MAX_CALLS + 1]):
-            limit = markers[i + 1].start() if i + 1 < len(markers) else len(text)
+        for marker, limit in self.markers(_PYTHON_TAG):
             end_token = _PYTHON_TAG_END.search(text, marker.end(), limit)
             body_end = end_token.start() if end_token else limit
             span_end = end_token.end() if end_token else limit
-            if not self.add(
-                marker.start(), span_end, self.explicit_body(text[marker.end() : body_end])
-            ):
+            calls = self.explicit_body(text[marker.end() : body_end])
+            if not self.add(marker.start(), span_end, calls):
                 return
 
     def implicit_value(self, value: Any, strict: bool) -> list[tuple[str, Any]] | None:
@@ -639,15 +580,26 @@ def _json_then_close(text: str, pos: int, close: re.Pattern[str]) -> tuple[int, 
 _DECODER = json.JSONDecoder()
 
 
-def _pair(
-    opens: list[re.Match[str]], i: int, closes: list[int], close_len: int, end: int
-) -> tuple[int, int]:
-    """Body end and span end of opener ``i``: its closer, else the next opener or the end."""
-    next_open = opens[i + 1].start() if i + 1 < len(opens) else end
-    j = bisect.bisect_left(closes, opens[i].end())
-    if j < len(closes) and closes[j] < next_open:
-        return closes[j], closes[j] + close_len
-    return next_open, next_open
+def _tagged(
+    text: str, opener: re.Pattern[str], closer: re.Pattern[str]
+) -> Iterator[tuple[re.Match[str], int, int]]:
+    """Each opener with its body end and span end: its closer (one after well-formed JSON
+    wins, so a closing tag inside a JSON string does not end the block), else the next
+    opener or the end."""
+    opens = list(_iter_capped(opener, text))
+    closes = [(m.start(), m.end()) for m in _iter_capped(closer, text, 4 * MAX_CALLS)]
+    starts = [start for start, _ in closes]
+    for i, opened in enumerate(opens[: MAX_CALLS + 1]):
+        whole = _json_then_close(text, opened.end(), closer)
+        if whole is not None:
+            yield opened, *whole
+            continue
+        next_open = opens[i + 1].start() if i + 1 < len(opens) else len(text)
+        j = bisect.bisect_left(starts, opened.end())
+        if j < len(closes) and starts[j] < next_open:
+            yield opened, *closes[j]
+        else:
+            yield opened, next_open, next_open
 
 
 def parse_tool_calls(text: str, tool_names: Collection[str]) -> TextToolParse:

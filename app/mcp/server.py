@@ -1,15 +1,10 @@
 """Our tools served over MCP: ``python -m app.mcp.server [--transport stdio|sse|http]``.
 
-Exposes ``bash``, ``python_execute``, ``str_replace_editor``, ``browser_use`` (when the
-``browser`` extra is installed) and ``terminate`` with exactly the JSON schemas the agents use
-in-process (upstream rebuilt Python signatures from the schemas and lost enums and nested
-types). ``--run-task`` adds ``run_task``, which hands a whole task to a Manus agent.
-
-HTTP transports bind 127.0.0.1 unless told otherwise; because ``bash`` and ``python_execute``
-run arbitrary code, another host needs ``--allow-remote`` and gets a warning. The code tools run
-in the ``[sandbox]`` backend of the configuration, like the agents' tools. Each client session
-over HTTP or SSE gets its own tools (its own shell, editor history and sandbox; see
-``app.mcp.sessions``).
+``bash``, ``python_execute``, ``str_replace_editor``, ``browser_use`` (with the ``browser``
+extra) and ``terminate``, with exactly the JSON schemas the agents use in-process (upstream
+rebuilt them from signatures and lost enums and nested types); ``--run-task`` adds ``run_task``.
+HTTP binds 127.0.0.1 unless ``--allow-remote``: these tools run arbitrary code. Each HTTP or SSE
+client session gets its own tools (``app.mcp.sessions``). Options: docs/mcp.md.
 """
 
 from __future__ import annotations
@@ -50,19 +45,15 @@ __all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main", "parse_args"]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
-_CODE_TOOLS = ("bash", "python_execute")
 #: What the tools read from the config file. Without ``--run-task`` nothing needs a model, so
 #: ``[llm]`` (and its ``${OPENAI_API_KEY}``, often unset in a client-started server) is not read.
 TOOL_SECTIONS = frozenset({"workspace_root", "sandbox", "browser", "search", "limits"})
 
 
 class MCPServer:
-    """An MCP server named ``name`` offering ``tools`` (by default our standard set).
-
-    With the standard set every client session gets fresh instances of the tools; tools
-    passed in ready-made are shared by all sessions. ``session_idle_timeout`` (seconds, None =
-    never) ends HTTP sessions nobody used for that long, and their tools with them.
-    """
+    """An MCP server named ``name`` offering ``tools`` (by default our standard set, fresh for
+    every client session; tools passed in are shared). ``session_idle_timeout`` (seconds, None
+    = never) ends HTTP sessions unused that long, and their tools with them."""
 
     def __init__(
         self,
@@ -77,13 +68,11 @@ class MCPServer:
         chosen = tools if tools is not None else self.default_tools(workspace, run_task=run_task)
         self.tools = ToolCollection(*chosen)
         self._extra: list[BaseTool] = []
-        factory = None
-        if tools is None:
 
-            def factory() -> list[BaseTool]:
-                fresh = self.default_tools(workspace, run_task=run_task)
-                return [*fresh, *self._extra]
+        def fresh_tools() -> list[BaseTool]:
+            return [*self.default_tools(workspace, run_task=run_task), *self._extra]
 
+        factory = fresh_tools if tools is None else None
         self.sessions = ToolSessions(self.tools, factory, idle_timeout=session_idle_timeout)
         self._server: Any = None
 
@@ -91,7 +80,6 @@ class MCPServer:
     def default_tools(workspace: Path | None = None, *, run_task: bool = False) -> list[BaseTool]:
         """bash, python_execute, str_replace_editor, browser_use (if installed), terminate;
         the first three share one sandbox of the configured backend, as in an agent."""
-
         box = create_sandbox(workspace=workspace)  # started on first use
         tools: list[BaseTool] = [
             Bash(workspace=workspace, sandbox=box),
@@ -113,8 +101,6 @@ class MCPServer:
         self.tools.add_tool(tool)
         self._extra.append(tool)  # shared by the sessions: we cannot duplicate it
 
-    # ---- MCP handlers --------------------------------------------------------------------------
-
     async def list_tools(self) -> list[Any]:
         """The tools as MCP ``Tool`` objects, schemas exactly as the agents see them."""
         from mcp import types
@@ -131,9 +117,8 @@ class MCPServer:
     async def call_tool(
         self, name: str, arguments: dict[str, Any] | None, session: str | None = None
     ) -> Any:
-        """Run a tool in ``session``'s tool set (None: the server's own, as on stdio); every
-        failure of the tool comes back as an ``is_error`` result, never a crash. An unknown
-        tool name is a protocol error (JSON-RPC -32602, as the MCP spec asks)."""
+        """Run a tool in ``session``'s tool set (None: the server's own, as on stdio); its
+        failures come back as ``is_error`` results, an unknown name as JSON-RPC -32602."""
         if name not in self.tools.tool_map:
             from mcp.shared.exceptions import MCPError
             from mcp.types import INVALID_PARAMS
@@ -169,8 +154,6 @@ class MCPServer:
         await self.sessions.close_all()
         await self.tools.cleanup()
 
-    # ---- serving -------------------------------------------------------------------------------
-
     async def serve(
         self,
         transport: str = "stdio",
@@ -180,9 +163,7 @@ class MCPServer:
         on_ready: Callable[[str], None] | None = None,
     ) -> None:
         """Serve until the client leaves (stdio) or the process is stopped; always cleans up.
-
-        ``port`` 0 picks a free port; ``on_ready`` receives the URL once it is listening.
-        """
+        ``port`` 0 picks a free port; ``on_ready`` receives the URL once it is listening."""
         kind = _TRANSPORTS.get(transport)
         if kind is None:
             raise ValueError(f"unknown transport {transport!r}; use stdio, sse or http")
@@ -240,7 +221,6 @@ class MCPServer:
         inner = server.streamable_http_app(host=host)
         # The transport forgets idle sessions after the same time we drop their tools.
         server.session_manager.session_idle_timeout = self.sessions.idle_timeout
-        sessions = self.sessions
 
         async def app(scope: Any, receive: Any, send: Any) -> None:
             await inner(scope, receive, send)
@@ -248,7 +228,7 @@ class MCPServer:
                 # The client ended its session: its shell, sandbox and browser go too.
                 for key, value in scope.get("headers", ()):
                     if key.lower() == b"mcp-session-id" and value:
-                        await sessions.close(f"http:{value.decode('latin-1')}")
+                        await self.sessions.close(f"http:{value.decode('latin-1')}")
 
         return app, "/mcp"
 
@@ -267,10 +247,8 @@ class MCPServer:
             key = f"sse:{uuid.uuid4().hex}"
             token = SSE_CONNECTION.set(key)
             try:
-                async with transport.connect_sse(request.scope, request.receive, request._send) as (
-                    read,
-                    write,
-                ):
+                streams = transport.connect_sse(request.scope, request.receive, request._send)
+                async with streams as (read, write):
                     await server.run(read, write, server.create_initialization_options())
             finally:
                 SSE_CONNECTION.reset(token)
@@ -327,22 +305,18 @@ def _to_call_result(result: Any) -> Any:
     from mcp import types
 
     image = getattr(result, "base64_image", None)
-    structured = None
-    is_error = result_failed(result)
-    if isinstance(result, ToolResult):
-        text = result.error if result.error else format_output(result.output)
-        if isinstance(result.output, dict):
-            structured = result.output
-    else:
-        text = format_output(result)
-        if isinstance(result, dict):
-            structured = result
+    value = result.output if isinstance(result, ToolResult) else result
+    error = result.error if isinstance(result, ToolResult) else None
+    text = error or format_output(value)
+    structured = value if isinstance(value, dict) else None
     content: list[Any] = []
     if text or not image:
         content.append(types.TextContent(type="text", text=text or ""))
     if image:
         content.append(types.ImageContent(type="image", data=image, mime_type=_image_mime(image)))
-    return types.CallToolResult(content=content, structured_content=structured, is_error=is_error)
+    return types.CallToolResult(
+        content=content, structured_content=structured, is_error=result_failed(result)
+    )
 
 
 def _image_mime(data: str) -> str:
@@ -350,9 +324,6 @@ def _image_mime(data: str) -> str:
         if data.startswith(prefix):
             return mime
     return "image/jpeg"
-
-
-# ---- command line -------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -401,8 +372,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-
+    args = parse_args(argv)
     level = "INFO" if args.verbose else "ERROR" if args.quiet else "WARNING"
     define_log_level(print_level=level, logfile_level="OFF", compact=True)
     transport = _TRANSPORTS[args.transport]
@@ -464,9 +434,8 @@ async def _main(args: argparse.Namespace, transport: str) -> int:
 
 def _load_config(path: Path | None, *, run_task: bool) -> None:
     """Read the sections the server uses from ``path`` (else the default file, if any) now,
-    so a broken file fails at start; the whole file only with ``run_task``, whose agent needs
-    the model. No file at all: the tools use their defaults."""
-
+    so a broken file fails at start; the whole file only with ``run_task`` (its agent needs
+    the model). No file at all: the tools use their defaults."""
     chosen = path if path is not None else find_config_path()
     if path is None and not chosen.is_file():
         return

@@ -1,11 +1,7 @@
-"""One set of tools per MCP client session, so clients never share a shell.
-
-Over HTTP many clients talk to one server. ``bash`` keeps a shell (working directory,
-variables), the editor keeps undo history and every code tool has a sandbox: each client
-session gets its own instances, built on its first tool call and cleaned up when the session
-ends (the client's DELETE on streamable HTTP, the end of the stream on SSE) or after
-``idle_timeout`` seconds without a call. stdio has exactly one client: it uses the server's
-own tool set.
+"""One set of tools per MCP client session, so clients never share a shell, undo history or
+sandbox. Each HTTP/SSE session's set is built on its first call and cleaned up when the session
+ends (DELETE on streamable HTTP, the end of the SSE stream) or after ``idle_timeout`` seconds
+unused; stdio has one client, which uses the server's own set.
 """
 
 from __future__ import annotations
@@ -36,13 +32,9 @@ def session_key(ctx: Any) -> str | None:
     sse = SSE_CONNECTION.get()
     if sse is not None:
         return sse
-    request = getattr(ctx, "request", None)
-    headers = getattr(request, "headers", None)
-    if headers is not None:
-        sid = headers.get(_SESSION_HEADER)
-        if sid:
-            return f"http:{sid}"
-    return None
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    sid = headers.get(_SESSION_HEADER) if headers is not None else None
+    return f"http:{sid}" if sid else None
 
 
 @dataclass

@@ -1,14 +1,9 @@
 """Opening session files without following links, and one process per session at a time.
 
-Sessions live in the workspace, which the model can write: it could replace ``.sessions`` (or
-a session file) with a symlink to make the next run write its history elsewhere. So the
-directory is opened (and made) by the one confined opener of :mod:`app.sandbox.files` beneath
-its parent, the operator's workspace, and every file beneath it relative to that descriptor
-with ``O_NOFOLLOW``: a link there is an error, never followed.
-
-A session being written is held with an exclusive ``flock`` on its own file for the whole run,
-so a second ``--resume`` of it fails at once (:class:`SessionBusyError`) instead of running the
-cut-off task twice and mixing both histories into one file.
+The model can write the workspace, so it could swap ``.sessions`` or a session file for a
+symlink: every file is opened beneath a directory descriptor with ``O_NOFOLLOW`` (a link is an
+error). A session being written holds an exclusive ``flock``, so a second ``--resume`` fails at
+once (``SessionBusyError``) instead of running the cut-off task twice into one file.
 """
 
 from __future__ import annotations
@@ -51,9 +46,7 @@ def open_session_dir(directory: Path, *, create: bool) -> Iterator[int | None]:
             raise
         yield None
         return
-    except PathChangedError as e:
-        raise _link_error(directory) from e
-    except NotADirectoryError as e:
+    except (PathChangedError, NotADirectoryError) as e:
         raise _link_error(directory) from e
     try:
         yield fd

@@ -1,8 +1,5 @@
-"""Reading a session file back: tolerant of a cut-off last line, and of damage elsewhere.
-
-A partial last line (a process killed while writing) or a damaged line elsewhere is skipped
-and reported, never the whole session. Fields are checked here against what restoring needs,
-so restoring cannot fail later. The result is the state at the last checkpoint.
+"""Reading a session file back: a cut-off or damaged line is skipped and reported, never the
+whole session. Fields are checked here, so restoring cannot fail later.
 """
 
 from __future__ import annotations
@@ -136,10 +133,9 @@ class SessionData:
 
 
 def read_session(path: Path, raw: bytes | None = None) -> SessionData:
-    """Read ``path`` (or its bytes already read, ``raw``), never through a symlink; raises
-    ``SessionError`` only when it is not a session file at all. Every other problem (a line
-    that is not JSON, nests too deep, holds the wrong types, NaN or numbers out of range, bytes
-    that are not UTF-8) skips that line and is reported in ``problems``."""
+    """Read ``path`` (or its bytes, ``raw``), never through a symlink. ``SessionError`` only
+    when it is no session file; a bad line (not JSON, too deep, wrong types, NaN, not UTF-8)
+    is skipped and reported in ``problems``."""
     if raw is None:
         try:
             with open_session_dir(path.parent, create=False) as dir_fd:
@@ -228,8 +224,7 @@ def _apply(data: SessionData, record: dict[str, Any]) -> None:
     when = _number(record.get("t"))
     key = _text(record, "agent") or ""
     if kind == "task":
-        prompt = _text(record, "prompt")
-        data.tasks.append(prompt or "")
+        data.tasks.append(_text(record, "prompt") or "")
         data.flow_finished = False
     elif kind == "message" and "message" in record:
         message = _message(record["message"])

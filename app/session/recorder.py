@@ -1,21 +1,15 @@
 """Turning a run's events into session records, step by step.
 
-The recorder listens to each agent's events. At every safe point (a run starts, a step
-finishes, a run ends) it appends the messages added to the agent's memory since the last one,
-the events seen meanwhile and a checkpoint (step count, state, usage), then flushes. When
-memory was rewritten rather than extended (trimming, compaction) it writes the whole memory
-once instead. Streamed text deltas are not written: the step's full text is, as a thought.
-
-A text is stored in full once, in its message record. Events and run records repeat texts
-(a thought, a tool's output, the step result, the final answer, the plan): there each text
-is cut to ``max_text_chars`` (``[limits] max_stored_text_chars``) with a marker, so a 20 MB
-answer makes a session file of about 20 MB, not five copies of it.
+At every safe point (a run starts, a step finishes, a run ends) the recorder appends the new
+messages (the whole memory once after a rewrite such as compaction), the events seen meanwhile
+and a checkpoint, then flushes. A text is stored in full once, in its message record; events
+and run records repeat it cut to ``max_text_chars``, so a 20 MB answer is not stored 5 times.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +54,6 @@ class _Tracked:
     first: Any = None
     last: Any = None
     rewrite: bool = False
-    unsubscribe: Callable[[], None] | None = field(default=None, repr=False)
 
 
 class SessionRecorder:
@@ -222,11 +215,9 @@ class SessionRecorder:
 
 def _stored_limit() -> int:
     """``[limits] max_stored_text_chars`` of the loaded config, else its default."""
-
     if config.is_loaded:
         return config.app_config.limits.max_stored_text_chars
-    default: int = LimitsSettings.model_fields["max_stored_text_chars"].default
-    return default
+    return int(LimitsSettings.model_fields["max_stored_text_chars"].default)
 
 
 def _copy_plan(plan: dict[str, Any]) -> dict[str, Any]:

@@ -1,9 +1,6 @@
 """Where sessions live (``<workspace>/.sessions``), how they are named, listed and opened.
-
-Every file is opened beneath a descriptor of the directory, never through a symlink (see
-``app.session.files``), and a session being written is locked against a second writer. The
-``bubblewrap`` and ``docker`` sandboxes mount an empty read-only directory over
-``<workspace>/.sessions``, so code the model runs cannot rewrite the history resume trusts.
+Files are opened without following links and locked while written (``app.session.files``);
+the bwrap and docker sandboxes hide ``.sessions`` from the code the model runs.
 """
 
 from __future__ import annotations
@@ -61,10 +58,6 @@ class SessionStore:
     def for_workspace(cls, workspace: str | Path) -> SessionStore:
         return cls(Path(workspace) / SESSIONS_DIR)
 
-    @staticmethod
-    def new_id() -> str:
-        return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-
     def path(self, session: str | Path) -> Path:
         """The file of a session id (or a path to a session file, taken as is)."""
         text = str(session)
@@ -85,7 +78,7 @@ class SessionStore:
 
     def start(self, kind: str, *, program: str = "", **header: Any) -> SessionRecorder:
         """A new session file with its header; attach agents or a flow to the recorder."""
-        session_id = self.new_id()
+        session_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
         path = self.directory / f"{session_id}.jsonl"
         writer = SessionWriter(path, new=True)
         writer.add(
@@ -99,11 +92,7 @@ class SessionStore:
                 **header,
             }
         )
-        writer.flush_now()
-        if writer.error is not None:
-            writer.close()
-            raise writer.error
-        return SessionRecorder(writer, session_id)
+        return _recorder(writer, session_id)
 
     def resume(self, session: str | Path) -> tuple[SessionData, SessionRecorder]:
         """Take a session over: lock its file (``SessionBusyError`` when another process is
@@ -132,11 +121,7 @@ class SessionStore:
             writer._pending[0] = "\n" + writer._pending[0]
         else:
             writer.add({"type": "resumed", "t": round(time.time(), 3)})
-        writer.flush_now()
-        if writer.error is not None:
-            writer.close()
-            raise writer.error
-        return SessionRecorder(writer, data.id)
+        return _recorder(writer, data.id)
 
     def _unknown(self, session: str | Path) -> SessionError:
         known = ", ".join(info.id for info in self.list(limit=5)) or "none"
@@ -198,6 +183,15 @@ class SessionStore:
             first_prompt=data.first_prompt,
             problems=tuple(data.problems),
         )
+
+
+def _recorder(writer: SessionWriter, session_id: str) -> SessionRecorder:
+    """The recorder of ``writer`` once its first records are on disk (else the write error)."""
+    writer.flush_now()
+    if writer.error is not None:
+        writer.close()
+        raise writer.error
+    return SessionRecorder(writer, session_id)
 
 
 def _exists(dir_fd: int, name: str) -> bool:

@@ -1,9 +1,6 @@
-"""Appending records to a session file: one JSON object per line, secrets replaced.
-
-Records are buffered and written at each checkpoint in a worker thread, so a killed process
-leaves whole lines plus at most one cut-off last line. A failed write (a full disk) is kept as
-:attr:`SessionWriter.error` and nothing more is written, so the file reads as incomplete rather
-than as a finished run with turns missing; at close one ``write_failed`` record is tried.
+"""Appending records to a session file: one JSON object per line, secrets replaced, written
+at each checkpoint in a worker thread. After a failed write (a full disk) nothing more is
+written, so the file reads as incomplete, not as a finished run with turns missing.
 """
 
 from __future__ import annotations
@@ -45,10 +42,6 @@ class SessionWriter:
         self._thread_lock = threading.Lock()
         self._flush_lock: asyncio.Lock | None = None
         self.error: SessionWriteError | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.error is not None
 
     def add(self, record: dict[str, Any]) -> None:
         self._pending.append(encode_record(record))

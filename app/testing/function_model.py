@@ -1,16 +1,9 @@
 """An in-process model for fast unit tests: a Python function answers each request.
 
-``FunctionModel(fn)`` is a transport (``app.llm.openai.transport.Transport``) that never opens a
-socket; give it to ``LLM.create(llm_config=..., transport=FunctionModel(fn))``. The function
-gets the request's wire messages and a :class:`FunctionInfo`, and returns the answer as
-
-* a ``str`` (a text answer),
-* a ``ModelResponse`` (its message, finish reason, usage and reasoning are used),
-* a ``dict``: a whole chat-completion body (with ``choices``) or just the message object,
-
-or raises one of our ``LLMError`` types to simulate a failure. It may be a coroutine function.
-Everything above the transport (retries, parsing, usage, streaming to ``on_delta``) runs as it
-does over HTTP; end-to-end tests still use ``ScriptedLLMServer``.
+``FunctionModel(fn)`` is a transport that never opens a socket (docs/llm.md): ``fn(messages,
+info)`` returns a ``str``, a ``ModelResponse`` or a ``dict`` (a whole completion or just the
+message), or raises an ``LLMError``; it may be async. Everything above the transport (retries,
+parsing, usage, streaming to ``on_delta``) runs as it does over HTTP.
 """
 
 from __future__ import annotations
@@ -24,6 +17,7 @@ from typing import Any
 
 from app.llm.model import ModelResponse
 from app.llm.openai.transport import ChatRequest, Transport, deliver
+from app.testing.replies import Usage
 
 __all__ = ["FunctionInfo", "FunctionModel", "ModelFunction"]
 
@@ -114,11 +108,7 @@ def _completion(outcome: Any, body: dict[str, Any]) -> dict[str, Any]:
     if usage is None:  # cheap and deterministic: no tokenizer involved
         prompt = len(json.dumps(body.get("messages") or [])) // 4
         completion = len(json.dumps(message)) // 4
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
+        usage = Usage(prompt, completion, prompt + completion).to_json()
     return {
         "object": "chat.completion",
         "usage": usage,

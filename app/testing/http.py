@@ -1,10 +1,6 @@
 """A minimal HTTP/1.1 server side for the scripted LLM server: request framing (Content-Length
 and chunked bodies, keep-alive, ``Expect: 100-continue``) and one asyncio protocol per
-connection that hands complete requests to the server in order.
-
-The server object given to ``Connection`` provides ``_conns`` (a set), ``_respond(conn,
-request) -> bool`` (False closes the connection), ``_send_plain(conn, status, body,
-keep_alive=...)`` and ``_record_error(exc)``.
+connection handing complete requests, in order, to ``ScriptedLLMServer._respond``.
 """
 
 from __future__ import annotations
@@ -150,9 +146,7 @@ def reason_phrase(status: int) -> str:
 
 
 def error_body(
-    message: str,
-    type_: str = "invalid_request_error",
-    code: str | None = None,
+    message: str, type_: str = "invalid_request_error", code: str | None = None
 ) -> bytes:
     payload = {"error": {"message": message, "type": type_, "param": None, "code": code}}
     return json.dumps(payload).encode("utf-8")

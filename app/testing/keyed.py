@@ -1,15 +1,9 @@
 """Per-task scripts for the scripted server: many agents at once, each with its own story.
 
-A batch runs hundreds of agents against one server, in whatever order the scheduler picks;
-a single shared script cannot say which reply belongs to whom. ``KeyedScripts`` is a
-responder that finds the task a request belongs to (by default: its prompt, the first user
-message) and answers from that task's script.
-
-By default the reply is picked by the conversation's turn (the number of assistant messages
-already in the request), not by consumption: the same request always gets the same reply, so
-a task that is run again (a resumed batch, another backend, a quarantine rerun) replays its
-script from the start. ``by="order"`` consumes replies instead, for scripts that must answer a
-retried request differently (an error, then a success).
+A batch runs hundreds of agents in whatever order the scheduler picks, so one shared script
+cannot say which reply is whose. ``KeyedScripts`` finds a request's task (by default its first
+user message) and answers from that task's script, by turn (the same request always gets the
+same reply, so a rerun replays from the start) or, with ``by="order"``, by consumption.
 """
 
 from __future__ import annotations

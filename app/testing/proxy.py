@@ -2,17 +2,11 @@
 what went through (request bodies, response statuses), so a test can assert what the framework
 *sent* to a real model server without reading that server's logs.
 
-Responses are relayed as they arrive (event streams stay streams). When the client leaves,
-even while the upstream is still thinking, the exchange's ``client_left`` event is set and the
-upstream connection is shut, so the server sees the disconnect as it would directly.
-
-It also serves as a forward proxy for plain http (``HTTP_PROXY`` pointing at it): a request
-in absolute form is passed upstream by its path, and recorded with the URL it named.
-
-``rewrite`` may change a JSON request body on its way upstream (the recorded body stays what the
-client sent): tests use it to add server-side sampling constraints (a llama.cpp ``grammar``, a
-forced ``tool_choice``) that make a tiny model's answer deterministic without touching the
-framework under test.
+Responses are relayed as they arrive; a client leaving early sets ``client_left`` and shuts
+the upstream connection, so the server sees the disconnect. It also works as a plain-http
+forward proxy (``HTTP_PROXY``). ``rewrite`` may change a JSON body on its way upstream (the
+recorded body stays as sent): tests add a llama.cpp ``grammar`` or a forced ``tool_choice``
+to make a tiny model deterministic without touching the framework under test.
 """
 
 from __future__ import annotations
@@ -97,9 +91,8 @@ class ProxiedExchange:
         return events
 
     def completion(self) -> dict[str, Any] | None:
-        """What the server answered, streamed or not, as ``{"content", "finish_reason",
-        "usage"}`` (``usage`` None when the server sent none); None when it answered nothing
-        usable (an error, an empty stream)."""
+        """The answer, streamed or not, as ``{"content", "finish_reason", "usage"}``; None when
+        nothing usable came (an error, an empty stream)."""
         data = self.response_json()
         if isinstance(data, dict) and data.get("choices"):
             choice = data["choices"][0]
@@ -124,10 +117,8 @@ class ProxiedExchange:
 
 
 class RecordingProxy:
-    """``RecordingProxy(upstream_base_url)``; use ``base_url`` in place of the upstream's.
-
-    ``exchanges`` lists every request in arrival order; ``chat_requests()`` only the chat ones.
-    """
+    """Use ``base_url`` in place of the upstream's; ``exchanges`` lists every request in
+    arrival order, ``chat_requests()`` only the chat ones."""
 
     def __init__(
         self,

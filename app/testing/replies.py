@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 __all__ = [
@@ -48,11 +48,7 @@ class Usage:
     total_tokens: int
 
     def to_json(self) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Usage:
@@ -275,14 +271,8 @@ class ErrorReply(Reply):
     headers: tuple[tuple[str, str], ...] = ()
 
     def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.error_type,
-                "param": None,
-                "code": self.code,
-            }
-        }
+        error = {"message": self.message, "type": self.error_type, "param": None, "code": self.code}
+        return {"error": error}
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"type": self.kind, "status": self.status, "message": self.message}
@@ -348,12 +338,8 @@ class StallReply(Reply):
     seconds: float
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "type": self.kind,
-            "reply": self.reply.to_json(),
-            "after": self.after,
-            "seconds": self.seconds,
-        }
+        data = {"type": self.kind, "reply": self.reply.to_json(), "after": self.after}
+        return {**data, "seconds": self.seconds}
 
     @classmethod
     def _from_fields(cls, data: Mapping[str, Any]) -> StallReply:
@@ -447,13 +433,8 @@ def call(
     OpenAI-compatible servers do.
     """
     if isinstance(arguments, Mapping):
-        return ToolCall(
-            name=name,
-            arguments_text=json.dumps(dict(arguments), ensure_ascii=False),
-            is_mapping=True,
-            raw_object=raw_object,
-            id=id,
-        )
+        text = json.dumps(dict(arguments), ensure_ascii=False)
+        return ToolCall(name=name, arguments_text=text, raw_object=raw_object, id=id)
     if isinstance(arguments, str):
         if raw_object:
             raise ValueError("raw_object=True needs the arguments as a mapping")

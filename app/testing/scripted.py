@@ -1,23 +1,16 @@
 """A scripted OpenAI-compatible chat-completions server, for driving agents deterministically.
 
 Tests talk to it over real HTTP with the real ``openai`` client, so the whole client stack
-(retries, timeouts, streaming, error mapping) is exercised without a network. It runs on its own
-event loop in a background thread, which lets synchronous and asynchronous tests use it alike and
-keeps a slow scripted reply from ever blocking the test's own loop.
-
-Its command line (for end-to-end tests that start it as a subprocess) is
-:mod:`app.testing.server`: ``python -m app.testing.server --script replies.json [--port 0]
-[--log requests.jsonl]``. The first line on stdout is the base URL. ``--log`` writes each
-request as one JSON line, with the values of credential headers (``Authorization``,
-``api-key``...) replaced by ``***``; the script format is in docs/testing.md. The server
-runs until SIGTERM or SIGINT (and, with ``--stdin-eof``, until its standard input is closed,
-so it dies with a parent holding the pipe), then exits 0.
+(retries, timeouts, streaming, error mapping) runs without a network. It serves from its own
+event loop in a background thread, so sync and async tests use it alike and a slow reply never
+blocks the test's loop. Its command line is :mod:`app.testing.server` (docs/agents.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import itertools
 import json
 import re
 import threading
@@ -95,8 +88,8 @@ class ScriptedLLMServer:
         self._errors: list[BaseException] = []
         self._disconnects: list[int] = []
         self._served = 0
-        self._call_ids = 0
-        self._completion_ids = 0
+        self._call_ids = itertools.count(1)  # next() on a count is atomic
+        self._completion_ids = itertools.count(1)
         self._state_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -307,16 +300,6 @@ class ScriptedLLMServer:
         with self._lock:
             self._errors.append(exc)
 
-    def _next_call_id(self) -> str:
-        with self._lock:
-            self._call_ids += 1
-            return f"call_{self._call_ids}"
-
-    def _next_completion_id(self) -> str:
-        with self._lock:
-            self._completion_ids += 1
-            return f"chatcmpl-scripted-{self._completion_ids}"
-
     # --- request handling -----------------------------------------------------------------
 
     async def _respond(self, conn: Connection, request: HTTPRequest) -> bool:
@@ -324,11 +307,8 @@ class ScriptedLLMServer:
         path, _, query_string = request.target.partition("?")
         query = dict(parse_qsl(query_string, keep_blank_values=True))
         connection = request.headers.get("connection", "").lower()
-        if request.version == "HTTP/1.0":
-            keep_alive = "keep-alive" in connection
-        else:
-            keep_alive = "close" not in connection
         chunked_ok = request.version != "HTTP/1.0"
+        keep_alive = "close" not in connection if chunked_ok else "keep-alive" in connection
 
         route, allowed, deployment = "unknown", "", None
         if m := (_CHAT_PATH.match(path) or _AZURE_PATH.match(path)):
@@ -374,37 +354,20 @@ class ScriptedLLMServer:
             except Exception as exc:
                 self._record_error(exc)
 
+        def plain(status: int, body: bytes, **extra: Any) -> bool:
+            self._send_plain(conn, status, body, keep_alive=keep_alive, **extra)
+            return keep_alive
+
         if route == "unknown":
-            self._send_plain(
-                conn,
-                404,
-                error_body(
-                    f"scripted server: no route for {request.method} {path}", code="unknown_url"
-                ),
-                keep_alive=keep_alive,
-            )
-            return keep_alive
+            message = f"scripted server: no route for {request.method} {path}"
+            return plain(404, error_body(message, code="unknown_url"))
         if request.method != allowed:
-            self._send_plain(
-                conn,
-                405,
-                error_body(
-                    f"scripted server: {request.method} is not allowed on {path} (use {allowed})"
-                ),
-                keep_alive=keep_alive,
-                headers=[("Allow", allowed)],
-            )
-            return keep_alive
+            message = f"scripted server: {request.method} is not allowed on {path} (use {allowed})"
+            return plain(405, error_body(message), headers=[("Allow", allowed)])
         if route == "models":
-            self._send_plain(
-                conn, 200, json.dumps(self._models_body(path)).encode(), keep_alive=keep_alive
-            )
-            return keep_alive
+            return plain(200, json.dumps(self._models_body(path)).encode())
         if json_problem is not None:
-            self._send_plain(
-                conn, 400, error_body(f"scripted server: {json_problem}"), keep_alive=keep_alive
-            )
-            return keep_alive
+            return plain(400, error_body(f"scripted server: {json_problem}"))
 
         if reply is None and self.responder is not None:
             try:
@@ -416,25 +379,14 @@ class ScriptedLLMServer:
                 raise
             except Exception as exc:
                 self._record_error(exc)
-                self._send_plain(
-                    conn,
-                    500,
-                    error_body(f"scripted server: the responder raised {exc!r}", "server_error"),
-                    keep_alive=keep_alive,
-                )
-                return keep_alive
+                message = f"scripted server: the responder raised {exc!r}"
+                return plain(500, error_body(message, "server_error"))
         if reply is None:
-            self._send_plain(
-                conn,
-                400,
-                error_body(
-                    f"scripted server: script exhausted after {served} requests "
-                    "(push more replies or give a responder)",
-                    code="script_exhausted",
-                ),
-                keep_alive=keep_alive,
+            message = (
+                f"scripted server: script exhausted after {served} requests "
+                "(push more replies or give a responder)"
             )
-            return keep_alive
+            return plain(400, error_body(message, code="script_exhausted"))
         model = captured.model or deployment or self.model
         try:
             return await self._send_reply(conn, captured, reply, model, keep_alive, chunked_ok)
@@ -481,12 +433,9 @@ class ScriptedLLMServer:
                 if isinstance(stall, StallReply) and not req.stream:
                     reply = SlowReply(stall.seconds, reply)
                 continue
-            try:
-                await asyncio.wait_for(conn.gone.wait(), reply.seconds)
-                self._record_disconnect(req.index)
-                return False  # the client went away while we were waiting
-            except TimeoutError:
-                reply = reply.reply
+            if await self._client_left(conn, req.index, reply.seconds):
+                return False
+            reply = reply.reply
         if isinstance(reply, DropReply):
             return False
         if isinstance(reply, ErrorReply):
@@ -506,27 +455,17 @@ class ScriptedLLMServer:
         if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
             raise TypeError(f"cannot send {reply!r}")
         calls: list[IdentifiedCall] = [
-            (tc, tc.id or self._next_call_id())
+            (tc, tc.id or f"call_{next(self._call_ids)}")
             for tc in (reply.calls if isinstance(reply, ToolCallsReply) else ())
         ]
         usage = usage_for(req, reply, calls)
         created = int(time.time())
-        completion_id = self._next_completion_id()
+        completion_id = f"chatcmpl-scripted-{next(self._completion_ids)}"
         if req.stream:
-            finished = await self._stream(
-                conn,
-                req,
-                reply,
-                calls,
-                usage,
-                model,
-                completion_id,
-                created,
-                keep_alive and chunked_ok,
-                chunked_ok,
-                stall,
-            )
-            return finished and keep_alive and chunked_ok
+            events = stream_events(req, reply, calls, usage, model, completion_id, created)
+            reuse = keep_alive and chunked_ok
+            finished = await self._stream(conn, req.index, events, reuse, chunked_ok, stall)
+            return finished and reuse
         data = completion_body(reply, calls, usage, model, completion_id, created)
         if isinstance(stall, CutReply):  # announce the whole body, send half, hang up
             head = plain_head(200, len(data), keep_alive=False)
@@ -536,34 +475,32 @@ class ScriptedLLMServer:
         self._send_plain(conn, 200, data, keep_alive=keep_alive)
         return keep_alive
 
+    async def _client_left(self, conn: Connection, index: int, seconds: float) -> bool:
+        """Wait ``seconds``, ending early (and recording it) when the client goes away."""
+        try:
+            await asyncio.wait_for(conn.gone.wait(), seconds)
+        except TimeoutError:
+            return False
+        self._record_disconnect(index)
+        return True
+
     async def _stream(
         self,
         conn: Connection,
-        req: CapturedRequest,
-        reply: TextReply | ToolCallsReply,
-        calls: list[IdentifiedCall],
-        usage: dict[str, int] | None,
-        model: str,
-        completion_id: str,
-        created: int,
+        index: int,
+        events: list[bytes],
         keep_alive: bool,
         chunked: bool,
         interruption: StallReply | CutReply | None = None,
     ) -> bool:
-        """Send the answer as an event stream; False when it was cut (the connection is
-        then closed without the end of the stream)."""
-        events = stream_events(req, reply, calls, usage, model, completion_id, created)
+        """Send the events; False when cut (the connection then closes mid-stream)."""
         conn.write(stream_head(keep_alive=keep_alive, chunked=chunked))
         for number, event in enumerate(events):
             if interruption is not None and number == interruption.after:
-                if isinstance(interruption, CutReply):
+                if isinstance(interruption, CutReply) or await self._client_left(
+                    conn, index, interruption.seconds
+                ):
                     return False
-                try:
-                    await asyncio.wait_for(conn.gone.wait(), interruption.seconds)
-                    self._record_disconnect(req.index)
-                    return False
-                except TimeoutError:
-                    pass
             conn.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
             await conn.drain()
             await asyncio.sleep(0)  # let the event go out on its own and other clients run

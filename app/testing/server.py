@@ -71,11 +71,8 @@ def main(argv: list[str] | None = None) -> int:
 
     stop = threading.Event()
 
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, frame: stop.set())
     if args.stdin_eof:
 
         def watch_stdin() -> None:

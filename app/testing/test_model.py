@@ -1,11 +1,8 @@
 """``TestModel``: a :class:`~app.llm.Model` that exercises every tool it is offered.
 
-Like pydantic-ai's test model it needs no function and no server. On the first turn of a
-task (no call made yet, or the last one ended a task) it calls each offered tool once, with
-arguments generated from the tool's JSON schema; once the results are back it finishes, by
-calling ``terminate`` when that tool is offered (so a ``ToolCallAgent`` reaches FINISHED),
-else with a text answer listing the results. Good for checking that an agent's tools are
-wired, validate and run, without writing a script.
+Like pydantic-ai's test model it needs no function and no server (docs/llm.md): it calls each
+offered tool once with arguments made from its schema, then finishes (``terminate`` when
+offered, else a text answer listing the results). Checks that an agent's tools are wired.
 """
 
 from __future__ import annotations
@@ -60,11 +57,8 @@ class TestModel:
             done = ToolDefinition("terminate")
             return self._calls([done], len(self.requests), {"terminate": {"status": "success"}})
         text = self.final_text or json.dumps(results or {}, ensure_ascii=False)
-        return ModelResponse(
-            message=Message.assistant_message(text),
-            usage=_usage(messages, text),
-            finish_reason="stop",
-        )
+        message = Message.assistant_message(text)
+        return ModelResponse(message=message, usage=_usage(messages, text), finish_reason="stop")
 
     def _calls(
         self,
@@ -72,24 +66,14 @@ class TestModel:
         turn: int,
         arguments: dict[str, dict[str, Any]] | None = None,
     ) -> ModelResponse:
-        calls = [
-            ToolCall(
-                id=f"call_{turn}_{i}",
-                function=Function(
-                    name=tool.name,
-                    arguments=json.dumps(
-                        (arguments or {}).get(tool.name) or example_arguments(tool.parameters)
-                    ),
-                ),
-            )
-            for i, tool in enumerate(tools)
-        ]
+        calls = []
+        for i, tool in enumerate(tools):
+            given = (arguments or {}).get(tool.name) or example_arguments(tool.parameters)
+            function = Function(name=tool.name, arguments=json.dumps(given))
+            calls.append(ToolCall(id=f"call_{turn}_{i}", function=function))
         message = Message(role="assistant", tool_calls=calls)
-        return ModelResponse(
-            message=message,
-            usage=_usage([], "".join(c.function.arguments for c in calls)),
-            finish_reason="tool_calls",
-        )
+        usage = _usage([], "".join(c.function.arguments for c in calls))
+        return ModelResponse(message=message, usage=usage, finish_reason="tool_calls")
 
 
 def example_arguments(schema: dict[str, Any]) -> dict[str, Any]:
@@ -157,9 +141,5 @@ def _usage(messages: Sequence[Message], text: str) -> Usage:
     """Deterministic, tokenizer-free usage: four characters a token."""
     prompt = sum(len(m.content or "") for m in messages) // 4 + 1
     completion = len(text) // 4 + 1
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        requests=1,
-    )
+    total = prompt + completion
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total, requests=1)

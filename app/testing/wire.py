@@ -66,11 +66,7 @@ def usage_for(
     prompt = len(json.dumps(req.messages)) // 4
     produced = (reply.content or "") + "".join(tc.name + tc.arguments_text for tc, _ in calls)
     completion = len(produced) // 4 + 1
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
+    return Usage(prompt, completion, prompt + completion).to_json()
 
 
 def completion_body(
@@ -160,6 +156,12 @@ def stream_events(
     return events
 
 
+def _head(status: int, keep_alive: bool, fields: list[str], extra: Iterable[str] = ()) -> bytes:
+    connection = f"Connection: {'keep-alive' if keep_alive else 'close'}"
+    lines = [f"HTTP/1.1 {status} {reason_phrase(status)}", *fields, connection, _SERVER, *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
 def plain_head(
     status: int,
     length: int,
@@ -169,26 +171,11 @@ def plain_head(
     headers: Iterable[tuple[str, str]] = (),
 ) -> bytes:
     """The status line and headers of an answer with a body of ``length`` bytes."""
-    lines = [
-        f"HTTP/1.1 {status} {reason_phrase(status)}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {length}",
-        f"Connection: {'keep-alive' if keep_alive else 'close'}",
-        _SERVER,
-    ]
-    lines.extend(f"{name}: {value}" for name, value in headers)
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    fields = [f"Content-Type: {content_type}", f"Content-Length: {length}"]
+    return _head(status, keep_alive, fields, (f"{name}: {value}" for name, value in headers))
 
 
 def stream_head(*, keep_alive: bool, chunked: bool) -> bytes:
     """The status line and headers of an event stream."""
-    head = [
-        "HTTP/1.1 200 OK",
-        "Content-Type: text/event-stream; charset=utf-8",
-        "Cache-Control: no-cache",
-        f"Connection: {'keep-alive' if keep_alive else 'close'}",
-        _SERVER,
-    ]
-    if chunked:
-        head.append("Transfer-Encoding: chunked")
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+    fields = ["Content-Type: text/event-stream; charset=utf-8", "Cache-Control: no-cache"]
+    return _head(200, keep_alive, fields, ["Transfer-Encoding: chunked"] if chunked else [])

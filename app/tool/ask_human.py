@@ -53,17 +53,13 @@ class InputProvider(Protocol):
 
     async def ask(self, question: str) -> str | None:
         """Return the person's answer, or None when no answer can be obtained."""
-        ...
 
 
 class StdinInputProvider:
-    """The terminal: writes the question to ``output`` (stderr by default) and reads one line.
-
-    stderr is used so that the program's stdout stays clean for its actual output. Reading is
-    done with ``loop.add_reader`` on the file descriptor, so the event loop keeps running while
-    the person types and a cancelled question leaves nothing blocked behind. When the input is
-    not a terminal (and ``require_tty`` is true), is closed, or reaches end of file, ``ask``
-    returns None at once.
+    """The terminal: writes the question to ``output`` (stderr, keeping stdout for the
+    program's output) and reads one line with ``loop.add_reader``, so the loop keeps running
+    and a cancelled question leaves nothing blocked. No terminal (with ``require_tty``), a
+    closed input or end of file: ``ask`` returns None at once.
     """
 
     def __init__(
@@ -104,10 +100,15 @@ class StdinInputProvider:
             self._lock, self._lock_loop = asyncio.Lock(), loop
         return self._lock
 
-    def _take_line(self) -> str | None:
+    def _take_line(self, at_end: bool = False) -> str | None:
+        """The next buffered line; ``at_end``: else what is left (a last line without newline)."""
         index = self._buffer.find(b"\n")
         if index < 0:
-            return None
+            if not (at_end and self._buffer):
+                return None
+            rest = bytes(self._buffer).decode("utf-8", "replace")
+            self._buffer.clear()
+            return rest
         line = bytes(self._buffer[:index])
         del self._buffer[: index + 1]
         return line.decode("utf-8", "replace").removesuffix("\r")
@@ -126,11 +127,8 @@ class StdinInputProvider:
         return await self.read_line(f"\n[ask_human] The agent asks:\n{question}\n> ")
 
     async def read_line(self, prompt: str = "") -> str | None:
-        """Show ``prompt`` and await one line, terminal or not; None at end of input.
-
-        A program's own prompt (main.py's task prompt) reads through this too, so it shares
-        one buffer with ``ask_human`` and no typed line is lost between them.
-        """
+        """Show ``prompt`` and await one line, terminal or not; None at end of input. main.py's
+        task prompt reads through this too: one buffer with ``ask_human``, no line lost."""
         async with self._get_lock():
             if prompt:
                 self._write(prompt)
@@ -139,9 +137,7 @@ class StdinInputProvider:
                 return line
             fd = self._fd()
             if fd is None or self._eof:
-                rest = bytes(self._buffer).decode("utf-8", "replace")
-                self._buffer.clear()
-                return rest or None
+                return self._take_line(at_end=True)
             return await self._read_line(fd)
 
     async def _read_line(self, fd: int) -> str | None:
@@ -170,18 +166,11 @@ class StdinInputProvider:
             await done
         finally:
             loop.remove_reader(fd)
-        line = self._take_line()
-        if line is None and self._buffer:  # last line without a newline before EOF
-            line = bytes(self._buffer).decode("utf-8", "replace")
-            self._buffer.clear()
-        return line
+        return self._take_line(at_end=True)
 
     async def _read_line_in_thread(self, fd: int) -> str | None:
-        """Fallback for loops without ``add_reader`` (Windows proactor, regular files).
-
-        A daemon thread does the blocking read, so an abandoned question never keeps the
-        interpreter from exiting.
-        """
+        """Fallback for loops without ``add_reader`` (Windows proactor, regular files): a daemon
+        thread reads, so an abandoned question never keeps the interpreter from exiting."""
         loop = asyncio.get_running_loop()
         result: asyncio.Future[bytes] = loop.create_future()
 
@@ -206,19 +195,12 @@ class StdinInputProvider:
         if not data.endswith(b"\n"):
             self._eof = True
         self._buffer += data
-        line = self._take_line()
-        if line is None and self._buffer:
-            line = bytes(self._buffer).decode("utf-8", "replace")
-            self._buffer.clear()
-        return line
+        return self._take_line(at_end=True)
 
 
 class CallbackInputProvider:
-    """Answers come from a function (sync or async), e.g. a UI dialog.
-
-    A sync callback runs on the event loop, so it must return quickly; pass
-    ``run_in_thread=True`` for one that blocks (it then runs in a worker thread).
-    """
+    """Answers come from a function (sync or async), e.g. a UI dialog. A sync callback runs on
+    the loop, so it must return quickly: ``run_in_thread=True`` for one that blocks."""
 
     def __init__(
         self,
@@ -241,11 +223,8 @@ class CallbackInputProvider:
 
 
 class QueueInputProvider:
-    """Questions go out on one asyncio queue, answers come back on another.
-
-    A UI (or a test) reads ``questions`` and puts replies into ``answers``; answers can be
-    queued in advance. Putting ``None`` means "nobody will answer this one".
-    """
+    """Questions go out on one asyncio queue (``questions``), replies come back on another
+    (``answers``, may be queued in advance; ``None``: nobody will answer this one)."""
 
     def __init__(self, answers: Iterable[str | None] = ()) -> None:
         self.questions: asyncio.Queue[str] = asyncio.Queue()
@@ -314,10 +293,7 @@ class AskHuman(BaseTool):
             raise ToolError("`inquire` is required: the question to ask the user.")
         provider = self.input_provider or get_input_provider()
         try:
-            if self.timeout is None:
-                answer = await provider.ask(inquire.strip())
-            else:
-                answer = await asyncio.wait_for(provider.ask(inquire.strip()), self.timeout)
+            answer = await asyncio.wait_for(provider.ask(inquire.strip()), self.timeout)
         except TimeoutError:
             return ToolResult(
                 output=f"The user did not answer within {self.timeout:g} seconds. "

@@ -27,12 +27,8 @@ __all__ = [
 
 
 class ToolResult(BaseModel):
-    """What a tool returns: output for the model, or an error the model can act on.
-
-    A failure is either ``error`` (its text is what the model reads) or ``is_error=True`` with
-    the text in ``output``; ``failed`` is True for both, and the tool message is marked
-    ``is_error`` for sessions, compaction and the web UI. Raising ``ToolError`` is the same.
-    """
+    """What a tool returns: output for the model, or an error the model can act on: ``error``
+    (its text is what the model reads) or ``is_error=True`` with the text in ``output``."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -98,18 +94,16 @@ class ToolFailure(ToolResult):
 
 
 def result_failed(result: Any) -> bool:
-    """Whether a tool's return value reports a failure, from its type, never its text: a
-    failed ``ToolResult``, or the ``{"success": false, ...}`` dict of the tools that keep
-    upstream's dict results (``python_execute``)."""
+    """Whether a tool's return value reports a failure, from its type, never its text: a failed
+    ``ToolResult``, or ``python_execute``'s (upstream's) ``{"success": false, ...}`` dict."""
     if isinstance(result, ToolResult):
         return result.failed
     return isinstance(result, Mapping) and result.get("success") is False
 
 
 def format_output(value: Any) -> str:
-    """Render anything a tool may return as the text the model will read: valid UTF-8, so a
-    lone surrogate in a tool's output (a file name, a program's bytes) cannot break the
-    session file, the terminal or the web page later."""
+    """Anything a tool may return as the text the model reads: valid UTF-8, so a lone surrogate
+    (a file name, a program's bytes) cannot break the session file, terminal or web page."""
     return clean_text(_render(value))
 
 
@@ -131,14 +125,10 @@ def _render(value: Any) -> str:
 class BaseTool(ABC, StrictModel):
     """A capability the model can call: a name, a description and a JSON schema.
 
-    The arguments are declared once, as a pydantic model in ``Args`` (a ``ToolArgs``
-    subclass): ``parameters`` is derived from it (once per class) and each call is validated
-    by it, so ``execute`` receives every field, checked and converted. A tool without ``Args``
-    writes ``parameters`` by hand (MCP tools, whose schema comes from their server); its calls
-    are checked by ``app.tool.validation``.
-
-    ``execute`` may return a ``ToolResult``, a string or any JSON-able value; raising
-    ``ToolError`` (or any exception) turns into a failed result the model sees, never a crash.
+    ``parameters`` is derived from ``Args`` (a ``ToolArgs`` model), which also checks each
+    call; a tool without ``Args`` (MCP tools) writes ``parameters`` by hand, checked by
+    ``app.tool.validation``. ``execute`` returns a ``ToolResult``, a string or any JSON-able
+    value; an exception becomes a failed result the model sees, never a crash.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", defer_build=True)
@@ -150,7 +140,7 @@ class BaseTool(ABC, StrictModel):
     #: such calls of one assistant message may then run at the same time.
     concurrency_safe: bool = False
 
-    #: The arguments model, declared once: the schema and the check (see the class docstring).
+    #: The arguments model: the schema and the check.
     Args: ClassVar[type[BaseModel] | None] = None
 
     def model_post_init(self, context: Any, /) -> None:
@@ -164,13 +154,9 @@ class BaseTool(ABC, StrictModel):
         return type(self).Args
 
     def validate_arguments(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The model's arguments checked (coerced where lossless, e.g. ``"5"`` for an
-        integer); raises ``ToolArgumentsError`` listing every problem, each naming its field.
-
-        With an arguments model whose schema is ``parameters``, the model checks them;
-        otherwise ``parameters`` is compiled once, then found by identity: replace it with a
-        new dict to change it (an edit in place is not noticed).
-        """
+        """The model's arguments checked (coerced where lossless) by the arguments model, or by
+        ``parameters`` compiled once and found by identity (assign a new dict to change it);
+        raises ``ToolArgumentsError`` listing every problem."""
         model = self.arguments_model()
         if model is not None and self.parameters is schema_of(model):
             return validate_with(model, self.name, arguments)
@@ -186,8 +172,7 @@ class BaseTool(ABC, StrictModel):
 
     @abstractmethod
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
-        """Run the tool with the model's arguments (as keywords; each tool names its own, so
-        this signature accepts any, and type checkers accept any override)."""
+        """Run the tool with the model's arguments, as keywords (any signature overrides)."""
 
     def to_param(self) -> dict[str, Any]:
         """The tool in the OpenAI function-calling format."""

@@ -115,8 +115,6 @@ class BrowserUseTool(BaseTool):
 
     _runtime: BrowserRuntime | None = PrivateAttr(default=None)
 
-    # ---- plumbing ----------------------------------------------------------------------------
-
     def _settings(self) -> BrowserSettings:
         if self.settings is None:
             self.settings = config.section_or_default("browser_config")
@@ -142,8 +140,6 @@ class BrowserUseTool(BaseTool):
         if self.web_search_tool is None:
             self.web_search_tool = WebSearch()
         return await self.web_search_tool.search(query, num_results=3, rounds=1)
-
-    # ---- the tool ----------------------------------------------------------------------------
 
     async def execute(
         self,
@@ -190,30 +186,24 @@ class BrowserUseTool(BaseTool):
             )
             try:
                 output = await asyncio.wait_for(actions.run(action, args), timeout)
-            except TimeoutError as e:
-                what = (
-                    f"The page {url or ''} did not load"
-                    if action in _NAVIGATING
-                    else (f"The browser action '{action}' did not finish")
-                )
-                raise ToolError(_join(note, f"{what} within {timeout:g} s.", runtime)) from e
-            except ToolError as e:
-                raise ToolError(_join(note, e.message, runtime)) from e
             except Exception as e:
-                if not await runtime.is_healthy():
-                    raise ToolError(
-                        _join(
-                            note,
-                            (
-                                f"The browser stopped during '{action}' ({type(e).__name__}: {e}). "
-                                "The next browser action starts a new browser."
-                            ),
-                            runtime,
-                        )
-                    ) from e
-                raise ToolError(
-                    _join(note, f"Browser action '{action}' failed: {e}", runtime)
-                ) from e
+                if isinstance(e, TimeoutError):
+                    what = (
+                        f"The page {url or ''} did not load"
+                        if action in _NAVIGATING
+                        else f"The browser action '{action}' did not finish"
+                    )
+                    message = f"{what} within {timeout:g} s."
+                elif isinstance(e, ToolError):
+                    message = e.message
+                elif not await runtime.is_healthy():
+                    message = (
+                        f"The browser stopped during '{action}' ({type(e).__name__}: {e}). "
+                        "The next browser action starts a new browser."
+                    )
+                else:
+                    message = f"Browser action '{action}' failed: {e}"
+                raise ToolError(_join(note, message, runtime)) from e
             output = _join(note, output, runtime)
         return ToolResult(output=output)
 

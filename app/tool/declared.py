@@ -1,24 +1,15 @@
 """Tool arguments declared once, as a pydantic model: the schema and the check in one place.
 
-A tool's arguments model (``BaseTool.Args``, or the model ``@tool`` builds from a signature)
-gives the JSON schema the model is offered (:func:`schema_of`, built once per model and shared)
-and validates every call before the tool runs (:func:`validate_with`), so the two cannot drift.
-
-The schema is written the way hand-written tool schemas are (and upstream's are), so deriving
-one changes nothing the model sees: no titles; ``X | None = None`` is a plain optional ``X``
-(no ``anyOf``, no ``"default": null``); nested models are inlined (no ``$defs``); property
-order is the field order; a model's docstring is not copied; ``additionalProperties: false``
-only when the model asks for it (``closed_schema = True``), although unknown arguments are
-always refused.
-
-Calls are checked as ``app.tool.validation`` checks outside schemas (MCP servers): every
-problem at once, each naming the argument in the same words; ``null`` for an optional
-argument means "not given"; a string holding JSON is accepted for an array or object; lossless
-coercion only (``"5"`` for an integer, never a number into a string, never ``nan``).
+The schema (:func:`schema_of`, built once per model and shared) is written the way tool schemas
+are hand-written, so deriving one changes nothing the model sees: no titles, ``X | None = None``
+a plain optional ``X``, nested models inlined, field order kept, ``additionalProperties: false``
+only with ``closed_schema``. Calls (:func:`validate_with`) are checked and reported in the words
+of ``app.tool.validation`` (see docs/agents.md, "Arguments are checked before the tool runs").
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -34,8 +25,7 @@ __all__ = ["FrozenSchema", "ToolArgs", "ToolSchemaGenerator", "schema_of", "vali
 
 
 class ToolArgs(BaseModel):
-    """Base of a tool's arguments model: unknown arguments refused, no ``nan``/``inf``,
-    arguments taken as models send them (see the module docstring)."""
+    """Base of a tool's arguments model: unknown arguments refused, no ``nan``/``inf``."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -101,10 +91,8 @@ class ToolSchemaGenerator(GenerateJsonSchema):
         return json_schema
 
 
-class FrozenSchema(dict[str, Any]):
-    """A derived schema, shared by every instance of a tool class: reading it is a dict's
-    reading, editing it in place raises (assign a new dict to ``parameters`` instead).
-    Copies (``copy.deepcopy``, pickling) are plain, editable dicts."""
+class _Frozen:
+    """Editing in place raises; deep copies and pickles are plain, editable containers."""
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
@@ -112,34 +100,32 @@ class FrozenSchema(dict[str, Any]):
             "dict to `parameters` instead of editing it in place"
         )
 
-    __setitem__ = __delitem__ = __ior__ = _refuse
-    clear = pop = popitem = setdefault = update = _refuse
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        return _thaw(self)
+
+    def __reduce__(self) -> Any:
+        return (_thaw, (_thaw(self),))
+
+
+class FrozenSchema(_Frozen, dict[str, Any]):
+    """A derived schema, shared by every instance of a tool class: read like a dict, never
+    edited in place (assign a new dict to ``parameters`` instead)."""
+
+    __setitem__ = __delitem__ = __ior__ = _Frozen._refuse
+    clear = pop = popitem = setdefault = update = _Frozen._refuse
 
     def __copy__(self) -> dict[str, Any]:
         return dict(self)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
-        return _thaw(self)
 
-    def __reduce__(self) -> Any:
-        return (_thaw, (_thaw(self),))
-
-
-class _FrozenList(list[Any]):
+class _FrozenList(_Frozen, list[Any]):
     """A list inside a ``FrozenSchema`` (equal to the same plain list; not editable)."""
 
-    _refuse = FrozenSchema._refuse
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
-    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _Frozen._refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _Frozen._refuse
 
     def __copy__(self) -> list[Any]:
         return list(self)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
-        return _thaw(self)
-
-    def __reduce__(self) -> Any:
-        return (_thaw, (_thaw(self),))
 
 
 def _freeze(node: Any) -> Any:
@@ -161,18 +147,12 @@ def _thaw(node: Any) -> Any:
     return node
 
 
-_schemas: dict[type[BaseModel], dict[str, Any]] = {}
-_container_fields: dict[type[BaseModel], frozenset[str]] = {}
-
-
+@functools.cache
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema ``model`` is offered as: built once per model, then the same read-only
     dict (a ``FrozenSchema``: every tool of a class shares it, so nobody may edit it)."""
-    schema = _schemas.get(model)
-    if schema is None:
-        raw = model.model_json_schema(schema_generator=ToolSchemaGenerator)
-        schema = _schemas[model] = _freeze(_inline(raw, raw.pop("$defs", {}), 0))
-    return schema
+    raw = model.model_json_schema(schema_generator=ToolSchemaGenerator)
+    return _freeze(_inline(raw, raw.pop("$defs", {}), 0))
 
 
 def _inline(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
@@ -191,18 +171,14 @@ def _inline(node: Any, defs: Mapping[str, Any], depth: int) -> Any:
     return out
 
 
+@functools.cache
 def _containers(model: type[BaseModel]) -> frozenset[str]:
     """The fields of ``model`` whose schema is an array or an object."""
-    names = _container_fields.get(model)
-    if names is None:
-        properties = schema_of(model).get("properties", {})
-        names = frozenset(
-            name
-            for name, sub in properties.items()
-            if isinstance(sub, Mapping) and sub.get("type") in ("array", "object")
-        )
-        _container_fields[model] = names
-    return names
+    return frozenset(
+        name
+        for name, sub in schema_of(model).get("properties", {}).items()
+        if isinstance(sub, Mapping) and sub.get("type") in ("array", "object")
+    )
 
 
 def validate_with(
@@ -225,26 +201,11 @@ def validate_with(
     return {name: getattr(checked, name) for name in type(checked).model_fields}
 
 
-# --- errors in the words of app.tool.validation ------------------------------------------------
-
+#: pydantic error types that mean "wrong type or value": reported as "expected X, got Y".
 _TYPE_ERRORS = frozenset(
-    {
-        "string_type",
-        "int_type",
-        "int_parsing",
-        "int_from_float",
-        "float_type",
-        "float_parsing",
-        "finite_number",
-        "bool_type",
-        "bool_parsing",
-        "list_type",
-        "dict_type",
-        "model_type",
-        "model_attributes_type",
-        "literal_error",
-        "enum",
-    }
+    "string_type int_type int_parsing int_from_float float_type float_parsing finite_number "
+    "bool_type bool_parsing list_type dict_type model_type model_attributes_type literal_error "
+    "enum".split()
 )
 
 

@@ -1,14 +1,9 @@
-"""Tools declared once: ``@tool`` on a typed function.
+"""Tools declared once: ``@tool`` on a typed function (docs/agents.md).
 
-The function's signature is the tool's schema. pydantic builds one model from the parameters
-(types, defaults, ``Annotated[..., Field(...)]`` constraints); its JSON schema is what the model
-is offered, and the same model validates the model's arguments before the function runs, so
-the two can never drift. The docstring gives the description (the text before ``Args:``) and
-each argument's description (Google style ``name: text`` lines under ``Args:``).
-
-A call whose arguments do not fit goes back to the model as a tool error naming each field;
-the function fails by raising ``ToolError`` (or returning a ``ToolResult`` with ``error``).
-A plain (sync) function runs in a worker thread, so it never blocks the event loop.
+One pydantic model built from the signature is both the schema offered to the model and the
+check of its arguments, so the two never drift; the docstring gives the description (before
+``Args:``) and each argument's (Google style ``name: text`` under ``Args:``). A plain (sync)
+function runs in a worker thread, so it never blocks the event loop.
 """
 
 from __future__ import annotations
@@ -87,11 +82,8 @@ def tool(
     name: str | None = None,
     description: str | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Make a typed function a tool: ``@tool`` or ``@tool(name=..., description=...)``.
-
-    Every parameter needs a type annotation; ``*args``, ``**kwargs`` and positional-only
-    parameters are refused at once (a model calls with named arguments only).
-    """
+    """Make a typed function a tool: ``@tool`` or ``@tool(name=..., description=...)``. Every
+    parameter needs a type annotation; ``*args``, ``**kwargs``, positional-only are refused."""
 
     def make(fn: Callable[..., Any]) -> FunctionTool:
         return FunctionTool.from_function(fn, name=name, description=description)
@@ -130,16 +122,19 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     args: dict[str, str] = {}
     current: str | None = None
     in_args = False
+    indent: int | None = None  # of the argument lines: the first line after ``Args:``
     for line in doc.splitlines():
         if _ARGS_HEADER.match(line):
             in_args = True
             continue
+        if in_args and indent is None and line.strip():
+            indent = len(line) - len(line.lstrip())
         if in_args:
             if _SECTION.match(line):
                 in_args, current = False, None
                 continue
             match = _ARG_LINE.match(line)
-            if match and (current is None or len(line) - len(line.lstrip()) <= _indent(doc)):
+            if match and (current is None or len(line) - len(line.lstrip()) <= (indent or 0)):
                 current = match.group(1)
                 args[current] = match.group(2).strip()
             elif current is not None and line.strip():
@@ -148,14 +143,3 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         if current is None and not args:
             summary.append(line)
     return "\n".join(summary).strip(), args
-
-
-def _indent(doc: str) -> int:
-    """The indentation of argument lines: the first line after the ``Args:`` header."""
-    lines = doc.splitlines()
-    for i, line in enumerate(lines):
-        if _ARGS_HEADER.match(line):
-            for following in lines[i + 1 :]:
-                if following.strip():
-                    return len(following) - len(following.lstrip())
-    return 0

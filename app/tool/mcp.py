@@ -1,22 +1,8 @@
 """MCP servers' tools as our tools: ``MCPClientTool`` (one remote tool) and ``MCPClients`` (a
-``ToolCollection`` of every tool of every connected server).
-
-Servers may ask us things too: an LLM completion (sampling, only where ``mcp.json`` allows
-it), input from the user (elicitation, through ``ask_human``'s input provider) and the
-workspace roots; ``features`` (``app.tool.mcp_features``) answers them. Tools a server can
-only run as MCP *tasks* (``execution.taskSupport: "required"``) are not offered: the SDK's
-client cannot run tasks, so every call would fail.
-
-Each server's tools are named ``mcp_{server_id}_{tool}``, made safe for function calling
-(``[A-Za-z0-9_-]``, at most 64 characters) and unique. Connections belong to the collection
-instance (upstream kept them on the class, shared by every agent). A call on a server that
-died reports it; the next call restarts or reconnects it; if it cannot be reached its tools
-leave the collection until a later ``refresh()`` finds it again.
-
-Every request to the model carries every tool offered, so what servers may put there is
-capped (``[mcp]`` in the config, see ``MCPLimits``): at most ``max_tools`` tools from all
-servers together, descriptions cut at ``max_description_chars``, and tools whose input schema
-is over ``max_schema_chars`` left out. What is left out is logged once, naming the server.
+``ToolCollection`` of every tool of every connected server; connections belong to the instance,
+not the class as upstream had them). Naming, reconnection, the ``[mcp]`` caps on what servers
+may put in front of the model, and task-only tools: docs/mcp.md. ``features``
+(``app.tool.mcp_features``) answers the servers' own requests (sampling, elicitation, roots).
 """
 
 from __future__ import annotations
@@ -114,27 +100,21 @@ class MCPClientTool(BaseTool):
         return convert_result(result)
 
 
+@dataclass
 class ToolChanges:
     """What a refresh changed, by tool name."""
 
-    def __init__(self, added: list[str], removed: list[str], changed: list[str]) -> None:
-        self.added = added
-        self.removed = removed
-        self.changed = changed
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed)
 
-    def __repr__(self) -> str:
-        return f"ToolChanges(added={self.added}, removed={self.removed}, changed={self.changed})"
-
 
 class MCPClients(ToolCollection):
     """Connections to MCP servers and all their tools, ready for an agent to offer.
-
-    ``cleanup()`` (run after every agent run) keeps the connections open; ``disconnect()``
-    closes them. Tools of a disconnected server stay usable: their next call reconnects.
-    """
+    ``cleanup()`` (after every run) keeps the connections open; ``disconnect()`` closes them."""
 
     description: str = "MCP client tools for server interaction"
 
@@ -185,8 +165,6 @@ class MCPClients(ToolCollection):
         logger.debug(f"MCP server '{connection.server_id}' changed its tool list")
         self._change_event().set()
 
-    # ---- what servers may ask of us ------------------------------------------------------------
-
     @property
     def llm(self) -> Any:
         """The LLM that answers sampling requests (of servers allowed to make them)."""
@@ -209,8 +187,6 @@ class MCPClients(ToolCollection):
             for connection in self.connections.values():
                 await connection.notify_roots_changed()
 
-    # ---- connecting ----------------------------------------------------------------------------
-
     async def connect(
         self,
         server_id: str,
@@ -219,9 +195,7 @@ class MCPClients(ToolCollection):
         inherit_env: bool = False,
     ) -> list[str]:
         """Connect one server and add its tools; returns their names. Raises ``MCPServerError``.
-
-        An empty ``server_id`` becomes the name the server reports (else its command or URL).
-        """
+        An empty ``server_id`` becomes the name the server reports (else its command or URL)."""
         config = server if isinstance(server, MCPServerConfig) else MCPServerConfig(**server)
         config = own_server_args(config, self.features)
         label = server_id or _unique_id(_default_id(config), self.connections)
@@ -298,8 +272,6 @@ class MCPClients(ToolCollection):
         outcomes = await asyncio.gather(*(one(sid, servers[sid]) for sid in ids))
         return {sid: reason for sid, reason in zip(ids, outcomes, strict=True) if reason}
 
-    # ---- the tool list -------------------------------------------------------------------------
-
     def _limits(self) -> MCPLimits:
         if self.limits is None:
             self.limits = MCPLimits.from_config()
@@ -321,9 +293,9 @@ class MCPClients(ToolCollection):
         big_schema: list[str] = []
         cut = 0
         for tool in tools:
+            key = f"{server}/{tool.name}"
             support = getattr(getattr(tool, "execution", None), "task_support", None)
             if support == "required":
-                key = f"{server}/{tool.name}"
                 if key not in self.skipped:
                     logger.warning(
                         f"MCP server '{server}': tool '{tool.name}' is not offered:"
@@ -333,7 +305,7 @@ class MCPClients(ToolCollection):
                 continue
             if len(names) >= room:
                 over_cap.append(tool.name)
-                self.skipped[f"{server}/{tool.name}"] = (
+                self.skipped[key] = (
                     f"over the cap of {limits.max_tools} MCP tools ([mcp] max_tools)"
                 )
                 continue
@@ -341,7 +313,7 @@ class MCPClients(ToolCollection):
             size = len(json.dumps(schema, default=str))
             if size > limits.max_schema_chars:
                 big_schema.append(tool.name)
-                self.skipped[f"{server}/{tool.name}"] = (
+                self.skipped[key] = (
                     f"its input schema has {size} characters, over [mcp] max_schema_chars "
                     f"({limits.max_schema_chars})"
                 )
@@ -366,34 +338,29 @@ class MCPClients(ToolCollection):
             )
             self._schemas[name] = (description, repr(schema))
             names.append(name)
+        reports = []
         if over_cap:
-            self._report_once(
-                server,
+            reports.append(
                 f"MCP server '{server}' offers {len(over_cap)} tool(s) more than fit: at most "
                 f"{limits.max_tools} MCP tools are offered to the model in all ([mcp] "
-                f"max_tools); left out: {_listing(over_cap)}",
+                f"max_tools); left out: {_listing(over_cap)}"
             )
         if big_schema:
-            self._report_once(
-                server,
+            reports.append(
                 f"MCP server '{server}': {len(big_schema)} tool(s) left out because their "
                 f"input schema is over {limits.max_schema_chars} characters ([mcp] "
-                f"max_schema_chars): {_listing(big_schema)}",
+                f"max_schema_chars): {_listing(big_schema)}"
             )
         if cut:
-            self._report_once(
-                server,
+            reports.append(
                 f"MCP server '{server}': the descriptions of {cut} tool(s) were cut to "
-                f"{limits.max_description_chars} characters ([mcp] max_description_chars)",
+                f"{limits.max_description_chars} characters ([mcp] max_description_chars)"
             )
+        for message in reports:  # a cap hit is logged once per server and message
+            if (server, message) not in self._reported:
+                self._reported.add((server, message))
+                logger.warning(message)
         return names
-
-    def _report_once(self, server_id: str, message: str) -> None:
-        """Log a cap that was hit, once per server and message (refreshes repeat them)."""
-        key = (server_id, message)
-        if key not in self._reported:
-            self._reported.add(key)
-            logger.warning(message)
 
     def _drop_server(self, server_id: str) -> list[str]:
         gone = [
@@ -440,8 +407,6 @@ class MCPClients(ToolCollection):
             if connection.connected:
                 tools.extend(await connection.list_tools())
         return ListToolsResult(tools=tools)
-
-    # ---- disconnecting -------------------------------------------------------------------------
 
     async def disconnect(self, server_id: str = "") -> None:
         """Close one server's connection and drop its tools; an empty id means all servers."""
@@ -509,8 +474,7 @@ def _listing(names: list[str], shown: int = 10) -> str:
 def _default_id(config: MCPServerConfig) -> str:
     if config.type == "stdio":
         return _safe_id(Path(config.command or "server").name)
-    parsed = urlparse(config.url or "")
-    return _safe_id(parsed.hostname or "server")
+    return _safe_id(urlparse(config.url or "").hostname or "server")
 
 
 def _safe_id(text: str) -> str:
@@ -518,9 +482,7 @@ def _safe_id(text: str) -> str:
 
 
 def _unique_id(base: str, taken: Mapping[str, Any]) -> str:
-    if base not in taken:
-        return base
-    n = 2
-    while f"{base}_{n}" in taken:
-        n += 1
-    return f"{base}_{n}"
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate, n = f"{base}_{n}", n + 1
+    return candidate

@@ -1,15 +1,7 @@
-"""What our MCP client answers when a server asks *it* something (the tools' side of the
-client: the agent's LLM, ``ask_human``'s input provider, the workspace).
-
-* **sampling** (``sampling/createMessage``): the server wants a completion. It is answered by
-  the agent's own LLM, only for servers allowed to (``"sampling": true`` in ``mcp.json``);
-  others get a clear refusal. ``maxTokens`` caps the answer (never above the LLM's own
-  limit), ``systemPrompt`` and ``temperature`` are used, model preferences are only logged
-  as hints. Configured secrets are redacted from what goes back to the server.
-* **elicitation** (``elicitation/create``): the server wants input from the user. The
-  question goes to ``ask_human``'s input provider (see ``app.mcp.client.elicitation``).
-* **roots** (``roots/list``): the workspace directory as a ``file://`` root; servers are
-  notified when it changes.
+"""What our MCP client answers when a server asks *it* something (docs/mcp.md): sampling
+with the agent's own LLM (only servers with ``"sampling": true`` in ``mcp.json``; secrets
+redacted from the answer), elicitation through ``ask_human``'s input provider
+(``app.mcp.client.elicitation``), and the workspace as the one ``file://`` root.
 """
 
 from __future__ import annotations
@@ -33,12 +25,8 @@ _MAX_SAMPLING_MESSAGES = 200
 
 
 class MCPClientFeatures:
-    """Sampling, elicitation and roots for every connection of one ``MCPClients``.
-
-    ``llm`` answers sampling requests (None: refused, saying no model is attached);
-    ``input_provider`` answers elicitations (None: ``ask_human``'s process-wide provider);
-    ``workspace`` is the root offered to servers (None: the configured workspace).
-    """
+    """Sampling, elicitation and roots for every connection of one ``MCPClients``. None means:
+    no ``llm``, sampling refused; ``ask_human``'s provider; the configured workspace."""
 
     def __init__(
         self,
@@ -55,12 +43,9 @@ class MCPClientFeatures:
         self.elicitation_attempts = max(1, elicitation_attempts)
         self.elicitation_timeout = elicitation_timeout
 
-    # ---- roots ---------------------------------------------------------------------------------
-
     def root_path(self) -> Path:
-        if self.workspace is not None:
-            return Path(self.workspace).resolve()
-        return Path(resolve_workspace(None)).resolve()
+        workspace = self.workspace if self.workspace is not None else resolve_workspace(None)
+        return Path(workspace).resolve()
 
     async def list_roots(self, context: Any = None) -> Any:
         from mcp import types
@@ -68,8 +53,6 @@ class MCPClientFeatures:
 
         path = self.root_path()
         return types.ListRootsResult(roots=[types.Root(uri=FileUrl(path.as_uri()), name=path.name)])
-
-    # ---- sampling ------------------------------------------------------------------------------
 
     async def sample(self, server_id: str, allowed: bool, params: Any) -> Any:
         """Answer ``sampling/createMessage`` with our LLM, or an error saying why not."""
@@ -126,18 +109,14 @@ class MCPClientFeatures:
             stop_reason=stop,
         )
 
-    # ---- elicitation ---------------------------------------------------------------------------
-
     async def elicit(self, server_id: str, params: Any) -> Any:
         """Put the server's question to the user; accept/decline/cancel as they answer."""
         from mcp import types
 
         answer = await self._ask_until_valid(server_id, params)
         logger.info(f"MCP server '{server_id}' asked the user; answer: {answer.action}")
-        if answer.action != "accept":
+        if answer.action != "accept" or getattr(params, "mode", "form") == "url":
             return types.ElicitResult(action=answer.action)
-        if getattr(params, "mode", "form") == "url":
-            return types.ElicitResult(action="accept")
         return types.ElicitResult(action="accept", content=answer.content or {})
 
     async def _ask_until_valid(self, server_id: str, params: Any) -> ElicitationAnswer:
@@ -170,7 +149,6 @@ class MCPClientFeatures:
 
 def _to_messages(messages: list[Any]) -> list[Any]:
     """The server's conversation as our messages (text, and images as images)."""
-
     if not messages:
         raise ValueError("sampling needs at least one message")
     if len(messages) > _MAX_SAMPLING_MESSAGES:

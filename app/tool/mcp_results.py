@@ -1,11 +1,8 @@
 """Turning MCP tool results into our ``ToolResult`` and MCP tool names into function names.
 
-Upstream kept only the text of a result, so images vanished and ``isError`` results looked
-like successes to the model. Here every part survives: text, the first image (as
-``base64_image``, which the agent sends to the model as an image), structured content, and
-errors as ``ToolFailure``. Resource links keep their name, description, type and URI;
-embedded resources sent as base64 blobs are decoded when their type is text (``text/*``,
-JSON, XML, YAML, ...), up to ``MAX_EMBEDDED_TEXT`` characters.
+Every part of a result survives (upstream kept only the text): text, the first image (as
+``base64_image``), structured content, ``isError`` as ``ToolFailure``, resource links with
+what the server said of them, and embedded text resources up to ``MAX_EMBEDDED_TEXT``.
 """
 
 from __future__ import annotations
@@ -36,39 +33,22 @@ MAX_TOOL_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Characters of one embedded text resource the model gets; the rest is cut with a note.
 MAX_EMBEDDED_TEXT = 100_000
+#: ``application/`` types that are text a model can read.
 _TEXT_APPLICATION = frozenset(
-    {
-        "application/json",
-        "application/xml",
-        "application/javascript",
-        "application/ecmascript",
-        "application/x-yaml",
-        "application/yaml",
-        "application/toml",
-        "application/x-toml",
-        "application/sql",
-        "application/graphql",
-        "application/x-sh",
-        "application/x-python",
-        "application/csv",
-        "application/ld+json",
-        "application/x-www-form-urlencoded",
-    }
+    f"application/{name}"
+    for name in "json xml javascript ecmascript x-yaml yaml toml x-toml sql graphql x-sh "
+    "x-python csv ld+json x-www-form-urlencoded".split()
 )
 
 
 def tool_name(server_id: str, name: str, taken: Collection[str] = ()) -> str:
     """``mcp_{server_id}_{name}`` made safe for function calling and unique among ``taken``."""
-    base = _UNSAFE.sub("_", f"mcp_{server_id}_{name}")[:MAX_TOOL_NAME]
-    if base not in taken:
-        return base
+    base = candidate = _UNSAFE.sub("_", f"mcp_{server_id}_{name}")[:MAX_TOOL_NAME]
     n = 2
-    while True:
+    while candidate in taken:
         suffix = f"_{n}"
-        candidate = base[: MAX_TOOL_NAME - len(suffix)] + suffix
-        if candidate not in taken:
-            return candidate
-        n += 1
+        candidate, n = base[: MAX_TOOL_NAME - len(suffix)] + suffix, n + 1
+    return candidate
 
 
 class MCPToolResult(ToolResult):

@@ -1,19 +1,15 @@
 """``planning``: plans as numbered step lists with a status per step.
 
-Upstream's command set, parameter names, statuses and text layout, so models and code written
-for upstream keep working. Plans are stored as plain dicts with upstream's keys (``plan_id``,
-``title``, ``steps``, ``step_statuses``, ``step_notes``) because flows and user code read them.
-Every bad input raises ``ToolError``: the model reads the message and can correct itself.
-
-Plans are bounded: at most ``max_steps`` steps (``[runflow] max_plan_steps``, 100) of at most
-``max_step_chars`` characters each (``[runflow] max_step_chars``, 1000), and notes are cut at
-``max_note_chars``; a plan is shown in every step's prompt, so its size is paid many times.
+Upstream's commands, parameter names, statuses, text layout and plan dicts (``plan_id``,
+``title``, ``steps``, ``step_statuses``, ``step_notes``: flows and user code read them). Plans
+are bounded (``[runflow] max_plan_steps`` and ``max_step_chars``, notes cut at
+``max_note_chars``): a plan is shown in every step's prompt, so its size is paid many times.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, ClassVar, Literal, assert_never
+from typing import Any, ClassVar, Literal, assert_never, get_args
 
 from pydantic import Field, PrivateAttr
 
@@ -28,7 +24,8 @@ __all__ = ["PLANNING_COMMANDS", "PlanStepStatus", "PlanningTool", "format_plan"]
 DEFAULT_MAX_PLAN_STEPS = 100
 DEFAULT_MAX_STEP_CHARS = 1000
 
-PLANNING_COMMANDS = ("create", "update", "list", "get", "set_active", "mark_step", "delete")
+_Command = Literal["create", "update", "list", "get", "set_active", "mark_step", "delete"]
+PLANNING_COMMANDS: tuple[str, ...] = get_args(_Command)
 
 
 class PlanStepStatus(str, Enum):
@@ -97,9 +94,7 @@ def format_plan(plan: dict[str, Any]) -> str:
 class PlanningArgs(ToolArgs):
     closed_schema: ClassVar[bool] = True  # upstream's schema says additionalProperties: false
 
-    command: Literal["create", "update", "list", "get", "set_active", "mark_step", "delete"] = (
-        Field(description="What to do.")
-    )
+    command: _Command = Field(description="What to do.")
     plan_id: str | None = Field(
         None,
         description="The plan's identifier. Needed by create, update, set_active and delete; "
@@ -141,7 +136,7 @@ class PlanningTool(BaseTool):
     async def execute(
         self,
         *,
-        command: Literal["create", "update", "list", "get", "set_active", "mark_step", "delete"],
+        command: _Command,
         plan_id: str | None = None,
         title: str | None = None,
         steps: list[str] | None = None,
@@ -149,9 +144,8 @@ class PlanningTool(BaseTool):
         step_status: str | None = None,
         step_notes: str | None = None,
     ) -> ToolResult:
-        """Run one command. A model's arguments are checked by ``PlanningArgs`` first (types,
-        the command and status names, no unknown argument); what is left here is what a
-        schema cannot say: which arguments a command needs, and the plans that exist."""
+        """Run one command (arguments already checked by ``PlanningArgs``); what is checked here
+        is what a schema cannot say: which arguments a command needs, which plans exist."""
         if command == "create":
             return self._create(plan_id, title, steps)
         if command == "update":
@@ -167,8 +161,6 @@ class PlanningTool(BaseTool):
         if command == "delete":
             return self._delete(plan_id)
         assert_never(command)
-
-    # ---- commands --------------------------------------------------------------------------
 
     def _create(self, plan_id: str | None, title: str | None, steps: Any) -> ToolResult:
         plan_id = _require_id(plan_id, "create")
@@ -201,22 +193,16 @@ class PlanningTool(BaseTool):
             plan["title"] = title.strip()
         if steps is not None:
             clean = self._check_steps(steps, "update")
-            old_steps, old_statuses, old_notes = (
-                plan["steps"],
-                plan["step_statuses"],
-                plan["step_notes"],
+            # A step that is unchanged at its position keeps its status and notes.
+            old = list(zip(plan["steps"], plan["step_statuses"], plan["step_notes"], strict=False))
+            fresh = (PlanStepStatus.NOT_STARTED.value, "")
+            kept = [
+                old[i][1:] if i < len(old) and old[i][0] == step else fresh
+                for i, step in enumerate(clean)
+            ]
+            plan.update(
+                steps=clean, step_statuses=[k[0] for k in kept], step_notes=[k[1] for k in kept]
             )
-            statuses: list[str] = []
-            notes: list[str] = []
-            for index, step in enumerate(clean):
-                # A step that is unchanged at its position keeps its progress.
-                if index < len(old_steps) and old_steps[index] == step:
-                    statuses.append(old_statuses[index])
-                    notes.append(old_notes[index])
-                else:
-                    statuses.append(PlanStepStatus.NOT_STARTED.value)
-                    notes.append("")
-            plan.update(steps=clean, step_statuses=statuses, step_notes=notes)
         return ToolResult(
             output=f"Plan updated successfully: {plan['plan_id']}\n\n" + format_plan(plan)
         )
@@ -276,23 +262,23 @@ class PlanningTool(BaseTool):
             self._current_plan_id = None
         return ToolResult(output=f"Plan '{plan['plan_id']}' has been deleted.")
 
-    # ---- helpers ---------------------------------------------------------------------------
-
     def limits(self) -> tuple[int, int]:
         """(steps per plan, characters per step): the fields, else ``[runflow]``'s."""
-        steps, chars = self.max_steps, self.max_step_chars
-        if steps is None or chars is None:
-            if config.is_loaded:
-                runflow = config.app_config.run_flow_config
-                default_steps, default_chars = runflow.max_plan_steps, runflow.max_step_chars
-            else:
-                default_steps, default_chars = DEFAULT_MAX_PLAN_STEPS, DEFAULT_MAX_STEP_CHARS
-            steps = default_steps if steps is None else steps
-            chars = default_chars if chars is None else chars
-        return steps, chars
+        steps, chars = DEFAULT_MAX_PLAN_STEPS, DEFAULT_MAX_STEP_CHARS
+        if config.is_loaded:
+            runflow = config.app_config.run_flow_config
+            steps, chars = runflow.max_plan_steps, runflow.max_step_chars
+        return (
+            steps if self.max_steps is None else self.max_steps,
+            chars if self.max_step_chars is None else self.max_step_chars,
+        )
 
     def _check_steps(self, steps: Any, command: str) -> list[str]:
-        clean = _check_steps(steps, command)
+        if steps is None:
+            raise ToolError(f"`steps` is required for command `{command}`: a list of step texts.")
+        clean = [step.strip() for step in steps]
+        if not clean or not all(clean):
+            raise ToolError("`steps` must contain at least one step, and no step may be empty.")
         max_steps, max_chars = self.limits()
         if len(clean) > max_steps:
             raise ToolError(
@@ -327,12 +313,3 @@ def _require_id(plan_id: Any, command: str) -> str:
     if not isinstance(plan_id, str) or not plan_id.strip():
         raise ToolError(f"`plan_id` is required for command `{command}`.")
     return plan_id.strip()
-
-
-def _check_steps(steps: Any, command: str) -> list[str]:
-    if steps is None:
-        raise ToolError(f"`steps` is required for command `{command}`: a list of step texts.")
-    clean = [step.strip() for step in steps]
-    if not clean or not all(clean):
-        raise ToolError("`steps` must contain at least one step, and no step may be empty.")
-    return clean

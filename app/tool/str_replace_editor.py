@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import stat
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, BinaryIO, ClassVar, Literal, get_args
 
 from pydantic import Field, PrivateAttr
 
@@ -66,11 +66,12 @@ to read further.\
 """
 
 
-_COMMANDS = ("view", "create", "str_replace", "insert", "undo_edit")
+# Upstream's name for the commands (kept for code importing it).
+Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
 
 
 class StrReplaceEditorArgs(ToolArgs):
-    command: Literal["view", "create", "str_replace", "insert", "undo_edit"] = Field(
+    command: Command = Field(
         description="What to do: view, create, str_replace, insert or undo_edit."
     )
     path: str = Field(description="File or directory path, absolute or relative to the workspace.")
@@ -105,7 +106,6 @@ def clip_output(text: str, limit: int = MAX_OUTPUT_CHARS, hint: str = "") -> str
 
 
 # Upstream's names for the same things (kept for code importing them).
-Command = Literal["view", "create", "str_replace", "insert", "undo_edit"]
 MAX_RESPONSE_LEN = MAX_OUTPUT_CHARS
 #: How a clipped output ends (followed by the count of characters left out).
 TRUNCATED_MESSAGE = "<output clipped: "
@@ -147,9 +147,7 @@ def _number(lines: list[str], first_no: int) -> str:
 
 
 def _as_int(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise ToolError(f"`{name}` must be an integer, not {value!r}.")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
@@ -216,13 +214,10 @@ class _Doc:
 
 
 class StrReplaceEditor(BaseTool):
-    """The file viewing/editing tool, with per-path undo and workspace confinement.
+    """The file viewing/editing tool, with per-path undo and workspace confinement; failures
+    (I/O errors translated) are raised as ``ToolError`` for the model."""
 
-    Failures are raised as ``ToolError`` (message written for the model); I/O errors are
-    translated, never leaked.
-    """
-
-    COMMANDS: ClassVar[tuple[str, ...]] = _COMMANDS
+    COMMANDS: ClassVar[tuple[str, ...]] = get_args(Command)
 
     name: str = "str_replace_editor"
     description: str = _DESCRIPTION
@@ -312,8 +307,6 @@ class StrReplaceEditor(BaseTool):
             output = self.sandbox.to_sandbox_path(output)
         return CLIResult(output=clip_output(output, self.max_output_chars))
 
-    # --- view -------------------------------------------------------------------------------
-
     async def _view(self, target: ConfinedPath, view_range: Any) -> str:
         real = target.real
         kind = await asyncio.to_thread(target.kind)
@@ -345,12 +338,10 @@ class StrReplaceEditor(BaseTool):
 
         def read(fd: int) -> Any:
             with os.fdopen(fd, "rb") as fh:
-                st = os.fstat(fd)
-                self._require_text_file(real, (st, fh.read(_SNIFF_BYTES)))
-                fh.seek(0)
+                self._require_text_file(real, fh)
                 return scan_file(fh, first, last, budget)
 
-        scan = await asyncio.to_thread(self._with_file, target, read)
+        scan = await asyncio.to_thread(lambda: read(target.open_read()))
         total = scan.total
         if total == 0:
             if rng:
@@ -388,13 +379,10 @@ class StrReplaceEditor(BaseTool):
             os.close(fd)
 
     @staticmethod
-    def _with_file(target: ConfinedPath, use: Callable[[int], Any]) -> Any:
-        """Open the regular file beneath its root and hand the descriptor to ``use``."""
-        return use(target.open_read())
-
-    @staticmethod
-    def _require_text_file(real: Path, sniffed: tuple[os.stat_result, bytes]) -> None:
-        st, sample = sniffed
+    def _require_text_file(real: Path, fh: BinaryIO) -> os.stat_result:
+        """``fh``'s stat, after checking that it is a text file; ``fh`` is left at its start."""
+        st = os.fstat(fh.fileno())
+        sample = fh.read(_SNIFF_BYTES)
         if not stat.S_ISREG(st.st_mode):
             raise ToolError(f"{real} is not a regular file (a device, socket or pipe).")
         if _looks_binary(sample):
@@ -402,8 +390,8 @@ class StrReplaceEditor(BaseTool):
                 f"{real} is a binary file ({st.st_size} bytes); this tool only views and edits "
                 "text. Inspect it with a program instead (e.g. python_execute)."
             )
-
-    # --- editing ----------------------------------------------------------------------------
+        fh.seek(0)
+        return st
 
     def _load_sync(self, target: ConfinedPath) -> _Doc:
         real = target.real
@@ -413,14 +401,12 @@ class StrReplaceEditor(BaseTool):
         if kind == "dir":
             raise ToolError(f"{real} is a directory; this command needs a file.")
         with os.fdopen(target.open_read(), "rb") as fh:
-            st = os.fstat(fh.fileno())
-            self._require_text_file(real, (st, fh.read(_SNIFF_BYTES)))
+            st = self._require_text_file(real, fh)
             if st.st_size > self.max_edit_bytes:
                 raise ToolError(
                     f"{real} is {st.st_size} bytes, over the {self.max_edit_bytes}-byte editing "
                     "limit; view it with view_range, and edit it with a script instead."
                 )
-            fh.seek(0)
             raw = fh.read(self.max_edit_bytes + 1)
         text = raw.decode("utf-8", "surrogateescape")
         newline = "\n"
@@ -516,11 +502,7 @@ class StrReplaceEditor(BaseTool):
         old = doc.normalize(old_str)
         new = doc.normalize(new_str or "")
         text = doc.text
-        positions: list[int] = []
-        at = text.find(old)
-        while at >= 0:
-            positions.append(at)
-            at = text.find(old, at + len(old))
+        positions = [match.start() for match in re.finditer(re.escape(old), text)]
         if not positions:
             raise ToolError(
                 f"`old_str` was not found in {real}. It must match the file exactly, whitespace "

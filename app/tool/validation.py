@@ -1,21 +1,17 @@
 """Checking a tool call's arguments against a JSON schema that comes from outside (an MCP
 server's ``inputSchema``, a hand-written ``parameters``); tools declared in Python use their
-pydantic model (``app.tool.declared``).
-
-Checked: ``type``, ``enum``, ``const``, ``properties``, ``required``,
-``additionalProperties``, ``items``, ``anyOf``/``oneOf``/``allOf``, local ``$ref``, numeric
-bounds, lengths and item counts; other keywords never reject a call. The policy (closed
-objects, lossless coercion, ``null`` as "not given") is in docs/agents.md, "Arguments are
-checked before the tool runs". All problems are reported at once, and recursion is bounded
-by ``MAX_DEPTH``.
+pydantic model (``app.tool.declared``). What is checked and the policy (closed objects,
+lossless coercion, ``null`` as "not given") are in docs/agents.md, "Arguments are checked
+before the tool runs". All problems are reported at once; recursion is bounded by ``MAX_DEPTH``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.exceptions import ArgumentProblem, ToolArgumentsError
@@ -44,13 +40,15 @@ _OPENING = frozenset({"patternProperties", "allOf", "anyOf", "oneOf", "$ref"})
 _TYPES = ("string", "integer", "number", "boolean", "null", "object", "array")
 
 
+#: Python type -> JSON type name; ``bool`` before ``int``, which it subclasses.
 _TYPE_NAMES: dict[type, str] = {
-    str: "string",
+    bool: "boolean",
     int: "integer",
     float: "number",
-    bool: "boolean",
+    str: "string",
     type(None): "null",
     dict: "object",
+    Mapping: "object",
     list: "array",
     tuple: "array",
 }
@@ -59,21 +57,9 @@ _TYPE_NAMES: dict[type, str] = {
 def _json_type(value: Any) -> str:
     """The JSON type name of a Python value (``bool`` is not a number)."""
     kind = _TYPE_NAMES.get(type(value))
-    if kind is not None:
-        return kind
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, list | tuple):
-        return "array"
-    return type(value).__name__
+    if kind is None:  # a subclass, or no JSON type
+        kind = next((n for t, n in _TYPE_NAMES.items() if isinstance(value, t)), None)
+    return kind or type(value).__name__
 
 
 def describe_value(value: Any) -> str:
@@ -85,10 +71,7 @@ def describe_value(value: Any) -> str:
         return f"an {kind} of {size} {unit}{'s' * (size != 1)}"
     if kind == "null":
         return "null"
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
+    text = _literal(value)
     if len(text) > _PREVIEW:
         text = text[: _PREVIEW - 1] + "…"
     return f"{kind} {text}"
@@ -170,26 +153,9 @@ class _Node:
     after recording why the value does not fit."""
 
     __slots__ = (
-        "additional",
-        "all_of",
-        "any_of",
-        "bounded",
-        "combined",
-        "const",
-        "enum",
-        "ex_max",
-        "ex_min",
-        "items",
-        "max_items",
-        "max_len",
-        "maximum",
-        "min_items",
-        "min_len",
-        "minimum",
-        "properties",
-        "ref",
-        "required",
-        "types",
+        "additional", "all_of", "any_of", "bounded", "combined", "const", "enum", "ex_max",
+        "ex_min", "items", "max_items", "max_len", "maximum", "min_items", "min_len", "minimum",
+        "properties", "ref", "required", "types",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -202,13 +168,12 @@ class _Node:
         self.items: _Node | None = None
         self.any_of: tuple[_Node, ...] = ()
         self.all_of: tuple[_Node, ...] = ()
-        self.ref: _Ref | None = None
+        #: A local ``$ref``: compiles its target when first followed (recursive schemas work).
+        self.ref: Callable[[], _Node] | None = None
         self.minimum = self.maximum = self.ex_min = self.ex_max = None
         self.min_len = self.max_len = self.min_items = self.max_items = None
         #: Precomputed so that the common case (a plain typed value) skips the rare checks.
         self.combined = self.bounded = False
-
-    # ---- description ---------------------------------------------------------------------
 
     def describe(self, depth: int = 0) -> str:
         """What this schema expects, in words the model reads."""
@@ -221,18 +186,14 @@ class _Node:
         if self.any_of:
             return " or ".join(dict.fromkeys(n.describe(depth + 1) for n in self.any_of))
         if self.ref is not None:
-            return self.ref.node().describe(depth + 1)
+            return self.ref().describe(depth + 1)
         if self.types is None:
             return "any value"
-        words = []
-        for kind in self.types:
-            if kind == "array" and self.items is not None and self.items.types is not None:
-                words.append(f"array of {self.items.describe(depth + 1)}")
-            else:
-                words.append(kind)
-        return " or ".join(words)
-
-    # ---- checking ------------------------------------------------------------------------
+        items = self.items
+        if "array" in self.types and items is not None and items.types is not None:
+            array = f"array of {items.describe(depth + 1)}"
+            return " or ".join(array if kind == "array" else kind for kind in self.types)
+        return " or ".join(self.types)
 
     def check(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
         if depth > MAX_DEPTH:  # only a schema whose references loop gets here
@@ -272,17 +233,13 @@ class _Node:
     def _check_combined(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
         """``$ref``, ``anyOf``/``oneOf`` and ``allOf``, in that order."""
         if self.ref is not None:
-            value = self.ref.node().check(value, path, problems, depth + 1)
-            if value is _MISSING:
-                return _MISSING
-        if self.any_of:
+            value = self.ref().check(value, path, problems, depth + 1)
+        if self.any_of and value is not _MISSING:
             value = self._check_any_of(value, path, problems, depth)
-            if value is _MISSING:
-                return _MISSING
         for node in self.all_of:
-            value = node.check(value, path, problems, depth + 1)
             if value is _MISSING:
-                return _MISSING
+                break
+            value = node.check(value, path, problems, depth + 1)
         return value
 
     def _check_any_of(self, value: Any, path: _Path, problems: _Problems, depth: int) -> Any:
@@ -317,25 +274,14 @@ class _Node:
             is _MISSING
         ):
             return _MISSING
-        items = self.items
-        if items is None:
+        if self.items is None:
             return value
-        out: list[Any] | None = None
-        failed = False
-        for index, item in enumerate(value):
-            checked = items.check(item, (path, index), problems, depth + 1)
-            if checked is _MISSING:
-                failed = True
-            elif checked is not item:
-                if out is None:
-                    out = list(value[:index])
-                out.append(checked)
-                continue
-            if out is not None:
-                out.append(item)
-        if failed:
+        out = [
+            self.items.check(item, (path, i), problems, depth + 1) for i, item in enumerate(value)
+        ]
+        if any(checked is _MISSING for checked in out):
             return _MISSING
-        return out if out is not None else value
+        return out if any(c is not item for c, item in zip(out, value, strict=True)) else value
 
     def _check_object(
         self, value: Mapping[str, Any], path: _Path, problems: _Problems, depth: int
@@ -381,7 +327,7 @@ class _Node:
         if self.types is not None and "null" in self.types:
             return True
         if self.ref is not None:
-            return self.ref.node().allows_null()
+            return self.ref().allows_null()
         return any(n.allows_null() for n in self.any_of)
 
 
@@ -390,21 +336,6 @@ def _too_deep(path: _Path, problems: _Problems) -> Any:
         path, f"nested too deeply to check (more than {MAX_DEPTH} levels); send a flatter value"
     )
     return _MISSING
-
-
-class _Ref:
-    """A local ``$ref``, compiled when first followed (so recursive schemas work)."""
-
-    __slots__ = ("_compiler", "_node", "_pointer")
-
-    def __init__(self, compiler: _Compiler, pointer: str) -> None:
-        self._compiler, self._pointer = compiler, pointer
-        self._node: _Node | None = None
-
-    def node(self) -> _Node:
-        if self._node is None:
-            self._node = self._compiler.resolve(self._pointer)
-        return self._node
 
 
 def _among(value: Any, allowed: tuple[Any, ...]) -> bool:
@@ -478,7 +409,7 @@ class _Compiler:
             return node  # anything goes: never reject on what we cannot read
         ref = schema.get("$ref")
         if isinstance(ref, str) and ref.startswith("#"):
-            node.ref = _Ref(self, ref)
+            node.ref = functools.partial(self.resolve, ref)
         kind = schema.get("type")
         if isinstance(kind, str):
             kind = [kind]
@@ -557,14 +488,12 @@ class ArgumentsValidator:
         """The arguments, coerced where lossless; raises ``ToolArgumentsError`` listing every
         problem."""
         problems = _Problems()
-        if not isinstance(arguments, Mapping):
-            problems.add(None, f"expected an object, got {describe_value(arguments)}")
-            checked: Any = _MISSING
-        else:
+        checked: Any = arguments
+        if isinstance(arguments, Mapping):
             checked = self._node.check(arguments, None, problems, 0)
-        if problems.count or checked is _MISSING or not isinstance(checked, Mapping):
-            if not problems.count:
-                problems.add(None, f"expected an object, got {describe_value(checked)}")
+        if not problems.count and not isinstance(checked, Mapping):
+            problems.add(None, f"expected an object, got {describe_value(checked)}")
+        if problems.count:
             raise ToolArgumentsError(tool, tuple(problems.items), problems.count)
         return dict(checked)
 

@@ -1,9 +1,8 @@
 """``web_search``: search the web with a preferred engine and fallbacks (upstream's schema).
 
-Engine order: ``[search] engine`` first, then ``fallback_engines``, then the remaining engines.
-An engine that fails (blocked, timed out, changed its page, returned nothing) hands over to the
-next one; when all fail, the whole round is retried after ``retry_delay`` seconds, up to
-``max_retries`` more times, and then one result names every engine's failure.
+Engines are tried in ``engine_order()``; a failing one (blocked, timed out, changed its page,
+nothing found) hands over to the next. When all fail, the round is retried after
+``retry_delay`` seconds, up to ``max_retries`` times; then one result names every failure.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.config import SearchSettings, config
 from app.exceptions import ToolError
@@ -33,8 +32,6 @@ _FETCH_CONCURRENCY = 4
 
 class SearchResult(BaseModel):
     """One result as upstream shapes it (``raw_content`` only with ``fetch_content``)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     position: int
     url: str
@@ -89,8 +86,6 @@ class WebSearch(BaseTool):
     )
     max_results: int = Field(default=20, ge=1)
 
-    # ---- configuration -----------------------------------------------------------------------
-
     def _settings(self) -> SearchSettings:
         if self.settings is None:
             self.settings = config.section_or_default("search_config")
@@ -119,8 +114,6 @@ class WebSearch(BaseTool):
                 order.append(engine)
         return order
 
-    # ---- the tool ----------------------------------------------------------------------------
-
     async def execute(
         self,
         query: str,
@@ -128,19 +121,7 @@ class WebSearch(BaseTool):
         lang: str | None = None,
         country: str | None = None,
         fetch_content: bool = False,
-    ) -> SearchResponse:
-        return await self.search(
-            query, num_results=num_results, lang=lang, country=country, fetch_content=fetch_content
-        )
-
-    async def search(
-        self,
-        query: str,
         *,
-        num_results: int = 5,
-        lang: str | None = None,
-        country: str | None = None,
-        fetch_content: bool = False,
         rounds: int | None = None,
     ) -> SearchResponse:
         """Search; ``rounds`` overrides ``1 + max_retries`` (the browser uses a single round)."""
@@ -191,8 +172,9 @@ class WebSearch(BaseTool):
             query=query, error=f"All search engines failed for {query!r}: {detail}"
         )
 
-    async def cleanup(self) -> None:
-        return None
+    async def search(self, query: str, **options: Any) -> SearchResponse:
+        """``execute`` by another name (the browser's ``web_search`` action calls this)."""
+        return await self.execute(query, **options)
 
 
 class WebContentFetcher:

@@ -1,12 +1,8 @@
-"""The run as an AG-UI event stream (the Agent-User Interaction protocol).
+"""The run as an AG-UI event stream (the Agent-User Interaction protocol, docs/web-ui.md).
 
-``POST /api/agui`` takes a ``RunAgentInput`` (``threadId``, ``runId``, ``messages``...): the
-last user message is the task, the thread is a web session (a new one for an unknown
-thread). The answer is Server-Sent Events, each ``data:`` one AG-UI event in its camelCase
-wire form: RUN_STARTED, TEXT_MESSAGE_START/CONTENT/END, TOOL_CALL_START/ARGS/END/RESULT,
-STEP_STARTED/FINISHED, STATE_SNAPSHOT/DELTA (a flow's plan, as ``{"plan": ...}`` with JSON
-Patch updates) and RUN_FINISHED or RUN_ERROR. It is translated from the same event log the
-page reads, so both always agree.
+``POST /api/agui`` takes a ``RunAgentInput``: its last user message is the task, its thread a
+web session. The events (camelCase wire form) are translated from the same event log the page
+reads, so both always agree; a flow's plan goes as STATE_SNAPSHOT / JSON-Patch STATE_DELTA.
 """
 
 from __future__ import annotations
@@ -45,11 +41,9 @@ def parse_run_input(body: Any) -> tuple[str, str, str, Mode]:
         raise AguiInputError("RunAgentInput has no user message with text to run.")
     props = body.get("forwardedProps", body.get("forwarded_props"))
     mode = props.get("mode") if isinstance(props, dict) else None
-    if mode is None or mode == "agent":
-        return thread, run, prompt, "agent"
-    if mode == "flow":
-        return thread, run, prompt, "flow"
-    raise AguiInputError("forwardedProps.mode must be 'agent' or 'flow'.")
+    if mode not in (None, "agent", "flow"):
+        raise AguiInputError("forwardedProps.mode must be 'agent' or 'flow'.")
+    return thread, run, prompt, "flow" if mode == "flow" else "agent"
 
 
 def _text_of(content: Any) -> str | None:
@@ -94,53 +88,50 @@ class AguiTranslator:
         self.message_id = "msg-" + secrets.token_hex(6)
         return [self._event("TEXT_MESSAGE_START", messageId=self.message_id, role="assistant")]
 
+    def _text(self, text: str) -> list[dict[str, Any]]:
+        opened = self._open_message()
+        return [*opened, self._event("TEXT_MESSAGE_CONTENT", messageId=self.message_id, delta=text)]
+
+    def _start_step(self, name: str) -> list[dict[str, Any]]:
+        self.open_steps.append(name)
+        return [self._event("STEP_STARTED", stepName=name)]
+
+    def _finish_step(self, name: str) -> list[dict[str, Any]]:
+        if name not in self.open_steps:
+            return []
+        self.open_steps.remove(name)
+        return [self._event("STEP_FINISHED", stepName=name)]
+
     def translate(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
         """The AG-UI events for one log entry (often none)."""
         kind = entry.get("kind")
+        step = f"{entry.get('source', 'agent')} step {entry.get('step', 0)}"
         out: list[dict[str, Any]] = []
         if kind == "task_started":
             out.append(self._event("RUN_STARTED", threadId=self.thread_id, runId=self.run_id))
         elif kind == "step_started":
-            name = f"{entry.get('source', 'agent')} step {entry.get('step', 0)}"
-            self.open_steps.append(name)
             self.streamed = False
-            out.append(self._event("STEP_STARTED", stepName=name))
+            out += self._start_step(step)
         elif kind == "step_finished":
             out += self._close_message()
-            name = f"{entry.get('source', 'agent')} step {entry.get('step', 0)}"
-            if name in self.open_steps:
-                self.open_steps.remove(name)
-                out.append(self._event("STEP_FINISHED", stepName=name))
+            out += self._finish_step(step)
         elif kind == "text_delta" and entry.get("text"):
-            out += self._open_message()
+            out += self._text(entry["text"])
             self.streamed = True
-            out.append(
-                self._event("TEXT_MESSAGE_CONTENT", messageId=self.message_id, delta=entry["text"])
-            )
         elif kind == "thought":
             if not self.streamed and entry.get("text"):
-                out += self._open_message()
-                out.append(
-                    self._event(
-                        "TEXT_MESSAGE_CONTENT", messageId=self.message_id, delta=entry["text"]
-                    )
-                )
+                out += self._text(entry["text"])
             out += self._close_message()
             self.streamed = False
         elif kind == "tool_call":
             out += self._close_message()
             call_id = str(entry.get("call_id") or "call-" + secrets.token_hex(4))
-            out.append(
-                self._event(
-                    "TOOL_CALL_START", toolCallId=call_id, toolCallName=str(entry.get("name", ""))
-                )
-            )
-            out.append(
-                self._event(
-                    "TOOL_CALL_ARGS", toolCallId=call_id, delta=str(entry.get("arguments", ""))
-                )
-            )
-            out.append(self._event("TOOL_CALL_END", toolCallId=call_id))
+            name, arguments = str(entry.get("name", "")), str(entry.get("arguments", ""))
+            out += [
+                self._event("TOOL_CALL_START", toolCallId=call_id, toolCallName=name),
+                self._event("TOOL_CALL_ARGS", toolCallId=call_id, delta=arguments),
+                self._event("TOOL_CALL_END", toolCallId=call_id),
+            ]
         elif kind == "tool_result":
             out.append(
                 self._event(
@@ -155,30 +146,17 @@ class AguiTranslator:
             out += self._plan(entry)
         elif kind == "task_finished":
             out += self._close_message()
-            for name in reversed(self.open_steps):
-                out.append(self._event("STEP_FINISHED", stepName=name))
+            out += [self._event("STEP_FINISHED", stepName=n) for n in reversed(self.open_steps)]
             self.open_steps.clear()
             self.finished = True
             if entry.get("ok"):
-                out.append(
-                    self._event(
-                        "RUN_FINISHED",
-                        threadId=self.thread_id,
-                        runId=self.run_id,
-                        result=entry.get("final_answer"),
-                    )
-                )
+                answer = entry.get("final_answer")
+                ids = {"threadId": self.thread_id, "runId": self.run_id}
+                out.append(self._event("RUN_FINISHED", **ids, result=answer))
             else:
-                out.append(
-                    self._event(
-                        "RUN_ERROR",
-                        message=str(entry.get("failure") or "the run failed"),
-                        code=str(
-                            entry.get("stop_reason")
-                            or ("stopped" if entry.get("stopped") else "failed")
-                        ),
-                    )
-                )
+                code = entry.get("stop_reason") or ("stopped" if entry.get("stopped") else "failed")
+                failure = str(entry.get("failure") or "the run failed")
+                out.append(self._event("RUN_ERROR", message=failure, code=str(code)))
         return out
 
     def _plan(self, entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -186,14 +164,10 @@ class AguiTranslator:
         out: list[dict[str, Any]] = []
         change = entry.get("change")
         index = entry.get("step_index")
-        if change in ("step_started", "step_finished") and isinstance(index, int):
-            name = f"plan step {index}"
-            if change == "step_started":
-                self.open_steps.append(name)
-                out.append(self._event("STEP_STARTED", stepName=name))
-            elif name in self.open_steps:
-                self.open_steps.remove(name)
-                out.append(self._event("STEP_FINISHED", stepName=name))
+        if change == "step_started" and isinstance(index, int):
+            out += self._start_step(f"plan step {index}")
+        elif change == "step_finished" and isinstance(index, int):
+            out += self._finish_step(f"plan step {index}")
         old = self.plan
         self.plan = plan
         if old is None or old.get("steps") != plan.get("steps"):

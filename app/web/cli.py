@@ -1,9 +1,7 @@
-"""``python -m app.web`` / ``openmanus-web``: start the web UI server.
+"""``python -m app.web`` / ``openmanus-web``: start the web UI server (docs/web-ui.md).
 
-It listens on 127.0.0.1 unless told otherwise; any other address needs ``--allow-remote``
-(or ``[web] allow_remote = true``). Every bind requires the access token: the login address
-printed at start carries it (``OPENMANUS_WEB_TOKEN`` chooses it; ``--no-token`` turns it off
-on loopback). While it listens, the agents' browsers may not open it (``app.own_servers``).
+127.0.0.1 unless ``--allow-remote``; every bind requires the access token, which the login
+address printed at start carries. The agents' browsers may not open it (``app.own_servers``).
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import contextlib
 import os
 import re
 import secrets
+import socket
 import sys
 from pathlib import Path
 from types import FrameType
@@ -137,11 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         token = secrets.token_urlsafe(32)
     if token is not None:
         register_secret(token)
-    workspace = (
-        args.workspace.expanduser().absolute()
-        if args.workspace is not None
-        else config.workspace_root
-    )
+    workspace = config.workspace_root
+    if args.workspace is not None:
+        workspace = args.workspace.expanduser().absolute()
     use_data = args.data_analysis
     if use_data is None:
         use_data = config.run_flow_config.use_data_analysis_agent
@@ -150,9 +147,6 @@ def main(argv: list[str] | None = None) -> int:
     # ``ask_human`` tools built outside a web session (none should be) get no terminal: a
     # server has nobody at its stdin.
     set_input_provider(_NobodyProvider())
-
-    import socket
-
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -1,9 +1,8 @@
 """Each web session's numbered event log: what the page (and AG-UI clients) are sent.
 
-Entries are plain JSON-able dicts numbered from 1. A reader remembers the last number it has
-seen (the SSE ``Last-Event-ID``) and asks for everything after it, so a page that reconnects
-misses nothing while the task goes on without it. Everything that enters the log is redacted
-first: the page never receives a configured secret or anything shaped like a credential.
+Entries are JSON-able dicts numbered from 1; a reader asks for everything after the last number
+it saw (SSE ``Last-Event-ID``), so a page that reconnects misses nothing. Everything is redacted
+on the way in: the page never receives a configured secret or anything shaped like one.
 """
 
 from __future__ import annotations
@@ -43,12 +42,8 @@ def render_event(event: Event, plan: dict[str, Any] | None = None) -> dict[str, 
     """An agent or flow event as a log entry (``plan``: the flow's plan, for plan events)."""
     data = event.to_json()
     if isinstance(event, PlanChanged) and plan is not None:
-        data["plan"] = {
-            "title": plan.get("title", ""),
-            "steps": list(plan.get("steps", [])),
-            "step_statuses": list(plan.get("step_statuses", [])),
-            "step_notes": list(plan.get("step_notes", [])),
-        }
+        lists = {key: list(plan.get(key, [])) for key in ("steps", "step_statuses", "step_notes")}
+        data["plan"] = {"title": plan.get("title", ""), **lists}
     return redact_tree(data)
 
 

@@ -1,9 +1,8 @@
 """The page's file browser: list, read and upload beneath one session's workspace.
 
-Every path goes through the editor's policy (``FileAccessPolicy.locate``, opened beneath the
-workspace's descriptor, no link followed); the page only sends relative paths, so absolute ones
-are refused here. Uploads stream through :meth:`ConfinedPath.open_atomic` and are aborted and
-removed past the size limit.
+Every path goes through the editor's policy (``FileAccessPolicy.locate``: beneath the
+workspace's descriptor, no link followed; absolute paths refused). Uploads stream through
+:meth:`ConfinedPath.open_atomic`, aborted and removed past the size limit.
 """
 
 from __future__ import annotations
@@ -21,10 +20,7 @@ from typing import Any
 from app.exceptions import ToolError
 from app.sandbox.files import ConfinedPath, FileAccessPolicy, PathChangedError
 
-__all__ = [
-    "FileProblem",
-    "Workspace",
-]
+__all__ = ["FileProblem", "Workspace"]
 
 _CHUNK = 1 << 16
 _MAX_LIST = 2000
@@ -43,6 +39,15 @@ _INLINE = {
     "text/html",
     "application/pdf",
 }
+
+
+_TEXTUAL = ("application/json", "application/xml", "application/javascript")
+_KINDS = ((stat.S_ISDIR, "dir"), (stat.S_ISREG, "file"), (stat.S_ISLNK, "link"))
+
+
+def _entry(name: str, parts: tuple[str, ...], kind: str, st: os.stat_result) -> dict[str, Any]:
+    path = "/".join((*parts, name))
+    return {"name": name, "path": path, "kind": kind, "size": st.st_size, "mtime": st.st_mtime}
 
 
 @dataclass
@@ -108,25 +113,8 @@ class Workspace:
                         st = entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    kind = (
-                        "dir"
-                        if stat.S_ISDIR(st.st_mode)
-                        else "file"
-                        if stat.S_ISREG(st.st_mode)
-                        else "link"
-                        if stat.S_ISLNK(st.st_mode)
-                        else "other"
-                    )
-                    path = "/".join((*located.parts, entry.name))
-                    entries.append(
-                        {
-                            "name": entry.name,
-                            "path": path,
-                            "kind": kind,
-                            "size": st.st_size,
-                            "mtime": st.st_mtime,
-                        }
-                    )
+                    kind = next((k for test, k in _KINDS if test(st.st_mode)), "other")
+                    entries.append(_entry(entry.name, located.parts, kind, st))
         finally:
             os.close(fd)
         entries.sort(key=lambda e: (e["kind"] != "dir", e["name"].lower()))
@@ -166,15 +154,7 @@ class Workspace:
                                     child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
                                     stack.append((child, (*parts, entry.name)))
                             elif stat.S_ISREG(st.st_mode) and st.st_mtime >= since:
-                                found.append(
-                                    {
-                                        "name": entry.name,
-                                        "path": "/".join((*parts, entry.name)),
-                                        "kind": "file",
-                                        "size": st.st_size,
-                                        "mtime": st.st_mtime,
-                                    }
-                                )
+                                found.append(_entry(entry.name, parts, "file", st))
                 finally:
                     os.close(fd)
         finally:
@@ -206,13 +186,8 @@ class Workspace:
         plain text, anything else as a download."""
         if media in _INLINE:
             return media
-        if media.startswith("text/") or media in (
-            "application/json",
-            "application/xml",
-            "application/javascript",
-        ):
-            return "text/plain; charset=utf-8"
-        if b"\x00" not in head[:4096]:
+        textual = media.startswith("text/") or media in _TEXTUAL
+        if textual or b"\x00" not in head[:4096]:
             return "text/plain; charset=utf-8"
         return "application/octet-stream"
 

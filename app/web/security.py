@@ -1,19 +1,11 @@
-"""Who may talk to the web UI: Host and Origin checks, and the access token.
+"""Who may talk to the web UI: Host and Origin checks, and the access token (docs/web-ui.md).
 
-* **Host** must name this server: a loopback form (``localhost``, ``127.0.0.1``, ``[::1]``)
-  or the bound address with the bound port, or a name listed in ``[web] allowed_hosts``.
-  A DNS-rebinding page reaches us under *its* domain name, so it is refused here. When the
-  server listens remotely, any IP literal is accepted too (rebinding needs a name).
-* **Origin**, when a browser sends one, must be this server's own: a page elsewhere can
-  neither post tasks nor read the event stream.
-* **Token** (every bind, loopback included: other local users, other programs and the agent's
-  own browser can all reach 127.0.0.1): every request must carry it, as
-  ``Authorization: Bearer``, or the ``openmanus_token_<port>`` cookie that the first page
-  load sets from ``/?token=...`` (then redirecting to ``/``, so the token leaves the address
-  bar and the history). The cookie is ``HttpOnly; SameSite=Strict`` and named by port, since
-  cookies are shared between the ports of one host. EventSource cannot send headers, so the
-  cookie carries it for the stream. The access log is off: no URL is ever logged.
-  ``--no-token`` (loopback only) turns the token off.
+* **Host** must name this server (loopback, the bound address, ``[web] allowed_hosts``; any IP
+  when remote): a DNS-rebinding page reaches us under *its* name and is refused.
+* **Origin**, when sent, must be ours: a page elsewhere can neither post tasks nor read streams.
+* **Token** on every bind (other users, programs and the agent's own browser reach 127.0.0.1
+  too): ``Authorization: Bearer`` or the per-port ``HttpOnly; SameSite=Strict`` cookie that
+  ``/?token=...`` sets before redirecting to ``/`` (EventSource cannot send headers).
 """
 
 from __future__ import annotations
@@ -54,14 +46,11 @@ def is_loopback(host: str) -> bool:
 
 def _split_host(value: str) -> tuple[str, int | None]:
     """``host[:port]`` (IPv6 in brackets) -> (lower-case host without brackets, port)."""
-    value = value.strip().lower()
     try:
-        parts = urlsplit(f"//{value}")
-        port = parts.port
-        host = parts.hostname or ""
+        parts = urlsplit(f"//{value.strip().lower()}")
+        return parts.hostname or "", parts.port
     except ValueError:
         return "", None
-    return host, port
 
 
 def _is_ip(host: str) -> bool:
@@ -209,35 +198,23 @@ async def _deny(send: Any, status: int, message: str, *, html: bool = False) -> 
     else:
         body = json.dumps({"error": message, "status": status}).encode()
         kind = b"application/json"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                *extra,
-                (b"content-type", kind),
-                (b"content-length", str(len(body)).encode()),
-                (b"cache-control", b"no-store"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    extra += [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+    await _respond(send, status, [*extra, (b"cache-control", b"no-store")], body)
 
 
 async def _set_cookie_and_redirect(send: Any, policy: AccessPolicy) -> None:
     """Trade ``/?token=`` for the cookie, and drop the token from the address bar."""
     cookie = f"{cookie_name(policy.port)}={policy.token}; Path=/; HttpOnly; SameSite=Strict"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 303,
-            "headers": [
-                (b"location", b"/"),
-                (b"set-cookie", cookie.encode()),
-                (b"content-length", b"0"),
-                (b"cache-control", b"no-store"),
-                (b"referrer-policy", b"no-referrer"),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": b""})
+    headers = [
+        (b"location", b"/"),
+        (b"set-cookie", cookie.encode()),
+        (b"content-length", b"0"),
+        (b"cache-control", b"no-store"),
+        (b"referrer-policy", b"no-referrer"),
+    ]
+    await _respond(send, 303, headers, b"")
+
+
+async def _respond(send: Any, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,34 +1,19 @@
 """The web UI's HTTP routes (Starlette): the page, the JSON API, the event streams.
 
-Every error is JSON ``{"error": message, "status": code}`` with the matching status code.
-Routes::
-
-    GET  /                              the page (static files under /static/)
-    GET  /api/info                      model, profile, limits
-    GET  /api/sessions                  open and stored sessions
-    POST /api/sessions                  {"mode": "agent"|"flow", "prompt"?: str} -> new session
-    POST /api/sessions/{id}/open        reopen a stored session (restored, history replayed)
-    POST /api/sessions/{id}/tasks       {"prompt": str}: run a task in the session
-    POST /api/sessions/{id}/continue    carry on a task cut short (after a restart)
-    POST /api/sessions/{id}/stop        stop the running task (as Ctrl-C does)
-    POST /api/sessions/{id}/answer      {"question_id", "answer"}: reply to ask_human
-    GET  /api/sessions/{id}/events      SSE of the session's event log (Last-Event-ID replay)
-    GET  /api/sessions/{id}/files       ?path=dir: a directory of the workspace
-    GET  /api/sessions/{id}/file        ?path=file[&download=1]: a file (preview/download)
-    GET  /api/sessions/{id}/recent      ?since=epoch: files changed since then, newest first
-    PUT  /api/sessions/{id}/upload      ?path=file, the body is the file (size-limited)
-    GET  /api/sessions/{id}/screenshot  the latest browser screenshot
-    POST /api/agui                      AG-UI: RunAgentInput in, SSE of AG-UI events out
+Every error is JSON ``{"error": message, "status": code}``; docs/web-ui.md lists the routes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import os
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -72,12 +57,12 @@ class ApiError(Exception):
         self.message = message
 
 
+@dataclass(kw_only=True)
 class WebOptions:
     """What ``create_app`` needs besides the sessions."""
 
-    def __init__(self, *, policy: AccessPolicy, max_upload_bytes: int) -> None:
-        self.policy = policy
-        self.max_upload_bytes = max_upload_bytes
+    policy: AccessPolicy
+    max_upload_bytes: int
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -270,12 +255,10 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         download = request.query_params.get("download") == "1"
         head = b""
         if not download:
-            head = await asyncio.to_thread(lambda: __import__("os").pread(fd, 4096, 0))
+            head = await asyncio.to_thread(os.pread, fd, 4096, 0)
         served = "application/octet-stream" if download else ws.inline_type(media, head)
         disposition = "attachment" if download or served == "application/octet-stream" else "inline"
         quoted = json.dumps(name.encode("ascii", "replace").decode())[1:-1]
-        from urllib.parse import quote
-
         headers = {
             "content-length": str(size),
             "content-disposition": f'{disposition}; filename="{quoted}"; '
@@ -350,11 +333,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         )
 
     async def api_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ApiError)
-        return _error(exc.status, exc.message)
-
-    async def file_problem(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, FileProblem)
+        assert isinstance(exc, ApiError | FileProblem)
         return _error(exc.status, exc.message)
 
     async def busy(request: Request, exc: Exception) -> Response:
@@ -399,7 +378,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         routes=routes,
         exception_handlers={
             ApiError: api_error,
-            FileProblem: file_problem,
+            FileProblem: api_error,
             SessionBusy: busy,
             HTTPException: http_error,
             Exception: server_error,
@@ -410,36 +389,40 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
     return SecurityMiddleware(app, options.policy)
 
 
-async def _stream(session: WebSession, last_id: int, request: Request) -> AsyncIterator[bytes]:
-    """The session's entries after ``last_id``, then live ones; a comment every few seconds
-    keeps proxies from closing an idle stream. The task never depends on this reader."""
-    yield b"retry: 1000\n\n"
+async def _follow(
+    session: WebSession, last_id: int, request: Request
+) -> AsyncGenerator[list[dict[str, Any]] | None, None]:
+    """Batches of the session's entries after ``last_id``, then live ones; None every few
+    idle seconds (a ping keeps proxies from closing the stream). The task never depends on
+    this reader."""
     while True:
         pending = session.log.since(last_id)
         if pending:  # one write for everything ready: fewer syscalls under load
             last_id = pending[-1]["id"]
-            yield b"".join(_sse(entry) for entry in pending)
+            yield pending
         if session.log.closed:
             return
         if not await session.log.wait(last_id, _PING):
             if await request.is_disconnected():
                 return
-            yield b": ping\n\n"
+            yield None
+
+
+async def _stream(session: WebSession, last_id: int, request: Request) -> AsyncIterator[bytes]:
+    yield b"retry: 1000\n\n"
+    async for batch in _follow(session, last_id, request):
+        yield b": ping\n\n" if batch is None else b"".join(_sse(entry) for entry in batch)
 
 
 async def _agui_stream(
     session: WebSession, last_id: int, translator: AguiTranslator, request: Request
 ) -> AsyncIterator[bytes]:
-    while not translator.finished:
-        for entry in session.log.since(last_id):
-            last_id = entry["id"]
-            for event in translator.translate(entry):
-                yield f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n".encode()
-            if translator.finished:
-                return
-        if session.log.closed:
-            return
-        if not await session.log.wait(last_id, _PING):
-            if await request.is_disconnected():
-                return
-            yield b": ping\n\n"
+    async with aclosing(_follow(session, last_id, request)) as batches:
+        async for batch in batches:
+            for entry in batch or ():
+                for event in translator.translate(entry):
+                    yield f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n".encode()
+                if translator.finished:
+                    return
+            if batch is None:
+                yield b": ping\n\n"

@@ -1,13 +1,9 @@
 """One web session: its agent (or planning flow), workspace, event log, questions and task.
 
-Each session runs in the server's own event loop with its own agents and its own workspace
-directory (``<workspace>/web/<id>/``), so several tasks can run at once without sharing
-files or conversations. Its history goes to a durable session file
-(``<workspace>/web/.sessions/<id>.jsonl``, outside every session's workspace, so no model
-can edit it), which is what lets a session be reopened after the server restarts.
-
-Stopping a task is what Ctrl-C does in the terminal: the task is cancelled, its tools clean
-up (child processes killed) and the session stays usable for the next task.
+Sessions share the server's event loop but not agents or files: each has ``<workspace>/web/<id>/``
+and a session file in ``<workspace>/web/.sessions/`` (out of every model's reach) from which it
+can be reopened after a restart. Stopping a task is Ctrl-C: cancelled, tools cleaned up, the
+session still usable.
 """
 
 from __future__ import annotations
@@ -44,7 +40,6 @@ from app.web.eventlog import EventLog, decode_image, redact_tree, render_event
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.flow.planning import PlanningFlow
-    from app.llm.usage import Usage
     from app.session import SessionData, SessionRecorder
 
 __all__ = ["Mode", "SessionBusy", "WebInputProvider", "WebSession", "history_entries"]
@@ -126,11 +121,8 @@ class WebSession:
             manus.events.subscribe(self._on_event)
         provider = WebInputProvider(self)
         for agent in self.agents.values():
-            tool = (
-                agent.available_tools.tool_map.get("ask_human")
-                if hasattr(agent, "available_tools")
-                else None
-            )
+            tools = getattr(agent, "available_tools", None)
+            tool = tools.tool_map.get("ask_human") if tools is not None else None
             if tool is not None:
                 tool.input_provider = provider
             helper = getattr(agent, "_browser_helper", None)
@@ -187,15 +179,8 @@ class WebSession:
             if image:
                 self.screenshot = image
                 self.screenshots += 1
-                self.log.append(
-                    {
-                        "kind": "screenshot",
-                        "n": self.screenshots,
-                        "call_id": event.call_id,
-                        "source": event.source,
-                        "run": self.runs,
-                    }
-                )
+                shot = {"kind": "screenshot", "n": self.screenshots, "call_id": event.call_id}
+                self.log.append({**shot, "source": event.source, "run": self.runs})
 
     def _on_browser_state(self, state: dict[str, Any], image: str | None) -> None:
         """The browser state an agent read before its step: the page's live view (the
@@ -209,17 +194,9 @@ class WebSession:
         if picture:
             self.screenshot = picture
             self.screenshots += 1
-        self.log.append(
-            redact_tree(
-                {
-                    "kind": "screenshot",
-                    "n": self.screenshots if picture else None,
-                    "url": str(state.get("url") or ""),
-                    "title": str(state.get("title") or ""),
-                    "run": self.runs,
-                }
-            )
-        )
+        url, title = str(state.get("url") or ""), str(state.get("title") or "")
+        shot = {"kind": "screenshot", "n": self.screenshots if picture else None, "url": url}
+        self.log.append(redact_tree({**shot, "title": title, "run": self.runs}))
 
     def note(self, kind: str, **fields: Any) -> dict[str, Any]:
         """A web entry of our own (task started/finished, questions), redacted."""
@@ -291,10 +268,8 @@ class WebSession:
                     "stopped",
                 )
                 raise
-            outcome, state = (
-                {"ok": False, "stopped": True, "failure": "stopped by the user"},
-                "stopped",
-            )
+            outcome = {"ok": False, "stopped": True, "failure": "stopped by the user"}
+            state = "stopped"
         except Exception as e:  # a bug or misuse: report it, keep the session
             logger.exception(f"web session {self.id}: the task failed")
             outcome, state = {"ok": False, "failure": f"{type(e).__name__}: {e}"}, "failed"
@@ -311,27 +286,19 @@ class WebSession:
         return self.agent.run(prompt) if prompt is not None else self.agent.resume()
 
     def _outcome(self, result: Any) -> tuple[dict[str, Any], str]:
-        if self.flow is not None:
-            failure = None
-            if result.error is not None:
-                failure = str(result.error)
-            elif result.timed_out:
-                failure = "the flow did not finish in time"
-            elif not result.ok:
-                failure = "not every step of the plan was completed"
-            return (
-                {"ok": result.ok, "final_answer": result.summary, "failure": failure},
-                "finished" if result.ok else "failed",
-            )
-        return (
-            {
-                "ok": result.ok,
-                "final_answer": result.final_answer,
-                "failure": result.failure,
-                "stop_reason": str(result.stop_reason),
-            },
-            "finished" if result.ok else "failed",
-        )
+        state = "finished" if result.ok else "failed"
+        if self.flow is None:
+            failure, reason = result.failure, str(result.stop_reason)
+            outcome = {"ok": result.ok, "final_answer": result.final_answer, "failure": failure}
+            return {**outcome, "stop_reason": reason}, state
+        failure = None
+        if result.error is not None:
+            failure = str(result.error)
+        elif result.timed_out:
+            failure = "the flow did not finish in time"
+        elif not result.ok:
+            failure = "not every step of the plan was completed"
+        return {"ok": result.ok, "final_answer": result.summary, "failure": failure}, state
 
     def _finish(self, outcome: dict[str, Any], state: str) -> None:
         self.state = state
@@ -422,6 +389,10 @@ def history_entries(raw: bytes, mode: str) -> list[dict[str, Any]]:
     """The page's view of a session file's past tasks (tasks, events, results); entries
     carry ``run`` (the agent run they belong to) as live ones do."""
     entries: list[dict[str, Any]] = []
+
+    def past(kind: str, **fields: Any) -> None:
+        entries.append({"kind": kind, **fields, "history": True})
+
     run = 0
     for line in raw.decode("utf-8", "replace").splitlines():
         try:
@@ -433,48 +404,22 @@ def history_entries(raw: bytes, mode: str) -> list[dict[str, Any]]:
         kind = record.get("type")
         if kind == "run_started":
             run += 1
-            entries.append({"kind": "run_started", "run": run, "history": True})
+            past("run_started", run=run)
         elif kind == "task":
-            entries.append(
-                {"kind": "task_started", "prompt": record.get("prompt"), "history": True}
-            )
+            past("task_started", prompt=record.get("prompt"))
         elif kind == "event" and isinstance(record.get("event"), dict):
             entries.append({**record["event"], "run": run, "history": True})
         elif kind == "plan" and isinstance(record.get("plans"), dict):
             plan = record["plans"].get(str(record.get("active_plan_id")))
             if isinstance(plan, dict):
-                entries.append(
-                    {
-                        "kind": "plan",
-                        "change": record.get("change"),
-                        "history": True,
-                        "plan": {
-                            key: plan.get(key)
-                            for key in ("title", "steps", "step_statuses", "step_notes")
-                        },
-                    }
-                )
+                keys = ("title", "steps", "step_statuses", "step_notes")
+                past("plan", change=record.get("change"), plan={k: plan.get(k) for k in keys})
         elif kind == "run_finished" and mode != "flow":
-            answer = record.get("final_answer")
             ok = record.get("state") == "FINISHED"
-            entries.append(
-                {
-                    "kind": "task_finished",
-                    "ok": ok,
-                    "final_answer": answer,
-                    "failure": None if ok else f"the run ended {record.get('state')}",
-                    "history": True,
-                }
-            )
+            failure = None if ok else f"the run ended {record.get('state')}"
+            past("task_finished", ok=ok, final_answer=record.get("final_answer"), failure=failure)
         elif kind == "flow_finished":
-            entries.append(
-                {
-                    "kind": "task_finished",
-                    "ok": True,
-                    "history": True,
-                    "final_answer": record.get("summary"),
-                }
-            )
+            past("task_finished", ok=True, final_answer=record.get("summary"))
     shown = []
     for entry in entries:
         try:

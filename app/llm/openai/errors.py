@@ -1,22 +1,18 @@
-"""Our exception types from an endpoint's failure, at the adapter edge.
-
-The HTTP transport builds them from the status code, body and headers directly
-(:func:`error_from_response`), without the openai package; the SDK transport translates the
-SDK's exceptions (:func:`translate_error`), which reach the same function.
-
-What retrying cannot fix fails at once, naming the endpoint: a refused connection, a host
-that is not found, a failed TLS handshake (:func:`endpoint_error`), 401/403/404. A body that
-is not JSON (a web server's HTML page) is shown as a short excerpt (:func:`body_excerpt`).
-"""
+"""Our exception types from an endpoint's failure, at the adapter edge: from status, body and
+headers (:func:`error_from_response`) or from the SDK's exceptions (:func:`translate_error`).
+What retrying cannot fix (refused connection, unknown host, TLS, 401/403/404) is final."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import html
 import re
 import socket
 import ssl
+import time
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from app.exceptions import (
@@ -43,7 +39,6 @@ __all__ = [
     "body_excerpt",
     "endpoint_error",
     "error_from_response",
-    "parse_retry_after",
     "translate_error",
 ]
 
@@ -78,12 +73,7 @@ def _clean(error: _E) -> _E:
 
 
 def error_from_response(
-    status: int,
-    body: bytes | str | Any,
-    headers: Any = None,
-    *,
-    model: str,
-    base_url: str = "",
+    status: int, body: bytes | str | Any, headers: Any = None, *, model: str, base_url: str = ""
 ) -> LLMError:
     """Our error for an HTTP error response (status >= 400); the caller raises it."""
     where = f" ({base_url})" if base_url else ""
@@ -117,14 +107,7 @@ def _error_text(data: Any, status: int) -> tuple[str, str | None]:
 
 
 def _from_status(
-    status: int,
-    text: str,
-    code: str | None,
-    data: Any,
-    headers: Any,
-    *,
-    model: str,
-    where: str,
+    status: int, text: str, code: str | None, data: Any, headers: Any, *, model: str, where: str
 ) -> LLMError:
     kw: dict[str, Any] = {"status_code": status, "model": model}
     if status in (401, 403):
@@ -208,9 +191,8 @@ def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLME
 
 
 def body_excerpt(body: bytes | str, limit: int = EXCERPT_CHARS) -> str:
-    """A short one-line excerpt of a body that is not JSON: an HTML page (a web server, not
-    an LLM API, answered) as its ``<title>``, else its text with tags stripped, at most
-    ``limit`` characters; a whole page would drown the one-line error it goes into."""
+    """A one-line excerpt of a body that is not JSON (an HTML page as its ``<title>``, else its
+    text without tags), at most ``limit`` characters."""
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
     head = text[:65536]
     if re.match(r"\s*<", head):
@@ -229,10 +211,8 @@ def _cut(text: str, limit: int) -> str:
 
 
 def endpoint_error(error: BaseException, *, endpoint: str, model: str) -> LLMEndpointError | None:
-    """The final error for a connection that failed in a way retrying cannot fix (nothing
-    listens, the host is unknown, TLS fails), else None (a timeout or a reset stays
-    transient). Only failures while connecting count: the same exception types met
-    mid-answer are a broken connection, worth another try."""
+    """The final error for a failed connect that retrying cannot fix (nothing listens,
+    unknown host, TLS), else None; the same errors mid-answer are worth another try."""
     causes = list(_causes(error))
     if not any(type(cause).__name__ == "ConnectError" for cause in causes):
         return None
@@ -241,37 +221,31 @@ def endpoint_error(error: BaseException, *, endpoint: str, model: str) -> LLMEnd
         if isinstance(cause, ConnectionRefusedError) or (
             isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
         ):
-            return LLMEndpointError(
+            message = (
                 f"Nothing listens at {where} (connection refused) for model '{model}': "
-                "is the server running, and is base_url right?",
-                model=model,
+                "is the server running, and is base_url right?"
             )
-        if isinstance(cause, socket.gaierror):
-            reason = cause.strerror or str(cause)
-            return LLMEndpointError(
-                f"The host of {where} was not found (DNS lookup failed: {reason}) for model "
-                f"'{model}': is base_url spelt right, and is the network up?",
-                model=model,
+        elif isinstance(cause, socket.gaierror):
+            message = (
+                f"The host of {where} was not found (DNS lookup failed: "
+                f"{cause.strerror or cause}) for model '{model}': is base_url spelt right, "
+                "and is the network up?"
             )
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            reason = cause.verify_message or cause.reason or str(cause)
-            return _clean(
-                LLMEndpointError(
-                    f"TLS with {where} failed (certificate: {reason}) for model '{model}': "
-                    "is base_url's host the one the certificate names, or does the server "
-                    "need a CA of its own (SSL_CERT_FILE)?",
-                    model=model,
-                )
+        elif isinstance(cause, ssl.SSLCertVerificationError):
+            message = (
+                f"TLS with {where} failed (certificate: "
+                f"{cause.verify_message or cause.reason or cause}) for model '{model}': is "
+                "base_url's host the one the certificate names, or does the server need a CA "
+                "of its own (SSL_CERT_FILE)?"
             )
-        if isinstance(cause, ssl.SSLError):
-            reason = cause.reason or str(cause)
-            return _clean(
-                LLMEndpointError(
-                    f"TLS with {where} failed ({reason}) for model '{model}': is it an "
-                    "https server? A local server usually wants http://, not https://",
-                    model=model,
-                )
+        elif isinstance(cause, ssl.SSLError):
+            message = (
+                f"TLS with {where} failed ({cause.reason or cause}) for model '{model}': is "
+                "it an https server? A local server usually wants http://, not https://"
             )
+        else:
+            continue
+        return _clean(LLMEndpointError(message, model=model))
     return None
 
 
@@ -296,24 +270,14 @@ def parse_retry_after(headers: Any) -> float | None:
     """Seconds the server asks us to wait (``retry-after-ms`` or ``retry-after``), if any."""
     if headers is None:
         return None
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(float(value) / 1000.0, 0.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
+    for key, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(key)
+        if value:
+            with contextlib.suppress(ValueError):
+                return max(float(value) / scale, 0.0)
     if not value:
         return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-
-    try:
-        import time
-
+    try:  # an HTTP date
         return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
     except (TypeError, ValueError):
         return None

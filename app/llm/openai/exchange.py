@@ -1,19 +1,10 @@
 """One turn's request on the wire: streamed or plain, retried, and what the endpoint refused.
 
-Whether a turn is streamed follows the profile's ``stream``:
-
-* ``true``: every turn, so ``timeout`` bounds the silence between chunks and an abandoned
-  answer stops being generated (servers notice a closed stream, not a closed plain request);
-* ``false``: never;
-* ``"auto"`` (the default): a turn is streamed when someone watches its text arrive (the
-  terminal, the web UI, ``run_stream``, ``ask_stream``) or when the endpoint is slow: the first
-  turn, and every turn after one that took the profile's ``stream_after`` seconds or more. A
-  long answer is thus streamed, while a fast endpoint gets plain requests, which cost both
-  ends less. A plain request that times out is retried streamed, so a retry never queues
-  behind the abandoned answer for the whole timeout again.
-
-An endpoint that refuses streaming (or streaming with tools) is remembered (``Refusals``) and
-the turn asked again plainly.
+With ``stream = "auto"`` a turn is streamed when someone watches its text or the endpoint is
+slow (the first turn, and after one that took ``stream_after`` seconds): a fast endpoint gets
+plain requests, cheaper for both ends. A plain request that timed out is retried streamed, so
+the retry does not queue behind the abandoned answer. A refusal to stream is remembered
+(``Refusals``) and the turn asked again plainly.
 """
 
 from __future__ import annotations
@@ -82,8 +73,8 @@ class TurnExchange:
             await self._transport.aclose()
 
     def streams(self, *, tools: bool, watched: bool, asked: bool | None = None) -> bool:
-        """Whether this turn is sent streamed: ``asked`` by the caller (True or False), else as
-        the profile says (see the module's docstring). A profile's ``false`` always wins."""
+        """Whether this turn is streamed: as ``asked`` by the caller, else as the profile says
+        (its ``false`` always wins)."""
         mode = self.settings.stream
         if asked is False or not self.refusals.may_stream(tools=tools, allowed=mode is not False):
             return False
@@ -92,9 +83,8 @@ class TurnExchange:
         return True
 
     async def _attempt(self, request: ChatRequest) -> dict[str, Any]:
-        """One attempt through what this request's context puts around the transport: a
-        recording tape (which may answer instead), a rate-limit gate, a timer (the gate's
-        wait is not model time)."""
+        """One attempt through the context's recording tape (which may answer instead), rate
+        limit gate and timer (the gate's wait is not model time)."""
         gate, timer, tape = request_gate.get(), request_timer.get(), active_tape.get()
 
         async def send() -> dict[str, Any]:
@@ -129,10 +119,9 @@ class TurnExchange:
         relay: DeltaRelay | None,
         upgrade: bool = False,
     ) -> Completion:
-        """One request, retried on transient failures (a malformed reply included: it is
-        checked inside the attempt); streamed text goes through ``relay`` (reasoning blocks
-        held back, text already shown before a retry not shown again). With ``upgrade``, a
-        plain attempt that timed out is retried streamed."""
+        """One request, retried on transient failures (a malformed reply too); streamed text
+        goes through ``relay``. With ``upgrade``, a plain attempt that timed out is retried
+        streamed."""
         model = self.settings.model
         body = build(stream)
         upgraded = False
@@ -179,9 +168,8 @@ class TurnExchange:
         relay: DeltaRelay | None,
         stream: bool | None,
     ) -> Completion:
-        """The completion for one turn, streamed or not (``stream``: the caller's choice, or
-        None for the profile's); a refusal to stream is remembered and the turn asked again
-        plainly."""
+        """The completion for one turn; a refusal to stream is remembered and the turn asked
+        again plainly."""
         model = self.settings.model
         pending: tuple[str, str] | None = None
         feature = "stream_tools" if tools else "stream"
@@ -192,9 +180,8 @@ class TurnExchange:
                 )
             except NoStream as e:
                 if e.data is None:
-                    # An empty event stream is ambiguous (llama.cpp answers an overflowing
-                    # streamed request that way too): it counts as a refusal only once the
-                    # same turn succeeds unstreamed.
+                    # Ambiguous (llama.cpp also answers an overflow so): a refusal only
+                    # once the same turn succeeds unstreamed.
                     pending = (feature, e.why)
                 else:
                     await self.refusals.refuse(feature, e.why)

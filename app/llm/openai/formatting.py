@@ -1,18 +1,9 @@
-"""The request pass: a conversation in wire format, repaired, ready to be joined into a body.
+"""The request pass: a conversation in wire format, repaired (a tool's image moves to a user
+message after the tool results; orphaned results are dropped, unanswered calls get a stub).
 
-Two repairs happen here, at the one place every request passes through:
-
-* images never travel inside ``tool`` messages (the API does not accept them there): an image a
-  tool produced is sent in a user message right after the block of tool results;
-* a tool result without its assistant call is dropped, and an assistant call without its result
-  gets a stub result, so a request is never rejected for an orphaned pair.
-
-An agent sends its whole history at every step, and all but the newest messages were formatted
-for the previous request already. So the pass keeps a snapshot of its state after all but the
-last message, stored with the conversation's first message; the next request over the same
-conversation (the same message objects, in the same order, none edited since) resumes from it
-and only formats what is new. Checking the snapshot is a C-level identity compare of the
-lists, so a step's cost no longer grows with the history in Python code.
+An agent re-sends its whole history at every step, so the pass keeps a snapshot of its state
+before the last message, stored with the conversation's first message; the next request over
+the same, unedited messages resumes from it (a C-level identity compare of the lists).
 """
 
 from __future__ import annotations
@@ -45,25 +36,17 @@ def image_part(image: str, detail: str | None = None) -> dict[str, Any]:
     return part
 
 
+_MEDIA_TYPES = {"iVBOR": "image/png", "R0lGOD": "image/gif", "UklGR": "image/webp"}
+
+
 def _media_type(b64: str) -> str:
-    if b64.startswith("iVBOR"):
-        return "image/png"
-    if b64.startswith("R0lGOD"):
-        return "image/gif"
-    if b64.startswith("UklGR"):
-        return "image/webp"
-    return "image/jpeg"
+    return next((kind for head, kind in _MEDIA_TYPES.items() if b64.startswith(head)), "image/jpeg")
 
 
 @dataclass(slots=True)
 class Formatted:
-    """A request's messages in wire format.
-
-    ``messages`` are the wire dicts (shared with the messages' caches: read-only) and
-    ``fragments`` their JSON texts. ``entries[i]`` is the cache entry when ``messages[i]`` is a
-    cached message sent unchanged (its token count is then reused), else None. ``omitted``
-    counts images left out.
-    """
+    """A request's messages in wire format: the dicts (shared with the caches: read-only),
+    their JSON texts, each one's cache entry when sent unchanged (else None), images left out."""
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     entries: list[WireEntry | None] = field(default_factory=list)
@@ -71,83 +54,37 @@ class Formatted:
     omitted: int = 0
 
 
-class _Snapshot:
-    """The pass's state after ``inputs``: what a later request over them can resume from."""
-
-    __slots__ = (
-        "edits",
-        "entries",
-        "fragments",
-        "images",
-        "inputs",
-        "model",
-        "omitted",
-        "out",
-        "pending",
-        "supports_images",
-    )
-
-    inputs: list[Any]
-    out: list[dict[str, Any]]
-    entries: list[WireEntry | None]
-    fragments: list[bytes]
-    pending: tuple[str, ...]
-    images: tuple[str, ...]
-    omitted: int
-    supports_images: bool
-    model: str
-    edits: int
-
-
+@dataclass(slots=True, eq=False)
 class _Pass:
     """One formatting pass over messages, appending wire dicts, entries and JSON texts."""
 
-    __slots__ = (
-        "entries",
-        "fragments",
-        "images",
-        "model",
-        "omitted",
-        "out",
-        "pending",
-        "supports_images",
-    )
-
-    def __init__(self, supports_images: bool, model: str) -> None:
-        self.supports_images = supports_images
-        self.model = model
-        self.out: list[dict[str, Any]] = []
-        self.entries: list[WireEntry | None] = []
-        self.fragments: list[bytes] = []
-        self.pending: list[str] = []  # ids of the last assistant's calls not yet answered
-        self.images: list[str] = []  # images of the current block of tool results
-        self.omitted = 0
+    supports_images: bool
+    model: str
+    out: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[WireEntry | None] = field(default_factory=list)
+    fragments: list[bytes] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # the last assistant's unanswered calls
+    images: list[str] = field(default_factory=list)  # images of the current tool-result block
+    omitted: int = 0
 
     @property
     def clean(self) -> bool:
         return not self.pending and not self.images
 
-    def snapshot(self, inputs: list[Any]) -> _Snapshot:
-        snap = _Snapshot()
-        snap.inputs = inputs
-        snap.out = self.out[:]
-        snap.entries = self.entries[:]
-        snap.fragments = self.fragments[:]
-        snap.pending = tuple(self.pending)
-        snap.images = tuple(self.images)
-        snap.omitted = self.omitted
-        snap.supports_images = self.supports_images
-        snap.model = self.model
-        snap.edits = nested_edit_count()
-        return snap
+    def copy(self) -> _Pass:
+        return _Pass(
+            self.supports_images,
+            self.model,
+            self.out[:],
+            self.entries[:],
+            self.fragments[:],
+            self.pending[:],
+            self.images[:],
+            self.omitted,
+        )
 
-    def resume(self, snap: _Snapshot) -> None:
-        self.out = snap.out[:]
-        self.entries = snap.entries[:]
-        self.fragments = snap.fragments[:]
-        self.pending = list(snap.pending)
-        self.images = list(snap.images)
-        self.omitted = snap.omitted
+    def result(self) -> Formatted:
+        return Formatted(self.out, self.entries, self.fragments, self.omitted)
 
     def _emit(self, wire: dict[str, Any], entry: WireEntry | None) -> None:
         self.out.append(wire)
@@ -229,14 +166,23 @@ def _dict_wire(msg: Any) -> tuple[str, dict[str, Any], Any]:
     return role, wire, msg.get("base64_image")
 
 
+@dataclass(slots=True, eq=False)
+class _Snapshot:
+    """A pass's state after ``inputs``: what a later request over them can resume from."""
+
+    inputs: list[Any]
+    state: _Pass
+    edits: int
+
+
 def _resumable(snap: Any, messages: list[Any], supports_images: bool, model: str) -> bool:
     if not isinstance(snap, _Snapshot):
         return False
     count = len(snap.inputs)
     return (
         snap.edits == nested_edit_count()
-        and snap.supports_images == supports_images
-        and snap.model == model
+        and snap.state.supports_images == supports_images
+        and snap.state.model == model
         and len(messages) >= count
         and messages[:count] == snap.inputs  # identity first: C speed for unchanged messages
     )
@@ -249,20 +195,19 @@ def prepare_messages(
     supports_images: bool = True,
     model: str = "",
 ) -> Formatted:
-    """Wire-format ``system`` then ``messages`` for a request, reusing cached work.
-
-    Images are left out (replaced by a visible note) only when ``supports_images`` is False;
-    the caller decides whether that is a warning or an error.
-    """
+    """Wire-format ``system`` then ``messages``, reusing cached work; images become a visible
+    note when ``supports_images`` is False."""
     head = _plain_head(system)
     if head is None:  # a system part that needs the whole pass (dicts, images, tool results)
         head_pass = _Pass(supports_images, model)
         for raw in system or ():
             head_pass.feed(raw)
         if not head_pass.clean:  # it ends mid-block: format everything in one pass
-            conversation = messages if isinstance(messages, list) else list(messages)
-            return _single_pass([*(system or ()), *conversation], supports_images, model)
-        head = Formatted(head_pass.out, head_pass.entries, head_pass.fragments, head_pass.omitted)
+            for raw in messages:
+                head_pass.feed(raw)
+            head_pass.flush()
+            return head_pass.result()
+        head = head_pass.result()
     conversation = messages if isinstance(messages, list) else list(messages)
     work = _Pass(supports_images, model)
     first = conversation[0] if conversation else None
@@ -272,20 +217,21 @@ def prepare_messages(
     if anchor is not None:
         snap = anchor.snapshot
         if _resumable(snap, conversation, supports_images, model):
-            work.resume(snap)
+            work = snap.state.copy()
             start = len(snap.inputs)
     last = len(conversation) - 1
     cacheable = anchor is not None
     for index in range(start, last + 1):
         raw = conversation[index]
         if index == last and cacheable and index > start:
-            anchor.snapshot = work.snapshot(conversation[:index])  # type: ignore[union-attr]
+            snap = _Snapshot(conversation[:index], work.copy(), nested_edit_count())
+            anchor.snapshot = snap  # type: ignore[union-attr]
         if cacheable and not isinstance(raw, Message):
             cacheable = False  # a dict in the conversation: nothing to resume from
         work.feed(raw)
     work.flush()
     if not head.messages:
-        return Formatted(work.out, work.entries, work.fragments, work.omitted)
+        return work.result()
     return Formatted(
         head.messages + work.out,
         head.entries + work.entries,
@@ -314,14 +260,6 @@ def _plain_head(system: Iterable[Message | dict[str, Any]] | None) -> Formatted 
         head.entries.append(entry)
         head.fragments.append(entry.json)
     return head
-
-
-def _single_pass(messages: list[Any], supports_images: bool, model: str) -> Formatted:
-    work = _Pass(supports_images, model)
-    for raw in messages:
-        work.feed(raw)
-    work.flush()
-    return Formatted(work.out, work.entries, work.fragments, work.omitted)
 
 
 def _with_image(content: Any, image: str) -> list[dict[str, Any]]:

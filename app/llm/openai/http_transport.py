@@ -1,23 +1,10 @@
-"""The default transport: chat requests over plain HTTP with httpcore2, no openai package.
+"""The default transport: chat requests over plain HTTP with httpcore2 (installed with openai
+and mcp, under httpx2), without the openai package (``import openai`` costs about a second).
 
-httpcore2 is the connection layer under httpx2, the maintained fork of httpx that the openai
-and mcp packages are built on, so both are always installed with them (httpx itself is not).
-
-``import openai`` costs about a second; an agent step needs one POST. Errors are built from
-the status code, body and headers (``app.llm.openai.errors.error_from_response``). The HTTP library
-is imported on the first request. A streamed answer is read event by event with a stall
-timeout between chunks; leaving the stream early (an error, a timeout, a cancelled task)
+Without a proxy in the environment a request goes straight to httpcore2's connection pool,
+skipping client layers a chat request never uses (about a tenth of a local step's CPU); TLS
+is verified as httpx2 does; with a proxy, httpx2's client routes it. Leaving a stream early
 closes the connection, which is how servers such as llama.cpp learn to stop generating.
-
-Per request, the work is kept to what one POST needs: the URL, headers and timeouts are built
-once, and when no proxy is configured in the environment the request goes straight to
-httpcore2's connection pool (its public ``AsyncConnectionPool.handle_async_request``), skipping
-the client layers (URL merging, cookies, auth, redirects, response models) that a chat request
-never uses; about a tenth of a local step's CPU. TLS is verified as httpx2 does
-(``httpcore2.default_ssl_context``). Replies are asked for uncompressed, and a gzip or
-deflate one is decoded anyway. With a proxy configured, httpx2's client routes the request.
-An event stream is split into lines on bytes (CR, LF or CRLF, as the SSE format defines them),
-one JSON decode per event.
 """
 
 from __future__ import annotations
@@ -109,7 +96,8 @@ class HttpTransport(Transport):
                 "http:// or https:// URL",
                 model="",
             )
-        port = split.port or (443 if scheme == "https" else 80)
+        default_port = 443 if scheme == "https" else 80
+        port = split.port or default_port
         # ASCII names (the usual case) skip the idna codec, an import of its own.
         hostname = split.hostname
         host = hostname.encode("ascii") if hostname.isascii() else hostname.encode("idna")
@@ -119,12 +107,10 @@ class HttpTransport(Transport):
         self._target = httpcore2.URL(
             scheme=scheme.encode("ascii"), host=host, port=port, target=target.encode("ascii")
         )
-        default_port = 443 if scheme == "https" else 80
         netloc = split.hostname if ":" not in split.hostname else f"[{split.hostname}]"
         authority = netloc if port == default_port else f"{netloc}:{port}"
-        # What httpx2's client would add (Host, Accept-Encoding, Connection), ours replacing
-        # them whatever their case; encoded once, reused by every request. Compressed
-        # replies are not asked for (a chat reply is small; identity costs both ends less).
+        # What httpx2's client would add, ours replacing them whatever their case; encoded
+        # once. Compressed replies are not asked for (identity costs both ends less).
         merged = {
             "host": ("Host", authority),
             "accept-encoding": ("Accept-Encoding", "identity"),
@@ -135,9 +121,8 @@ class HttpTransport(Transport):
             (name.encode("ascii"), value.encode("ascii")) for name, value in merged.values()
         ]
         if scheme == "http":
-            # Plain HTTP (a local server): no TLS, so no certificate store to load (loading
-            # it takes ~0.1 s). The context given instead verifies by default and trusts
-            # nothing: it could never make an insecure connection.
+            # Plain HTTP: skip loading the certificate store (~0.1 s). This context verifies
+            # by default and trusts nothing: it could never make an insecure connection.
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         else:
             context = httpcore2.default_ssl_context()  # what httpx2 verifies with
@@ -152,12 +137,8 @@ class HttpTransport(Transport):
         """The per-request timeout extension for ``seconds`` (built once per value)."""
         timeout = self._timeouts.get(seconds)
         if timeout is None:
-            timeout = {
-                "connect": min(seconds, _CONNECT_TIMEOUT),
-                "read": seconds,
-                "write": seconds,
-                "pool": seconds,
-            }
+            timeout = {"connect": min(seconds, _CONNECT_TIMEOUT)}
+            timeout |= dict.fromkeys(("read", "write", "pool"), seconds)
             if len(self._timeouts) < 64:
                 self._timeouts[seconds] = timeout
         return timeout
@@ -233,6 +214,13 @@ class HttpTransport(Transport):
         # text would also break a JSON string at U+2028), and each is decoded whole.
         encoding = reply.charset
         pending = b""
+
+        async def event(line: bytes) -> None:
+            if assembler.done or not line.startswith(b"data:"):
+                return  # read to the end: the connection is then reused
+            text = assembler.add_payload(line[5:].strip().decode(encoding, "replace"))
+            await deliver(on_delta, text)
+
         try:
             async for chunk in reply.chunks():
                 last = time.monotonic()
@@ -242,15 +230,8 @@ class HttpTransport(Transport):
                 # A line is whole once its end arrived; the last piece may still grow.
                 pending = lines.pop() if lines and chunk[-1:] not in b"\r\n" else b""
                 for line in lines:
-                    if assembler.done or not line.startswith(b"data:"):
-                        continue  # read to the end: the connection is then reused
-                    text = assembler.add_payload(line[5:].strip().decode(encoding, "replace"))
-                    if text and on_delta is not None:
-                        await deliver(on_delta, text)
-            if pending.startswith(b"data:") and not assembler.done:
-                text = assembler.add_payload(pending[5:].strip().decode(encoding, "replace"))
-                if text and on_delta is not None:
-                    await deliver(on_delta, text)
+                    await event(line)
+            await event(pending)
         except Exception as e:
             silent = time.monotonic() - last
             error = _translated(
@@ -382,12 +363,8 @@ def _failures() -> tuple[_Errors, _Errors]:
     """(timeouts, other transport failures) of httpcore2 and, once used, httpx2."""
     proxied = "httpx2" in sys.modules
     known = _FAILURES.get(proxied)
-    if known is None:
-        known = _FAILURES[proxied] = _load_failures()
-    return known
-
-
-def _load_failures() -> tuple[_Errors, _Errors]:
+    if known is not None:
+        return known
     import httpcore2
 
     timeouts: _Errors = (httpcore2.TimeoutException,)
@@ -403,7 +380,8 @@ def _load_failures() -> tuple[_Errors, _Errors]:
     if httpx2 is not None:
         timeouts += (httpx2.TimeoutException,)
         failures += (httpx2.HTTPError,)
-    return timeouts, failures
+    known = _FAILURES[proxied] = (timeouts, failures)
+    return known
 
 
 def _proxied_client(max_connections: int) -> Any:
@@ -411,8 +389,7 @@ def _proxied_client(max_connections: int) -> Any:
     import httpx2
 
     limits = httpx2.Limits(
-        max_connections=max_connections,
-        max_keepalive_connections=min(max_connections, 20),
+        max_connections=max_connections, max_keepalive_connections=min(max_connections, 20)
     )
     return httpx2.AsyncClient(limits=limits, follow_redirects=False)
 
@@ -446,8 +423,7 @@ def decode_completion(body: bytes, model: str, endpoint: str = "") -> dict[str, 
                 model=model,
             ) from e
         raise LLMResponseError(
-            f"Model '{model}'{where} answered with invalid JSON ({e}): {excerpt!r}",
-            model=model,
+            f"Model '{model}'{where} answered with invalid JSON ({e}): {excerpt!r}", model=model
         ) from e
     if not isinstance(data, dict):
         raise LLMResponseError(

@@ -1,11 +1,6 @@
-"""Turning our messages into the wire format, and the API's reply back into a ``Message``.
-
-The request pass itself (with its repairs of orphaned tool calls and misplaced images) lives in
-``app.llm.openai.formatting``; this module is its public face and the way back. The way back is the
-adapter edge for replies: whatever a broken or hostile server sends (a null message, lists that
-are not lists, calls that are not objects, arguments nested beyond any parser) becomes an
-``LLMResponseError`` here, or a value the agent can show the model, never a traceback. Text
-with no UTF-8 encoding (a lone surrogate escape such as ``\\ud800``) is made valid here too.
+"""Our messages to the wire format (``formatting`` does the pass), and the reply back into a
+``Message``: the adapter edge, where whatever a broken or hostile server sends becomes an
+``LLMResponseError`` or a value the agent can show the model (valid UTF-8), never a traceback.
 """
 
 from __future__ import annotations
@@ -17,28 +12,16 @@ from typing import Any
 
 from app.exceptions import LLMResponseError
 from app.llm.arguments import normalize_arguments
-from app.llm.openai.formatting import IMAGE_OMITTED_NOTE, Formatted, image_part, prepare_messages
+from app.llm.openai.formatting import image_part, prepare_messages
 from app.logger import logger
 from app.schema import Function, Message, ToolCall
 from app.text import clean_text
 
-__all__ = [
-    "IMAGE_OMITTED_NOTE",
-    "Completion",
-    "Formatted",
-    "attach_images",
-    "format_messages",
-    "image_part",
-    "parse_completion",
-    "prepare_messages",
-]
+__all__ = ["Completion", "attach_images", "format_messages", "parse_completion"]
 
 
 def format_messages(
-    messages: Iterable[Message | dict[str, Any]],
-    *,
-    supports_images: bool = True,
-    model: str = "",
+    messages: Iterable[Message | dict[str, Any]], *, supports_images: bool = True, model: str = ""
 ) -> tuple[list[dict[str, Any]], int]:
     """Wire-format ``messages``; returns them (fresh dicts the caller may change) and the
     number of images left out."""
@@ -194,9 +177,7 @@ def _tool_calls(data: dict[str, Any], model: str) -> list[ToolCall] | None:
         fn = raw.get("function")
         if not isinstance(fn, dict):
             raise _bad(model, "a tool call has no 'function' object")
-        name = fn.get("name")
-        if name is None:
-            name = ""
+        name = "" if fn.get("name") is None else fn["name"]
         if not isinstance(name, str):
             raise _bad(model, "a tool call's name is not text")
         name = clean_text(name)

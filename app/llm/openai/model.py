@@ -1,9 +1,6 @@
-"""``OpenAIChatModel``: an OpenAI-compatible chat-completions endpoint as a :class:`Model`.
-
-Our messages become the wire format once per message (``formatting``, ``wire``); the body is
-those cached fragments joined with the tools' and fields' JSON, re-encoded only when they
-change; ``exchange`` sends it (streamed or plain, retried, refusals learned) through a
-transport (``transport``: plain HTTP by default, the openai SDK for Azure or on request).
+"""``OpenAIChatModel``: an OpenAI-compatible chat-completions endpoint as a :class:`Model`. The
+body is the messages' cached JSON joined with the tools' and fields' (re-encoded only when
+they change); ``exchange`` sends it through a ``transport``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The openai SDK as a transport: for Azure (deployment routing, ``api-key`` auth, API
-versions), or wherever a profile sets ``transport = "openai"``.
-
-The body is sent ready-made through the SDK client's ``post``; the SDK's exceptions are
-translated into ours here (``app.llm.openai.errors.translate_error``). The openai package is
-imported on the first request.
-"""
+"""The openai SDK as a transport, for Azure or ``transport = "openai"``: the ready-made body
+goes through the client's ``post``; the SDK (imported on first request) and its exceptions
+stay here."""
 
 from __future__ import annotations
 
@@ -52,31 +48,26 @@ class OpenAITransport(Transport):
         if self._client is None or self._loop is not loop:
             import openai
 
-            key = self.api_key or "no-key-configured"
+            common: dict[str, Any] = {
+                "api_key": self.api_key or "no-key-configured",
+                "max_retries": 0,
+                "timeout": self.timeout,
+            }
             if not self.azure:
-                self._client = openai.AsyncOpenAI(
-                    api_key=key, base_url=self.base_url, max_retries=0, timeout=self.timeout
-                )
-            elif self.base_url is None:
-                # Without a base_url the SDK takes the endpoint from AZURE_OPENAI_ENDPOINT.
-                self._client = openai.AsyncAzureOpenAI(
-                    api_key=key, api_version=self.api_version, max_retries=0, timeout=self.timeout
-                )
+                self._client = openai.AsyncOpenAI(base_url=self.base_url, **common)
+            elif self.base_url is None:  # the SDK takes the endpoint from AZURE_OPENAI_ENDPOINT
+                self._client = openai.AsyncAzureOpenAI(api_version=self.api_version, **common)
             else:
                 self._client = openai.AsyncAzureOpenAI(
-                    api_key=key,
-                    api_version=self.api_version,
-                    azure_endpoint=self.base_url,
-                    max_retries=0,
-                    timeout=self.timeout,
+                    api_version=self.api_version, azure_endpoint=self.base_url, **common
                 )
             self.endpoint = str(self._client.base_url)
             self._loop = loop
         return self._client
 
     def _path(self, client: Any) -> str:
-        """Azure wants the deployment in the path; its client would read the model from a
-        dict body, but ours is ready-made JSON, so the path is built here."""
+        """Azure wants the deployment in the path (its client reads it from a dict body; ours
+        is ready-made JSON)."""
         if self.azure and "/deployments" not in str(client.base_url.path):
             return f"/deployments/{quote(self.model, safe='')}/chat/completions"
         return "/chat/completions"
@@ -111,8 +102,7 @@ class OpenAITransport(Transport):
             stream_cls=AsyncStream[ChatCompletionChunk],
         )
         if "text/html" in stream.response.headers.get("content-type", ""):
-            # A web page, not an event stream: the same error as a plain request gets (it
-            # is not a refusal to stream, to be asked again without).
+            # A web page: the same error as a plain request gets (not a refusal to stream).
             try:
                 body = await stream.response.aread()
             finally:

@@ -1,10 +1,5 @@
-"""Reading a streamed chat completion: text deltas go out as they arrive, tool-call deltas are
-put back together, and the result has exactly the shape of a non-streamed completion.
-
-Every transport that streams uses :class:`StreamAssembler`, so a hostile or broken server's
-chunk (not an object, ``choices`` not a list, a tool call that is not an object) is an
-``LLMResponseError`` here, at the edge, whichever transport read it.
-"""
+"""Reading a streamed chat completion into the shape of a non-streamed one; every streaming
+transport uses :class:`StreamAssembler`, so a malformed chunk is an ``LLMResponseError`` here."""
 
 from __future__ import annotations
 
@@ -18,13 +13,9 @@ __all__ = ["DeltaRelay", "StreamAssembler", "ThinkFilter"]
 
 
 class StreamAssembler:
-    """Collects chat-completion chunks into one completion dict.
-
-    Tool calls are keyed by their ``index``: the id and name come with the first delta of a
-    call, the arguments in pieces (text is joined; an object, as some servers send, is kept).
-    ``done`` is set by the ``[DONE]`` event; a stream that ends with neither it nor a
-    ``finish_reason`` was cut short.
-    """
+    """Collects chat-completion chunks into one completion dict. Tool calls are keyed by
+    ``index`` (arguments come in pieces, or whole as an object); a stream that ends without
+    ``[DONE]`` (``done``) or a ``finish_reason`` was cut short."""
 
     __slots__ = ("calls", "chunks", "done", "finish_reason", "model", "parts", "reasoning", "usage")
 
@@ -118,10 +109,9 @@ class StreamAssembler:
         entry = self.calls.setdefault(
             index, {"id": None, "type": "function", "name": "", "arguments": []}
         )
-        if isinstance(call.get("id"), str) and call["id"]:
-            entry["id"] = call["id"]
-        if isinstance(call.get("type"), str) and call["type"]:
-            entry["type"] = call["type"]
+        for key in ("id", "type"):
+            if isinstance(call.get(key), str) and call[key]:
+                entry[key] = call[key]
         function = call.get("function") or {}
         if not isinstance(function, dict):
             raise self._bad("a tool call's 'function' is not an object")
@@ -215,11 +205,8 @@ class ThinkFilter:
 
 
 class DeltaRelay:
-    """Passes streamed text to a watcher across retries without repeating it.
-
-    When a stream breaks and the request is retried, the new stream starts from the first
-    word again; the watcher already has that text, so only what goes beyond it is passed on.
-    """
+    """Passes streamed text to a watcher across retries without repeating it: a retried
+    stream starts from the first word again, so only what goes beyond is passed on."""
 
     __slots__ = ("_seen", "_sent", "target")
 

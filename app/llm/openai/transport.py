@@ -1,13 +1,7 @@
-"""What sits under an ``LLM``: a transport takes one ready chat request and gives back the
-completion body. Retries, the rate-limit gate, the timer and recording are around each of
-its attempts (``app.llm.openai.exchange``).
-
-Transports: :class:`app.llm.openai.http_transport.HttpTransport` (plain HTTP with httpx2, the
-default),
-:class:`app.llm.openai.sdk_transport.OpenAITransport` (the openai SDK, for Azure or on request) and
-:class:`app.testing.FunctionModel` (in process, for unit tests). A streamed request hands each
-piece of text to ``on_delta`` as it arrives and still returns the whole answer, reassembled in
-the shape of a non-streamed completion, so there is one path above the transport.
+"""A transport takes one ready chat request and gives back the completion body (a streamed one
+reassembled, its text handed to ``on_delta`` as it arrives): ``HttpTransport`` (default),
+``OpenAITransport`` (the SDK) or ``app.testing.FunctionModel``. Retries, gate, timer and
+recording wrap each attempt (``app.llm.openai.exchange``).
 """
 
 from __future__ import annotations
@@ -21,23 +15,13 @@ from app.llm.model import DeltaCallback
 if TYPE_CHECKING:
     from app.config import LLMSettings
 
-__all__ = [
-    "ChatRequest",
-    "DeltaCallback",
-    "NoStream",
-    "Transport",
-    "deliver",
-    "transport_for",
-]
+__all__ = ["ChatRequest", "DeltaCallback", "NoStream", "Transport", "deliver", "transport_for"]
 
 
 @dataclass(slots=True)
 class ChatRequest:
-    """One chat-completions request, ready to send.
-
-    ``body`` is the JSON body. ``timeout`` bounds a plain request as a whole and a streamed
-    one between two chunks (a stall), so a long answer that keeps coming is never cut.
-    """
+    """One chat-completions request, ready to send; ``timeout`` bounds a plain request whole
+    and a streamed one between two chunks, so a long answer that keeps coming is never cut."""
 
     body: bytes
     stream: bool

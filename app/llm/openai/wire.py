@@ -1,14 +1,7 @@
-"""Messages in wire format, built and JSON-encoded once and reused on every later request.
-
-An agent re-sends its whole history at every step. Rebuilding each message's dict, dumping its
-tool calls and JSON-encoding it again made a step's cost grow with the history; here each
-``Message`` keeps its wire dict, its JSON text and its token count, and a request body is the
-cached pieces joined together.
-
-A cached entry stays valid while the message's fields are the very objects it was built from
-(assigning a field, ``model_copy(update=...)`` and deep copies are all noticed) and no message
-or tool call anywhere was edited in place since (``app.schema.nested_edit_count``). Wire dicts
-handed out from here are shared with the cache: treat them as read-only.
+"""Messages in wire format, built, JSON-encoded and token-counted once per ``Message`` (an agent
+re-sends its whole history at every step). An entry stays valid while the message's fields are
+the objects it was built from and nothing was edited in place since
+(``app.schema.nested_edit_count``). Wire dicts handed out are shared: treat them as read-only.
 """
 
 from __future__ import annotations
@@ -20,6 +13,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_json
 
 from app.schema import ROLE_VALUES, Message, nested_edit_count
+from app.tokens import REPLY_PRIMING
 
 __all__ = ["WireEntry", "count_tokens", "dumps", "encode_body", "wire_entry"]
 
@@ -74,8 +68,7 @@ class WireEntry:
         self.wire = wire
         self.tokens: tuple[Any, int] | None = None
         self._json: bytes | None = None
-        # When this message starts a conversation: where the next request over it can resume
-        # formatting (see app.llm.openai.formatting).
+        # Where a request over the conversation this message starts resumes (formatting).
         self.snapshot: Any = None
 
     def matches(self, message: Message) -> bool:
@@ -95,9 +88,8 @@ class WireEntry:
     def json(self) -> bytes:
         if self._json is None:
             try:
-                # The wire holds only text, where pydantic-core writes the same bytes as
-                # ``dumps``, several times faster; it refuses lone surrogates, which
-                # ``dumps`` escapes.
+                # Only text: pydantic-core writes the same bytes as ``dumps``, several times
+                # faster; it refuses lone surrogates, which ``dumps`` escapes.
                 self._json = to_json(self.wire)
             except PydanticSerializationError:
                 self._json = dumps(self.wire)
@@ -133,20 +125,14 @@ def _default(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
-_UTF8 = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
-)
-_ASCII = json.JSONEncoder(
-    ensure_ascii=True, separators=(",", ":"), allow_nan=False, default=_default
-)
+_COMPACT: dict[str, Any] = {"separators": (",", ":"), "allow_nan": False, "default": _default}
+_UTF8 = json.JSONEncoder(ensure_ascii=False, **_COMPACT)
+_ASCII = json.JSONEncoder(ensure_ascii=True, **_COMPACT)
 
 
 def dumps(value: Any) -> bytes:
-    """Compact JSON as UTF-8 bytes (the SDK's format).
-
-    Text with lone surrogates (undecodable bytes that slipped through) cannot be UTF-8: such
-    a value is sent with ``\\u`` escapes instead of failing the request.
-    """
+    """Compact JSON as UTF-8 bytes (the SDK's format); text with lone surrogates is sent with
+    ``\\u`` escapes instead of failing the request."""
     text = _UTF8.encode(value)
     try:
         return text.encode("utf-8")
@@ -175,8 +161,6 @@ def count_tokens(
     counter: Any, messages: list[dict[str, Any]], entries: list[WireEntry | None]
 ) -> int:
     """Tokens of a request's messages; each cached message is tokenized once per encoding."""
-    from app.tokens import REPLY_PRIMING
-
     signature = counter.signature
     total = REPLY_PRIMING
     for wire, entry in zip(messages, entries, strict=True):

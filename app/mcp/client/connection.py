@@ -1,12 +1,9 @@
 """One connection to one MCP server (stdio, SSE or streamable HTTP), owned by its own task.
 
-The SDK's transports are anyio context managers that must be entered and left in the same
-task. Upstream entered them in whichever task called ``connect`` and left them in whichever
-called ``disconnect`` (often another one, which breaks), and kept them on the class, shared by
-every instance. Here each connection runs a small task that opens the transport and session,
-waits until it is told to stop, and closes them again; callers talk to the session from any
-task. A server that dies is noticed on the next call (``connection lost``), and the call after
-that starts or reconnects it.
+The SDK's transports are anyio contexts that must be entered and left in one task (upstream
+left them in whichever task called ``disconnect``, and shared them across instances): a small
+task per connection opens transport and session, waits to be told to stop, and closes them;
+callers use the session from any task. A server that died is restarted on the next call.
 """
 
 from __future__ import annotations
@@ -57,14 +54,10 @@ class MCPCallTimeout(MCPServerError):
 
 
 class MCPConnection:
-    """A live session with one MCP server, reconnected on demand.
-
-    ``config`` says how to reach it (``MCPServerConfig``: type stdio/sse/http, command, args,
-    env, url, headers, timeout, max_timeout, sampling). ``inherit_env`` passes this process's
-    whole environment to a stdio server (for our own server); otherwise it gets the SDK's safe
-    minimum plus ``config.env``, as other MCP clients do. ``features`` answers the server's
-    own requests (sampling, elicitation, roots); without it they are refused.
-    """
+    """A live session with one MCP server (reached as ``config`` says), reconnected on demand.
+    ``inherit_env`` passes our whole environment to a stdio server (for our own server); else
+    it gets the SDK's safe minimum plus ``config.env``. ``features`` answers the server's own
+    requests (sampling, elicitation, roots); without it they are refused."""
 
     def __init__(
         self,
@@ -99,8 +92,6 @@ class MCPConnection:
         self._stop: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
 
-    # ---- state ---------------------------------------------------------------------------------
-
     @property
     def connected(self) -> bool:
         return self.session is not None and self._runner is not None and not self._runner.done()
@@ -115,8 +106,6 @@ class MCPConnection:
     def __repr__(self) -> str:
         state = "connected" if self.connected else "disconnected"
         return f"MCPConnection({self.server_id!r}, {self.config.type}, {state})"
-
-    # ---- connect / close -----------------------------------------------------------------------
 
     async def connect(self) -> None:
         """Open the session if it is not open; raises ``MCPServerError`` saying why not."""
@@ -205,20 +194,16 @@ class MCPConnection:
                 await self._stop.wait()
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as e:
-            cancelled = isinstance(e, asyncio.CancelledError)
+        except asyncio.CancelledError:
             if not ready.done():
-                if cancelled:
-                    ready.cancel()
-                else:
-                    message = self._describe_failure(e, errlog)
-                    self.last_error = message
-                    ready.set_exception(MCPServerError(message))
-            elif not cancelled:
-                self.last_error = self._describe_failure(e, errlog)
+                ready.cancel()
+            raise
+        except BaseException as e:
+            self.last_error = self._describe_failure(e, errlog)
+            if ready.done():
                 logger.warning(self.last_error)
-            if cancelled:
-                raise
+            else:
+                ready.set_exception(MCPServerError(self.last_error))
         finally:
             self.session = None
             if errlog is not None:
@@ -229,21 +214,13 @@ class MCPConnection:
         features = self.features
         if features is None:
             return {"logging_callback": self._on_log}
-
-        async def sampling(context: Any, params: Any) -> Any:
-            return await features.sample(self.server_id, self.config.sampling, params)
-
-        async def elicitation(context: Any, params: Any) -> Any:
-            return await features.elicit(self.server_id, params)
-
-        async def list_roots(context: Any) -> Any:
-            return await features.list_roots(context)
-
         return {
             "logging_callback": self._on_log,
-            "sampling_callback": sampling,
-            "elicitation_callback": elicitation,
-            "list_roots_callback": list_roots,
+            "sampling_callback": lambda context, params: features.sample(
+                self.server_id, self.config.sampling, params
+            ),
+            "elicitation_callback": lambda context, params: features.elicit(self.server_id, params),
+            "list_roots_callback": features.list_roots,
         }
 
     async def _on_log(self, params: Any) -> None:
@@ -265,11 +242,10 @@ class MCPConnection:
 
     async def notify_roots_changed(self) -> None:
         """Tell a connected server that our roots (the workspace) changed."""
-        session = self.session if self.connected else None
-        if session is None:
+        if not self.connected:
             return
         try:
-            await session.send_roots_list_changed()
+            await self.session.send_roots_list_changed()
         except Exception as e:  # the server may be gone; the next call notices
             logger.debug(f"MCP server '{self.server_id}': roots notification failed: {e}")
 
@@ -294,36 +270,30 @@ class MCPConnection:
         if isinstance(message, Exception):
             logger.debug(f"MCP server '{self.server_id}': {type(message).__name__}: {message}")
             return
-        method = getattr(message, "method", None) or getattr(
-            getattr(message, "root", None), "method", None
-        )
+        root = getattr(message, "root", None)
+        method = getattr(message, "method", None) or getattr(root, "method", None)
         if method == _TOOLS_CHANGED:
             self.tools_changed = True
             if self.on_tools_changed is not None:
                 self.on_tools_changed(self)
 
-    # ---- requests ------------------------------------------------------------------------------
-
     async def list_tools(self) -> list[Any]:
         """Every tool the server offers (all pages); connects first if needed."""
+        from mcp import types
+
         await self.connect()
         tools: list[Any] = []
         cursor: str | None = None
         while True:
-            result = await self._request(self._list_page(cursor), "tools/list", self.call_timeout)
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+            request = self.session.list_tools(params=params)
+            result = await self._request(request, "tools/list", self.call_timeout)
             tools.extend(result.tools)
             cursor = getattr(result, "next_cursor", None)
             if not cursor:
                 break
         self.tools_changed = False
         return tools
-
-    def _list_page(self, cursor: str | None) -> Any:
-        if cursor is None:
-            return self.session.list_tools()
-        from mcp import types
-
-        return self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
 
     @property
     def max_timeout(self) -> float:
@@ -444,8 +414,6 @@ class MCPConnection:
         logger.warning(self.last_error)
         return MCPConnectionLost(self.last_error)
 
-    # ---- messages ------------------------------------------------------------------------------
-
     def _describe_failure(self, error: BaseException, errlog: IO[str] | None) -> str:
         cause = _root_cause(error)
         kind = self.config.type
@@ -460,8 +428,7 @@ class MCPConnection:
                 else "the server closed the connection"
             )
         else:
-            text = str(cause) or type(cause).__name__
-            reason = f"{type(cause).__name__}: {text}" if str(cause) else text
+            reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
         message = f"MCP server '{self.server_id}' ({self.target}) could not be used: {reason}"
         tail = _tail(errlog)
         if tail:
@@ -524,5 +491,4 @@ def _tail(errlog: IO[str] | None) -> str:
         text = errlog.read()
     except (OSError, ValueError):
         return ""
-    text = text.strip()
-    return text[-_STDERR_TAIL:] if text else ""
+    return text.strip()[-_STDERR_TAIL:]

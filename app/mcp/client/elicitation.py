@@ -1,11 +1,7 @@
-"""Elicitation: an MCP server asks the *user* for input, through our ``ask_human`` provider.
-
-The question goes to the same input provider the terminal and other frontends use for
-``ask_human`` (``app.tool.ask_human.get_input_provider()``), so a UI that answers the agent's
-questions answers the servers' too. A form is shown as its fields; the person answers with a
-JSON object (or, for a one-field form, just the value), ``decline`` to refuse, or ``cancel``
-(or nothing) to dismiss it. Answers are checked against the requested schema (types, enums,
-ranges, required fields); a wrong one is explained and asked again, a few times at most.
+"""Elicitation: an MCP server asks the *user* for input, through ``ask_human``'s provider (so
+a UI that answers the agent's questions answers the servers' too). A form is shown as its
+fields; the answer (a JSON object, or the bare value of a one-field form, ``decline``,
+``cancel``) is checked against the requested schema, and a wrong one asked again a few times.
 """
 
 from __future__ import annotations
@@ -113,9 +109,6 @@ def check_answer(values: dict[str, Any], schema: dict[str, Any]) -> str | None:
     return "; ".join(problems) + "." if problems else None
 
 
-# ---- helpers ------------------------------------------------------------------------------------
-
-
 def _properties(schema: dict[str, Any]) -> dict[str, dict[str, Any]]:
     props = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(props, dict):
@@ -166,12 +159,10 @@ def _check_value(value: Any, spec: dict[str, Any]) -> str | None:
     if kind == "string":
         if not isinstance(value, str):
             return "must be text"
-        for key, test in (
-            ("minLength", len(value) >= spec.get("minLength", 0)),
-            ("maxLength", len(value) <= spec.get("maxLength", len(value))),
-        ):
-            if not test:
-                return f"breaks {key} {spec[key]}"
+        if len(value) < spec.get("minLength", 0):
+            return f"breaks minLength {spec['minLength']}"
+        if len(value) > spec.get("maxLength", len(value)):
+            return f"breaks maxLength {spec['maxLength']}"
     elif kind == "boolean":
         if not isinstance(value, bool):
             return "must be true or false"
