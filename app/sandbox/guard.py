@@ -264,7 +264,9 @@ class ProcessGuard:
             if count > limit:
                 logger.warning(f"sandbox over its process limit ({count} > {limit}): killing")
                 self.limit_kills += 1
-                for scope in list(self._scopes):
+                # Only the runs counted: one started while we counted (a loaded machine takes
+                # seconds over a bomb's thousand processes) is not part of the excess.
+                for scope in scopes:
                     scope.signal(signal.SIGKILL)
             await asyncio.sleep(_POLL)
         self._watchdog = None
