@@ -1,9 +1,5 @@
-"""Typed events agents and flows emit while they work, and the bus that delivers them.
-
-One stream feeds every view of a run (terminal, session files, ``agent.run_stream(prompt)``,
-``agent.events.subscribe(callback)``), so they cannot disagree. Emitters check ``bus.active``
-before building an event, so a run nobody watches builds none.
-"""
+"""Typed events agents and flows emit, and the bus that delivers them: one stream feeds every
+view of a run, so they cannot disagree; a run nobody watches builds none (``bus.active``)."""
 
 from __future__ import annotations
 
@@ -42,7 +38,6 @@ __all__ = [
     "ToolResultEvent",
     "UsageReport",
     "event_from_json",
-    "stream_events",
 ]
 
 
@@ -64,12 +59,9 @@ class Event:
         """A JSON-able dict (``kind`` plus the fields); live objects are left out."""
         data: dict[str, Any] = {"kind": self.kind}
         for item in dataclasses.fields(self):
-            if item.metadata.get("transient"):
-                continue
-            value = getattr(self, item.name)
-            if hasattr(value, "model_dump"):
-                value = value.model_dump()
-            data[item.name] = value
+            if not item.metadata.get("transient"):
+                value = getattr(self, item.name)
+                data[item.name] = value.model_dump() if isinstance(value, Usage) else value
         return data
 
 
@@ -245,10 +237,9 @@ def event_from_json(data: dict[str, Any]) -> Event | None:
         return None
     names = {f.name for f in dataclasses.fields(cls)}
     values = {k: v for k, v in data.items() if k in names}
-    if cls in (UsageReport, RunFinished):
-        for key in ("usage", "run_usage"):
-            if isinstance(values.get(key), dict):
-                values[key] = Usage(**values[key])
+    for key in ("usage", "run_usage"):  # UsageReport, RunFinished
+        if isinstance(values.get(key), dict):
+            values[key] = Usage(**values[key])
     try:
         return cls(**values)
     except TypeError:
@@ -293,8 +284,9 @@ class EventBus:
 
 
 class EventStream:
-    """The events of a piece of work as an async iterator; ``async with`` (or ``aclose()``)
-    makes leaving the loop early stop the work at once rather than when it is collected."""
+    """The events ``bus`` delivers while ``work`` runs (started by the iteration), as an async
+    iterator; ``async with`` (or ``aclose()``) makes leaving the loop early stop the work at
+    once rather than when it is collected."""
 
     def __init__(self, bus: EventBus, work: Awaitable[Any]) -> None:
         self._bus = bus
@@ -350,8 +342,3 @@ class EventStream:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-
-
-def stream_events(bus: EventBus, work: Awaitable[Any]) -> EventStream:
-    """Run ``work`` once iteration starts and yield every event ``bus`` delivers meanwhile."""
-    return EventStream(bus, work)

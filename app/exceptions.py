@@ -1,12 +1,5 @@
-"""One exception tree for the whole framework.
-
-Three families, by who can act on them:
-
-* developer mistakes (``ConfigError``, ``AgentStateError``) are raised to the caller;
-* errors the model can fix (``ToolError``) travel back to the model as tool results;
-* LLM failures are split into transient ones (retried with backoff) and final ones
-  (raised at once, translated from the SDK's exception with ``raise ... from``).
-"""
+"""One exception tree, in families by who can act: developer mistakes (raised), errors the
+model can fix (``ToolError``, sent back to it), LLM failures (transient ones retried)."""
 
 from __future__ import annotations
 
@@ -82,7 +75,8 @@ class SessionError(OpenManusError):
 
 
 class SessionBusyError(SessionError):
-    """Another process is running this session (its file is locked); exit code 3."""
+    """Another process is running this session (its file is locked; exit code 3), or, in the
+    web UI, a task is already running in it (HTTP 409)."""
 
 
 class SessionWriteError(SessionError):

@@ -1,9 +1,5 @@
-"""Logging on loguru, with secrets kept out of every line we write.
-
-A patcher redacts each record's message, and :func:`define_log_level`'s sinks the formatted
-text (tracebacks too). A library is silent until its application calls ``define_log_level``.
-loguru is imported on first need; until then :data:`logger` drops records below the levels.
-"""
+"""Logging on loguru with secrets redacted from messages and formatted text (tracebacks too);
+silent until the application calls ``define_log_level``, loguru imported on first need."""
 
 from __future__ import annotations
 
@@ -56,9 +52,8 @@ _secrets_pattern: re.Pattern[str] | None = None
 
 
 def _redact_assignment(match: re.Match[str]) -> str:
-    """``api_key=value``, ``"password": "value"``: the value goes, the name stays. A
-    ``${VAR}`` reference is no secret, and after a bare ``name: `` (no quotes) one lowercase
-    word is prose ("api_key: environment variable OPENAI_API_KEY is not set"), not a value."""
+    """``api_key=value``: the value goes; a ``${VAR}`` reference, or one lowercase word after a
+    bare ``name: `` ("api_key: environment variable ... is not set"), is prose and stays."""
     name, separator, value = match.groups()
     if value.startswith("${"):
         return match.group(0)
@@ -328,19 +323,12 @@ def log_enabled(level: str) -> bool:
         return True
 
 
-class _ConsoleSink:
+def _console_sink(message: str) -> None:
     """Writes redacted text to whatever ``sys.stderr`` is at write time (pytest swaps it)."""
-
-    def write(self, message: str) -> None:
-        stream = sys.stderr
-        if stream is None:  # pythonw / detached processes
-            return
+    stream = sys.stderr
+    if stream is not None:  # None: pythonw / detached processes
         stream.write(redact(str(message)))
-
-    def flush(self) -> None:
-        stream = sys.stderr
-        if stream is not None:
-            stream.flush()
+        stream.flush()
 
 
 class _LazyFileSink:
@@ -367,13 +355,6 @@ class _LazyFileSink:
             self._file = None
 
 
-def _level_number(level: str | int) -> int | None:
-    """A built-in level's number, or None when only loguru can tell (custom or invalid)."""
-    if isinstance(level, int):
-        return level if level >= 0 else None
-    return _LEVEL_NUMBERS.get(level)
-
-
 def _sink_level(level: str | int | None) -> str | int | None:
     """The level a sink takes records at, or None when it is off (None, "OFF" or "")."""
     if not isinstance(level, str):
@@ -390,19 +371,15 @@ def define_log_level(
     log_dir: Path | None = None,
     compact: bool = False,
 ) -> Logger:
-    """Replace all handlers with a redacting console sink and a lazily created log file.
-
-    Either level may be ``"OFF"``/``None`` to drop that sink. The file is
-    ``<log_dir>/<name>_<YYYYmmddHHMMSS>.log`` (default ``$OPENMANUS_LOG_DIR``, else
-    ``<project>/logs``); ``compact`` gives a short console line (time, level, message).
-    """
+    """Replace all handlers with a redacting console sink and a log file created on first
+    record, ``<log_dir>/<name>_<stamp>.log``; a level ``"OFF"``/``None`` drops its sink."""
     console_level = _sink_level(print_level)
     file_level = _sink_level(logfile_level)
     sinks: list[tuple[Any, str | int, str, bool]] = []
     if console_level is not None:
         colorize = bool(getattr(sys.stderr, "isatty", lambda: False)())
         console_format = _COMPACT_CONSOLE_FORMAT if compact else _CONSOLE_FORMAT
-        sinks.append((_ConsoleSink(), console_level, console_format, colorize))
+        sinks.append((_console_sink, console_level, console_format, colorize))
     if file_level is not None:
         stamp = datetime.now().strftime("%Y%m%d%H%M%S")
         file_name = f"{name}_{stamp}.log" if name else f"{stamp}.log"
@@ -424,7 +401,11 @@ def define_log_level(
                 sink, level=level, format=fmt, colorize=colorize, backtrace=False, diagnose=False
             )
 
-    numbers = [_level_number(level) for _, level, _, _ in sinks]
+    # Built-in levels' numbers; None when only loguru can tell (custom or invalid).
+    numbers = [
+        (level if level >= 0 else None) if isinstance(level, int) else _LEVEL_NUMBERS.get(level)
+        for _, level, _, _ in sinks
+    ]
     known = [n for n in numbers if n is not None]
     with _loader.lock:
         if _loader.real is None and "loguru" not in sys.modules and len(known) == len(numbers):

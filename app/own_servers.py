@@ -1,10 +1,5 @@
-"""The addresses this program's own servers listen on, so its browser can refuse them.
-
-The web UI and the MCP server serve other sessions' files and tools, and the agent's browser
-may open loopback pages, so each server registers its address while it listens and
-``app.tool.browser`` refuses a URL reaching one in any spelling (``127.1``, ``0x7f000001``,
-``[::ffff:127.0.0.1]``, ``LOCALHOST.``, a name resolving there). Imports nothing of ``app``.
-"""
+"""The addresses this program's own servers (web UI, MCP) listen on, so the agent's browser
+can refuse them in any spelling (``127.1``, ``0x7f000001``, ``LOCALHOST.``, a name)."""
 
 from __future__ import annotations
 

@@ -60,12 +60,8 @@ class AgentState(str, Enum):
 
 
 class _Edits:
-    """Counts in-place edits of messages and tool calls (field assignments after creation).
-
-    Request formatting caches work per message and per conversation (``app.llm.openai.formatting``);
-    stamping those caches with this count lets one integer compare tell that nothing was
-    edited since. Edits are rare, so the caches stay valid in practice.
-    """
+    """Counts field assignments to messages and tool calls: request formatting caches stamped
+    with it tell with one integer compare that nothing was edited since."""
 
     count = 0
 
@@ -240,9 +236,7 @@ class Memory(BaseModel):
     max_messages: int = Field(default=100)
 
     def add_message(self, message: Message) -> None:
-        self.messages.append(message)
-        if len(self.messages) > self.max_messages:
-            self._trim()
+        self.add_messages([message])
 
     def add_messages(self, messages: list[Message]) -> None:
         self.messages.extend(messages)

@@ -1,9 +1,5 @@
-"""Models that refuse unknown fields and name the field that was probably meant.
-
-Agents, tools and flows take many keyword arguments; a misspelt one (``max_step=3``) must not
-be kept as a stray attribute while the real field keeps its default. Unknown fields are
-validation errors (``extra_forbidden``), and the message suggests the closest known field.
-"""
+"""Models that refuse unknown fields, naming the one probably meant: a misspelt ``max_step=3``
+must not be kept as a stray attribute while the real field keeps its default."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Making outside text valid UTF-8 where it enters.
-
-A ``str`` can hold a lone surrogate (JSON's ``\\ud800``, a ``surrogateescape`` file name) and
-then has no UTF-8 encoding, so printing or writing it fails far from where it came in. Text
-from a model, a tool, an MCP server or a file goes through :func:`clean_text` (or
-:func:`clean_tree`) at the edge: a lone surrogate becomes U+FFFD, a split pair is joined.
-"""
+"""Outside text made valid UTF-8 where it enters: a lone surrogate (JSON's ``\\ud800``) has no
+encoding, so printing or writing it would fail far from where it came in."""
 
 from __future__ import annotations
 
@@ -27,18 +22,15 @@ def is_clean(text: str) -> bool:
 def clean_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD (pairs joined); the same object
     when there is nothing to replace."""
-    try:
-        text.encode("utf-8")
+    if is_clean(text):
         return text
-    except UnicodeEncodeError:
-        # UTF-16 holds surrogates as they are: decoding joins the pairs and replaces the rest.
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    # UTF-16 holds surrogates as they are: decoding joins the pairs and replaces the rest.
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def clean_tree(value: Any) -> Any:
-    """Decoded JSON with every string (keys too) cleaned, changed in place where it is a dict
-    or list; returns the value (a new string when ``value`` itself is one). Walks without
-    recursion, so nesting as deep as the parser allowed is fine."""
+    """Decoded JSON with every string (keys too) cleaned in place; returns the value. Walks
+    without recursion, so nesting as deep as the parser allowed is fine."""
     if isinstance(value, str):
         return clean_text(value)
     stack: list[Any] = [value]

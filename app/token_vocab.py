@@ -1,12 +1,5 @@
-"""OpenAI's vocabularies without a network: o200k_base (and gpt-oss's o200k_harmony) and
-cl100k_base, read from the data files of the ``quicktok-v1`` package (never its code) into a
-``tiktoken.Encoding`` with tiktoken's own pattern and special tokens. tiktoken would download
-them on first use, which fails slowly on a machine without internet.
-
-A file whose SHA-256 is not one already checked is re-serialized in tiktoken's ``.tiktoken``
-format and compared with the SHA-256 tiktoken pins for the official file: a mismatch (changed
-format, damaged install) means no encoding, never a wrong one.
-"""
+"""OpenAI's vocabularies without a network (tiktoken downloads them, slowly failing offline):
+read from ``quicktok-v1``'s data files, checked against tiktoken's pinned SHA-256."""
 
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Counting prompt tokens locally, so a request can be checked against the context window.
-
-OpenAI's chat accounting, as upstream: an overhead per message plus its fields' tokens, images
-by the tile formula. Exact only for OpenAI's tokenizers (bundled by ``app.token_vocab``); other
-models count with ``cl100k_base`` times :data:`ESTIMATE_MARGIN`. An encoding that cannot be
-loaded (worker thread, deadline) leaves a character estimate and one warning. Counts are
-cached per counter, so a growing history only tokenizes its new messages.
-"""
+"""Counting prompt tokens locally (OpenAI's chat accounting), so a request can be checked
+against the context window; exact only for OpenAI's tokenizers (see docs/llm.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +11,7 @@ import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from concurrent.futures import Future
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote_to_bytes
@@ -41,7 +35,6 @@ __all__ = [
     "image_tokens",
     "model_encoding_name",
     "register_encoding",
-    "resolve_encoding_name",
 ]
 
 #: Tokens every chat message costs besides its fields (the role/separator framing).
@@ -77,55 +70,46 @@ _WIDE_CHARS = re.compile(
 )
 
 
-@dataclass(slots=True)
-class _Slot:
-    """One encoding's load: started once, finished (or given up on) for the whole process."""
-
-    done: threading.Event = field(default_factory=threading.Event)
-    encoding: Encoding | None = None
-    error: str | None = None
-    gave_up: bool = False
-
-
+_Loaded = tuple["Encoding | None", str | None]  # the encoding, or None and why
 _LOCK = threading.Lock()
-_SLOTS: dict[str, _Slot] = {}
+#: One load per encoding for the whole process; a load waited for in vain is in ``_GAVE_UP``.
+_LOADS: dict[str, Future[_Loaded]] = {}
+_GAVE_UP: set[str] = set()
 _WARNED: set[str] = set()
 
 
-def _load_into(name: str, slot: _Slot) -> None:
+def _load(name: str) -> _Loaded:
     try:
         # app.token_vocab and tiktoken load with the first count, not at start-up (~12 ms
         # and ~15-30 ms measured with the agent imported).
         from app.token_vocab import BUNDLED_ENCODINGS, load_bundled
 
         if name in BUNDLED_ENCODINGS:  # never downloaded, even if the package is missing
-            slot.encoding, slot.error = load_bundled(name)
-            return
+            return load_bundled(name)
         import tiktoken
 
-        slot.encoding = tiktoken.get_encoding(name)
+        return tiktoken.get_encoding(name), None
     except BaseException as exc:  # a worker thread must never die silently
-        slot.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    finally:
-        slot.done.set()
+        return None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-def _obtain(name: str, timeout: float) -> tuple[Encoding | None, str | None]:
+def _obtain(name: str, timeout: float) -> _Loaded:
     """The process-wide encoding ``name``, or ``(None, reason)`` when it cannot be had."""
     with _LOCK:
-        slot = _SLOTS.get(name)
-        if slot is None:
-            slot = _SLOTS[name] = _Slot()
+        future = _LOADS.get(name)
+        if future is None:
+            future = _LOADS[name] = Future()
             threading.Thread(
-                target=_load_into, args=(name, slot), name=f"tiktoken-load-{name}", daemon=True
+                target=lambda: future.set_result(_load(name)),
+                name=f"tiktoken-load-{name}",
+                daemon=True,
             ).start()
-    # Once one caller gave up waiting, later counters do not block again on the same load.
-    if slot.done.wait(0.0 if slot.gave_up else timeout):
-        if slot.encoding is not None:
-            return slot.encoding, None
-        return None, slot.error or "unknown error"
-    slot.gave_up = True
-    return None, f"loading did not finish within {timeout:g} s"
+    try:
+        # Once one caller gave up waiting, later counters do not block again on the same load.
+        return future.result(0.0 if name in _GAVE_UP else timeout)
+    except TimeoutError:
+        _GAVE_UP.add(name)
+        return None, f"loading did not finish within {timeout:g} s"
 
 
 def _warn_once(name: str, model: str, reason: str) -> None:
@@ -150,18 +134,20 @@ def _warn_once(name: str, model: str, reason: str) -> None:
 def register_encoding(encoding: Encoding, name: str | None = None) -> None:
     """Make ``encoding`` the process-wide encoding for ``name`` (default: its own name): for
     a local vocabulary, and tests."""
-    slot = _Slot(encoding=encoding)
-    slot.done.set()
+    future: Future[_Loaded] = Future()
+    future.set_result((encoding, None))
     with _LOCK:
         key = name or encoding.name
-        _SLOTS[key] = slot
+        _LOADS[key] = future
+        _GAVE_UP.discard(key)
         _WARNED.discard(key)
 
 
 def clear_encoding_cache() -> None:
     """Forget loaded and failed encodings, so the next counter tries to load again."""
     with _LOCK:
-        _SLOTS.clear()
+        _LOADS.clear()
+        _GAVE_UP.clear()
         _WARNED.clear()
 
 
@@ -176,12 +162,6 @@ def model_encoding_name(model: str) -> str | None:
     except Exception:  # unknown model (KeyError) or tiktoken unusable
         pass
     return "o200k_base" if _O200K_MODEL.match(name) else None
-
-
-def resolve_encoding_name(model: str) -> str:
-    """The tiktoken encoding to count ``model`` with: its own, else ``cl100k_base`` as a
-    stand-in (whose counts are then estimates, see :attr:`TokenCounter.exact`)."""
-    return model_encoding_name(model) or "cl100k_base"
 
 
 def estimate_text_tokens(text: str) -> int:
@@ -313,11 +293,8 @@ def _compact_json(value: Any) -> str:
 
 
 class TokenCounter:
-    """Counts tokens of chat requests for one model; safe to share between threads.
-
-    Nothing loads at construction: :meth:`load` (from a worker thread) or the first count does.
-    ``encoding=`` injects a ready ``tiktoken.Encoding`` (offline vocabularies, tests).
-    """
+    """Counts tokens of chat requests for one model, thread-safe, loading on first count (or
+    :meth:`load`); ``encoding=`` injects a ready ``tiktoken.Encoding``."""
 
     def __init__(
         self,
@@ -346,9 +323,10 @@ class TokenCounter:
 
     @property
     def encoding_name(self) -> str:
-        """The tiktoken encoding these counts use (or would use, when estimating)."""
+        """The tiktoken encoding these counts use: the model's own, else ``cl100k_base`` as a
+        stand-in (whose counts are then estimates, see :attr:`exact`)."""
         if self._encoding_name is None:
-            self._encoding_name = resolve_encoding_name(self.model)
+            self._encoding_name = model_encoding_name(self.model) or "cl100k_base"
         return self._encoding_name
 
     @property

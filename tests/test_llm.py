@@ -139,6 +139,28 @@ async def test_retries_give_up_cleanly(llm_server, make_llm, failure, kind):
     assert info.value.attempts == 4
 
 
+async def test_settings_set_after_construction_reach_the_next_request(llm_server, make_llm):
+    """Upstream code sets ``llm.model = "x"`` and ``llm.max_retries = 1`` on a built LLM."""
+    llm = make_llm(max_retries=3)
+    llm_server.push(text("one"))
+    await llm.ask(USER, stream=False)
+    transport = llm.transport
+    llm.model = "gpt-4o"
+    llm.max_retries = 1
+    llm_server.push(error(500), error(500))
+    with pytest.raises(LLMServerError, match="gave up after 2 attempts"):
+        await llm.ask(USER, stream=False)
+    assert [r.body["model"] for r in llm_server.requests] == ["gpt-4o-mini", "gpt-4o", "gpt-4o"]
+    assert llm.transport is transport  # reached the same way: the same connections
+    llm.api_key = "sk-another-key-123456"
+    llm_server.push(text("two"))
+    assert await llm.ask(USER, stream=False) == "two"
+    assert llm.transport is not transport
+    assert llm_server.requests[-1].headers["authorization"] == "Bearer sk-another-key-123456"
+    await llm.aclose()
+    await transport.aclose()
+
+
 async def test_retry_after_is_honoured(llm_server, make_llm):
     llm_server.push(error(429, headers={"Retry-After": "0.3"}), text("ok"))
     start = time.monotonic()

@@ -327,7 +327,7 @@ async def test_refused_streaming_with_tools_is_remembered_across_instances(llm_s
     reply = await first.request(USER, tools=TOOLS)
     assert reply.message.tool_calls[0].function.name == "echo"
     assert [r.stream for r in llm_server.requests] == [True, False]
-    assert "stream_tools" in first.refused_features and not first.streams_refused
+    assert "stream_tools" in first.refused_features and "stream" not in first.refused_features
     # Without tools this endpoint still streams.
     assert (await first.request(USER)).message.content == "plain"
     assert llm_server.requests[-1].stream is True

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.tool._process import OutputBuffer, compose_streams
+from app.sandbox.processes import OutputBuffer, compose_streams
 from app.tool.python_execute import PythonExecute
 from app.tool.tool_collection import ToolCollection
 from tests.proc_utils import alive as _alive
@@ -139,7 +139,11 @@ async def test_missing_code_and_bad_timeout_are_errors(tool: PythonExecute) -> N
         assert result["success"] is False
         assert "timeout" in result["observation"]
     ok = await tools.execute(name="python_execute", tool_input={"code": "print(1)", "timeout": "3"})
-    assert ok == {"observation": "1", "success": True}
+    assert ok.output == {"observation": "1", "success": True} and not ok.failed
+    # A failed run reaches the agent as a result marked is_error (the one failure channel);
+    # upstream's dict is still what execute() returns.
+    crash = await tools.execute(name="python_execute", tool_input={"code": "raise SystemExit(3)"})
+    assert crash.failed and crash.output == {"observation": "[exit code: 3]", "success": False}
 
 
 # --- limits ----------------------------------------------------------------------------------

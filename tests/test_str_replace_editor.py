@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from app.exceptions import ToolError
+from app.sandbox.files import FileAccessPolicy
 from app.tool.base import CLIResult
-from app.tool.file_access import FileAccessPolicy
 from app.tool.str_replace_editor import StrReplaceEditor, clip_output
 
 

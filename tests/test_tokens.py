@@ -31,7 +31,6 @@ from app.tokens import (
     image_size,
     image_tokens,
     register_encoding,
-    resolve_encoding_name,
 )
 
 # GPT-2 style pre-tokenizer: words with their leading space, numbers, punctuation runs, spaces.
@@ -261,17 +260,17 @@ def test_registered_encoding_is_used_for_its_name_without_loading(netguard: NetG
 
 
 def test_model_to_encoding_name() -> None:
-    assert resolve_encoding_name("gpt-4o") == "o200k_base"
-    assert resolve_encoding_name("openai/gpt-4o-mini") == "o200k_base"
-    assert resolve_encoding_name("GPT-4.1") == "o200k_base"
-    assert resolve_encoding_name("o4") == "o200k_base"  # unknown to tiktoken, same family
-    assert resolve_encoding_name("o3-pro") == "o200k_base"
-    assert resolve_encoding_name("gpt-5.2-codex") == "o200k_base"
-    assert resolve_encoding_name("gpt-4") == "cl100k_base"
-    assert resolve_encoding_name("gpt-3.5-turbo") == "cl100k_base"
-    assert resolve_encoding_name("deepseek-chat") == "cl100k_base"
-    assert resolve_encoding_name("claude-3-5-sonnet") == "cl100k_base"
-    assert resolve_encoding_name("") == "cl100k_base"
+    assert TokenCounter("gpt-4o").encoding_name == "o200k_base"
+    assert TokenCounter("openai/gpt-4o-mini").encoding_name == "o200k_base"
+    assert TokenCounter("GPT-4.1").encoding_name == "o200k_base"
+    assert TokenCounter("o4").encoding_name == "o200k_base"  # unknown to tiktoken, same family
+    assert TokenCounter("o3-pro").encoding_name == "o200k_base"
+    assert TokenCounter("gpt-5.2-codex").encoding_name == "o200k_base"
+    assert TokenCounter("gpt-4").encoding_name == "cl100k_base"
+    assert TokenCounter("gpt-3.5-turbo").encoding_name == "cl100k_base"
+    assert TokenCounter("deepseek-chat").encoding_name == "cl100k_base"
+    assert TokenCounter("claude-3-5-sonnet").encoding_name == "cl100k_base"
+    assert TokenCounter("").encoding_name == "cl100k_base"
     assert TokenCounter("gpt-4o", "p50k_base").encoding_name == "p50k_base"
 
 

@@ -22,7 +22,6 @@ from app.events import (
     StepFinished,
     StepStarted,
     UsageReport,
-    stream_events,
 )
 from app.exceptions import AgentStateError, ContextWindowExceededError, LLMError
 from app.llm import LLM, Usage, model_argument
@@ -142,7 +141,7 @@ class BaseAgent(StrictModel, ABC):
     def run_stream(self, request: str | None = None) -> EventStream:
         """``run(request)``, yielding its events as they happen. The last one is
         ``RunFinished``, whose ``result`` is what ``run()`` returns."""
-        return stream_events(self._events, self.run(request))
+        return EventStream(self._events, self.run(request))
 
     # ---- the loop ----------------------------------------------------------------------------
 

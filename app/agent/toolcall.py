@@ -18,6 +18,7 @@ from app.config import CompactionSettings, LimitsSettings, config
 from app.events import Reasoning, TextDelta, Thought, ToolCallEvent, ToolProgress, ToolResultEvent
 from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
+from app.llm.arguments import parse_arguments
 from app.llm.model import ModelResponse
 from app.logger import log_enabled, logger, redact_registered
 from app.prompt.toolcall import (
@@ -30,7 +31,6 @@ from app.prompt.toolcall import (
     SYSTEM_PROMPT,
 )
 from app.schema import ROLE_TYPE, TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
-from app.tool.arguments import parse_arguments
 from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output, result_failed
 from app.tool.concurrency import plan_batches
 from app.tool.create_chat_completion import CreateChatCompletion

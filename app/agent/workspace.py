@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from app.tool.file_access import resolve_workspace
+from app.sandbox.files import resolve_workspace
 
 __all__ = ["attach_workspace", "resolve_workspace"]
 

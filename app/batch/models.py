@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
-__all__ = ["FAILED", "FINISHED", "BatchTask", "TaskResult", "TaskState", "TaskStatus"]
+__all__ = [
+    "FAILED",
+    "FINISHED",
+    "BatchTask",
+    "ResultCallback",
+    "StartCallback",
+    "TaskResult",
+    "TaskState",
+    "TaskStatus",
+]
 
 #: How a task ended: the agent's own states, plus the two the batch itself decides.
 TaskState = Literal["FINISHED", "IDLE", "ERROR", "TIMEOUT", "CRASHED"]
@@ -106,3 +116,8 @@ class TaskResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == FINISHED
+
+
+#: What a backend calls as each task begins, and (from the runner's event loop) as it ends.
+StartCallback = Callable[[BatchTask], None]
+ResultCallback = Callable[[TaskResult], None]

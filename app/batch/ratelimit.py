@@ -1,19 +1,18 @@
 """A requests-per-minute limit toward the LLM endpoint, shared by every task of a batch.
 
 A reservation scheduler (GCRA) hands out delays instead of sleeping, so the same object serves
-one event loop (``LocalRateLimiter``) and, in one Ray actor, a whole cluster (callers wait on
+one event loop (the local backend) and, in one Ray actor, a whole cluster (callers wait on
 their side). Requests are spread evenly; up to ``burst`` may go back to back after a lull.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["LocalRateLimiter", "RateSchedule", "default_burst"]
+__all__ = ["RateSchedule", "default_burst"]
 
 
 def default_burst(per_minute: float) -> int:
@@ -49,15 +48,3 @@ class RateSchedule:
             allowed_at = arrival - (self.burst - 1) * self.interval
             self._next = arrival + self.interval
             return max(0.0, allowed_at - now)
-
-
-class LocalRateLimiter:
-    """The schedule for tasks sharing one event loop; ``await limiter()`` before a request."""
-
-    def __init__(self, per_minute: float, burst: int | None = None) -> None:
-        self.schedule = RateSchedule(per_minute, burst)
-
-    async def __call__(self) -> None:
-        delay = self.schedule.reserve()
-        if delay > 0:
-            await asyncio.sleep(delay)

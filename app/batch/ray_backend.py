@@ -17,9 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app.batch.backend import ResultCallback, StartCallback
 from app.batch.execute import ExecutionSettings, execute_task, workspace_for
-from app.batch.models import FAILED, BatchTask, TaskResult, TaskState
+from app.batch.models import (
+    FAILED,
+    BatchTask,
+    ResultCallback,
+    StartCallback,
+    TaskResult,
+    TaskState,
+)
 from app.batch.ratelimit import RateSchedule
 from app.config import config
 from app.exceptions import BatchBackendError, ConfigError

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from app.batch.agents import check_agent_name
-from app.batch.backend import Backend
-from app.batch.execute import DEFAULT_TIMEOUT, ExecutionSettings
+from app.batch.execute import DEFAULT_TIMEOUT, ExecutionSettings, execute_task
 from app.batch.flows import check_flow_name
 from app.batch.jsonl import ResultLog, load_tasks
-from app.batch.local import LocalBackend
-from app.batch.models import BatchTask, TaskResult
+from app.batch.models import BatchTask, ResultCallback, StartCallback, TaskResult
 from app.batch.progress import Progress
+from app.batch.ratelimit import RateSchedule
 from app.batch.ray_backend import RayBackend
 from app.batch.summary import BatchSummary, summarize
 from app.config import config
@@ -111,7 +111,7 @@ async def run_batch(options: BatchOptions) -> BatchReport:
         backend_options.setdefault("app_config", config.app_config)
     else:
         config.llm  # noqa: B018 - a broken config fails here, not in every task
-    backend = _make_backend(options.backend, **backend_options)
+    run_backend = _backend(options.backend, **backend_options)
 
     settings = ExecutionSettings(
         workspace_root=_workspace_root(options),
@@ -138,7 +138,7 @@ async def run_batch(options: BatchOptions) -> BatchReport:
             progress.task_ended(result.ok)
 
         try:
-            await backend.run(
+            await run_backend(
                 pending,
                 settings,
                 concurrency=options.concurrency,
@@ -163,15 +163,48 @@ async def run_batch(options: BatchOptions) -> BatchReport:
     )
 
 
+async def run_local(
+    tasks: Sequence[BatchTask],
+    settings: ExecutionSettings,
+    *,
+    concurrency: int,
+    rate_limit: float | None,
+    burst: int | None,
+    on_start: StartCallback,
+    on_result: ResultCallback,
+) -> None:
+    """The ``local`` backend: every task on this event loop. An exception, LLM failure, hang
+    or timeout ends only its task; a crash of the whole process (segfault, ``os._exit``, OOM
+    killer) or a blocked event loop stops the batch, and rerunning it resumes with every
+    finished result kept. The ``ray`` backend uses worker processes instead."""
+    schedule = RateSchedule(rate_limit, burst) if rate_limit else None
+
+    async def gate() -> None:
+        assert schedule is not None
+        if (delay := schedule.reserve()) > 0:
+            await asyncio.sleep(delay)
+
+    queue = iter(tasks)
+
+    async def worker() -> None:
+        for task in queue:  # a shared iterator: each task is taken exactly once
+            on_start(task)
+            on_result(await execute_task(task, settings, gate if schedule else None))
+
+    async with asyncio.TaskGroup() as group:
+        for _ in range(max(1, min(concurrency, len(tasks)))):
+            group.create_task(worker())
+
+
 _BACKENDS = ("local", "ray")
 
 
-def _make_backend(name: str, **options: Any) -> Backend:
-    """``local`` takes no options; ``ray`` takes those of :class:`RayBackend`."""
+def _backend(name: str, **options: Any) -> Callable[..., Awaitable[None]]:
+    """The backend's ``run``: ``local`` takes no options; ``ray`` those of :class:`RayBackend`."""
     if name == "local":
         if options:
             raise ConfigError(f"the local backend takes no options ({', '.join(options)})")
-        return LocalBackend()
+        return run_local
     if name == "ray":
-        return RayBackend(**options)
+        return RayBackend(**options).run
     raise ConfigError(f"unknown backend {name!r}; choose one of: {', '.join(_BACKENDS)}")

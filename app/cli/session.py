@@ -49,8 +49,6 @@ from app.exceptions import (
     SessionError,
     SessionWriteError,
 )
-from app.flow.base import FlowType
-from app.flow.factory import FlowFactory
 from app.flow.planning import PlanningFlow
 from app.flow.result import FlowResult
 from app.llm.context import llm_scope
@@ -427,9 +425,7 @@ class FlowSession(TerminalSession):
                     "(pip install -e '.[data]')"
                 )
             self.agents["data_analysis"] = DataAnalysis(**kwargs)
-        self.flow = FlowFactory.create_flow(
-            FlowType.PLANNING, self.agents, timeout=self.args.timeout
-        )
+        self.flow = PlanningFlow(self.agents, timeout=self.args.timeout)
         logger.info(
             f"Planning flow ready with agents: {', '.join(a.name for a in self.agents.values())}"
         )

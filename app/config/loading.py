@@ -1,10 +1,5 @@
-"""Reading ``config/config.toml`` (+ ``mcp.json`` beside it) into an :class:`AppConfig`, and
-:data:`config`, the process-wide facade under upstream's names.
-
-Upstream read at import and fell back to the example's placeholder key (a puzzling 401 later).
-Here importing reads nothing; the first access reads the file once and fails early, naming the
-file, the key as written in TOML and what to do.
-"""
+"""Reading ``config/config.toml`` (+ ``mcp.json``) into an :class:`AppConfig`, and :data:`config`,
+the facade under upstream's names: read on first access, failing early with what to do."""
 
 from __future__ import annotations
 
@@ -16,12 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, cast, overload
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from app.config.report import (
     KeyPath,
     Problems,
-    describe_error,
     json_key,
     short_repr,
     suggest,
@@ -75,18 +69,20 @@ PLACEHOLDER_API_KEYS: frozenset[str] = frozenset(
     "your_api_key|your-api-key|your api key|<your_api_key>|<your-api-key>|your_api_key_here|"
     "your-api-key-here|your_azure_api_key|sk-...|sk-xxx|sk-xxxx|changeme|change_me".split("|")
 )
-#: Example text in upstream's config files: "YOUR_API_KEY", "your ppio api key",
-#: "your Jiekou.AI api key", "<your-azure-key>"...
-_PLACEHOLDER_KEY = r"^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$"
-#: "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
-_PLACEHOLDER_VERSION = r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]"
-#: "{YOUR_AZURE_ENDPOINT...}/openai/...", "https://your-resource.openai.azure.com".
-_PLACEHOLDER_URL = r"\{[^}]*\}|\byour[_-]"
-#: Keys checked for example text, and what to do instead.
-_PLACEHOLDER_KEYS = {
-    "api_key": "put your real key there, or delete the line and export OPENAI_API_KEY",
-    "api_version": 'put the real version there (for example api_version = "2024-10-21")',
-    "base_url": "put your endpoint's real URL there",
+#: Keys checked for example text from upstream's sample files: its look, and what to do.
+_PLACEHOLDERS = {
+    # "YOUR_API_KEY", "your ppio api key", "your Jiekou.AI api key", "<your-azure-key>"...
+    "api_key": (
+        r"(?i)^<?\s*your\b.*\bkey\s*>?$|^<?\s*your[_-].*[_-]key\s*>?$",
+        "put your real key there, or delete the line and export OPENAI_API_KEY",
+    ),
+    # "AZURE API VERSION", "YOUR_API_VERSION": capitals where a date-like version belongs.
+    "api_version": (
+        r"^[A-Z0-9 _-]*\bAPI[ _-]?VERSION\b[A-Z0-9 _-]*$|^YOUR[ _-]",
+        'put the real version there (for example api_version = "2024-10-21")',
+    ),
+    # "{YOUR_AZURE_ENDPOINT...}/openai/...", "https://your-resource.openai.azure.com".
+    "base_url": (r"(?i)\{[^}]*\}|\byour[_-]", "put your endpoint's real URL there"),
 }
 
 #: The tables read into models of their own: TOML name -> (AppConfig field, model).
@@ -124,10 +120,8 @@ def _resolve_config_path(path: str | Path | None) -> tuple[Path, str]:
 
 
 def find_config_path(path: str | Path | None = None) -> Path:
-    """Where the config is read from: ``path``, else ``$OPENMANUS_CONFIG``, else the default.
-
-    The file need not exist; a directory means ``<directory>/config.toml``.
-    """
+    """Where the config is read from: ``path``, else ``$OPENMANUS_CONFIG``, else the default
+    (need not exist; a directory means ``<directory>/config.toml``)."""
     return _resolve_config_path(path)[0]
 
 
@@ -255,18 +249,14 @@ def _resolve_workspace(value: Any, config_path: Path | None) -> Path:
     return candidate.absolute()
 
 
-def _is_placeholder(value: Any, key: str = "api_key") -> bool:
+def _is_placeholder(value: Any, key: str) -> bool:
     """Whether ``value`` of ``key`` is example text copied from a sample config."""
     if not isinstance(value, str):
         return False
     text = value.strip()
-    if key == "api_version":
-        return bool(re.search(_PLACEHOLDER_VERSION, text))
-    if key == "base_url":
-        return bool(re.search(_PLACEHOLDER_URL, text, re.IGNORECASE))
-    if text.lower() in PLACEHOLDER_API_KEYS:
+    if key == "api_key" and text.lower() in PLACEHOLDER_API_KEYS:
         return True
-    return bool(re.match(_PLACEHOLDER_KEY, text, re.IGNORECASE))
+    return re.search(_PLACEHOLDERS[key][0], text) is not None
 
 
 def _load_llm(raw: dict[str, Any], problems: Problems) -> dict[str, LLMSettings]:
@@ -316,32 +306,26 @@ def _load_llm(raw: dict[str, Any], problems: Problems) -> dict[str, LLMSettings]
     for name, table_name in sources.items():
         table = tables[table_name] if table_name is not None else {}
 
-        def where(
-            key: Any, table: dict[str, Any] = table, table_name: str | None = table_name
-        ) -> KeyPath:
-            # Report a key where it is written: in the profile's table, else in [llm].
-            if table_name is not None and (key is None or key in table):
-                return ("llm", table_name)
-            return ("llm",)
+        def name_key(
+            path: KeyPath, table: dict[str, Any] = table, name: str | None = table_name
+        ) -> str:
+            # A key as written: in the profile's table, else in [llm] (an empty path: the table).
+            key = path[0] if path else None
+            head = ("llm", name) if name is not None and (key is None or key in table) else ("llm",)
+            return toml_key(raw, (*head, *path))
 
         merged = {k: v for k, v in plain.items() if k in fields}
         merged.update({k: v for k, v in table.items() if k in fields})
-        placeholders = [k for k in _PLACEHOLDER_KEYS if _is_placeholder(merged.get(k), k)]
+        placeholders = [k for k in _PLACEHOLDERS if _is_placeholder(merged.get(k), k)]
         for key in placeholders:
-            location = toml_key(raw, (*where(key), key))
-            todo = _PLACEHOLDER_KEYS[key]
+            todo = _PLACEHOLDERS[key][1]
+            location = name_key((key,))
             problems.error(f"{location} is still the example placeholder {merged[key]!r}: {todo}")
         if placeholders:
             continue
-        try:
-            settings = LLMSettings.model_validate(merged)
-        except ValidationError as exc:
-            for error in exc.errors(include_url=False):
-                loc = tuple(error.get("loc", ()))
-                path = (*where(loc[0] if loc else None), *loc)
-                problems.error(describe_error(error, path, lambda p: toml_key(raw, p)))
-            continue
-        profiles[name] = _with_env_key(settings)
+        settings = problems.validate(LLMSettings, merged, (), name_key)
+        if settings is not None:
+            profiles[name] = _with_env_key(settings)
     return profiles
 
 
@@ -445,15 +429,10 @@ def _register_secrets(app: AppConfig) -> None:
 def load_config(
     path: str | Path | None = None, *, sections: frozenset[str] | None = None
 ) -> AppConfig:
-    """Read and validate the config (and ``mcp.json`` beside it) into an :class:`AppConfig`.
+    """The config (and ``mcp.json`` beside it), every problem in one :class:`ConfigError`.
 
-    ``path`` None means ``$OPENMANUS_CONFIG`` or ``<project>/config/config.toml``. Every problem
-    is raised in one :class:`ConfigError`; unknown keys are among them (with a "did you mean")
-    unless the file says ``strict = false`` (then warned about, as ``mcp.json``'s always are).
-    ``sections`` (top-level TOML keys) reads only those; the rest keep defaults, unchecked, so a
-    program needing no model does not fail on an unset ``${OPENAI_API_KEY}``. Without ``"llm"``
-    there are no LLM profiles (the facade reads them on first use); ``mcp.json`` needs ``"mcp"``.
-    """
+    ``sections`` (top-level TOML keys) reads only those, the rest keep defaults unchecked: a
+    program needing no model must not fail on an unset ``${OPENAI_API_KEY}``."""
     config_path, source = _resolve_config_path(path)
     document = _read_toml(config_path, source)
     strict = document.get("strict", True)
@@ -497,21 +476,6 @@ def load_config(
     return app
 
 
-def _read_workspace_root(path: Path) -> Path:
-    """Only ``workspace_root`` from the file: tools need it even if the LLM part is unusable."""
-    value = _read_toml(path, "").get("workspace_root")
-    if value is not None and not isinstance(value, str):
-        raise ConfigError(
-            f"Invalid configuration in {path}: workspace_root must be a path string, "
-            f"got {short_repr(value)}"
-        )
-    try:
-        expanded = None if value is None else _expand_string(value)
-    except ValueError as exc:
-        raise ConfigError(f"Invalid configuration in {path}: workspace_root: {exc}") from exc
-    return _resolve_workspace(expanded, path)
-
-
 _T = TypeVar("_T")
 
 
@@ -533,11 +497,8 @@ class _Section(Generic[_T]):
 
 
 class Config:
-    """Lazy access to the active configuration under upstream's attribute names.
-
-    Nothing is read until an attribute is used; ``load`` (e.g. from ``--config``) and ``use``
-    (a config built in code) replace what is active.
-    """
+    """The active configuration under upstream's attribute names, read on first use;
+    ``load`` (``--config``) and ``use`` (built in code) replace it."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -562,9 +523,8 @@ class Config:
         return app
 
     def use(self, app_config: AppConfig | LLMSettings) -> None:
-        """Make a config built in code active (libraries, tests); no file is read.
-
-        An ``LLMSettings`` alone stands for an ``AppConfig`` with defaults for the rest."""
+        """Make a config built in code active (an ``LLMSettings`` alone: defaults for the
+        rest); no file is read."""
         if isinstance(app_config, LLMSettings):
             app_config = AppConfig(llm={DEFAULT_PROFILE: app_config})
         if not isinstance(app_config, AppConfig):
@@ -617,9 +577,8 @@ class Config:
     @overload
     def section_or_default(self, name: str) -> Any: ...
     def section_or_default(self, name: str) -> Any:
-        """Section ``name`` (e.g. ``"browser_config"``) of the active config, or its defaults
-        when there is no config file at all: tools must work without one (only the LLM
-        needs settings). A config file with errors is still reported."""
+        """Section ``name`` of the active config, or its defaults when there is no config file:
+        tools must work without one (a file with errors is still reported)."""
         if self._app is None and not find_config_path().is_file():
             field = AppConfig.model_fields[name]
             assert field.default_factory is not None, f"{name} has no defaults"
@@ -649,7 +608,9 @@ class Config:
         with self._lock:
             cached = self._workspace_cache
             if cached is None or cached[0] != path:
-                cached = self._workspace_cache = (path, _read_workspace_root(path))
+                # Only workspace_root: tools need it even if the LLM part is unusable.
+                app = load_config(path, sections=frozenset({"workspace_root"}))
+                cached = self._workspace_cache = (path, app.workspace_root)
             return cached[1]
 
     @property

@@ -136,10 +136,8 @@ def unknown_keys(
 
 
 class Problems:
-    """Collects errors and unknown keys for one file so they are reported together.
-
-    An unknown key is an error when ``strict`` (a misspelt ``base_ulr`` would otherwise be
-    dropped and the default used in its place), else a warning."""
+    """Errors and unknown keys of one file, reported together; unknown keys are errors when
+    ``strict`` (else a misspelt ``base_ulr`` is dropped and the default used), else warnings."""
 
     def __init__(self, path: Path, *, strict: bool = True) -> None:
         self.path = path

@@ -1,8 +1,5 @@
-"""Upstream compatibility: upstream's Daytona integration (cloud sandboxes with a VNC desktop).
-
-Kept as importable names only: OpenManus-py runs agent code in its own ``[sandbox]`` backends
-instead. Every use raises :class:`~app.exceptions.UnsupportedFeatureError` naming what would
-be needed (:func:`daytona_unsupported`)."""
+"""Upstream compatibility: upstream's Daytona integration (cloud sandboxes), importable names
+only: agent code runs in our ``[sandbox]`` backends, and every use raises an error saying so."""
 
 from __future__ import annotations
 
@@ -26,8 +23,7 @@ def daytona_unsupported(what: str) -> UnsupportedFeatureError:
 
 
 class Unsupported:
-    """An object standing for an upstream client we cannot build: calling it or reading any
-    attribute raises the error for ``what``."""
+    """An upstream client we cannot build: calling it or reading an attribute raises."""
 
     def __init__(self, what: str) -> None:
         object.__setattr__(self, "_what", what)

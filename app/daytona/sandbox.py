@@ -1,8 +1,5 @@
 """Upstream compatibility: ``app.daytona.sandbox``'s names; each use raises a clear error.
-
-Upstream built a Daytona client when this module was imported; here nothing happens until a
-name is used. ``daytona_settings`` is the ``[daytona]`` section of the config (read on use).
-"""
+``daytona_settings`` is the config's ``[daytona]`` section, read on first use."""
 
 from __future__ import annotations
 
@@ -32,7 +29,6 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # Upstream built this at import; here the config is read when the name is first used.
     if name == "daytona_settings":
         return config.section_or_default("daytona_config")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,4 @@
-"""Upstream compatibility: the base of upstream's Daytona sandbox tools. Building such a tool
-raises a clear error: there is no Daytona sandbox for it to act in."""
+"""Upstream compatibility: the base of upstream's Daytona sandbox tools; building one raises."""
 
 from __future__ import annotations
 
@@ -7,10 +6,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from app.config import config
 from app.daytona import daytona_unsupported
+from app.daytona.sandbox import __getattr__ as __getattr__  # daytona_settings, read on use
 from app.daytona.sandbox import daytona, daytona_config
 from app.tool.base import BaseTool
+
+if TYPE_CHECKING:
+    from app.daytona.sandbox import daytona_settings
 
 __all__ = [
     "SandboxToolsBase",
@@ -19,19 +21,6 @@ __all__ = [
     "daytona_config",
     "daytona_settings",
 ]
-
-
-if TYPE_CHECKING:
-    from app.config import DaytonaSettings
-
-    daytona_settings: DaytonaSettings  # read through __getattr__ below
-
-
-def __getattr__(name: str) -> Any:
-    # Upstream built this at import; here the config is read when the name is first used.
-    if name == "daytona_settings":
-        return config.section_or_default("daytona_config")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -45,13 +34,7 @@ class ThreadMessage:
     timestamp: float | None = field(default_factory=lambda: datetime.now().timestamp())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": self.type,
-            "content": self.content,
-            "is_llm_message": self.is_llm_message,
-            "metadata": self.metadata or {},
-            "timestamp": self.timestamp,
-        }
+        return {**vars(self), "metadata": self.metadata or {}}
 
 
 class SandboxToolsBase(BaseTool):

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ConfigDict, PrivateAttr, model_validator
 
 from app.agent.base import BaseAgent
-from app.events import EventBus, EventStream, stream_events
+from app.events import EventBus, EventStream
 from app.strict import StrictModel
 
 __all__ = ["BaseFlow", "FlowType"]
@@ -75,7 +75,7 @@ class BaseFlow(StrictModel, ABC):
 
     def run_stream(self, input_text: str) -> EventStream:
         """``execute(input_text)``, yielding the events of the flow and its agents."""
-        return stream_events(self._events, self.execute(input_text))
+        return EventStream(self._events, self.execute(input_text))
 
 
 def _as_dict(

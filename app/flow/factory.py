@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, overload
+from typing import Any
 
 from app.agent.base import BaseAgent
 from app.flow.base import BaseFlow, FlowType
@@ -11,21 +11,10 @@ from app.flow.planning import PlanningFlow
 __all__ = ["FlowFactory"]
 
 
+_FLOWS: dict[FlowType, type[BaseFlow]] = {FlowType.PLANNING: PlanningFlow}
+
+
 class FlowFactory:
-    @overload
-    @staticmethod
-    def create_flow(
-        flow_type: Literal[FlowType.PLANNING, "planning"],
-        agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent],
-        **kwargs: Any,
-    ) -> PlanningFlow: ...
-    @overload
-    @staticmethod
-    def create_flow(
-        flow_type: FlowType | str,
-        agents: BaseAgent | list[BaseAgent] | dict[str, BaseAgent],
-        **kwargs: Any,
-    ) -> BaseFlow: ...
     @staticmethod
     def create_flow(
         flow_type: FlowType | str,
@@ -38,6 +27,4 @@ class FlowFactory:
         except ValueError:
             known = ", ".join(t.value for t in FlowType)
             raise ValueError(f"Unknown flow type {flow_type!r}; known types: {known}") from None
-        if kind is FlowType.PLANNING:
-            return PlanningFlow(agents, **kwargs)
-        raise ValueError(f"Unknown flow type {flow_type!r}")  # pragma: no cover - enum is closed
+        return _FLOWS[kind](agents, **kwargs)

@@ -22,6 +22,7 @@ from app.exceptions import LLMError, ToolError
 from app.flow.base import BaseFlow
 from app.flow.result import FlowResult, StepOutcome
 from app.llm import LLM, model_argument
+from app.llm.arguments import parse_arguments
 from app.logger import logger
 from app.prompt.planning import (
     AGENTS_PROMPT,
@@ -34,7 +35,6 @@ from app.prompt.planning import (
     SUMMARY_SYSTEM_PROMPT,
 )
 from app.schema import AgentState, Message, ToolChoice
-from app.tool.arguments import parse_arguments
 from app.tool.planning import PlanningTool, PlanStepStatus, format_plan
 
 __all__ = ["PlanningFlow"]

@@ -1,9 +1,6 @@
-"""Tool-call arguments as models really send them: a JSON string, a dict, or JSON-in-JSON.
-
-This lives in the model layer because the model's reply is normalized here, at the adapter
-edge; ``app.tool.arguments`` re-exports it for the tools. A hostile model can send arguments
-nested deeply enough to exhaust the parser's recursion: that is a decoding error like any
-other, never a ``RecursionError`` escaping into the agent.
+"""Tool-call arguments as models really send them: a JSON string, a dict, or JSON-in-JSON;
+decoded at the model layer's edge. Nesting too deep for the parser is a decoding error like
+any other, never a ``RecursionError`` escaping into the agent.
 """
 
 from __future__ import annotations
@@ -27,13 +24,8 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 def loads_safely(text: str | bytes) -> Any:
     """``json.loads`` whose every failure (nesting too deep included) is a ``ValueError``.
-
-    pydantic-core's parser reads first: it is several times faster, and every reply and
-    every set of arguments passes here. What it refuses (lone surrogate escapes, nesting
-    past its limit of a few hundred, invalid JSON) goes to ``json.loads``, so what is
-    accepted, and the error for what is not, are the standard library's; a lone surrogate
-    it let through comes out as U+FFFD (see ``app.text``).
-    """
+    pydantic-core's faster parser reads first; what it refuses goes to ``json.loads``, so what
+    is accepted, and the error for what is not, are the standard library's."""
     try:
         return from_json(text)
     except (ValueError, TypeError):  # TypeError: a str holding a lone surrogate itself

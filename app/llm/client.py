@@ -44,18 +44,36 @@ class LLMRegistry:
         self.memories = memories
 
 
+def _setting(name: str) -> Any:
+    """A facade attribute that is the profile's setting: upstream code sets ``llm.model = "x"``
+    after construction, and the next request must use it (:meth:`LLM.configure`)."""
+    return property(
+        lambda self: getattr(self.settings, name),
+        lambda self, value: self.configure(**{name: value}),
+    )
+
+
 class LLM:
     """``LLM(config_name)``: one shared instance per config name (in ``LLM.registry``), as
     upstream; ``LLM.create(...)``: an independent one; ``LLM.from_model(model)``: over any
     ``Model``."""
 
     registry: ClassVar[LLMRegistry] = LLMRegistry()
+    model: str = _setting("model")
+    max_tokens: int = _setting("max_tokens")
+    temperature: float = _setting("temperature")
+    api_type: str = _setting("api_type")
+    api_key: str | None = _setting("api_key")
+    api_version: str | None = _setting("api_version")
+    base_url: str | None = _setting("base_url")
+    max_input_tokens: int | None = _setting("max_input_tokens")
+    timeout: float = _setting("timeout")
+    max_retries: int = _setting("max_retries")
 
     def __new__(cls, config_name: str = "default", llm_config: Any = None, **kwargs: Any) -> LLM:
         instance = cls.registry.instances.get(config_name)
         if instance is None:
             instance = super().__new__(cls)
-            instance._initialized = False
             cls.registry.instances[config_name] = instance
         return instance
 
@@ -67,7 +85,6 @@ class LLM:
         except BaseException:
             type(self).registry.instances.pop(config_name, None)
             raise
-        self._initialized = True
 
     @classmethod
     def create(
@@ -85,7 +102,6 @@ class LLM:
         if overrides:
             settings = settings.model_copy(update=overrides)
         instance._setup(config_name, settings, transport)
-        instance._initialized = True
         return instance
 
     @classmethod
@@ -101,7 +117,6 @@ class LLM:
         settings = LLMSettings(model=name, **{"capability_cache": False, **overrides})
         instance = super().__new__(cls)
         instance._setup(f"model:{name}", settings, custom=model)
-        instance._initialized = True
         return instance
 
     @property
@@ -123,31 +138,37 @@ class LLM:
     ) -> None:
         self.config_name = config_name
         self.settings = settings
-        self.model: str = settings.model
-        self.max_tokens: int = settings.max_tokens
-        self.temperature: float = settings.temperature
-        self.api_type: str = settings.api_type
-        self.api_key: str | None = settings.api_key
-        register_secret(self.api_key)  # also for settings built in code, not loaded from a file
-        self.api_version: str | None = settings.api_version
-        self.base_url: str | None = settings.base_url
-        self.max_input_tokens: int | None = settings.max_input_tokens
-        self.timeout: float = settings.timeout
-        self.max_retries: int = settings.max_retries
-        self.is_reasoning_model, self.supports_images = model_flags(settings)
         self.usage = Usage()
         #: Deprecated (concurrent calls overwrite it): use ``ModelResponse.usage``.
         self.last_usage: Usage | None = None
-        self._counter: TokenCounter | None = None
         self._learned_window: int | None = None
         self._known_window: tuple[str, int | None] | None = None
         self._tools: tuple[list[dict[str, Any]], tuple[ToolDefinition, ...]] | None = None
         self._custom = custom
+        self._transport = transport  # given in code: kept through changes, never remembered
         self._endpoint: OpenAIChatModel | None = None
-        if custom is not None:
-            self._model = wrap_model(custom, settings)
+        self._build()
+        self._initialized = True
+
+    def _build(self) -> None:
+        settings = self.settings
+        register_secret(settings.api_key)  # also for settings built in code, not loaded from a file
+        self._counter: TokenCounter | None = None  # the model's tokenizer, loaded on use
+        self.is_reasoning_model, self.supports_images = model_flags(settings)
+        if self._custom is not None:
+            self._model = wrap_model(self._custom, settings)
         else:
-            self._model, self._endpoint = build_model(settings, self.registry.memories, transport)
+            memories = self.registry.memories if self._transport is None else None
+            self._model, self._endpoint = build_model(
+                settings, memories, self._transport, self._endpoint
+            )
+
+    def configure(self, **changes: Any) -> None:
+        """Change settings, as upstream code does with ``llm.model = "x"``: the next request
+        uses them. The endpoint's connections are kept unless where or how it is reached
+        changed."""
+        self.settings = self.settings.model_copy(update=changes)
+        self._build()
 
     def __repr__(self) -> str:
         return (
@@ -229,11 +250,7 @@ class LLM:
     async def _check_window(self, conversation: Messages, tools: Any) -> None:
         """Refuse a request before sending it only when ``max_input_tokens`` is set and the
         count is exact: an offline estimate is a guess, and the server has the last word."""
-        counter = await self._loaded_counter()
-        exact = getattr(counter, "exact", None)
-        if exact is None:  # counters without the flag: exact unless estimating
-            exact = not counter.estimated
-        if not exact:
+        if not (await self._loaded_counter()).exact:
             return
         needed = await self.count_request_tokens(conversation, tools=tools)
         if not self.check_token_limit(needed):
@@ -283,11 +300,6 @@ class LLM:
         ``images``)."""
         endpoint = self._endpoint
         return endpoint.refusals.features if endpoint is not None else frozenset()
-
-    @property
-    def streams_refused(self) -> bool:
-        """The endpoint refused streamed requests (they are sent plain from then on)."""
-        return "stream" in self.refused_features
 
     @property
     def endpoint(self) -> OpenAIChatModel:

@@ -1,24 +1,26 @@
-"""Per-task hooks around every LLM request, carried by context variables.
-
-A batch runs many agents (and flows, and tools that call models) in one process. Rather than
-threading a limiter and a usage counter through every constructor, the batch sets these for the
-task's asyncio context; every ``LLM`` instance the task touches (agents' own, a flow's planner,
-the browser tool's extractor) then honours them, and sibling tasks never see each other's.
+"""Per-task hooks around every LLM request, carried by context variables: every ``LLM`` a
+batch task touches honours its gate and usage sink, and sibling tasks never see each other's.
+The gate and the timer act through the :class:`RateGate` and :class:`Timed` transport layers.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from app.llm.openai.transport import ChatRequest, Wrapper
 
 if TYPE_CHECKING:
     from app.llm.usage import Usage
 
 __all__ = [
+    "RateGate",
     "RequestGate",
     "RequestTimer",
+    "Timed",
     "llm_scope",
     "request_gate",
     "request_timer",
@@ -51,3 +53,28 @@ def llm_scope(*, gate: RequestGate | None = None, usage: Usage | None = None) ->
     finally:
         usage_sink.reset(usage_token)
         request_gate.reset(gate_token)
+
+
+class RateGate(Wrapper):
+    """Awaits the context's ``request_gate`` before each attempt (its wait is not model time:
+    this layer sits above :class:`Timed`)."""
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        gate = request_gate.get()
+        if gate is not None:
+            await gate()
+        return await self.inner.send(request)
+
+
+class Timed(Wrapper):
+    """Tells the context's ``request_timer`` the seconds of each attempt."""
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        timer = request_timer.get()
+        if timer is None:
+            return await self.inner.send(request)
+        start = time.perf_counter()
+        try:
+            return await self.inner.send(request)
+        finally:
+            timer(time.perf_counter() - start)

@@ -1,17 +1,14 @@
-"""What an endpoint refused, remembered across processes (docs/local-models.md).
+"""What an endpoint refused, remembered across processes in a JSON file (docs/local-models.md).
 
-Learning a refusal costs seconds (llama.cpp answers a streamed request with tools by an empty
-stream), so refusals go to a small JSON file keyed by normalised base URL and model; entries
-expire, since a server may be upgraded. Writes are atomic and made under an ``fcntl`` lock
-after re-reading the file, so concurrent processes keep each other's entries; the file is 0600
-and holds no credentials. A corrupt or unusable file never raises: it is logged once and the
-memory keeps to this process. ``refused`` costs one ``stat``; ``remember`` and ``forget`` lock
-and fsync, so async code calls them via ``asyncio.to_thread``.
+Writes are atomic, under a ``flock``, after re-reading the file (concurrent processes keep
+each other's entries); an unusable file is logged once and the memory keeps to this process.
+``refused`` costs one ``stat``; ``remember`` and ``forget`` lock and fsync (``to_thread``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import stat
@@ -88,7 +85,7 @@ class EndpointMemory:
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._path = Path(path) if path is not None else default_cache_path()
+        self.path = Path(path) if path is not None else default_cache_path()
         self._ttl = ttl
         self._clock = clock
         self._lock = threading.Lock()
@@ -98,16 +95,12 @@ class EndpointMemory:
         self._warned: set[str] = set()
 
     @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
     def persistent(self) -> bool:
         """False once the file proved unusable and the memory keeps to this process."""
         return not self._local_only
 
     def __repr__(self) -> str:
-        return f"EndpointMemory({str(self._path)!r}, persistent={self.persistent})"
+        return f"EndpointMemory({str(self.path)!r}, persistent={self.persistent})"
 
     def refused(self, base_url: str, model: str) -> frozenset[str]:
         """The features this endpoint refused within the TTL (cheap: no read unless changed)."""
@@ -152,7 +145,7 @@ class EndpointMemory:
         if kind not in self._warned:
             self._warned.add(kind)
             logger.warning(
-                f"Endpoint capability cache {self._path}: {message}; keeping it in memory"
+                f"Endpoint capability cache {self.path}: {message}; keeping it in memory"
             )
 
     def _refresh(self) -> None:
@@ -160,7 +153,7 @@ class EndpointMemory:
         if self._local_only:
             return
         try:
-            st = os.stat(self._path, follow_symlinks=False)
+            st = os.stat(self.path, follow_symlinks=False)
         except FileNotFoundError:
             self._entries, self._stamp = {}, None
             return
@@ -177,11 +170,11 @@ class EndpointMemory:
     def _read(self) -> _Entries | None:
         """The file's valid entries; {} when absent or corrupt; None when it cannot be used."""
         try:
-            fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
         except FileNotFoundError:
             return {}
         except OSError as e:
-            reason = "it is a symlink" if os.path.islink(self._path) else f"cannot read it ({e})"
+            reason = "it is a symlink" if os.path.islink(self.path) else f"cannot read it ({e})"
             self._go_local("unreadable", reason)
             return None
         try:
@@ -244,38 +237,29 @@ class EndpointMemory:
             change(self._entries)
 
     def _update_file(self, change: Callable[[_Entries], Any]) -> None:
-        directory = self._path.parent
+        directory = self.path.parent
         if not directory.exists():
             directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         with self._file_lock():
-            if os.path.islink(self._path):
+            if os.path.islink(self.path):
                 raise OSError("the cache file is a symlink")
             current = self._read()
             if current is None:  # _read went local already; keep what we knew
                 raise OSError("the cache file cannot be read")
             change(current)
             self._write(self._pruned(current))
-            st = os.stat(self._path, follow_symlinks=False)
+            st = os.stat(self.path, follow_symlinks=False)
             self._entries = current
             self._stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
 
     @contextlib.contextmanager
     def _file_lock(self) -> Iterator[None]:
-        """An exclusive ``flock`` on ``<file>.lock`` across processes (none where unsupported)."""
-        lock_path = self._path.with_name(self._path.name + ".lock")
-        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(lock_path, flags, 0o600)
+        """An exclusive ``flock`` on ``<file>.lock`` across processes (released on close)."""
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
-            try:
-                import fcntl
-            except ImportError:  # pragma: no cover - not POSIX
-                yield
-                return
             fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            yield
         finally:
             os.close(fd)
 
@@ -295,20 +279,20 @@ class EndpointMemory:
 
     def _write(self, entries: _Entries) -> None:
         payload = json.dumps({"version": _VERSION, "endpoints": entries}, indent=1, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(dir=self._path.parent, prefix=".endpoints.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".endpoints.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(payload)
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(tmp, 0o600)
-            os.replace(tmp, self._path)
+            os.replace(tmp, self.path)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         with contextlib.suppress(OSError):  # make the rename itself durable (best effort)
-            dir_fd = os.open(self._path.parent, os.O_RDONLY)
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
             finally:

@@ -2,7 +2,8 @@
 (the tools really run; the first difference from the recorded request is reported).
 
 The tape is a context variable, so it covers every ``LLM`` the run touches and nothing outside
-the block; each attempt of an ``OpenAIChatModel`` passes through it with its exact wire body.
+the block; each attempt of an ``OpenAIChatModel`` passes through it (the :class:`Recording`
+transport layer) with its exact wire body.
 """
 
 from __future__ import annotations
@@ -11,35 +12,48 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
 from app.exceptions import ReplayError
-from app.llm.openai.transport import deliver
+from app.llm.openai.transport import ChatRequest, Transport, Wrapper, deliver
 from app.logger import logger, redact_registered
 
-__all__ = ["Recorder", "Replayer", "Tape", "active_tape", "recording", "replaying"]
+__all__ = [
+    "Recorder",
+    "Recording",
+    "Replayer",
+    "Tape",
+    "active_tape",
+    "recording",
+    "replaying",
+]
 
 FORMAT = "openmanus-llm-recording"
 _REQUEST_KEYS = ("messages", "tools", "tool_choice")
-
-Send = Callable[[], Awaitable[dict[str, Any]]]
-DeltaSink = Callable[[str], Awaitable[None] | None]
 
 
 class Tape:
     """Sits between an ``LLM`` and the endpoint for every exchange."""
 
-    async def exchange(
-        self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
-    ) -> dict[str, Any]:
+    async def exchange(self, request: ChatRequest, inner: Transport) -> dict[str, Any]:
         raise NotImplementedError
 
 
 active_tape: ContextVar[Tape | None] = ContextVar("openmanus_llm_tape", default=None)
+
+
+class Recording(Wrapper):
+    """Passes each attempt through the context's tape, when a block set one."""
+
+    async def send(self, request: ChatRequest) -> dict[str, Any]:
+        tape = active_tape.get()
+        if tape is None:
+            return await self.inner.send(request)
+        return await tape.exchange(request, self.inner)
 
 
 def _request_view(body: bytes) -> dict[str, Any]:
@@ -58,16 +72,14 @@ class Recorder(Tape):
         header = {"type": "header", "format": FORMAT, "version": 1, "created": time.time()}
         self.path.write_text(json.dumps(header) + "\n", encoding="utf-8")
 
-    async def exchange(
-        self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
-    ) -> dict[str, Any]:
-        response = await send()
+    async def exchange(self, request: ChatRequest, inner: Transport) -> dict[str, Any]:
+        response = await inner.send(request)
         self.count += 1
         entry = {
             "type": "exchange",
             "index": self.count - 1,
-            "model": model,
-            "request": _request_view(body),
+            "model": request.model,
+            "request": _request_view(request.body),
             "response": response,
         }
         line = redact_registered(json.dumps(entry, ensure_ascii=False)) + "\n"
@@ -90,10 +102,8 @@ class Replayer(Tape):
         self.served = 0
         self.mismatches: list[str] = []
 
-    async def exchange(
-        self, model: str, body: bytes, send: Send, on_delta: DeltaSink | None = None
-    ) -> dict[str, Any]:
-        index = self.served
+    async def exchange(self, request: ChatRequest, inner: Transport) -> dict[str, Any]:
+        model, index = request.model, self.served
         if index >= len(self.entries):
             raise ReplayError(
                 f"Replay of {self.path}: the run made request {index + 1}, but the recording "
@@ -102,7 +112,7 @@ class Replayer(Tape):
             )
         entry = self.entries[index]
         self.served += 1
-        difference = describe_difference(entry.get("request") or {}, _request_view(body))
+        difference = describe_difference(entry.get("request") or {}, _request_view(request.body))
         if difference is not None:
             problem = (
                 f"Replay of {self.path}: request {index + 1} departs from the "
@@ -113,7 +123,7 @@ class Replayer(Tape):
                 raise ReplayError(problem, model=model)
             logger.warning(problem)
         response = entry.get("response") or {}
-        await deliver(on_delta, _content(response))
+        await deliver(request.on_delta, _content(response))
         return json.loads(json.dumps(response))  # a fresh copy each time
 
     @property

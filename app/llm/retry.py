@@ -1,14 +1,5 @@
-"""Retrying transient LLM failures (rate limits, timeouts, dropped connections, 5xx, and
-malformed replies a bounded number of times), on tenacity.
-
-Only ``LLMTransientError`` is retried: a timeout, a connection reset mid-answer, 429, 5xx.
-What retrying cannot fix fails at once: a bad key (401/403), a wrong model or path (404), an
-oversized prompt, and an endpoint that leads nowhere (``LLMEndpointError``: connection
-refused, host not found, TLS failure, a web page instead of an API). The log
-says "retry k/N" only for a retry that is really about to happen, with k counting from 1 to
-at most N. The policy (what is retried, how often, how long to wait) is :class:`RetryPolicy`;
-tenacity runs the loop.
-"""
+"""Retrying ``LLMTransientError`` (429, 5xx, timeouts, dropped connections, malformed replies
+a bounded number of times) on tenacity; what retrying cannot fix fails at once (docs/llm.md)."""
 
 from __future__ import annotations
 
@@ -29,14 +20,7 @@ from app.schema import Message
 if TYPE_CHECKING:
     from app.config import LLMSettings
 
-__all__ = [
-    "MAX_RESPONSE_RETRIES",
-    "MAX_RETRY_AFTER",
-    "RetryPolicy",
-    "Retrying",
-    "retry_delay",
-    "with_retries",
-]
+__all__ = ["MAX_RESPONSE_RETRIES", "MAX_RETRY_AFTER", "Retrying", "retry_delay", "with_retries"]
 
 T = TypeVar("T")
 
@@ -47,43 +31,13 @@ MAX_RETRY_AFTER = 300.0
 MAX_RESPONSE_RETRIES = 2
 
 
-class RetryPolicy:
-    """How one request is retried: at most ``max_retries`` times, malformed replies at most
-    ``MAX_RESPONSE_RETRIES`` times, never past a Retry-After over ``MAX_RETRY_AFTER``;
-    exponential backoff with jitter between ``retry_min_wait`` and ``retry_max_wait``."""
-
-    def __init__(self, max_retries: int, settings: LLMSettings) -> None:
-        self.max_retries = max_retries
-        self.settings = settings
-        self.response_retries = 0
-
-    def stop(self, state: RetryCallState) -> bool:
-        error = _error_of(state)
-        done = state.attempt_number - 1  # retries made so far
-        if done >= self.max_retries or not _retryable(error):
-            return True
-        return isinstance(error, LLMResponseError) and self.response_retries >= MAX_RESPONSE_RETRIES
-
-    def wait(self, state: RetryCallState) -> float:
-        return retry_delay(self.settings, state.attempt_number, _error_of(state))
-
-    def before_sleep(self, state: RetryCallState) -> None:
-        error = _error_of(state)
-        if isinstance(error, LLMResponseError):
-            self.response_retries += 1
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.warning(
-            f"LLM request failed ({error}); retry {state.attempt_number}/{self.max_retries} "
-            f"in {delay:.2f}s"
-        )
-
-
 async def with_retries(
     attempt: Callable[[], Awaitable[T]], *, max_retries: int, settings: LLMSettings
 ) -> T:
-    """Run ``attempt`` again on transient failures, with exponential backoff and jitter;
-    rate limits wait at least as long as the server's Retry-After asks. The error that ends
-    the loop says how many attempts were made.
+    """Run ``attempt`` again on transient failures, at most ``max_retries`` times (malformed
+    replies at most ``MAX_RESPONSE_RETRIES`` times, never past a Retry-After over
+    ``MAX_RETRY_AFTER``), waiting as :func:`retry_delay` says. The error that ends the loop
+    says how many attempts were made.
 
     The first attempt runs outside tenacity (nearly every request succeeds at once, and a
     step should not pay for a retry loop); its failure is replayed as tenacity's first attempt.
@@ -92,24 +46,45 @@ async def with_retries(
         return await attempt()
     except LLMTransientError as error:
         first: list[LLMTransientError] = [error]
+    malformed = 0
 
     async def replayed() -> T:
         if first:
             raise first.pop()
         return await attempt()
 
-    policy = RetryPolicy(max_retries, settings)
+    def stop(state: RetryCallState) -> bool:
+        error = _error_of(state)
+        retry_after = getattr(error, "retry_after", None)
+        if state.attempt_number > max_retries or (retry_after or 0) > MAX_RETRY_AFTER:
+            return True
+        return isinstance(error, LLMResponseError) and malformed >= MAX_RESPONSE_RETRIES
+
+    def before_sleep(state: RetryCallState) -> None:
+        nonlocal malformed
+        error = _error_of(state)
+        malformed += isinstance(error, LLMResponseError)
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
+        logger.warning(
+            f"LLM request failed ({error}); retry {state.attempt_number}/{max_retries} "
+            f"in {delay:.2f}s"
+        )
+
     retrying = AsyncRetrying(
         retry=retry_if_exception_type(LLMTransientError),
-        stop=policy.stop,
-        wait=policy.wait,
-        before_sleep=policy.before_sleep,
+        stop=stop,
+        wait=lambda state: retry_delay(settings, state.attempt_number, _error_of(state)),
+        before_sleep=before_sleep,
         reraise=True,
     )
     try:
         return await retrying(replayed)
     except LLMTransientError as error:
-        _gave_up(error, int(retrying.statistics.get("attempt_number", 1)))
+        attempts = int(retrying.statistics.get("attempt_number", 1))
+        if attempts > 1 and "(gave up after" not in error.message:
+            error.message = f"{error.message} (gave up after {attempts} attempts)"
+            error.args = (error.message,)
+        error.attempts = attempts
         raise
 
 
@@ -154,16 +129,3 @@ def _error_of(state: RetryCallState) -> LLMTransientError:
     error: Any = state.outcome.exception() if state.outcome is not None else None
     assert isinstance(error, LLMTransientError)  # only these are retried (retry=)
     return error
-
-
-def _retryable(error: LLMTransientError) -> bool:
-    retry_after = getattr(error, "retry_after", None)
-    return retry_after is None or retry_after <= MAX_RETRY_AFTER
-
-
-def _gave_up(error: LLMTransientError, attempts: int) -> None:
-    """Say in the error how many attempts were made (once several were)."""
-    if attempts > 1 and "(gave up after" not in error.message:
-        error.message = f"{error.message} (gave up after {attempts} attempts)"
-        error.args = (error.message,)
-    error.attempts = attempts

@@ -1,16 +1,15 @@
 """The model stack a profile gets, built in one place.
 
-A request from ``LLM`` goes down this stack, each layer a :class:`~app.llm.Model` wrapping
-the next::
+A request from ``LLM`` goes down this stack, each layer wrapping the next::
 
     TextToolCalls          tools in the prompt when the endpoint is in text mode
-      OpenAIChatModel      wire format, streaming choice, refusals learned
-        per attempt:       retries (RetryPolicy), in-flight bound, rate-limit gate,
-                           timer, recording tape, then the transport (HTTP or SDK)
+      OpenAIChatModel      wire format, streaming choice, refusals learned, retries
+        Recording          the context's recording tape (which may answer instead)
+          RateGate         the context's rate-limit gate
+            Timed          the context's request timer
+              transport    HTTP, or the openai SDK
 
-Retries, the rate-limit gate and recording stay inside ``OpenAIChatModel``'s exchange, around
-each transport attempt: a retry after a plain request timed out is sent streamed, a
-recording keeps the exact wire body, and a gate or timer counts attempts, not turns. A model
+The transport layers see each attempt (retries included) with its exact wire body. A model
 of your own (``LLM.from_model``) gets :class:`~app.llm.retry.Retrying` around it instead.
 """
 
@@ -18,8 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.llm.context import RateGate, Timed
 from app.llm.model import Model
 from app.llm.openai.model import OpenAIChatModel
+from app.llm.openai.transport import Transport, transport_for
+from app.llm.recording import Recording
 from app.llm.refusals import Refusals
 from app.llm.retry import Retrying
 from app.llm.text_mode import TextToolCalls
@@ -27,22 +29,47 @@ from app.llm.text_mode import TextToolCalls
 if TYPE_CHECKING:
     from app.config import LLMSettings
     from app.llm.endpoint_memory import EndpointMemories
-    from app.llm.openai.transport import Transport
 
-__all__ = ["build_model", "wrap_model"]
+__all__ = ["CONNECTION_FIELDS", "build_model", "wrap_model"]
+
+#: The settings a transport is made from: changing others keeps its connections.
+CONNECTION_FIELDS = (
+    "base_url",
+    "api_key",
+    "api_type",
+    "api_version",
+    "transport",
+    "max_concurrent_requests",
+)
 
 
 def build_model(
     settings: LLMSettings,
     memories: EndpointMemories | None,
     transport: Transport | None = None,
+    previous: OpenAIChatModel | None = None,
 ) -> tuple[Model, OpenAIChatModel]:
-    """The stack for a profile, and its endpoint model. What the endpoint refuses is kept
-    in ``memories`` unless the profile says ``capability_cache = false`` or ``transport`` is
-    given in code (a ``FunctionModel`` has no endpoint worth remembering)."""
-    remember = settings.capability_cache and transport is None
-    refusals = Refusals(settings.base_url or "", settings.model, memories if remember else None)
-    endpoint = OpenAIChatModel(settings, refusals, transport)
+    """The stack for a profile, and its endpoint model. What the endpoint refuses is kept in
+    ``memories`` unless the profile says ``capability_cache = false``. Rebuilt after a change
+    of settings, the ``previous`` endpoint's transport is kept while it is reached the same
+    way, and what it refused while it is the same endpoint and model."""
+    old = previous.settings if previous is not None else None
+
+    def same(*fields: str) -> bool:
+        return old is not None and all(getattr(old, f) == getattr(settings, f) for f in fields)
+
+    if previous is not None and transport is None and same(*CONNECTION_FIELDS):
+        transport = previous.transport
+    if previous is not None and same("base_url", "model", "capability_cache"):
+        refusals = previous.refusals
+    else:
+        kept = memories if settings.capability_cache else None
+        refusals = Refusals(settings.base_url or "", settings.model, kept)
+
+    def connect() -> Transport:  # on the first request: the SDK alone costs ~0.3 s to import
+        return Recording(RateGate(Timed(transport or transport_for(settings))))
+
+    endpoint = OpenAIChatModel(settings, refusals, connect)
     return TextToolCalls(endpoint, refusals, settings.tool_calling), endpoint
 
 

@@ -18,7 +18,7 @@ from app.llm.arguments import loads_safely
 from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
 from app.llm.refusals import Refusals
 from app.logger import logger
-from app.prompt.text_mode import TOOL_CHOICE_REQUIRED, TOOL_CHOICE_SPECIFIC
+from app.prompt.text_tools import TOOL_CHOICE_REQUIRED, TOOL_CHOICE_SPECIFIC
 from app.schema import Message
 
 __all__ = ["TextToolCalls", "text_mode_messages", "text_mode_response"]

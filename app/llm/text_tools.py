@@ -16,6 +16,7 @@ import re
 import secrets
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 from app.llm.lenient_json import (
@@ -47,6 +48,7 @@ __all__ = [
 #: More calls than this in one answer are left as text (no model needs more in one step).
 MAX_CALLS = 64
 _MAX_CANDIDATES = 32  # call-shaped objects tried inside prose
+_CAP = MAX_CALLS + 2  # markers of one kind looked at
 
 _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
@@ -395,7 +397,7 @@ class _Parser:
         if re.search(r"<parameter=", body, re.IGNORECASE):
             return {
                 m.group(1): _param_value(m.group(2))
-                for m in _iter_capped(_PARAMETER, body, 4 * MAX_CALLS)
+                for m in islice(_PARAMETER.finditer(body), 4 * MAX_CALLS)
             }
         stripped = body.strip()
         if not stripped:
@@ -418,7 +420,7 @@ class _Parser:
     def markers(self, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[str], int]]:
         """Untaken markers, each with where its region ends (the next marker, or the end)."""
         text = self.text
-        markers = [m for m in _iter_capped(pattern, text) if not self.taken(m.start())]
+        markers = [m for m in islice(pattern.finditer(text), _CAP) if not self.taken(m.start())]
         for i, marker in enumerate(markers[: MAX_CALLS + 1]):
             yield marker, markers[i + 1].start() if i + 1 < len(markers) else len(text)
 
@@ -479,7 +481,7 @@ class _Parser:
         text = self.text
         ticks = [
             m.start()
-            for m in _iter_capped(_FENCE, text, 8 * MAX_CALLS)
+            for m in islice(_FENCE.finditer(text), 8 * MAX_CALLS)
             if not self.taken(m.start())
         ]
         for a, b in zip(ticks[::2], ticks[1::2], strict=False):
@@ -551,15 +553,6 @@ class _Parser:
         return TextToolParse(content=content.strip(), calls=calls)
 
 
-def _iter_capped(
-    pattern: re.Pattern[str], text: str, cap: int = MAX_CALLS + 2
-) -> Iterator[re.Match[str]]:
-    for count, match in enumerate(pattern.finditer(text)):
-        if count >= cap:
-            return
-        yield match
-
-
 def _json_then_close(text: str, pos: int, close: re.Pattern[str]) -> tuple[int, int] | None:
     """Body end and span end when a well-formed JSON value follows ``pos`` and then ``close``."""
     while pos < len(text) and text[pos].isspace():
@@ -586,8 +579,8 @@ def _tagged(
     """Each opener with its body end and span end: its closer (one after well-formed JSON
     wins, so a closing tag inside a JSON string does not end the block), else the next
     opener or the end."""
-    opens = list(_iter_capped(opener, text))
-    closes = [(m.start(), m.end()) for m in _iter_capped(closer, text, 4 * MAX_CALLS)]
+    opens = list(islice(opener.finditer(text), _CAP))
+    closes = [(m.start(), m.end()) for m in islice(closer.finditer(text), 4 * MAX_CALLS)]
     starts = [start for start, _ in closes]
     for i, opened in enumerate(opens[: MAX_CALLS + 1]):
         whole = _json_then_close(text, opened.end(), closer)

@@ -4,6 +4,8 @@ Small local models read this with 2k-8k token windows, so every sentence has to 
 """
 
 __all__ = [
+    "TOOL_CHOICE_REQUIRED",
+    "TOOL_CHOICE_SPECIFIC",
     "TOOL_LIST_HEADER",
     "TOOL_PROMPT_INTRO",
     "TOOL_RESULT_CLOSE",
@@ -27,3 +29,8 @@ TOOL_LIST_HEADER = "Available tools (arguments marked * are required):"
 #: How a tool's result is shown to the model: ``{name}`` and ``{call_id}`` are filled in.
 TOOL_RESULT_OPEN = '<tool_response name="{name}" id="{call_id}">'
 TOOL_RESULT_CLOSE = "</tool_response>"
+
+#: ``tool_choice = "required"``: the answer must contain a call.
+TOOL_CHOICE_REQUIRED = "This answer must call at least one tool."
+#: ``tool_choice`` naming one function: ``{name}`` is filled in.
+TOOL_CHOICE_SPECIFIC = "This answer must call the tool {name}."

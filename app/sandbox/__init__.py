@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.exceptions import SandboxError, SandboxResourceError, SandboxTimeoutError
+from app.sandbox.environment import scrub_environment
+from app.sandbox.factory import create_sandbox
+
 if TYPE_CHECKING:
-    from app.exceptions import SandboxError, SandboxResourceError, SandboxTimeoutError
     from app.sandbox.base import ExecResult, LaunchSpec, Sandbox, SandboxLimits
     from app.sandbox.bubblewrap import BubblewrapSandbox
     from app.sandbox.client import BaseSandboxClient, LocalSandboxClient, create_sandbox_client
     from app.sandbox.core.manager import SandboxManager
     from app.sandbox.docker import DockerSandbox
-    from app.sandbox.environment import scrub_environment
-    from app.sandbox.factory import create_sandbox
     from app.sandbox.local import LocalSandbox
 
 __all__ = [
@@ -37,8 +38,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """A name's module, imported on first use (see above); each import written out so
-    that import-linter sees it."""
+    """A name's module, imported on first use; each import written out for import-linter."""
     if name == "BubblewrapSandbox":
         from app.sandbox import bubblewrap
 
@@ -55,14 +55,6 @@ def __getattr__(name: str) -> object:
         from app.sandbox import local
 
         return getattr(local, name)
-    if name == "create_sandbox":
-        from app.sandbox import factory
-
-        return getattr(factory, name)
-    if name == "scrub_environment":
-        from app.sandbox import environment
-
-        return getattr(environment, name)
     if name in ("BaseSandboxClient", "LocalSandboxClient", "create_sandbox_client"):
         from app.sandbox import client
 
@@ -71,8 +63,4 @@ def __getattr__(name: str) -> object:
         from app.sandbox.core import manager
 
         return getattr(manager, name)
-    if name in ("SandboxError", "SandboxResourceError", "SandboxTimeoutError"):
-        from app import exceptions
-
-        return getattr(exceptions, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

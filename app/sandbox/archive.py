@@ -1,12 +1,6 @@
-"""Tar archives between the host and a container, extracted without trusting their content.
-
-A container is controlled by model-written code, so an archive coming out of it may hold
-absolute paths, ``..`` components, links pointing out of the destination, device files or
-setuid bits. Every member is checked before anything is written; then each is written through
-the confined writer of :mod:`app.sandbox.files` (beneath the destination by descriptor, no
-link followed at any component), so a link the container's code swaps into the destination
-while it is extracted is refused instead of followed.
-"""
+"""Tar archives between the host and a container, extracted without trusting their content:
+every member is checked first, then written through the confined writer (:mod:`.files`), so
+a link swapped in during extraction is refused instead of followed."""
 
 from __future__ import annotations
 
@@ -53,10 +47,7 @@ def _check_member(member: tarfile.TarInfo, dest: Path) -> None:
 
 
 def safe_extract(data: bytes, dest: Path) -> list[str]:
-    """Extract ``data`` (a tar archive) into ``dest``; SandboxError if any member is unsafe.
-
-    Nothing is written when a member is refused: all members are checked first.
-    """
+    """Extract a tar archive into ``dest``; SandboxError, nothing written, if a member is unsafe."""
     if len(data) > MAX_ARCHIVE_BYTES:
         raise SandboxError(f"archive of {len(data)} bytes is over the {MAX_ARCHIVE_BYTES} limit")
     dest = Path(os.path.realpath(dest))

@@ -1,14 +1,7 @@
-"""The sandbox contract: where model-written code runs, with which limits and environment.
-
-A backend turns "run this program in the workspace" into a host command (``command``), says
-which processes belong to a run (``scope``), maps paths between the host and the sandbox,
-and releases what it holds (``cleanup``). The tools (``python_execute``, ``bash``,
-``str_replace_editor``) keep their own I/O handling and ask the backend for these pieces, so
-every backend gets the same bounded output, timeouts and process cleanup.
-
-A backend starts lazily (first command) and ``cleanup()`` leaves nothing behind: no process,
-container or temporary directory. It can be started again after cleanup.
-"""
+"""The sandbox contract: a backend turns "run this program in the workspace" into a host command
+(``command``), says which processes belong to a run (``scope``), maps paths, and releases
+what it holds (``cleanup``); the tools keep their own I/O so every backend gets the same
+bounded output, timeouts and process cleanup (docs/sandbox.md)."""
 
 from __future__ import annotations
 
@@ -43,7 +36,6 @@ __all__ = [
     "LaunchSpec",
     "Sandbox",
     "SandboxLimits",
-    "signal_exit_status",
 ]
 
 #: Workspace entries sandboxed code never sees nor gets handed: the agent's session files
@@ -52,14 +44,6 @@ PRIVATE_ENTRIES = (".sessions",)
 
 _FILE_SIZE_LIMIT = 1024**3
 _MAX_OUTPUT = 100_000  # characters of each stream a one-shot run returns
-
-
-def signal_exit_status(returncode: int | None) -> int | None:
-    """``128 + N`` (a shell-style report of death by signal N) as ``-N``."""
-    if returncode is not None and 128 < returncode < 128 + 65:
-        with contextlib.suppress(ValueError):
-            return -signal.Signals(returncode - 128).value
-    return returncode
 
 
 @dataclass(frozen=True)
@@ -81,14 +65,11 @@ class SandboxLimits:
             max_processes=settings.max_processes,
         )
 
-    def cpu_seconds(self, wall_seconds: float) -> int:
-        """CPU time a process may burn in a run of ``wall_seconds``: cpu_limit CPUs' worth."""
-        return max(1, math.ceil(self.cpu_limit * wall_seconds)) + 1
-
     def rlimits(self, wall_seconds: float) -> dict[str, int]:
-        """``RLIMIT_*`` values for one run. RLIMIT_DATA rather than RLIMIT_AS: runtimes that
-        reserve large address ranges (JVM, Node, OpenBLAS threads) still start."""
-        limits = {"RLIMIT_CORE": 0, "RLIMIT_CPU": self.cpu_seconds(wall_seconds)}
+        """``RLIMIT_*`` values for one run (CPU: cpu_limit CPUs' worth). RLIMIT_DATA rather
+        than RLIMIT_AS: runtimes that reserve large address ranges (JVM, Node) still start."""
+        cpu = max(1, math.ceil(self.cpu_limit * wall_seconds)) + 1
+        limits = {"RLIMIT_CORE": 0, "RLIMIT_CPU": cpu}
         if self.memory_bytes is not None:
             limits["RLIMIT_DATA"] = self.memory_bytes
         if self.file_size_bytes is not None:
@@ -124,9 +105,8 @@ class Sandbox(ABC):
     """One backend instance per agent; tools share it. Safe to clean up more than once."""
 
     backend: ClassVar[str] = "abstract"
-    #: Whether this backend's processes run on this host (the guard enforces the process
-    #: limit for the sandbox's life); docker's container has its own pids limit.
-    host_processes: ClassVar[bool] = True
+    #: Whether a signal death comes back as ``128 + N`` (bwrap's init, docker exec between).
+    signal_as_status: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -145,8 +125,6 @@ class Sandbox(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} workspace={self._workspace_arg!s} started={self._started}>"
-
-    # --- lifecycle ---------------------------------------------------------------------------
 
     @property
     def started(self) -> bool:
@@ -178,8 +156,7 @@ class Sandbox(ABC):
             self._started = True
 
     async def _start_once(self) -> None:
-        if self.host_processes:
-            await asyncio.to_thread(self.guard.open)
+        await asyncio.to_thread(self.guard.open)
         try:
             await self._start()
         except BaseException:
@@ -199,14 +176,10 @@ class Sandbox(ABC):
                     await self._cleanup()
 
     async def _start(self) -> None:
-        """Backend-specific start."""
         return None
 
     async def _cleanup(self) -> None:
-        """Backend-specific cleanup."""
         return None
-
-    # --- where things are -------------------------------------------------------------------
 
     @property
     def workspace(self) -> Path:
@@ -239,17 +212,13 @@ class Sandbox(ABC):
         return text
 
     def policy(self, allowed_paths: tuple[Path, ...] | list[Path] = ()) -> FileAccessPolicy:
-        """File access for the editor: the workspace (plus explicit extra roots); what it
-        creates belongs to the user sandboxed code runs as (:attr:`file_owner`)."""
+        """The editor's file access: the workspace (and extra roots), creating as ``file_owner``."""
         return FileAccessPolicy.create(self.workspace, allowed_paths, owner=self.file_owner)
 
     @property
     def file_owner(self) -> tuple[int, int] | None:
-        """(uid, gid) files the agent creates must have for sandboxed code to use them; None
-        when sandboxed code runs as the agent's own user."""
+        """(uid, gid) the agent's new files need for sandboxed code to use them (None: ours)."""
         return None
-
-    # --- running ------------------------------------------------------------------------------
 
     def environment(self) -> dict[str, str]:
         """The environment of model-run code: the agent's own without credentials."""
@@ -265,26 +234,20 @@ class Sandbox(ABC):
         env: dict[str, str] | None = None,
         cwd: str | None = None,
     ) -> LaunchSpec:
-        """The host command that runs ``argv`` in the sandbox (``cwd`` as seen inside).
-
-        ``env`` is the environment the program should see (default :meth:`environment`); it
-        is scrubbed of credentials again here, whatever the caller passed.
-        """
+        """The host command that runs ``argv`` in the sandbox (``cwd`` as seen inside); ``env``
+        (default :meth:`environment`) is scrubbed of credentials again, whatever was passed."""
         clean = scrub_environment(env if env is not None else self.environment())
         return self._wrap(list(argv), rlimits or {}, clean, cwd or self.workdir)
 
     @abstractmethod
     def _wrap(
         self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
-    ) -> LaunchSpec:
-        """Backend-specific wrapping."""
+    ) -> LaunchSpec: ...
 
     def scope(self, leader: int) -> ProcessScope:
-        """The processes of a run started from :meth:`command` (leader = its host pid); from
-        now on they count against the sandbox's process limit."""
+        """The processes of a run (leader: its host pid), from now on under the process limit."""
         scope = self._scope(leader)
-        if self.host_processes:
-            self.guard.track(scope)
+        self.guard.track(scope)
         return scope
 
     def _scope(self, leader: int) -> ProcessScope:
@@ -299,11 +262,10 @@ class Sandbox(ABC):
         return self.guard.current()
 
     def exit_status(self, returncode: int | None) -> int | None:
-        """The program's exit status in asyncio's convention (negative = killed by signal).
-
-        Backends that sit between us and the program (bwrap's init, docker exec) report a
-        signal death as ``128 + signal``; they override this to say what really happened.
-        """
+        """The program's exit status in asyncio's convention (negative = killed by signal)."""
+        if self.signal_as_status and returncode is not None and 128 < returncode < 128 + 65:
+            with contextlib.suppress(ValueError):
+                return -signal.Signals(returncode - 128).value
         return returncode
 
     async def run(self, command: str, *, timeout: float | None = None) -> ExecResult:
@@ -336,14 +298,11 @@ class Sandbox(ABC):
         )
 
     async def read_file(self, path: str) -> bytes:
-        """Bytes of a workspace file (paths as the sandbox sees them; confined, opened beneath
-        the workspace by descriptor so a link swapped in meanwhile is refused)."""
+        """Bytes of a workspace file (a path as the sandbox sees it), read confined."""
         target = self.policy().locate(self.to_host_path(path))
         return await asyncio.to_thread(target.read_bytes)
 
     async def write_file(self, path: str, data: bytes) -> None:
-        """Write a workspace file, creating parent directories, through the one confined
-        writer (beneath the workspace by descriptor, no link followed, atomic; no shell). What
-        it creates belongs to the sandbox's user (:attr:`file_owner`)."""
+        """Write a workspace file (parents created) through the one confined writer."""
         target = self.policy().locate(self.to_host_path(path))
         await asyncio.to_thread(target.write_atomic, data, make_parents=True)

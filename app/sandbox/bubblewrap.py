@@ -1,12 +1,7 @@
-"""``bubblewrap``: Linux namespaces through Debian's ``bwrap``.
-
-The program sees the system directories and Python read-only, the workspace read-write at
-its host path, a private ``/tmp``, its own ``/proc`` and ``/dev``, and nothing else; it has its
-own user, PID and network namespaces (``netns``) and no capabilities (docs/sandbox.md). It
-never runs as root: an agent running as root drops to the workspace's owner, else ``nobody``,
-and then hands the workspace to it (``handover``). Bound directories are opened while still
-root and staged in a private mount namespace, so a closed parent (``/root``) does not matter.
-"""
+"""``bubblewrap``: Linux namespaces through Debian's ``bwrap``: the system read-only, the
+workspace read-write, a private ``/tmp``, its own user, PID and network namespaces, no
+capabilities. It never runs as root: an agent running as root drops to the workspace's owner,
+else ``nobody`` (``handover``), with the bound directories staged while still root."""
 
 from __future__ import annotations
 
@@ -16,15 +11,16 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from app.config import SandboxSettings, config
 from app.exceptions import SandboxUnavailableError
 from app.logger import logger
 from app.sandbox import netns
-from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox, signal_exit_status
+from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox
 from app.sandbox.handover import adopt_tree
-from app.sandbox.launcher import LaunchOptions, launcher_argv
+from app.sandbox.launcher import launcher_argv
 from app.sandbox.processes import NamespaceScope, ProcessScope
 
 __all__ = ["BubblewrapSandbox"]
@@ -38,13 +34,13 @@ _STAGE_ROOTS = ("/mnt", "/media", "/srv")
 #: Inside /etc, but not for model-run code: password hashes, host keys, TLS private keys.
 _MASKED_FILES = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers")
 _MASKED_DIRS = ("/etc/ssh", "/etc/ssl/private", "/etc/sudoers.d", "/etc/openmanus")
-#: The terminal programs' session directory in the workspace (``app.session.store``).
 
 
 class BubblewrapSandbox(Sandbox):
     """Each command runs in a fresh set of namespaces; nothing is kept between commands."""
 
     backend = "bubblewrap"
+    signal_as_status = True
 
     def __init__(
         self,
@@ -144,16 +140,12 @@ class BubblewrapSandbox(Sandbox):
         return args
 
     def _session_masks(self) -> list[str]:
-        """An empty read-only tmpfs over the workspace's session files (``.sessions``, see
-        ``app.session.store``), after the workspace bind it covers: sandboxed code must not
-        read or rewrite the history that ``--resume`` restores."""
+        """An empty read-only tmpfs over the session files (which ``--resume`` restores: not
+        for sandboxed code to read or rewrite), after the workspace bind it covers."""
         sessions = self.workspace / PRIVATE_ENTRIES[0]
         if os.path.islink(sessions) or not sessions.is_dir():
             return []  # a link there is refused by the session store itself
         return ["--tmpfs", str(sessions), "--remount-ro", str(sessions)]
-
-    def exit_status(self, returncode: int | None) -> int | None:
-        return signal_exit_status(returncode)
 
     def _tmp_size(self) -> list[str]:
         """``--size`` for the private ``/tmp``: it lives in memory, so it holds at most
@@ -202,30 +194,24 @@ class BubblewrapSandbox(Sandbox):
         args.append("--unshare-net")
         slirp = netns.find_slirp4netns() if self.settings.network_enabled else None
         if slirp is not None:
-            args += netns.bwrap_network_options()
+            args += netns.BWRAP_OPTIONS
         args += ["--", *argv]
         # rlimits are set outside and inherited: bwrap itself needs little.
-        options = self.launch_options(rlimits)
-        if user is not None:
-            root = _stage_root(stage)
-            options = LaunchOptions(
-                rlimits=options.rlimits,
-                cgroup=options.cgroup,
-                user=user,
-                stage=tuple(stage) if root else (),
-                stage_root=root,
-            )
+        root = _stage_root(stage) if user is not None else None
+        options = replace(
+            self.launch_options(rlimits),
+            user=user,
+            stage=tuple(stage) if root else (),
+            stage_root=root,
+            network=slirp,
+        )
         # ``stage`` holds indexes into ``args``, the very list the launcher execs.
-        command = launcher_argv(args, options)
-        if slirp is not None:  # user-mode networking, set up before the sandbox starts
-            command = netns.wrap(command, slirp)
-        return LaunchSpec(argv=command, env=env, cwd="/")
+        return LaunchSpec(argv=launcher_argv(args, options), env=env, cwd="/")
 
 
 @functools.cache
 def _tmpfs_size_supported(bwrap: str) -> bool:
-    """Whether this ``bwrap`` knows ``--size`` (0.7 and later); older ones get an unbounded
-    ``/tmp``, with a warning."""
+    """Whether ``bwrap`` knows ``--size`` (0.7+); older ones get an unbounded ``/tmp``, warned."""
     try:
         done = subprocess.run(
             [bwrap, "--help"], capture_output=True, text=True, timeout=10, check=False

@@ -1,14 +1,7 @@
-"""Upstream compatibility: upstream's sandbox client API (``SANDBOX_CLIENT.run_command(...)``
-and friends) as a thin adapter onto our sandboxes (:mod:`app.sandbox.factory`).
-
-``LocalSandboxClient().create(config, volume_bindings)`` starts a Docker container as upstream
-did (:class:`app.sandbox.core.sandbox.DockerSandbox`: files on container paths, any
-``volume_bindings``), unless ``config.backend`` names another backend: ``local`` and
-``bubblewrap`` have no container, so their files stay inside the workspace and they mount only
-the workspace. Used without ``create()`` (``SANDBOX_CLIENT``, the file operators), the client
-opens the ``[sandbox]`` backend of the configuration on the configured workspace
-(``use_sandbox = true`` still means Docker). Text is UTF-8 as upstream's.
-"""
+"""Upstream compatibility: upstream's sandbox client API (``SANDBOX_CLIENT.run_command(...)``)
+over our sandboxes. ``create()`` starts a Docker container as upstream did, unless
+``config.backend`` names another; without ``create()`` the configured ``[sandbox]`` backend
+runs on the configured workspace."""
 
 from __future__ import annotations
 
@@ -20,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
-from app.sandbox.files import write_confined
+from app.sandbox.files import default_workspace, write_confined
 
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
@@ -106,9 +99,7 @@ class UpstreamSandbox:
             raise SandboxError(f"Failed to write {path}: {e}") from e
 
     async def copy_from(self, src_path: str, dst_path: str) -> None:
-        """A workspace file of the sandbox copied to ``dst_path`` on the host, through the
-        confined writer: beneath the workspace when it lies there (sandboxed code can plant
-        links in it), else beneath its own directory; never through a link, atomically."""
+        """A workspace file of the sandbox copied to ``dst_path`` on the host (:func:`copy_out`)."""
         data = await self.sandbox.read_file(src_path)
         await asyncio.to_thread(
             copy_out, data, Path(dst_path), self.sandbox.workspace, self.sandbox.file_owner
@@ -130,9 +121,8 @@ class UpstreamSandbox:
 
 
 def copy_out(data: bytes, target: Path, workspace: Path, owner: tuple[int, int] | None) -> None:
-    """Write a file copied out of a sandbox: through the confined writer beneath the
-    workspace when it lands there (sandboxed code may have planted links), else into the
-    operator's own directory."""
+    """Write a file copied out of a sandbox: confined beneath the workspace when it lands
+    there (sandboxed code may have planted links), else in the operator's own directory."""
     target = Path(os.path.abspath(target))
     for root in (Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))):
         if target != root and target.is_relative_to(root):
@@ -143,16 +133,18 @@ def copy_out(data: bytes, target: Path, workspace: Path, owner: tuple[int, int] 
 
 
 async def open_sandbox(
-    config: SandboxSettings,
+    config: SandboxSettings | None,
     volume_bindings: dict[str, str] | None,
-    backend: str,
+    backend: str | None = None,
     configured_workspace: bool = False,
 ) -> UpstreamSandbox:
-    """A started sandbox of ``backend`` with upstream's methods. Docker's work directory is a
-    private one unless bound (or ``configured_workspace``: the configured workspace)."""
+    """A started sandbox of ``backend`` (default: ``config.backend``, else Docker, as upstream)
+    with upstream's methods. Docker's work directory is a private one unless bound (or
+    ``configured_workspace``: the configured workspace)."""
+    config = config if config is not None else SandboxSettings()
+    backend = backend or config.backend or "docker"
     if backend == "docker":
-        from app.sandbox.core.sandbox import DockerSandbox
-        from app.sandbox.files import default_workspace
+        from app.sandbox.core.sandbox import DockerSandbox  # imports this module
 
         workspace = default_workspace() if configured_workspace else None
         return await DockerSandbox(config, volume_bindings, workspace=workspace).create()
@@ -197,12 +189,10 @@ class LocalSandboxClient(BaseSandboxClient):
     ) -> None:
         """Start a sandbox: a Docker container unless ``config.backend`` says otherwise."""
         await self.cleanup()
-        config = config if config is not None else SandboxSettings()
-        self.sandbox = await open_sandbox(config, volume_bindings, config.backend or "docker")
+        self.sandbox = await open_sandbox(config, volume_bindings)
 
     async def ready(self) -> UpstreamSandbox:
-        """The sandbox; without :meth:`create`, the configuration's ``[sandbox]`` backend on
-        the configured workspace."""
+        """The sandbox; without :meth:`create`, the configured backend and workspace."""
         if self.sandbox is None:
             from app.sandbox.factory import current_settings
 

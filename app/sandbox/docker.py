@@ -1,13 +1,7 @@
-"""``docker``: one container per agent through the Docker SDK (the ``docker`` extra).
-
-Created on the first command, removed by ``cleanup()``; unprivileged (no capabilities,
-``no-new-privileges``, read-only root, the host user's uid), limited from ``[sandbox]``, the
-workspace bind-mounted at ``work_dir``. Labels name the owning process and run, so a start
-removes containers whose owner died (``kill -9``) and exit removes our own (docs/sandbox.md).
-Each run carries ``OPENMANUS_RUN_SCOPE`` in its environment: through the container's pids
-cgroup the host finds exactly its processes (:class:`ContainerScope`) and sees refused forks
-(:class:`ContainerGuard`).
-"""
+"""``docker``: one unprivileged container per agent through the Docker SDK (the ``docker``
+extra), labelled with its owning process so a later start reaps those of dead owners. Each
+run carries ``OPENMANUS_RUN_SCOPE`` in its environment: through the container's pids cgroup
+the host finds exactly its processes and sees refused forks (docs/sandbox.md)."""
 
 from __future__ import annotations
 
@@ -21,19 +15,26 @@ import secrets
 import signal
 import socket
 import sys
-import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.logger import logger
-from app.sandbox.archive import MAX_ARCHIVE_BYTES, make_tar, safe_extract
-from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox, signal_exit_status
+from app.sandbox.archive import MAX_ARCHIVE_BYTES
+from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox
 from app.sandbox.files import FileAccessPolicy
 from app.sandbox.guard import ProcessGuard, cgroup_members, pids_cgroup_dirs
-from app.sandbox.processes import ProcessScope, group_members, signal_group
+from app.sandbox.processes import (
+    ProcessScope,
+    group_members,
+    is_alive,
+    kill_each,
+    signal_group,
+    stat_fields,
+)
 from app.utils.sizes import parse_size
 
 __all__ = [
@@ -78,17 +79,12 @@ def _boot_id() -> str:
 
 def _start_time(pid: int) -> str | None:
     """The start time of ``pid`` (clock ticks since boot), None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = stat.rsplit(b")", 1)[1].split()
+    fields = stat_fields(pid) or []
     return fields[19].decode() if len(fields) > 19 else None
 
 
 def owner_id(pid: int | None = None) -> str:
-    """``host/boot/pid/start``: a process of this machine, never confused with a later one
-    that reuses its pid."""
+    """``host/boot/pid/start``: never confused with a later process reusing the pid."""
     pid = os.getpid() if pid is None else pid
     return f"{socket.gethostname()}/{_boot_id()}/{pid}/{_start_time(pid) or '?'}"
 
@@ -135,17 +131,21 @@ def _remove(container: Any) -> None:
             logger.warning(f"could not remove sandbox container {container.id[:12]}: {exc}")
 
 
-def reap_stale_containers(client: Any) -> list[str]:
-    """Remove sandbox containers whose owning process (on this host) is gone; their ids."""
+def _reap(client: Any, label: str, doomed: Callable[[Any], bool]) -> list[str]:
+    """Remove the sandbox containers carrying ``label`` that are ``doomed``; their ids."""
     removed = []
     # ignore_removed: a container another process removes meanwhile is skipped, not a 404.
-    for container in client.containers.list(
-        all=True, filters={"label": LABEL}, ignore_removed=True
-    ):
-        owner = container.labels.get(OWNER_LABEL, "")
-        if owner and _owner_is_gone(owner):
+    found = client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
+    for container in found:
+        if doomed(container):
             _remove(container)
             removed.append(container.id)
+    return removed
+
+
+def reap_stale_containers(client: Any) -> list[str]:
+    """Remove sandbox containers whose owning process (on this host) is gone; their ids."""
+    removed = _reap(client, LABEL, lambda c: _owner_is_gone(c.labels.get(OWNER_LABEL, "")))
     if removed:
         logger.info(f"removed {len(removed)} sandbox container(s) left by an earlier run")
     return removed
@@ -159,19 +159,13 @@ def reap_own_containers() -> list[str]:
         client = docker.from_env()
     except Exception:
         return []
-    removed = []
     try:
-        label = f"{OWNER_LABEL}={owner_id()}"
-        for container in client.containers.list(
-            all=True, filters={"label": label}, ignore_removed=True
-        ):
-            _remove(container)
-            removed.append(container.id)
+        return _reap(client, f"{OWNER_LABEL}={owner_id()}", lambda c: True)
     except Exception as exc:
         logger.warning(f"could not list this run's sandbox containers: {exc}")
+        return []
     finally:
         client.close()
-    return removed
 
 
 @functools.cache  # once per process
@@ -213,19 +207,9 @@ def check_bindings(bindings: dict[str, str], work_dir: str) -> dict[str, str]:
     return checked
 
 
-def pids_cgroup_of(pid: int) -> Path | None:
-    """The pids cgroup directory of host process ``pid`` (a container's init), if visible."""
-    for base, _ in pids_cgroup_dirs(pid):
-        if (base / "pids.max").exists():
-            return base
-    return None
-
-
 class ContainerGuard(ProcessGuard):
-    """The container's own pids cgroup, read only: the engine enforces ``pids_limit`` and
-    removes the cgroup; the tools read from it whether a fork was refused (a fork bomb) and
-    how many processes the sandbox has. Without a local engine (a remote DOCKER_HOST) it
-    reports nothing, as a guard without a cgroup does."""
+    """The container's own pids cgroup, read only (the engine enforces ``pids_limit``): refused
+    forks and the process count; nothing with a remote engine (DOCKER_HOST)."""
 
     @property
     def cgroup_procs(self) -> str | None:
@@ -235,7 +219,9 @@ class ContainerGuard(ProcessGuard):
         return None
 
     def attach(self, init_pid: int | None) -> None:
-        self.cgroup = pids_cgroup_of(init_pid) if init_pid else None
+        """Find the pids cgroup of the container's init (host pid), if visible."""
+        dirs = pids_cgroup_dirs(init_pid) if init_pid else iter(())
+        self.cgroup = next((base for base, _ in dirs if (base / "pids.max").exists()), None)
 
     def track(self, scope: Any) -> None:
         return None
@@ -257,15 +243,6 @@ def _has_marker(pid: int, marker: bytes) -> bool:
     return marker in environ.split(b"\0")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    state = raw[raw.rfind(b")") + 2 :].split()[:1]
-    return bool(state) and state[0] not in (b"Z", b"X")
-
-
 def _relay_token(pid: int) -> str | None:
     """The run marker a relay process was started with (from its command line)."""
     try:
@@ -282,10 +259,8 @@ def _relay_token(pid: int) -> str | None:
 
 class ContainerScope(ProcessScope):
     """A run in the container: the relay on the host (group leader) plus every container
-    process carrying the run's marker, found through the container's cgroup. A process that
-    clears its environment escapes the run (not the container: it dies with the sandbox).
-    Without a visible cgroup (a remote engine) signals go through the relay, which forwards
-    them to the run's process group inside."""
+    process carrying the run's marker (found through the container's cgroup; without one, a
+    remote engine, signals go through the relay to the run's process group inside)."""
 
     def __init__(self, leader: int, guard: ContainerGuard, token: str) -> None:
         super().__init__(leader)
@@ -296,7 +271,7 @@ class ContainerScope(ProcessScope):
         cgroup = self._guard.cgroup
         if cgroup is None:
             return None
-        return [p for p in cgroup_members(cgroup) if _alive(p) and _has_marker(p, self._marker)]
+        return [p for p in cgroup_members(cgroup) if is_alive(p) and _has_marker(p, self._marker)]
 
     def members(self) -> list[int] | None:
         group = group_members(self.leader)
@@ -309,35 +284,17 @@ class ContainerScope(ProcessScope):
         inside = self._inside()
         if inside is None:
             return signal_group(self.leader, sig)  # the relay forwards it
-        delivered = False
-        for pid in inside:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-                delivered = True
+        delivered = kill_each(inside, sig)
         if sig == signal.SIGKILL or not inside:
             delivered = signal_group(self.leader, sig) or delivered
         return delivered
-
-    async def kill(self, *, deadline: float = 5.0) -> bool:
-        give_up = time.monotonic() + deadline
-        pause = 0.002
-        while True:
-            self.signal(signal.SIGKILL)
-            members = await asyncio.to_thread(self.members)
-            if not members:
-                return True
-            if time.monotonic() >= give_up:
-                logger.warning(f"sandbox run still has processes after SIGKILL: {members}")
-                return False
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.05)
 
 
 class DockerSandbox(Sandbox):
     """Commands run through ``docker exec`` (via a small relay process, see docker_relay)."""
 
     backend = "docker"
-    host_processes = False  # the container's pids_limit holds the process limit
+    signal_as_status = True
 
     def __init__(
         self,
@@ -348,26 +305,18 @@ class DockerSandbox(Sandbox):
     ) -> None:
         super().__init__(settings, workspace)
         self.volume_bindings = check_bindings(dict(volume_bindings or {}), self.settings.work_dir)
-        self._client: Any = None
-        self._container: Any = None
+        #: The Docker SDK client and container (``docker.models.containers.Container``) while
+        #: started, else None.
+        self.client: Any = None
+        self.container: Any = None
         self._container_guard = ContainerGuard(self.limits.max_processes)
         self.guard = self._container_guard
         self._pending_tokens: list[str] = []
         self._has_prlimit = False
 
     @property
-    def container(self) -> Any:
-        """The running container (``docker.models.containers.Container``), None if stopped."""
-        return self._container
-
-    @property
-    def client(self) -> Any:
-        """The Docker SDK client of the running container, None if stopped."""
-        return self._client
-
-    @property
     def container_id(self) -> str | None:
-        return self._container.id if self._container is not None else None
+        return self.container.id if self.container is not None else None
 
     @property
     def workdir(self) -> str:
@@ -383,14 +332,9 @@ class DockerSandbox(Sandbox):
 
     @property
     def user(self) -> str:
-        """``uid:gid`` commands run as in the container: the agent's own, root stays root
-        (without capabilities)."""
+        """``uid:gid`` commands run as in the container: the agent's own (root: no capabilities)."""
         uid = os.getuid()
         return f"{uid}:{os.getgid()}" if uid != 0 else "0:0"
-
-    def labels(self) -> dict[str, str]:
-        """The labels the container carries: what it is, which process and run own it."""
-        return {LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()}
 
     async def _start(self) -> None:
         await asyncio.to_thread(self._start_sync)
@@ -428,7 +372,7 @@ class DockerSandbox(Sandbox):
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
                 privileged=False,
-                labels=self.labels(),
+                labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
             )
             for attempt in range(3):
                 try:
@@ -444,23 +388,23 @@ class DockerSandbox(Sandbox):
                 except BaseException:
                     _remove(created)
                     raise
-            self._container = created
+            self.container = created
         except SandboxUnavailableError:
             client.close()
             raise
         except DockerException as exc:
             client.close()
             raise SandboxUnavailableError(f"could not start the sandbox container: {exc}") from exc
-        self._client = client
+        self.client = client
         try:
             # Per-process limits (RLIMIT_DATA: a MemoryError before the container's OOM
             # killer; CPU time; file size) need util-linux's prlimit in the image.
-            probe = self._container.exec_run(["prlimit", "--version"], user=self.user)
+            probe = self.container.exec_run(["prlimit", "--version"], user=self.user)
             self._has_prlimit = probe.exit_code == 0
             if not self._has_prlimit:
                 logger.info(f"image {image} has no prlimit: only the container's limits apply")
-            self._container.reload()
-            self._container_guard.attach(int(self._container.attrs["State"]["Pid"]))
+            self.container.reload()
+            self._container_guard.attach(int(self.container.attrs["State"]["Pid"]))
         except (DockerException, KeyError, TypeError, ValueError):
             self._container_guard.attach(None)
 
@@ -496,8 +440,8 @@ class DockerSandbox(Sandbox):
         )
 
     async def _cleanup(self) -> None:
-        container, client = self._container, self._client
-        self._container = self._client = None
+        container, client = self.container, self.client
+        self.container = self.client = None
 
         self.guard.cgroup = None
 
@@ -509,27 +453,23 @@ class DockerSandbox(Sandbox):
 
         await asyncio.to_thread(work)
 
-    def exit_status(self, returncode: int | None) -> int | None:
-        return signal_exit_status(returncode)
-
     def _wrap(
         self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
     ) -> LaunchSpec:
-        if self._container is None:
+        if self.container is None:
             raise SandboxError("the docker sandbox is not started")
         token = secrets.token_hex(8)
         self._pending_tokens = [*self._pending_tokens[-7:], token]
         env = {**env, RUN_MARKER: token}
         limits = rlimits if self._has_prlimit else {}
         options = json.dumps({"cwd": cwd, "env": env, "user": self.user, "rlimits": limits})
-        relay = [sys.executable, "-m", "app.sandbox.docker_relay", self._container.id, options]
+        relay = [sys.executable, "-m", "app.sandbox.docker_relay", self.container.id, options]
         # The relay is ours, not the model's: it keeps the agent's environment (DOCKER_HOST...).
         return LaunchSpec(argv=[*relay, "--", *argv], env=dict(os.environ), cwd=str(self.workspace))
 
     def _tmpfs(self) -> dict[str, str]:
-        """The private ``/tmp``, and an empty read-only tmpfs over the workspace's session
-        files (``.sessions``, see ``app.session.store``): code in the container must not read
-        or rewrite the history that ``--resume`` restores."""
+        """The private ``/tmp``, and an empty read-only tmpfs over the session files (which
+        ``--resume`` restores: not for sandboxed code to read or rewrite)."""
         mounts = {"/tmp": "rw,nosuid,nodev,size=256m"}
         sessions = self.workspace / PRIVATE_ENTRIES[0]
         if sessions.is_dir() and not sessions.is_symlink():
@@ -567,26 +507,14 @@ class DockerSandbox(Sandbox):
         extra = [*allowed_paths, *(Path(host) for host in self.volume_bindings)]
         return FileAccessPolicy.create(self.workspace, extra, owner=self.file_owner)
 
-    async def copy_to(self, source: Path, container_dir: str) -> None:
-        """Copy a host file or directory into ``container_dir`` (as a tar archive)."""
-        await self.start()
-        data = await asyncio.to_thread(make_tar, source)
-        await asyncio.to_thread(self._container.put_archive, container_dir, data)
-
-    async def copy_from(self, container_path: str, dest: Path) -> list[str]:
-        """Copy a path out of the container into ``dest``; unsafe members are refused."""
-        await self.start()
-        data = await asyncio.to_thread(self.get_archive, container_path)
-        return await asyncio.to_thread(safe_extract, data, dest)
-
     def get_archive(self, container_path: str) -> bytes:
         """A tar archive of ``container_path`` (bounded); FileNotFoundError if it is missing."""
         from docker.errors import NotFound
 
-        if self._container is None:
+        if self.container is None:
             raise SandboxError("the docker sandbox is not started")
         try:
-            stream, _ = self._container.get_archive(container_path)
+            stream, _ = self.container.get_archive(container_path)
             chunks, size = [], 0
             for chunk in stream:
                 size += len(chunk)

@@ -1,11 +1,7 @@
-"""Relay process for the docker backend: one command inside the container, over pipes.
-
-The tools talk to processes through stdin/stdout/stderr pipes and signals. This relay (run
-as ``python -m app.sandbox.docker_relay``) makes a ``docker exec`` look like that: it
-streams stdin in and demultiplexed output out, forwards SIGINT/SIGTERM to the command's
-process group *inside* the container, and exits with the command's exit status.
-It is a separate process, so blocking I/O here never touches the agent's event loop.
-"""
+"""Relay for the docker backend (``python -m app.sandbox.docker_relay``): one ``docker exec``
+behind stdin/stdout/stderr pipes, signals forwarded to the command's process group inside the
+container, its exit status as ours. A process of its own, so its blocking I/O never touches
+the agent's event loop."""
 
 from __future__ import annotations
 
@@ -17,7 +13,6 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
 
 __all__ = ["main"]
 
@@ -25,31 +20,16 @@ __all__ = ["main"]
 # container: the shell records its pid (= the group) so a signal can reach everything the
 # command starts, then becomes the command (through ``prlimit`` when there are rlimits).
 _PREFIX = ["sh", "-c", 'echo "$$" > "$0"; exec "$@"']
-_PRLIMIT_NAMES = {
-    "RLIMIT_AS": "as",
-    "RLIMIT_CORE": "core",
-    "RLIMIT_CPU": "cpu",
-    "RLIMIT_DATA": "data",
-    "RLIMIT_FSIZE": "fsize",
-    "RLIMIT_NOFILE": "nofile",
-    "RLIMIT_NPROC": "nproc",
-}
 
 
 def prlimit_args(rlimits: dict[str, int]) -> list[str]:
     """``prlimit --data=N:N ... --`` for ``rlimits`` (RLIMIT_CPU gets one more second hard,
     so SIGXCPU comes before SIGKILL, as with the launcher of the other backends)."""
-    args = ["prlimit"]
+    args = []
     for name, value in sorted(rlimits.items()):
-        option = _PRLIMIT_NAMES.get(name)
-        if option is not None:
-            hard = value + 1 if name == "RLIMIT_CPU" else value
-            args.append(f"--{option}={int(value)}:{int(hard)}")
-    return [*args, "--"] if len(args) > 1 else []
-
-
-def _raw_socket(stream: Any) -> socket.socket:
-    return stream._sock if hasattr(stream, "_sock") else stream
+        hard = value + 1 if name == "RLIMIT_CPU" else value
+        args.append(f"--{name.removeprefix('RLIMIT_').lower()}={int(value)}:{int(hard)}")
+    return ["prlimit", *args, "--"] if args else []
 
 
 def main(argv: list[str]) -> int:
@@ -88,7 +68,7 @@ def main(argv: list[str]) -> int:
         user=user,
     )["Id"]
     stream = api.exec_start(exec_id, socket=True)
-    sock = _raw_socket(stream)
+    sock: socket.socket = stream._sock if hasattr(stream, "_sock") else stream
 
     def pump_stdin() -> None:
         try:

@@ -1,10 +1,5 @@
-"""The environment model-run code gets: the agent's own, minus every credential.
-
-Code the model writes can print its environment, so API keys must never be inherited. A
-variable is dropped when its name looks like a credential (``*_API_KEY``, ``*TOKEN*``,
-``*SECRET*``, ``*PASSWORD*``...) or when its value is a secret the program knows about
-(configured API keys, proxy passwords, MCP tokens: see ``app.logger.register_secret``).
-"""
+"""The environment model-run code gets: the agent's own minus every credential, by name
+(``*_API_KEY``, ``*TOKEN*``...) or by value (a secret the program registered)."""
 
 from __future__ import annotations
 
@@ -60,9 +55,7 @@ def is_secret_name(name: str) -> bool:
 
 
 def register_environment_secrets(base: Mapping[str, str] | None = None) -> None:
-    """Register the value of every credential-named variable as a secret: what is kept out of
-    children's environments is also redacted from what they print (the agent's own
-    ``/proc/<pid>/environ`` still carries it where a child can read that file)."""
+    """Register credential-named variables' values as secrets: redacted from what children print."""
     env = os.environ if base is None else base
     for name, value in env.items():
         if (

@@ -1,14 +1,8 @@
-"""Race-free file access beneath the workspace, for tools that touch files for the model.
-
-The model picks the paths and may run code in the workspace meanwhile (flipping a directory
-into a symlink), so a path is checked once (``realpath`` against the allowed roots, for a clear
-message) and every access is then made relative to a descriptor of its root: with
-``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` where the kernel has it, else one
-``O_NOFOLLOW`` component at a time (forced with ``OPENMANUS_NO_OPENAT2=1``). A link met on the
-way is refused (:class:`PathChangedError`), never followed; writes are atomic (temporary file,
-``fsync``, ``rename``). Every file the agent's process writes where sandboxed code can reach
-goes through here.
-"""
+"""Race-free file access beneath the workspace: a path is checked once (``realpath`` against
+the allowed roots, for a clear message), then every access is made from a descriptor of its
+root (``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)``, else one ``O_NOFOLLOW`` component at a
+time; ``OPENMANUS_NO_OPENAT2=1`` forces that). A link met is refused, never followed; writes
+are atomic. Every file the agent writes where sandboxed code can reach goes through here."""
 
 from __future__ import annotations
 
@@ -73,8 +67,7 @@ def _syscall() -> Callable[..., int] | None:
 
 
 def _openat2(dir_fd: int, path: str, flags: int, mode: int = 0) -> int:
-    """``openat2`` beneath ``dir_fd``, no symlink followed (``ELOOP``); raises ``OSError`` like
-    ``os.open``."""
+    """``openat2`` beneath ``dir_fd``, no symlink followed (``ELOOP``); OSError as ``os.open``."""
     fn = _syscall()
     if fn is None:
         raise OSError(errno.ENOSYS, "openat2 unavailable")
@@ -97,8 +90,7 @@ def _openat2(dir_fd: int, path: str, flags: int, mode: int = 0) -> int:
 
 
 def openat2_available() -> bool:
-    """Whether ``openat2`` with ``RESOLVE_BENEATH`` is used: the kernel has it (probed once)
-    and ``OPENMANUS_NO_OPENAT2`` is not ``1``."""
+    """Whether the kernel has ``openat2`` (probed once) and ``OPENMANUS_NO_OPENAT2`` is not 1."""
     return os.environ.get("OPENMANUS_NO_OPENAT2") != "1" and _probe_openat2()
 
 
@@ -116,9 +108,6 @@ def _probe_openat2() -> bool:
     return True
 
 
-# --- the policy: which roots, and the one-time check with a clear message ----------------------
-
-
 def default_workspace() -> Path:
     """The configured workspace (the config file is read on first use, not at import)."""
     return Path(config.workspace_root)
@@ -133,11 +122,8 @@ def resolve_workspace(workspace: str | os.PathLike[str] | None) -> Path:
 
 
 def resolve_real(path: str | os.PathLike[str], base: Path) -> Path:
-    """Absolute real path of ``path`` (relative ones are taken from ``base``).
-
-    Existing components have their symlinks followed (also a dangling final symlink, so a link
-    pointing outside cannot be written through); missing components are kept literally.
-    """
+    """Absolute real path of ``path`` (relative ones from ``base``): links followed, even a
+    dangling final one (so one pointing outside cannot be written through)."""
     candidate = Path(path)
     if not candidate.is_absolute():
         candidate = base / candidate
@@ -175,28 +161,15 @@ class FileAccessPolicy:
     @property
     def roots(self) -> tuple[Path, ...]:
         """All allowed roots, workspace first, without duplicates."""
-        seen: list[Path] = []
-        for root in (self.workspace, *self.extra_roots):
-            if root not in seen:
-                seen.append(root)
-        return tuple(seen)
-
-    def describe_roots(self) -> str:
-        """The allowed roots as text for error messages."""
-        return ", ".join(str(r) for r in self.roots)
+        return tuple(dict.fromkeys((self.workspace, *self.extra_roots)))
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
-        """Resolve a model-supplied path and enforce confinement (the check only: use
-        :meth:`locate` to access the file without a race)."""
+        """The check of :meth:`locate` only (use that to access the file without a race)."""
         return self.locate(path).real
 
     def locate(self, path: str | os.PathLike[str]) -> ConfinedPath:
-        """Check a model-supplied path and return a handle that accesses it beneath its root.
-
-        Raises ``ToolError`` (with the allowed roots named) for empty paths, NUL bytes and any
-        path whose real location is outside the roots. Shell metacharacters are not special:
-        the path is only ever used as a literal file name.
-        """
+        """Check a model-supplied path (a literal file name) and return a handle that accesses
+        it beneath its root; ``ToolError`` naming the allowed roots when it lies outside."""
         raw = os.fspath(path) if isinstance(path, str | os.PathLike) else None
         if not isinstance(raw, str) or not raw.strip():
             raise ToolError("`path` must be a non-empty string naming a file or directory.")
@@ -205,15 +178,15 @@ class FileAccessPolicy:
         try:
             real = resolve_real(raw, self.workspace)
         except OSError as exc:  # a link removed while realpath read it
-            raise _changed(Path(raw), exc) from exc
+            raise _changed(Path(raw)) from exc
         # The deepest root wins, so an allowed directory inside the workspace is its own root.
         roots = sorted((r for r in self.roots if is_within(real, r)), key=lambda r: -len(r.parts))
         if not roots:
             where = "" if str(real) == raw else f" (it resolves to {real})"
             raise ToolError(
                 f"Access denied: {raw}{where} is outside the allowed locations: "
-                f"{self.describe_roots()}. Use a path inside the workspace {self.workspace} "
-                "(relative paths are taken from there)."
+                f"{', '.join(map(str, self.roots))}. Use a path inside the workspace "
+                f"{self.workspace} (relative paths are taken from there)."
             )
         root = roots[0]
         return ConfinedPath(
@@ -221,18 +194,12 @@ class FileAccessPolicy:
         )
 
 
-# --- access beneath a root ---------------------------------------------------------------------
-
-
-def _changed(path: Path, exc: OSError | None = None) -> PathChangedError:
-    error = PathChangedError(
+def _changed(path: Path) -> PathChangedError:
+    return PathChangedError(
         f"{path} changed while it was being opened (a symbolic link or a path leaving the "
         "workspace appeared in it), so the access was refused. Use a path whose parts are "
         "ordinary files and directories inside the workspace."
     )
-    if exc is not None:
-        error.__cause__ = exc
-    return error
 
 
 def _is_link(name: str, dir_fd: int) -> bool:
@@ -270,23 +237,18 @@ def _first_link(root: Path, parts: Sequence[str]) -> tuple[Path, str] | None:
     return None
 
 
-def _link_error(
-    root: Path, parts: Sequence[str], target: Path, exc: OSError | None = None
-) -> PathChangedError:
+def _link_error(root: Path, parts: Sequence[str], target: Path) -> PathChangedError:
     """The refusal for a link met on the way to ``target``: names the link when it is found."""
     found = _first_link(root, parts)
     if found is None:
-        return _changed(target, exc)
+        return _changed(target)
     link, destination = found
     what = "" if link == target else f", on the way to {target},"
-    error = PathChangedError(
+    return PathChangedError(
         f"{link} is a symbolic link (to {destination}){what} and nothing is read or written "
         "through links, so the access was refused. Remove the link or use another path "
         "inside the workspace."
     )
-    if exc is not None:
-        error.__cause__ = exc
-    return error
 
 
 def _split_relative(relative: str | os.PathLike[str] | Sequence[str]) -> tuple[str, ...]:
@@ -336,7 +298,7 @@ def open_directory(
             if exc.errno in _ESCAPES or (
                 exc.errno == errno.ENOTDIR and _first_link(base, parts) is not None
             ):
-                raise _link_error(base, parts, about, exc) from exc
+                raise _link_error(base, parts, about) from exc
             raise
         finally:
             os.close(root_fd)
@@ -355,7 +317,7 @@ def open_directory(
                 nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.EXDEV) or _is_link(part, fd):
-                    raise _link_error(base, parts[: i + 1], about, exc) from exc
+                    raise _link_error(base, parts[: i + 1], about) from exc
                 raise
             os.close(fd)
             fd = nxt
@@ -371,11 +333,8 @@ def confined_path(
     *,
     owner: tuple[int, int] | None = None,
 ) -> ConfinedPath:
-    """``root/relative`` taken literally, for a name the agent chose (a chart, a copy).
-
-    Nothing is resolved: a link met at any component when it is used is refused with an
-    error naming it, never followed. ``relative`` may not be absolute nor contain ``..``.
-    """
+    """``root/relative`` taken literally (never absolute, no ``..``, nothing resolved), for a
+    name the agent chose (a chart, a copy): a link met when it is used is refused."""
     base = Path(os.path.realpath(root))
     parts = _split_relative(relative)
     return ConfinedPath(real=base.joinpath(*parts), root=base, parts=parts, owner=owner)
@@ -390,23 +349,15 @@ def write_confined(
     owner: tuple[int, int] | None = None,
     mode: int = 0o666,
 ) -> Path:
-    """Write ``data`` as ``root/relative`` atomically, beneath ``root`` by descriptor: the one
-    writer for files the agent's process puts where sandboxed code can reach. Parents are
-    created (``owner`` gets them and a new file), no link is followed, a hard link is replaced
-    rather than written through; ``mode`` is a new file's. Returns the path."""
+    """Write ``data`` as ``root/relative`` atomically beneath ``root``: the one writer for files
+    the agent puts where sandboxed code can reach (``owner`` gets what is created)."""
     target = confined_path(root, relative, owner=owner)
-    with target.open_atomic(make_parents=make_parents, mode=mode) as out:
-        out.write(data)
-    return target.real
+    return target.write_atomic(data, make_parents=make_parents, mode=mode)
 
 
 class AtomicWrite:
-    """A file being replaced: written under a temporary name beside it, then renamed over it.
-
-    Made by :meth:`ConfinedPath.open_atomic` for content that arrives in pieces (an upload).
-    As a context manager it commits when the block ends normally and aborts on an exception:
-    the temporary file is removed and the old content is untouched.
-    """
+    """A file being replaced: written under a temporary name beside it, then renamed over it
+    (on leaving a ``with`` block normally; an exception drops the new content)."""
 
     def __init__(self, target: ConfinedPath, dir_fd: int, mode: int) -> None:
         """Takes ownership of ``dir_fd`` (closed on commit or abort, or here on an error)."""
@@ -500,12 +451,8 @@ class AtomicWrite:
 
 @dataclass(frozen=True)
 class ConfinedPath:
-    """A checked path: its real location, the allowed root it lies in, and its parts below it.
-
-    Every method opens from a descriptor of ``root`` and never follows a symlink at any
-    component; a symlink met (planted before, or appearing mid-way) raises
-    :class:`PathChangedError`. Methods block: call them from a worker thread in async code.
-    """
+    """A checked path: its real location, its allowed root and its parts below it. Every
+    method opens from a descriptor of ``root`` and refuses a symlink met (blocking calls)."""
 
     real: Path
     root: Path
@@ -516,8 +463,6 @@ class ConfinedPath:
     @property
     def name(self) -> str:
         return self.parts[-1] if self.parts else ""
-
-    # -- descriptors --------------------------------------------------------------------------
 
     def _open_dir(self, parts: tuple[str, ...], *, create: bool = False) -> int:
         """A descriptor of the directory ``root/parts`` (missing ones created if asked)."""
@@ -546,8 +491,6 @@ class ConfinedPath:
             os.close(fd)
             break
         return missing
-
-    # -- reading ------------------------------------------------------------------------------
 
     def lstat(self) -> os.stat_result | None:
         """The final name's status without following it; None when nothing is there."""
@@ -579,7 +522,7 @@ class ConfinedPath:
                 fd = os.open(self.name, flags, dir_fd=dir_fd)
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    raise _link_error(self.root, self.parts, self.real, exc) from exc
+                    raise _link_error(self.root, self.parts, self.real) from exc
                 raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
@@ -595,8 +538,6 @@ class ConfinedPath:
         """A descriptor of this directory (for listing with ``os.scandir``)."""
         return self._open_dir(self.parts)
 
-    # -- writing ------------------------------------------------------------------------------
-
     def open_atomic(self, *, make_parents: bool = False, mode: int = 0o666) -> AtomicWrite:
         """Start replacing the file (see :class:`AtomicWrite`); a link in its place or on the
         way is refused, naming it, as is a name that is not a regular file."""
@@ -605,11 +546,9 @@ class ConfinedPath:
         dir_fd = self._open_dir(self.parts[:-1], create=make_parents)
         return AtomicWrite(self, dir_fd, mode)
 
-    def write_atomic(self, data: bytes, *, make_parents: bool = False) -> Path:
-        """Replace the file's content all at once: a temporary file in the same directory,
-        ``fsync``, ``rename``. The old file's mode (and, as root, owner) is kept. On any error
-        the temporary file is removed and the old content is untouched. Returns the path."""
-        with self.open_atomic(make_parents=make_parents) as out:
+    def write_atomic(self, data: bytes, *, make_parents: bool = False, mode: int = 0o666) -> Path:
+        """Replace the file's content all at once (see :class:`AtomicWrite`); its path."""
+        with self.open_atomic(make_parents=make_parents, mode=mode) as out:
             out.write(data)
         return self.real
 
@@ -623,8 +562,7 @@ class ConfinedPath:
         return True
 
     def remove_empty_dirs(self, directories: Iterable[Path]) -> None:
-        """Remove directories (deepest first) that lie below this path's root, stopping at the
-        first that is not empty or not there."""
+        """Remove directories below the root (deepest first) up to one not empty or not there."""
         for directory in directories:
             if not is_within(directory, self.root) or directory == self.root:
                 break

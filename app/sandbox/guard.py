@@ -1,11 +1,6 @@
-"""The process limit of a sandbox, enforced for the sandbox's whole life.
-
-``max_processes`` counts every process the sandbox has at once, background jobs of earlier
-commands included. Best: a **cgroup** of its own (``pids.max``; every launched process joins
-it before ``exec``, so the kernel refuses the fork, and closing kills all in it). Otherwise a
-**watchdog** counts the processes of every run's scope and kills them all past the limit (a
-fast fork bomb can overshoot between polls; locally a ``setsid`` escapee is not seen).
-"""
+"""The process limit of a sandbox for its whole life: a pids cgroup of its own where we may
+create one (the kernel refuses the fork), else a watchdog that counts every run's scope and
+kills them all past the limit."""
 
 from __future__ import annotations
 
@@ -222,11 +217,9 @@ class ProcessGuard:
         return used <= self.limit - max(4, self.limit // 8)
 
     def make_room(self) -> bool:
-        """Start afresh in a new cgroup when the old one is full of dead processes: killed
-        processes whose parent died too are reaped by init, and an init that does not reap
-        orphans (the agent as PID 1 of a container, some VMs) would leave their pids counted
-        against the limit forever. Live processes move to the new cgroup; True when there is
-        room now."""
+        """Move the live processes to a new cgroup when the old one is full of dead ones (an
+        init that does not reap orphans, such as the agent as a container's PID 1, would
+        leave them counted forever); True when there is room now."""
         old = self.cgroup
         if old is None or self.has_room():
             return True
@@ -291,9 +284,7 @@ class ProcessGuard:
 
 
 def sweep_orphans(parent: Path) -> list[Path]:
-    """Remove the cgroups of agents that died without cleaning up (SIGKILL, a crash): their
-    processes are killed and the groups removed. A group is an orphan when the agent whose
-    pid its name carries is gone; returns the groups removed."""
+    """Kill and remove the cgroups of agents that died without cleaning up; those removed."""
     removed: list[Path] = []
     try:
         entries = list(parent.glob("openmanus-*-*"))

@@ -1,11 +1,7 @@
 """Handing a workspace to the unprivileged user that runs sandboxed code (bubblewrap as root).
-
-That user may change the tree while we walk it, so the walk trusts no path: every entry is
-opened from its parent's descriptor with ``O_NOFOLLOW`` and ``fchown``ed by descriptor, so a
-link is never followed however the tree changes. Never handed over: other mounts, files with
-more than one hard link (the other may be a system file), devices, sockets and pipes; the walk
-stops at ``MAX_ENTRIES`` entries and ``MAX_DEPTH`` levels.
-"""
+That user may change the tree meanwhile, so every entry is opened from its parent's descriptor
+with ``O_NOFOLLOW`` and ``fchown``ed by descriptor; other mounts, hard-linked files and special
+files are never handed over, and the walk is bounded (``MAX_ENTRIES``, ``MAX_DEPTH``)."""
 
 from __future__ import annotations
 
@@ -44,22 +40,12 @@ def mount_id(fd: int) -> int | None:
     return None
 
 
-class _Home:
-    """The workspace's file system and mount: nothing on another one is touched."""
-
-    def __init__(self, fd: int, info: os.stat_result) -> None:
-        self.dev = info.st_dev
-        self.mount = mount_id(fd)
-
-    def holds(self, fd: int, info: os.stat_result) -> bool:
-        if info.st_dev != self.dev:
-            return False
-        return self.mount is None or mount_id(fd) == self.mount
-
-
-def _open_child(parent: int, name: str, home: _Home, user: User) -> tuple[int, bool] | None:
+def _open_child(
+    parent: int, name: str, home: tuple[int, int | None], user: User
+) -> tuple[int, bool] | None:
     """Open ``name`` below ``parent`` without following it: (descriptor, is a directory), or
-    None for what is never handed over (a link, another mount, a special file, gone)."""
+    None for what is never handed over (a link, another mount, a special file, gone).
+    ``home``: the workspace's (device, mount id)."""
     try:
         seen = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except OSError:
@@ -77,22 +63,18 @@ def _open_child(parent: int, name: str, home: _Home, user: User) -> tuple[int, b
     try:
         info = os.fstat(fd)
         is_dir = stat.S_ISDIR(info.st_mode)
-        if is_dir != stat.S_ISDIR(seen.st_mode) or not (is_dir or stat.S_ISREG(info.st_mode)):
-            raise _Skip
-        if info.st_dev != home.dev:
-            raise _Skip
+        usable = is_dir == stat.S_ISDIR(seen.st_mode) and (is_dir or stat.S_ISREG(info.st_mode))
+        usable = usable and info.st_dev == home[0]
         # The mount id costs a /proc read: only when it matters (a directory we descend into,
         # or a file about to change hands).
-        if (is_dir or (info.st_uid, info.st_gid) != user) and not home.holds(fd, info):
-            raise _Skip
-    except (OSError, _Skip):
+        if usable and (is_dir or (info.st_uid, info.st_gid) != user) and home[1] is not None:
+            usable = mount_id(fd) == home[1]
+    except OSError:
+        usable = False
+    if not usable:
         os.close(fd)
         return None
     return fd, is_dir
-
-
-class _Skip(Exception):
-    """An entry that is not to be handed over."""
 
 
 def _hand_over(fd: int, user: User) -> bool:
@@ -117,14 +99,13 @@ def _names(fd: int) -> list[str]:
 
 
 def adopt_tree(workspace: Path, user: User, *, skip: Collection[str] = ()) -> int:
-    """Hand ``workspace`` and everything below it to ``user`` (see the module docstring),
-    except the top-level entries named in ``skip``; returns how many entries changed hands."""
+    """Hand ``workspace`` to ``user`` except top-level ``skip``; how many entries changed hands."""
     try:
         top = os.open(workspace, _DIR_FLAGS)
     except OSError as exc:
         logger.warning(f"cannot hand the workspace {workspace} to the sandbox's user: {exc}")
         return 0
-    home = _Home(top, os.fstat(top))
+    home = (os.fstat(top).st_dev, mount_id(top))
     changed = int(_hand_over(top, user))
     stack: list[tuple[int, list[str]]] = [(top, [n for n in _names(top) if n not in skip])]
     visited = 0

@@ -1,12 +1,6 @@
-"""Start a sandboxed program: the one launch helper every backend on this host uses.
-
-A stub (``python -I -S -c``) runs between us and the program, then ``exec``s it. In order
-it joins the sandbox's cgroup (the process limit then holds for all it starts); sets the
-rlimits; as root for bubblewrap (``stage``), bind-mounts the bound directories below a fresh
-tmpfs in a private mount namespace while still root; drops to ``user`` with no supplementary
-groups; resets signal dispositions (ignored ones survive ``exec``); and asks for SIGKILL when
-the agent dies (``PR_SET_PDEATHSIG``, after the drop, which clears it).
-"""
+"""The launch stub every backend on this host uses (``python -I -S -c``, then ``exec``): joins
+the sandbox's cgroup, sets rlimits, as root stages the bound directories in a private mount
+namespace and drops to ``user``, resets signals, and dies with the agent (PDEATHSIG)."""
 
 from __future__ import annotations
 
@@ -15,12 +9,16 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from app.sandbox import netns
+
 __all__ = ["LaunchOptions", "launcher_argv"]
 
-_LAUNCHER = r"""
+_HEAD = r"""
 import json, os, signal, sys
 opts = json.loads(sys.argv[1])
 argv = sys.argv[2:]
+"""
+_LAUNCHER = r"""
 def fail(what, err):
     reason = os.strerror(err) if isinstance(err, int) else err
     sys.stderr.write(f"sandbox launcher: {what}: {reason}\n")
@@ -31,23 +29,19 @@ if opts.get("cgroup"):
             f.write("0")
     except OSError as exc:
         fail("cannot join the sandbox's cgroup", exc.strerror or exc)
-try:
-    import resource
-except ImportError:
-    resource = None
-if resource is not None:
-    for name, value in opts.get("limits", {}).items():
-        which = getattr(resource, name, None)
-        if which is None:
-            continue
-        try:
-            _, hard = resource.getrlimit(which)
-            new_hard = value + 1 if name == "RLIMIT_CPU" else value
-            if hard != resource.RLIM_INFINITY:
-                new_hard = min(new_hard, hard)
-            resource.setrlimit(which, (min(value, new_hard), new_hard))
-        except (OSError, ValueError):
-            pass
+import resource
+for name, value in opts.get("limits", {}).items():
+    which = getattr(resource, name, None)
+    if which is None:
+        continue
+    try:
+        _, hard = resource.getrlimit(which)
+        new_hard = value + 1 if name == "RLIMIT_CPU" else value
+        if hard != resource.RLIM_INFINITY:
+            new_hard = min(new_hard, hard)
+        resource.setrlimit(which, (min(value, new_hard), new_hard))
+    except (OSError, ValueError):
+        pass
 stage = opts.get("stage")
 if stage:
     import ctypes
@@ -120,14 +114,12 @@ class LaunchOptions:
     stage_root: str | None = None
     #: Die with this process (the agent: the default); 0 for no parent-death signal.
     parent: int | None = None
+    #: slirp4netns, for a bubblewrap sandbox with a network of its own (:mod:`.netns`).
+    network: str | None = None
 
 
-def launcher_argv(
-    argv: list[str], options: LaunchOptions | dict[str, int] | None = None
-) -> list[str]:
-    """``argv`` prefixed with the stub; ``options`` may be just an rlimits mapping."""
-    if options is None or isinstance(options, dict):
-        options = LaunchOptions(rlimits=dict(options or {}))
+def launcher_argv(argv: list[str], options: LaunchOptions) -> list[str]:
+    """``argv`` prefixed with the stub."""
     settings: dict[str, object] = {"limits": options.rlimits}
     parent = os.getpid() if options.parent is None else options.parent
     if parent:
@@ -139,5 +131,9 @@ def launcher_argv(
     if options.stage:
         settings["stage"] = [list(item) for item in options.stage]
         settings["stage_root"] = options.stage_root
+    code = _HEAD + _LAUNCHER
+    if options.network:
+        settings["network"] = netns.launch_settings(options.network)
+        code = _HEAD + netns.SETUP + _LAUNCHER
     python = sys.executable or "python3"
-    return [python, "-I", "-S", "-c", _LAUNCHER, json.dumps(settings), *argv]
+    return [python, "-I", "-S", "-c", code, json.dumps(settings), *argv]

@@ -1,17 +1,13 @@
-"""``local``: plain subprocesses on this machine, bounded by rlimits and a process watchdog.
-
-Against accidents, not an adversary: code runs as the agent's user with its file system and
-network, but with credentials scrubbed, rlimits, the process limit (``guard``), and every
-process of a run killed afterwards. Nothing outlives the agent even after ``kill -9``: each
-program gets a parent-death signal (``launcher``), and a reaper in its own session holds a pipe
-from the agent and kills the groups and cgroup still alive when it ends.
-"""
+"""``local``: plain subprocesses on this machine, against accidents, not an adversary: scrubbed
+credentials, rlimits, the process limit, and a reaper in its own session that kills what is
+left of the runs when the agent dies, even by ``kill -9``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import ctypes
+import functools
 import os
 import subprocess
 import sys
@@ -62,7 +58,13 @@ for group in groups:
         pass
 """
 
-_network_warning_shown = False
+
+@functools.cache  # said once per process
+def _warn_no_network_block() -> None:
+    logger.warning(
+        "sandbox backend 'local' cannot block network access (network_enabled = "
+        "false only takes effect with backend 'bubblewrap' or 'docker')"
+    )
 
 
 class LocalSandbox(Sandbox):
@@ -72,18 +74,12 @@ class LocalSandbox(Sandbox):
     _reaper: subprocess.Popen[bytes] | None = None
 
     async def _start(self) -> None:
-        global _network_warning_shown
         close_own_environ()
         self._start_reaper()
-        # Said once per process, and only to a user who asked for no network (the default
-        # is no request at all: every run would repeat it).
+        # Only to a user who asked for no network (the default is no request at all).
         asked = "network_enabled" in self.settings.model_fields_set
-        if asked and not self.settings.network_enabled and not _network_warning_shown:
-            _network_warning_shown = True
-            logger.warning(
-                "sandbox backend 'local' cannot block network access (network_enabled = "
-                "false only takes effect with backend 'bubblewrap' or 'docker')"
-            )
+        if asked and not self.settings.network_enabled:
+            _warn_no_network_block()
 
     def _wrap(
         self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
@@ -91,8 +87,7 @@ class LocalSandbox(Sandbox):
         return LaunchSpec(argv=launcher_argv(argv, self.launch_options(rlimits)), env=env, cwd=cwd)
 
     def _scope(self, leader: int) -> ProcessScope:
-        """A run (started in a session of its own: its group id is its pid) is told to the
-        reaper, so it dies with the agent."""
+        """A run (its group id is its pid) is told to the reaper, so it dies with the agent."""
         reaper = self._reaper
         if reaper is not None and reaper.stdin is not None:
             try:
@@ -139,10 +134,8 @@ _PR_SET_DUMPABLE = 4
 
 
 def close_own_environ() -> bool:
-    """Make this (the agent's) process non-dumpable, so a child running as the same user
-    cannot read ``/proc/<agent pid>/environ`` (nor ptrace the agent). Root children still can
-    (CAP_SYS_PTRACE): there only redaction of the scrubbed values protects them. True when
-    the setting took."""
+    """Make the agent's process non-dumpable, so a child of the same user cannot read its
+    ``/proc/<pid>/environ`` nor ptrace it (root children still can); True when it took."""
     if os.geteuid() == 0:
         return False
     try:

@@ -1,36 +1,29 @@
-"""The network of a bubblewrap sandbox with ``network_enabled``: user-mode, never the host's.
-
-The host's network namespace would expose every service on its loopback (DevTools, the web
-UI, the MCP server, a model server), so the sandbox always has its own (``--unshare-net``) and
-``slirp4netns --disable-host-loopback`` plugs a user-mode stack into it. Per command, a stub
-hands bwrap three pipes (``--info-fd``: the sandbox's pid, ``--block-fd``: hold until the
-network is up, ``--sync-fd``: lives as long as the sandbox), forks a helper in its own session
-(not counted as a sandbox process) that starts slirp4netns (seccomp; as root its own sandbox)
-and releases the sandbox, then ``exec``s the command so bwrap keeps the pid the caller knows.
-A slirp4netns failure kills the sandbox before the command runs, with the reason on stderr.
-"""
+"""The network of a bubblewrap sandbox with ``network_enabled``: user-mode, never the host's
+(whose loopback serves DevTools, the web UI, model servers). The launcher hands bwrap its
+``--info-fd``/``--block-fd``/``--sync-fd`` pipes and forks a helper (its own session, not a
+sandbox process) that plugs ``slirp4netns --disable-host-loopback`` into the new namespace and
+releases it; a slirp4netns failure kills the sandbox before the command runs."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sys
 
 from app.exceptions import SandboxUnavailableError
 
-__all__ = ["BLOCK_FD", "INFO_FD", "SYNC_FD", "bwrap_network_options", "find_slirp4netns", "wrap"]
+__all__ = ["BWRAP_OPTIONS", "SETUP", "find_slirp4netns", "launch_settings"]
 
 #: Descriptor numbers bwrap gets for its ``--info-fd``, ``--block-fd`` and ``--sync-fd``.
 INFO_FD, BLOCK_FD, SYNC_FD = 60, 61, 62
 #: Seconds slirp4netns may take to bring the interface up before the run is abandoned.
 READY_TIMEOUT = 20.0
 
-_STUB = r"""
-import json, os, select, signal, subprocess, sys, time
-opts = json.loads(sys.argv[1])
-argv = sys.argv[2:]
-info_fd, block_fd, sync_fd = opts["fds"]
+#: Launcher code (:mod:`.launcher`) run first, before it joins the cgroup, when
+#: ``opts["network"]`` is set: the pipes bwrap inherits, and the helper.
+SETUP = r"""
+import select, subprocess, time
+net = opts["network"]
+info_fd, block_fd, sync_fd = net["fds"]
 info_r, info_w = os.pipe()
 block_r, block_w = os.pipe()
 sync_r, sync_w = os.pipe()
@@ -57,7 +50,7 @@ def helper():
         except ValueError:
             pass
     child = int(info["child-pid"])
-    deadline = time.monotonic() + opts["timeout"]
+    deadline = time.monotonic() + net["timeout"]
     # bwrap's child brings its loopback up over netlink right after it is started; slirp4netns
     # configuring tap0 at the same time can make that fail. Wait for lo's 127.0.0.0/8 route,
     # which the kernel adds once lo is up (bwrap's last netlink request).
@@ -77,7 +70,7 @@ def helper():
     # --enable-sandbox (empty mount namespace, no capabilities) needs root; it is the root case
     # that matters: as a normal user slirp4netns has no privileges to drop.
     confine = ["--enable-sandbox"] if os.geteuid() == 0 else []
-    cmd = [opts["slirp4netns"], "--configure", "--mtu=65520", "--disable-host-loopback",
+    cmd = [net["slirp4netns"], "--configure", "--mtu=65520", "--disable-host-loopback",
            *confine, "--enable-seccomp", f"--ready-fd={ready_w}",
            f"--exit-fd={sync_r}", f"--userns-path=/proc/self/fd/{user_ns}",
            "--netns-type=path", f"/proc/self/fd/{net_ns}", "tap0"]
@@ -142,11 +135,6 @@ if os.fork() == 0:
         os._exit(1)
 for fd in (info_r, block_w, sync_r):
     os.close(fd)
-try:
-    os.execvp(argv[0], argv)
-except OSError as exc:
-    sys.stderr.write(f"cannot run {argv[0]}: {exc.strerror or exc}\n")
-    os._exit(127)
 """
 
 
@@ -163,21 +151,18 @@ def find_slirp4netns() -> str:
     return os.path.realpath(found)
 
 
-def bwrap_network_options() -> list[str]:
-    """bwrap options the stub's pipes are for (the sandbox gets its own network namespace)."""
-    return [
-        "--info-fd", str(INFO_FD),
-        "--block-fd", str(BLOCK_FD),
-        "--sync-fd", str(SYNC_FD),
-    ]  # fmt: skip
+#: bwrap options the pipes of :data:`SETUP` are for.
+BWRAP_OPTIONS = [
+    "--info-fd", str(INFO_FD),
+    "--block-fd", str(BLOCK_FD),
+    "--sync-fd", str(SYNC_FD),
+]  # fmt: skip
 
 
-def wrap(argv: list[str], slirp4netns: str) -> list[str]:
-    """``argv`` (the launcher, then bwrap with :func:`bwrap_network_options`) behind the stub."""
-    settings = {
+def launch_settings(slirp4netns: str) -> dict[str, object]:
+    """``opts["network"]`` of the launcher for a sandbox networked through ``slirp4netns``."""
+    return {
         "fds": [INFO_FD, BLOCK_FD, SYNC_FD],
         "slirp4netns": slirp4netns,
         "timeout": READY_TIMEOUT,
     }
-    python = sys.executable or "python3"
-    return [python, "-I", "-S", "-c", _STUB, json.dumps(settings), *argv]

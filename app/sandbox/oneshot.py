@@ -1,6 +1,5 @@
 """One program in a sandbox, start to finish: bounded output, a timeout that stops the whole
-run, the process limit watched, and nothing left running afterwards. :meth:`Sandbox.run` and
-``python_execute`` both run through here."""
+run, the process limit watched, nothing left running (``Sandbox.run``, ``python_execute``)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""Process plumbing for everything a sandbox runs: bounded output, process groups and scopes.
-
-A misbehaving child can never hurt the agent: output is read as it arrives and only a bounded
-head and tail are kept, every run has a scope (its process group locally, its PID namespace
-under bubblewrap) that can be signalled and killed as a whole, and nothing waits on a process
-in a way that blocks the event loop.
-
-Why a scope and not just a process group: an interactive bash inside bubblewrap moves itself
-into a group of its own, and the outer ``bwrap`` dies of SIGINT, taking the sandbox with it.
-There a run is the sandbox's PID namespace instead, and signals meant for the program skip
-the ``bwrap`` supervisors. Without ``/proc`` the helpers fall back to ``killpg`` alone.
-"""
+"""Process plumbing for everything a sandbox runs: bounded output, and scopes (a run's
+process group, or its PID namespace under bubblewrap) signalled and killed as a whole."""
 
 from __future__ import annotations
 
@@ -25,7 +15,6 @@ from pathlib import Path
 from app.logger import logger
 
 __all__ = [
-    "GroupScope",
     "NamespaceScope",
     "OutputBuffer",
     "PipeProtocol",
@@ -36,8 +25,11 @@ __all__ = [
     "finish_run",
     "format_seconds",
     "group_members",
+    "is_alive",
+    "kill_each",
     "kill_group",
     "signal_group",
+    "stat_fields",
     "terminate_group",
 ]
 
@@ -45,12 +37,8 @@ _PROC = Path("/proc")
 
 
 class OutputBuffer:
-    """Text of one output stream, bounded: the first ``head_chars`` and last ``tail_chars``.
-
-    Bytes are decoded incrementally (UTF-8, invalid bytes replaced), so a multi-byte character
-    split across reads is not mangled, and whatever falls between head and tail is only
-    counted: 100 MB of output costs a few kilobytes of memory.
-    """
+    """Text of one output stream, bounded: the first ``head_chars`` and last ``tail_chars``
+    are kept, the rest only counted (100 MB of output costs a few kilobytes)."""
 
     def __init__(self, head_chars: int, tail_chars: int = 0) -> None:
         self._head_cap = max(0, head_chars)
@@ -113,11 +101,8 @@ class OutputBuffer:
 
 
 def compose_streams(stdout: OutputBuffer, stderr: OutputBuffer, limit: int) -> tuple[str, str]:
-    """Share one character budget between stdout and stderr.
-
-    Neither stream may starve the other: a flood on stdout still leaves room for the traceback
-    on stderr, which is usually what the model needs to see.
-    """
+    """Share one character budget between stdout and stderr: a flood on stdout still leaves
+    room for the traceback on stderr, usually what the model needs to see."""
     if stdout.total + stderr.total <= limit:
         return stdout.render(limit), stderr.render(limit)
     half = limit // 2
@@ -131,11 +116,8 @@ def compose_streams(stdout: OutputBuffer, stderr: OutputBuffer, limit: int) -> t
 
 
 class PipeProtocol(asyncio.SubprocessProtocol):
-    """Hands every chunk a child writes to a sink at once, so pipes never fill up.
-
-    Using the protocol (rather than ``asyncio.subprocess.Process``) gives us the transport to
-    close explicitly even when an escaped grandchild still holds the pipes open.
-    """
+    """Hands every chunk a child writes to a sink at once, so pipes never fill up; the
+    transport can be closed even when an escaped grandchild still holds the pipes open."""
 
     def __init__(self, sinks: dict[int, Callable[[bytes], None]]) -> None:
         self._sinks = sinks
@@ -159,14 +141,19 @@ class PipeProtocol(asyncio.SubprocessProtocol):
         self.exited.set()
 
 
-def _read_stat(pid: str) -> tuple[str, int] | None:
-    """(state, process group) of a process, or None if it is gone."""
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """Fields of ``/proc/<pid>/stat`` after the command name (state first); None if gone."""
     try:
-        raw = (_PROC / pid / "stat").read_bytes()
+        raw = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
         return None
     # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = raw[raw.rfind(b")") + 2 :].split()
+    return raw[raw.rfind(b")") + 2 :].split()
+
+
+def _read_stat(pid: str) -> tuple[str, int] | None:
+    """(state, process group) of a process, or None if it is gone."""
+    fields = stat_fields(pid) or []
     try:
         return fields[0].decode(), int(fields[2])
     except (IndexError, ValueError):
@@ -207,39 +194,26 @@ def signal_group(pgid: int, sig: int) -> bool:
     return True
 
 
-async def kill_group(pgid: int, *, deadline: float = 5.0) -> bool:
-    """SIGKILL a process group until no live member is left; True when it is empty.
+def kill_each(pids: list[int], sig: int) -> bool:
+    """Send ``sig`` to each of ``pids``; whether it reached at least one."""
+    delivered = False
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+            delivered = True
+    return delivered
 
-    One ``killpg`` is not always enough: a process may be half-way through ``fork`` when the
-    signal arrives, so repeat until ``/proc`` shows no live member (zombies only wait to be
-    reaped by their parent or init and are harmless).
-    """
-    give_up = time.monotonic() + deadline
-    pause = 0.002
-    while True:
-        if not signal_group(pgid, signal.SIGKILL):
-            return True
-        members = await asyncio.to_thread(group_members, pgid)
-        if members is not None and not members:
-            return True
-        if time.monotonic() >= give_up:
-            if members is None:
-                # No /proc: zombies keep the group "existing" for killpg; nothing more to do.
-                return True
-            logger.warning("process group {} still has members after SIGKILL: {}", pgid, members)
-            return False
-        await asyncio.sleep(pause)
-        pause = min(pause * 2, 0.05)
+
+async def kill_group(pgid: int, *, deadline: float = 5.0) -> bool:
+    """SIGKILL a process group until no live member is left; True when it is empty."""
+    return await ProcessScope(pgid).kill(deadline=deadline)
 
 
 async def terminate_group(
     pgid: int, leader_exited: asyncio.Event, *, grace: float, deadline: float = 5.0
 ) -> bool:
     """SIGTERM the group, give the leader ``grace`` seconds to exit, then SIGKILL everything."""
-    if grace > 0 and signal_group(pgid, signal.SIGTERM):
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(leader_exited.wait(), grace)
-    return await kill_group(pgid, deadline=deadline)
+    return await ProcessScope(pgid).terminate(leader_exited, grace=grace, deadline=deadline)
 
 
 def describe_returncode(returncode: int | None) -> str:
@@ -275,15 +249,32 @@ class ProcessScope:
         return signal_group(self.leader, sig)
 
     async def kill(self, *, deadline: float = 5.0) -> bool:
-        """SIGKILL everything until nothing is left; True when the run is gone."""
-        return await kill_group(self.leader, deadline=deadline)
+        """SIGKILL everything until nothing is left (a process may be mid-``fork``); True: gone."""
+        give_up = time.monotonic() + deadline
+        pause = 0.002
+        while True:
+            delivered = self.signal(signal.SIGKILL)
+            members = await asyncio.to_thread(self.members)
+            # Zombies are not members (harmless, waiting to be reaped); without /proc (None)
+            # a signal that reached nobody is the only sign.
+            if members == [] or (members is None and not delivered):
+                return True
+            if time.monotonic() >= give_up:
+                if members is None:  # no /proc: zombies keep a group "existing" for killpg
+                    return True
+                logger.warning(f"sandbox run {self.leader} has processes after SIGKILL: {members}")
+                return False
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
-    async def terminate(self, exited: asyncio.Event, *, grace: float) -> bool:
+    async def terminate(
+        self, exited: asyncio.Event, *, grace: float, deadline: float = 5.0
+    ) -> bool:
         """SIGTERM, ``grace`` seconds for the leader to go, then SIGKILL everything."""
         if grace > 0 and self.signal(signal.SIGTERM):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(exited.wait(), grace)
-        return await self.kill()
+        return await self.kill(deadline=deadline)
 
     async def watch_size(self, limit: int, interval: float) -> int:
         """Return as soon as the run has ``limit`` live processes (a fork bomb): the most the
@@ -300,10 +291,6 @@ class ProcessScope:
             await asyncio.sleep(interval)
 
 
-#: The local case under its descriptive name.
-GroupScope = ProcessScope
-
-
 def _read(path: Path) -> str | None:
     try:
         return os.readlink(path)
@@ -312,35 +299,23 @@ def _read(path: Path) -> str | None:
 
 
 def _children(pid: int) -> list[int]:
-    found: list[int] = []
     try:
         names = os.listdir(_PROC)
     except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            raw = (_PROC / name / "stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and fields[1] == str(pid).encode():
-            found.append(int(name))
-    return found
+        return []
+    parent = str(pid).encode()
+    return [int(n) for n in names if n.isdigit() and (stat_fields(n) or [])[1:2] == [parent]]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        raw = (_PROC / str(pid) / "stat").read_bytes()
-    except OSError:
-        return False
-    state = raw[raw.rfind(b")") + 2 :].split()[:1]
+def is_alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    state = (stat_fields(pid) or [])[:1]
     return bool(state) and state[0] not in (b"Z", b"X")
 
 
 class NamespaceScope(ProcessScope):
-    """A bubblewrap run: the outer ``bwrap`` (group leader) plus its PID namespace."""
+    """A bubblewrap run: the outer ``bwrap`` (group leader) plus its PID namespace, since a bash
+    there moves to a group of its own; signals skip ``bwrap``, which would die of SIGINT."""
 
     def __init__(self, leader: int, supervisor_exe: str) -> None:
         super().__init__(leader)
@@ -367,7 +342,7 @@ class NamespaceScope(ProcessScope):
             return group
         found = set(group)
         for name in os.listdir(_PROC):
-            if name.isdigit() and _read(_PROC / name / "ns" / "pid") == ns and _alive(int(name)):
+            if name.isdigit() and _read(_PROC / name / "ns" / "pid") == ns and is_alive(int(name)):
                 found.add(int(name))
         return sorted(found)
 
@@ -375,42 +350,19 @@ class NamespaceScope(ProcessScope):
         if sig == signal.SIGKILL:
             return self._kill_all()
         members = self.members() or []
-        delivered = False
-        for pid in members:
-            if _read(_PROC / str(pid) / "exe") == self._supervisor:
-                continue  # bwrap would die of it and take the sandbox down
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-                delivered = True
-        return delivered or bool(members)
+        # Not to bwrap itself: it would die of it and take the sandbox down.
+        program = [p for p in members if _read(_PROC / str(p) / "exe") != self._supervisor]
+        return kill_each(program, sig) or bool(members)
 
     def _kill_all(self) -> bool:
         # The namespace's init first: the kernel then kills everything in the namespace at
         # once, which a fork bomb cannot outrun, unlike one kill per process found in /proc.
         self._namespace()
-        if self._init is not None and _alive(self._init):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self._init, signal.SIGKILL)
+        if self._init is not None and is_alive(self._init):
+            kill_each([self._init], signal.SIGKILL)
         members = self.members() or []
         alive = signal_group(self.leader, signal.SIGKILL)
-        for pid in members:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                alive = True
-        return alive
-
-    async def kill(self, *, deadline: float = 5.0) -> bool:
-        give_up = time.monotonic() + deadline
-        pause = 0.002
-        while True:
-            self._kill_all()
-            members = await asyncio.to_thread(self.members)
-            if not members:
-                return True
-            if time.monotonic() >= give_up:
-                return False
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        return kill_each(members, signal.SIGKILL) or alive
 
 
 async def finish_run(

@@ -55,6 +55,8 @@ class SessionData:
     updated: float = 0.0
     #: Why records were lost when a write failed (disk full...), else None.
     write_failed: str | None = None
+    #: The file's bytes as read (the web UI shows the history from them).
+    raw: bytes = field(default=b"", repr=False)
 
     @property
     def kind(self) -> str:
@@ -175,6 +177,7 @@ def read_session(path: Path, raw: bytes | None = None) -> SessionData:
     if data is None:
         raise SessionError(f"{path} is empty or not a session file")
     data.problems = problems + data.problems
+    data.raw = raw
     return data
 
 

@@ -26,11 +26,12 @@ from app.session.reader import SessionData, read_session
 from app.session.recorder import SessionRecorder
 from app.session.writer import SessionWriter
 
-__all__ = ["SESSIONS_DIR", "SessionInfo", "SessionStore"]
+__all__ = ["SESSIONS_DIR", "SESSION_ID", "SessionInfo", "SessionStore"]
 
 SESSIONS_DIR = ".sessions"
 FORMAT_VERSION = 1
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+#: What a session id may look like.
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class SessionStore:
         text = str(session)
         if text.endswith(".jsonl") or "/" in text or "\\" in text:
             return Path(text)
-        if not _ID.match(text):
+        if not SESSION_ID.match(text):
             raise SessionError(f"{text!r} is not a session id")
         return self.directory / f"{text}.jsonl"
 

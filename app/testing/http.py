@@ -1,148 +1,34 @@
-"""A minimal HTTP/1.1 server side for the scripted LLM server: request framing (Content-Length
-and chunked bodies, keep-alive, ``Expect: 100-continue``) and one asyncio protocol per
-connection handing complete requests, in order, to ``ScriptedLLMServer._respond``.
-"""
+"""HTTP/1.1 for the scripted server and the recording proxy, on h11 (framing, keep-alive,
+pipelining, ``Expect: 100-continue``): ``LoopServer`` serves from its own event loop in a
+background thread, so sync and async tests use it alike and a slow reply never blocks the
+test's loop; one ``Connection`` per client hands complete requests, in order, to its
+``_respond``."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections import deque
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from http import HTTPStatus
-from typing import Any
+from http.client import responses
+from typing import Any, Self
 
-__all__ = [
-    "BadRequest",
-    "Connection",
-    "HTTPRequest",
-    "error_body",
-    "parse_request",
-    "reason_phrase",
-    "resolve_future",
-]
+import h11
+
+__all__ = ["Connection", "HTTPRequest", "LoopServer", "error_body"]
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
-
-
-class BadRequest(Exception):
-    """The bytes on a connection are not a request we can answer; reply and close."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 @dataclass
 class HTTPRequest:
     method: str
     target: str
-    version: str
     headers: dict[str, str]
     body: bytes
-
-
-def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
-    try:
-        text = head.decode("latin-1")
-    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes anything
-        raise BadRequest(400, "undecodable request head") from exc
-    lines = text.split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0].isalpha():
-        raise BadRequest(400, f"malformed request line: {lines[0][:100]!r}")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise BadRequest(400, f"malformed header line: {line[:100]!r}")
-        key = name.lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return parts[0].upper(), parts[1], parts[2], headers
-
-
-def _parse_chunked(buf: bytearray, start: int) -> tuple[bytes, int] | None:
-    """Decode a chunked body beginning at ``start``; ``None`` while it is incomplete."""
-    body = bytearray()
-    pos = start
-    while True:
-        eol = buf.find(b"\r\n", pos)
-        if eol < 0:
-            return None
-        size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError as exc:
-            raise BadRequest(400, "malformed chunk size") from exc
-        if size < 0:
-            raise BadRequest(400, "malformed chunk size")
-        if len(body) + size > MAX_BODY:
-            raise BadRequest(413, "request body too large")
-        pos = eol + 2
-        if size == 0:
-            # Skip trailers up to the blank line that ends the message.
-            while True:
-                eol = buf.find(b"\r\n", pos)
-                if eol < 0:
-                    return None
-                if eol == pos:
-                    return bytes(body), eol + 2
-                pos = eol + 2
-        if len(buf) < pos + size + 2:
-            return None
-        body += buf[pos : pos + size]
-        if buf[pos + size : pos + size + 2] != b"\r\n":
-            raise BadRequest(400, "malformed chunk terminator")
-        pos += size + 2
-
-
-def parse_request(buf: bytearray) -> HTTPRequest | None:
-    """Take one complete request off the front of ``buf``; ``None`` if more bytes are needed."""
-    while buf.startswith(b"\r\n"):  # tolerated before a request line (RFC 9112 2.2)
-        del buf[:2]
-    end = buf.find(b"\r\n\r\n")
-    if end < 0:
-        if len(buf) > MAX_HEAD:
-            raise BadRequest(431, "request head too large")
-        return None
-    if end > MAX_HEAD:
-        raise BadRequest(431, "request head too large")
-    method, target, version, headers = _parse_head(bytes(buf[:end]))
-    start = end + 4
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        decoded = _parse_chunked(buf, start)
-        if decoded is None:
-            return None
-        body, consumed = decoded
-    else:
-        try:
-            length = int(headers.get("content-length", "0") or "0")
-        except ValueError as exc:
-            raise BadRequest(400, "malformed Content-Length") from exc
-        if length < 0:
-            raise BadRequest(400, "malformed Content-Length")
-        if length > MAX_BODY:
-            raise BadRequest(413, "request body too large")
-        if len(buf) < start + length:
-            return None
-        body, consumed = bytes(buf[start : start + length]), start + length
-    del buf[:consumed]
-    return HTTPRequest(method, target, version, headers, body)
-
-
-def resolve_future(future: asyncio.Future[bool], result: bool) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
-def reason_phrase(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return "Unknown"
 
 
 def error_body(
@@ -155,17 +41,14 @@ def error_body(
 class Connection(asyncio.Protocol):
     """One client connection: parses requests as bytes arrive, answers them in order."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: LoopServer) -> None:
         self._server = server
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
         self.transport: asyncio.Transport | None = None
-        self._buf = bytearray()
-        self._pending: deque[HTTPRequest | BadRequest] = deque()
+        self._method = b""
         self._wake = asyncio.Event()
         self.gone = asyncio.Event()
-        self._eof = False
         self.lost = False
-        self._broken = False
-        self._continue_sent = False
         self._can_write = asyncio.Event()
         self._can_write.set()
         self._task: asyncio.Task[None] | None = None
@@ -178,42 +61,19 @@ class Connection(asyncio.Protocol):
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
-        if self._broken:
-            return
-        self._buf += data
-        while True:
-            try:
-                request = parse_request(self._buf)
-            except BadRequest as exc:
-                self._broken = True
-                self._buf.clear()
-                self._pending.append(exc)
-                break
-            if request is None:
-                self._maybe_continue()
-                break
-            self._continue_sent = False
-            self._pending.append(request)
+        if self._h11.their_state is not h11.ERROR:
+            self._h11.receive_data(data)
         self._wake.set()
 
-    def _maybe_continue(self) -> None:
-        # Clients that send "Expect: 100-continue" wait for this before sending the body.
-        if self._continue_sent or self.transport is None:
-            return
-        end = self._buf.find(b"\r\n\r\n")
-        if end >= 0 and b"100-continue" in bytes(self._buf[:end]).lower():
-            self._continue_sent = True
-            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-
     def eof_received(self) -> bool:
-        self._eof = True
+        if self._h11.their_state is not h11.ERROR:
+            self._h11.receive_data(b"")
         self.gone.set()
         self._wake.set()
         return True  # keep the write side open to answer requests already received
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
-        self._eof = True
         self.gone.set()
         self._wake.set()
         self._can_write.set()
@@ -228,10 +88,51 @@ class Connection(asyncio.Protocol):
         self._can_write.set()
 
     # writing
-    def write(self, data: bytes) -> None:
+    def _send(self, *events: h11.Event) -> None:
+        """Frame ``events`` and write them in one piece."""
         if self.lost or self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("client went away")
-        self.transport.write(data)
+        if self._method == b"HEAD":  # h11 frames a HEAD answer without a body
+            events = tuple(e for e in events if not isinstance(e, h11.Data))
+        self.transport.write(b"".join(self._h11.send(e) or b"" for e in events))
+
+    def send_head(
+        self,
+        status: int,
+        headers: Iterable[tuple[str, str]],
+        body: bytes = b"",
+        *,
+        end: bool = False,
+        close: bool = False,
+    ) -> None:
+        """The status line, headers and the first of the body (all of it with ``end``);
+        ``close`` ends the connection after this answer."""
+        fields = [*headers, *([("Connection", "close")] if close else [])]
+        events: list[h11.Event] = [
+            h11.Response(status_code=status, headers=fields, reason=responses.get(status, ""))
+        ]
+        if body:
+            events.append(h11.Data(data=body))
+        self._send(*events, *([h11.EndOfMessage()] if end else []))
+
+    def send_data(self, data: bytes) -> None:
+        self._send(h11.Data(data=data))
+
+    def end(self) -> None:
+        self._send(h11.EndOfMessage())
+
+    def send_plain(
+        self,
+        status: int,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        headers: Iterable[tuple[str, str]] = (),
+        close: bool = False,
+    ) -> None:
+        """A whole answer with a body of known length."""
+        fields = [("Content-Type", content_type), ("Content-Length", str(len(body))), *headers]
+        self.send_head(status, fields, body, end=True, close=close)
 
     async def drain(self) -> None:
         await self._can_write.wait()
@@ -242,29 +143,169 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
+    # reading
+    async def _next_event(self) -> Any:
+        while (event := self._h11.next_event()) is h11.NEED_DATA:
+            # Clients that send "Expect: 100-continue" wait for this before sending the body.
+            if self._h11.they_are_waiting_for_100_continue:
+                self._send(h11.InformationalResponse(status_code=100, headers=[]))
+            self._wake.clear()
+            await self._wake.wait()
+        return event
+
+    async def _read_request(self) -> HTTPRequest | None:
+        """The next whole request; ``None`` once the client is done."""
+        event = await self._next_event()
+        if not isinstance(event, h11.Request):
+            return None
+        self._method = event.method
+        body = bytearray()
+        while isinstance(part := await self._next_event(), h11.Data):
+            body += part.data
+            if len(body) > MAX_BODY:
+                raise h11.RemoteProtocolError("request body too large", error_status_hint=413)
+        headers: dict[str, str] = {}
+        for raw_name, raw_value in event.headers:
+            name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        return HTTPRequest(
+            event.method.decode("latin-1"), event.target.decode("latin-1"), headers, bytes(body)
+        )
+
     async def _serve(self) -> None:
         try:
-            while True:
-                if not self._pending:
-                    if self._eof:
-                        break
-                    self._wake.clear()
-                    await self._wake.wait()
-                    continue
-                item = self._pending.popleft()
-                if isinstance(item, BadRequest):
-                    self._server._send_plain(
-                        self,
-                        item.status,
-                        error_body(f"scripted server: {item.message}"),
-                        keep_alive=False,
-                    )
+            while (request := await self._read_request()) is not None:
+                if not await self._server._respond(self, request) or self.lost:
                     break
-                if not await self._server._respond(self, item) or self.lost:
+                if self._h11.our_state is not h11.DONE or self._h11.their_state is not h11.DONE:
                     break
+                self._h11.start_next_cycle()
+        except h11.RemoteProtocolError as exc:
+            body = error_body(f"scripted server: {exc}")
+            with contextlib.suppress(ConnectionError):  # a request cut short by a hang-up
+                self.send_plain(exc.error_status_hint, body, close=True)
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception as exc:  # a bug here must not kill the server; tests can see it
             self._server._record_error(exc)
         finally:
             self.close()
+
+
+class LoopServer:
+    """Listens on ``host:port`` from a daemon thread running its own event loop; subclasses
+    answer in ``_respond`` (returning whether the connection may carry another request)."""
+
+    label = "server"  # for messages
+
+    def __init__(self, host: str, port: int, thread_name: str) -> None:
+        self._host = host
+        self._requested_port = port
+        self._thread_name = thread_name
+        self._state_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._aio_server: asyncio.Server | None = None
+        self._stopped: asyncio.Event
+        self._conns: set[Connection] = set()
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self._port: int | None = None
+        self._closing = False
+        self._errors: list[BaseException] = []
+
+    async def _respond(self, conn: Connection, request: HTTPRequest) -> bool:
+        raise NotImplementedError
+
+    def _record_error(self, exc: BaseException) -> None:
+        self._errors.append(exc)
+
+    def _on_stop(self) -> None:
+        """Called once by ``stop`` before the loop ends (wake whoever waits)."""
+
+    def start(self) -> Self:
+        """Bind and start serving; returns once the port is known. Calling it again is a no-op."""
+        with self._state_lock:
+            if self._closing:
+                raise RuntimeError(f"a stopped {type(self).__name__} cannot be started again")
+            if self._thread is not None:
+                return self
+            self._thread = threading.Thread(target=self._run, name=self._thread_name, daemon=True)
+            self._thread.start()
+        if not self._ready.wait(timeout=30):
+            self.stop()
+            raise RuntimeError(f"{self.label} did not start within 30 s")
+        if self._start_error is not None:
+            self._thread.join()
+            raise self._start_error
+        return self
+
+    def stop(self) -> None:
+        """Close every connection and the listening socket, then join the thread (idempotent)."""
+        with self._state_lock:
+            if self._closing:
+                return
+            self._closing = True
+            thread, loop = self._thread, self._loop
+        self._on_stop()
+        if thread is None:
+            return
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._begin_shutdown)
+            except RuntimeError:  # the loop already closed (start failed)
+                pass
+        if thread is not threading.current_thread():
+            thread.join(timeout=30)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> Self:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError(f"the {self.label} is not started; call start() first")
+        return self._port
+
+    @property
+    def root_url(self) -> str:
+        """The URL without a path (what ``AsyncAzureOpenAI(azure_endpoint=...)`` wants)."""
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
+
+    def _run(self) -> None:
+        # The runner's close cancels what is left (the connections) and closes the loop.
+        with asyncio.Runner() as runner:
+            runner.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        try:
+            self._aio_server = await loop.create_server(
+                lambda: Connection(self), self._host, self._requested_port, backlog=4096
+            )
+            self._port = self._aio_server.sockets[0].getsockname()[1]
+        except BaseException as exc:
+            self._start_error = exc
+            return
+        finally:
+            self._ready.set()
+        await self._stopped.wait()
+
+    def _begin_shutdown(self) -> None:
+        if self._aio_server is not None:
+            self._aio_server.close()
+        for conn in list(self._conns):
+            if conn.transport is not None:
+                conn.transport.abort()
+        self._stopped.set()

@@ -11,17 +11,18 @@ to make a tiny model deterministic without touching the framework under test.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import http.client
 import json
-import select
-import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+import httpcore2
+
+from app.testing.http import Connection, HTTPRequest, LoopServer
 
 __all__ = ["ProxiedExchange", "RecordingProxy"]
 
@@ -116,31 +117,30 @@ class ProxiedExchange:
         return {"content": "".join(parts), "finish_reason": finish, "usage": usage}
 
 
-class RecordingProxy:
+class RecordingProxy(LoopServer):
     """Use ``base_url`` in place of the upstream's; ``exchanges`` lists every request in
     arrival order, ``chat_requests()`` only the chat ones."""
+
+    label = "proxy"
 
     def __init__(
         self,
         upstream_base_url: str,
         rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
+        super().__init__("127.0.0.1", 0, "recording-proxy")
         self.rewrite = rewrite
         parts = urlsplit(upstream_base_url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"Only http:// upstreams are supported, not {upstream_base_url!r}")
-        self._upstream = (parts.hostname, parts.port or 80)
+        self._upstream = f"http://{parts.netloc}"
         self._prefix = parts.path.rstrip("/")
         self.exchanges: list[ProxiedExchange] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("The proxy is not started")
-        return f"http://127.0.0.1:{self._server.server_address[1]}{self._prefix}"
+        return f"{self.root_url}{self._prefix}"
 
     def chat_requests(self) -> list[ProxiedExchange]:
         with self._lock:
@@ -150,119 +150,77 @@ class RecordingProxy:
         with self._lock:
             self.exchanges.clear()
 
-    def _record(self, exchange: ProxiedExchange) -> None:
-        with self._lock:
-            self.exchanges.append(exchange)
-
-    def start(self) -> RecordingProxy:
-        proxy = self
-
-        class Handler(_Handler):
-            owner = proxy
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, daemon=True, name="recording-proxy"
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def __enter__(self) -> RecordingProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    owner: RecordingProxy
-    protocol_version = "HTTP/1.0"  # one exchange per connection; the body ends at close
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def _forward(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
+    async def _respond(self, conn: Connection, request: HTTPRequest) -> bool:
+        """Forward one request; a client hanging up first cancels the upstream request,
+        which closes its connection, so the server sees the disconnect."""
+        raw = request.body
         try:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        exchange = ProxiedExchange(method=self.command, path=self.path, body=body)
-        self.owner._record(exchange)
-        rewrite = self.owner.rewrite
-        if rewrite is not None and isinstance(body, dict):
-            raw = json.dumps(rewrite(json.loads(raw))).encode()
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-        upstream = http.client.HTTPConnection(*self.owner._upstream, timeout=600)
-        watcher = threading.Thread(
-            target=self._watch_client,
-            args=(exchange, upstream),
-            daemon=True,
-            name="recording-proxy-watch",
-        )
-        try:
-            target = self.path
-            if target.startswith("http://"):  # absolute-form: used as a forward proxy
-                parts = urlsplit(target)
-                target = parts.path + (f"?{parts.query}" if parts.query else "")
-            upstream.request(self.command, target, body=raw or None, headers=headers)
-            watcher.start()
-            response = upstream.getresponse()
-            exchange.status = response.status
-            self.send_response(response.status)
-            for name, value in response.getheaders():
-                if name.lower() not in _HOP_HEADERS:
-                    self.send_header(name, value)
-            self.send_header("Connection", "close")
-            self.end_headers()
-            kept = bytearray()
-            while chunk := response.read1(65536):
-                if len(kept) < _KEEP_RESPONSE:
-                    kept += chunk[: _KEEP_RESPONSE - len(kept)]
-                self.wfile.write(chunk)
-                self.wfile.flush()
-            exchange.response = bytes(kept)
-        except (BrokenPipeError, ConnectionResetError):
-            exchange.client_left.set()  # closing upstream below tells the server
-        except OSError as e:
-            if exchange.status is None:
-                with contextlib.suppress(OSError):
-                    self.send_error(502, f"upstream unreachable: {e}")
-        finally:
-            upstream.close()
-            exchange.done.set()
+        exchange = ProxiedExchange(method=request.method, path=request.target, body=body)
+        with self._lock:
+            self.exchanges.append(exchange)
+        if self.rewrite is not None and isinstance(body, dict):
+            raw = json.dumps(self.rewrite(json.loads(raw))).encode()
+        relay = asyncio.ensure_future(self._relay(conn, exchange, request, raw))
+        hangup = asyncio.ensure_future(conn.gone.wait())
+        await asyncio.wait({relay, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        hangup.cancel()
+        if not relay.done():
+            exchange.client_left.set()
+            relay.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await relay
+        exchange.done.set()
+        return False  # one exchange per connection
 
-    do_GET = do_POST = _forward
-
-    def _watch_client(
-        self, exchange: ProxiedExchange, upstream: http.client.HTTPConnection
+    async def _relay(
+        self, conn: Connection, exchange: ProxiedExchange, request: HTTPRequest, raw: bytes
     ) -> None:
-        """Notice the client hanging up while the upstream has not answered yet (a blocking
-        read would only find out when the answer is written) and pass the hang-up on."""
-        client = self.connection
-        while not exchange.done.is_set():
-            try:
-                readable, _, _ = select.select([client], [], [], 0.1)
-                if not readable:
-                    continue
-                if client.recv(1, socket.MSG_PEEK):
-                    return  # the client sent more data: not a hang-up
-            except (OSError, ValueError):
-                pass
-            if not exchange.done.is_set():
-                exchange.client_left.set()
-                if upstream.sock is not None:
-                    with contextlib.suppress(OSError):
-                        upstream.sock.shutdown(socket.SHUT_RDWR)
-            return
+        parts = urlsplit(request.target)  # absolute-form when used as a forward proxy
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        headers = [
+            (k.encode("latin-1"), v.encode("latin-1"))
+            for k, v in request.headers.items()
+            if k not in _HOP_HEADERS
+        ]
+        try:
+            async with (
+                httpcore2.AsyncConnectionPool() as pool,
+                pool.stream(
+                    request.method,
+                    self._upstream + target,
+                    headers=headers,
+                    content=raw or None,
+                    extensions={"timeout": {"read": 600.0}},
+                ) as response,
+            ):
+                exchange.status = response.status
+                fields = [
+                    (k.decode("latin-1"), v.decode("latin-1"))
+                    for k, v in response.headers
+                    if k.decode("latin-1").lower() not in _HOP_HEADERS
+                ]
+                conn.send_head(response.status, fields, close=True)
+                kept = bytearray()
+                async for chunk in response.aiter_stream():
+                    kept += chunk[: max(0, _KEEP_RESPONSE - len(kept))]
+                    conn.send_data(chunk)
+                    await conn.drain()
+                conn.end()
+                exchange.response = bytes(kept)
+        except ConnectionError:
+            exchange.client_left.set()  # leaving the stream above closed the upstream
+        except _UPSTREAM_ERRORS as e:
+            if exchange.status is None:
+                message = f"upstream unreachable: {e}".encode()
+                conn.send_plain(502, message, content_type="text/plain", close=True)
+
+
+_UPSTREAM_ERRORS = (
+    httpcore2.NetworkError,
+    httpcore2.TimeoutException,
+    httpcore2.ProtocolError,
+    httpcore2.UnsupportedProtocol,
+)

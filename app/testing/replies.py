@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 __all__ = [
@@ -72,27 +72,31 @@ def _usage_spec(value: Any) -> UsageSpec:
     raise TypeError(f"usage must be None, False, a Usage or a mapping, not {type(value).__name__}")
 
 
-def _usage_json(usage: UsageSpec) -> Any:
-    return usage.to_json() if isinstance(usage, Usage) else usage
+def _field_json(value: Any) -> Any:
+    if isinstance(value, Reply | ToolCall | Usage):
+        return value.to_json()
+    if isinstance(value, tuple):  # tool calls, or header pairs
+        return (
+            [v.to_json() for v in value]
+            if value and isinstance(value[0], ToolCall)
+            else dict(value)
+        )
+    return value
 
 
 class Reply:
     """Base of every scripted reply; ``Reply.from_json`` rebuilds any kind from its JSON."""
 
     kind: ClassVar[str] = ""
-    _registry: ClassVar[dict[str, type[Reply]]] = {}
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if cls.kind:
-            Reply._registry[cls.kind] = cls
-
-    def to_json(self) -> dict[str, Any]:  # pragma: no cover - every subclass overrides it
-        raise NotImplementedError
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> Reply:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def to_json(self) -> dict[str, Any]:
+        """The reply's kind and every field that differs from its default."""
+        data: dict[str, Any] = {"type": self.kind}
+        for item in fields(self):  # type: ignore[arg-type]  # every subclass is a dataclass
+            value = getattr(self, item.name)
+            if value != item.default:
+                data[item.name] = _field_json(value)
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> Reply:
@@ -102,13 +106,14 @@ class Reply:
         if not isinstance(data, Mapping):
             raise ValueError(f"a scripted reply must be a JSON object or string, got {data!r}")
         kind = data.get("type")
-        target = Reply._registry.get(kind) if isinstance(kind, str) else None
-        if target is None:
-            known = ", ".join(sorted(Reply._registry))
+        read = _READERS.get(kind) if isinstance(kind, str) else None
+        if read is None:
+            known = ", ".join(sorted(_READERS))
             raise ValueError(f"unknown scripted reply type {kind!r} (expected one of: {known})")
-        if cls is not Reply and not issubclass(target, cls):
+        reply = read(data)
+        if not isinstance(reply, cls):
             raise ValueError(f"expected a {cls.kind!r} reply, got {kind!r}")
-        return target._from_fields(data)
+        return reply
 
 
 @dataclass(frozen=True)
@@ -120,22 +125,6 @@ class TextReply(Reply):
     content: str
     usage: UsageSpec = None
     finish_reason: str = "stop"
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": self.kind, "content": self.content}
-        if self.usage is not None:
-            data["usage"] = _usage_json(self.usage)
-        if self.finish_reason != "stop":
-            data["finish_reason"] = self.finish_reason
-        return data
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> TextReply:
-        return text(
-            str(data.get("content", "")),
-            usage=data.get("usage"),
-            finish_reason=str(data.get("finish_reason", "stop")),
-        )
 
 
 @dataclass(frozen=True)
@@ -193,28 +182,6 @@ class ToolCallsReply(Reply):
     content: str | None = None
     usage: UsageSpec = None
     finish_reason: str = "tool_calls"
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": self.kind, "calls": [c.to_json() for c in self.calls]}
-        if self.content is not None:
-            data["content"] = self.content
-        if self.usage is not None:
-            data["usage"] = _usage_json(self.usage)
-        if self.finish_reason != "tool_calls":
-            data["finish_reason"] = self.finish_reason
-        return data
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> ToolCallsReply:
-        calls = data.get("calls", [])
-        if not isinstance(calls, list):
-            raise ValueError("'calls' of a tool_calls reply must be a list")
-        return tool_calls(
-            *(ToolCall.from_json(c) for c in calls),
-            content=data.get("content"),
-            usage=data.get("usage"),
-            finish_reason=str(data.get("finish_reason", "tool_calls")),
-        )
 
 
 _DEFAULT_ERRORS: dict[int, tuple[str, str, str | None]] = {
@@ -274,39 +241,12 @@ class ErrorReply(Reply):
         error = {"message": self.message, "type": self.error_type, "param": None, "code": self.code}
         return {"error": error}
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": self.kind, "status": self.status, "message": self.message}
-        if self.code is not None:
-            data["code"] = self.code
-        if self.error_type is not None:
-            data["error_type"] = self.error_type
-        if self.headers:
-            data["headers"] = dict(self.headers)
-        return data
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> ErrorReply:
-        return error(
-            int(data["status"]),
-            data.get("message"),
-            code=data.get("code"),
-            type=data.get("error_type"),
-            headers=data.get("headers"),
-        )
-
 
 @dataclass(frozen=True)
 class DropReply(Reply):
     """Read the request, then close the connection without answering."""
 
     kind: ClassVar[str] = "drop"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind}
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> DropReply:
-        return DropReply()
 
 
 @dataclass(frozen=True)
@@ -317,13 +257,6 @@ class SlowReply(Reply):
 
     seconds: float
     reply: Reply
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "seconds": self.seconds, "reply": self.reply.to_json()}
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> SlowReply:
-        return slow(float(data["seconds"]), Reply.from_json(data["reply"]))
 
 
 @dataclass(frozen=True)
@@ -337,16 +270,6 @@ class StallReply(Reply):
     after: int
     seconds: float
 
-    def to_json(self) -> dict[str, Any]:
-        data = {"type": self.kind, "reply": self.reply.to_json(), "after": self.after}
-        return {**data, "seconds": self.seconds}
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> StallReply:
-        return stall(
-            Reply.from_json(data["reply"]), after=int(data["after"]), seconds=float(data["seconds"])
-        )
-
 
 @dataclass(frozen=True)
 class CutReply(Reply):
@@ -357,13 +280,6 @@ class CutReply(Reply):
 
     reply: Reply
     after: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"type": self.kind, "reply": self.reply.to_json(), "after": self.after}
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> CutReply:
-        return cut(Reply.from_json(data["reply"]), after=int(data["after"]))
 
 
 @dataclass(frozen=True)
@@ -378,30 +294,12 @@ class RawReply(Reply):
     headers: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"type": self.kind, "status": self.status}
+        data = super().to_json()
         try:
             data["body"] = self.body.decode("utf-8")
         except UnicodeDecodeError:
-            data["body_base64"] = base64.b64encode(self.body).decode("ascii")
-        if self.content_type != "application/json":
-            data["content_type"] = self.content_type
-        if self.headers:
-            data["headers"] = dict(self.headers)
+            data["body_base64"] = base64.b64encode(data.pop("body")).decode("ascii")
         return data
-
-    @classmethod
-    def _from_fields(cls, data: Mapping[str, Any]) -> RawReply:
-        body: bytes | str
-        if "body_base64" in data:
-            body = base64.b64decode(data["body_base64"])
-        else:
-            body = data.get("body", "")
-        return raw(
-            int(data.get("status", 200)),
-            body,
-            content_type=str(data.get("content_type", "application/json")),
-            headers=data.get("headers"),
-        )
 
 
 def _check_status(status: int) -> int:
@@ -526,6 +424,55 @@ def raw(
     return RawReply(
         status=status, body=data, content_type=content_type, headers=_header_pairs(headers)
     )
+
+
+def _read_calls(data: Mapping[str, Any]) -> ToolCallsReply:
+    calls = data.get("calls", [])
+    if not isinstance(calls, list):
+        raise ValueError("'calls' of a tool_calls reply must be a list")
+    return tool_calls(
+        *(ToolCall.from_json(c) for c in calls),
+        content=data.get("content"),
+        usage=data.get("usage"),
+        finish_reason=str(data.get("finish_reason", "tool_calls")),
+    )
+
+
+def _read_raw(data: Mapping[str, Any]) -> RawReply:
+    body = data.get("body", "")
+    if "body_base64" in data:
+        body = base64.b64decode(data["body_base64"])
+    return raw(
+        int(data.get("status", 200)),
+        body,
+        content_type=str(data.get("content_type", "application/json")),
+        headers=data.get("headers"),
+    )
+
+
+#: How each kind of reply is rebuilt from its JSON (through the factories, which validate).
+_READERS: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
+    "text": lambda d: text(
+        str(d.get("content", "")),
+        usage=d.get("usage"),
+        finish_reason=str(d.get("finish_reason", "stop")),
+    ),
+    "tool_calls": _read_calls,
+    "error": lambda d: error(
+        int(d["status"]),
+        d.get("message"),
+        code=d.get("code"),
+        type=d.get("error_type"),
+        headers=d.get("headers"),
+    ),
+    "drop": lambda d: drop(),
+    "slow": lambda d: slow(float(d["seconds"]), Reply.from_json(d["reply"])),
+    "stall": lambda d: stall(
+        Reply.from_json(d["reply"]), after=int(d["after"]), seconds=float(d["seconds"])
+    ),
+    "cut": lambda d: cut(Reply.from_json(d["reply"]), after=int(d["after"])),
+    "raw": _read_raw,
+}
 
 
 def coerce_reply(value: Any) -> Reply:

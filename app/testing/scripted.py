@@ -1,9 +1,8 @@
 """A scripted OpenAI-compatible chat-completions server, for driving agents deterministically.
 
 Tests talk to it over real HTTP with the real ``openai`` client, so the whole client stack
-(retries, timeouts, streaming, error mapping) runs without a network. It serves from its own
-event loop in a background thread, so sync and async tests use it alike and a slow reply never
-blocks the test's loop. Its command line is :mod:`app.testing.server` (docs/agents.md).
+(retries, timeouts, streaming, error mapping) runs without a network. Its command line is
+:mod:`app.testing.server` (docs/agents.md).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from app.testing.captured import CapturedRequest
-from app.testing.http import Connection, HTTPRequest, error_body, resolve_future
+from app.testing.http import Connection, HTTPRequest, LoopServer, error_body
 from app.testing.replies import (
     CutReply,
     DropReply,
@@ -35,11 +33,10 @@ from app.testing.replies import (
     coerce_reply,
 )
 from app.testing.wire import (
+    CapturedRequest,
     IdentifiedCall,
     completion_body,
-    plain_head,
     stream_events,
-    stream_head,
     usage_for,
 )
 
@@ -51,9 +48,19 @@ Responder = Callable[["CapturedRequest"], Any]
 _CHAT_PATH = re.compile(r"^(?:/v1)?/chat/completions/?$")
 _AZURE_PATH = re.compile(r"^/openai/deployments/(?P<deployment>[^/]+)/chat/completions/?$")
 _MODELS_PATH = re.compile(r"^(?:/v1)?/models(?:/(?P<model>[^/]+))?/?$")
+_STREAM_HEADERS = (
+    ("Content-Type", "text/event-stream; charset=utf-8"),
+    ("Cache-Control", "no-cache"),
+    ("Transfer-Encoding", "chunked"),  # h11 sends HTTP/1.0 clients the plain stream instead
+)
 
 
-class ScriptedLLMServer:
+def _resolve(future: asyncio.Future[bool], result: bool) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+class ScriptedLLMServer(LoopServer):
     """An OpenAI-compatible chat-completions endpoint that answers from a script.
 
     Each chat request takes the next reply from the script; when the script is empty the
@@ -61,6 +68,8 @@ class ScriptedLLMServer:
     5xx, so clients do not retry). Every request on every route is recorded in ``requests``
     (only the last ``keep_requests`` of them when that is set, for long benchmark runs).
     """
+
+    label = "scripted server"
 
     def __init__(
         self,
@@ -73,11 +82,10 @@ class ScriptedLLMServer:
         on_request: Callable[[CapturedRequest], None] | None = None,
         keep_requests: int | None = None,
     ) -> None:
+        super().__init__(host, port, f"scripted-llm-server-{id(self):x}")
         self._script: deque[Reply] = deque(coerce_reply(item) for item in script)
         self.responder = responder
         self.model = model
-        self._host = host
-        self._requested_port = port
         self._on_request = on_request
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -85,130 +93,22 @@ class ScriptedLLMServer:
         self._requests: deque[CapturedRequest] = deque(maxlen=keep_requests)
         self._received = 0
         self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]] = []
-        self._errors: list[BaseException] = []
         self._disconnects: list[int] = []
         self._served = 0
         self._call_ids = itertools.count(1)  # next() on a count is atomic
         self._completion_ids = itertools.count(1)
-        self._state_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._aio_server: asyncio.Server | None = None
-        self._conns: set[Connection] = set()
-        self._ready = threading.Event()
-        self._start_error: BaseException | None = None
-        self._port: int | None = None
-        self._closing = False
 
-    # --- lifecycle ------------------------------------------------------------------------
-
-    def start(self) -> ScriptedLLMServer:
-        """Bind and start serving; returns once the port is known. Calling it again is a no-op."""
-        with self._state_lock:
-            if self._closing:
-                raise RuntimeError("a stopped ScriptedLLMServer cannot be started again")
-            if self._thread is not None:
-                return self
-            self._thread = threading.Thread(
-                target=self._run, name=f"scripted-llm-server-{id(self):x}", daemon=True
-            )
-            self._thread.start()
-        if not self._ready.wait(timeout=30):
-            self.stop()
-            raise RuntimeError("scripted server did not start within 30 s")
-        if self._start_error is not None:
-            self._thread.join()
-            raise self._start_error
-        return self
-
-    def stop(self) -> None:
-        """Close every connection and the listening socket, then join the thread (idempotent)."""
-        with self._state_lock:
-            if self._closing:
-                return
-            self._closing = True
-            thread, loop = self._thread, self._loop
+    def _on_stop(self) -> None:
         with self._changed:
             self._wake_async_waiters(closing=True)
             self._changed.notify_all()
-        if thread is None:
-            return
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(self._begin_shutdown)
-            except RuntimeError:  # the loop already closed (start failed)
-                pass
-        if thread is not threading.current_thread():
-            thread.join(timeout=30)
-
-    def __enter__(self) -> ScriptedLLMServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> ScriptedLLMServer:
-        return await asyncio.to_thread(self.start)
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await asyncio.to_thread(self.stop)
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        asyncio.set_event_loop(loop)
-        try:
-            self._aio_server = loop.run_until_complete(
-                loop.create_server(
-                    lambda: Connection(self), self._host, self._requested_port, backlog=4096
-                )
-            )
-            self._port = self._aio_server.sockets[0].getsockname()[1]
-        except BaseException as exc:
-            self._start_error = exc
-            self._ready.set()
-            loop.close()
-            return
-        self._ready.set()
-        try:
-            loop.run_forever()
-        finally:
-            tasks = asyncio.all_tasks(loop)
-            for task in tasks:
-                task.cancel()
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
-            asyncio.set_event_loop(None)
-            loop.close()
-
-    def _begin_shutdown(self) -> None:
-        if self._aio_server is not None:
-            self._aio_server.close()
-        for conn in list(self._conns):
-            if conn.transport is not None:
-                conn.transport.abort()
-        assert self._loop is not None
-        self._loop.stop()
 
     # --- public state ---------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("the scripted server is not started; call start() first")
-        return self._port
 
     @property
     def base_url(self) -> str:
         """The URL to give an OpenAI client, ``http://127.0.0.1:<port>/v1``."""
         return f"{self.root_url}/v1"
-
-    @property
-    def root_url(self) -> str:
-        """The URL without ``/v1`` (what ``AsyncAzureOpenAI(azure_endpoint=...)`` wants)."""
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self.port}"
 
     def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
         """Append replies to the script (safe from any thread, also while serving)."""
@@ -289,16 +189,12 @@ class ScriptedLLMServer:
             if count >= n or closing:
                 result = count >= n
                 try:
-                    loop.call_soon_threadsafe(resolve_future, future, result)
+                    loop.call_soon_threadsafe(_resolve, future, result)
                 except RuntimeError:  # that loop is closed; nobody is waiting any more
                     pass
             else:
                 keep.append((loop, future, n))
         self._async_waiters[:] = keep
-
-    def _record_error(self, exc: BaseException) -> None:
-        with self._lock:
-            self._errors.append(exc)
 
     # --- request handling -----------------------------------------------------------------
 
@@ -306,9 +202,6 @@ class ScriptedLLMServer:
         """Answer one request; returns whether the connection may carry another."""
         path, _, query_string = request.target.partition("?")
         query = dict(parse_qsl(query_string, keep_blank_values=True))
-        connection = request.headers.get("connection", "").lower()
-        chunked_ok = request.version != "HTTP/1.0"
-        keep_alive = "close" not in connection if chunked_ok else "keep-alive" in connection
 
         route, allowed, deployment = "unknown", "", None
         if m := (_CHAT_PATH.match(path) or _AZURE_PATH.match(path)):
@@ -355,8 +248,8 @@ class ScriptedLLMServer:
                 self._record_error(exc)
 
         def plain(status: int, body: bytes, **extra: Any) -> bool:
-            self._send_plain(conn, status, body, keep_alive=keep_alive, **extra)
-            return keep_alive
+            conn.send_plain(status, body, **extra)
+            return True
 
         if route == "unknown":
             message = f"scripted server: no route for {request.method} {path}"
@@ -389,7 +282,7 @@ class ScriptedLLMServer:
             return plain(400, error_body(message, code="script_exhausted"))
         model = captured.model or deployment or self.model
         try:
-            return await self._send_reply(conn, captured, reply, model, keep_alive, chunked_ok)
+            return await self._send_reply(conn, captured, reply, model)
         except (ConnectionError, asyncio.CancelledError):
             if conn.gone.is_set() and not self._closing:  # the client hung up mid-answer
                 self._record_disconnect(captured.index)
@@ -402,29 +295,12 @@ class ScriptedLLMServer:
             return {**entry, "id": m.group("model")}
         return {"object": "list", "data": [entry]}
 
-    def _send_plain(
-        self,
-        conn: Connection,
-        status: int,
-        body: bytes,
-        *,
-        keep_alive: bool,
-        content_type: str = "application/json",
-        headers: Iterable[tuple[str, str]] = (),
-    ) -> None:
-        head = plain_head(
-            status, len(body), keep_alive=keep_alive, content_type=content_type, headers=headers
-        )
-        conn.write(head + body)
-
     async def _send_reply(
         self,
         conn: Connection,
         req: CapturedRequest,
         reply: Reply,
         model: str,
-        keep_alive: bool,
-        chunked_ok: bool,
     ) -> bool:
         stall: StallReply | CutReply | None = None
         while isinstance(reply, SlowReply | StallReply | CutReply):
@@ -440,18 +316,13 @@ class ScriptedLLMServer:
             return False
         if isinstance(reply, ErrorReply):
             body = json.dumps(reply.body()).encode("utf-8")
-            self._send_plain(conn, reply.status, body, keep_alive=keep_alive, headers=reply.headers)
-            return keep_alive
+            conn.send_plain(reply.status, body, headers=reply.headers)
+            return True
         if isinstance(reply, RawReply):
-            self._send_plain(
-                conn,
-                reply.status,
-                reply.body,
-                keep_alive=keep_alive,
-                content_type=reply.content_type,
-                headers=reply.headers,
+            conn.send_plain(
+                reply.status, reply.body, content_type=reply.content_type, headers=reply.headers
             )
-            return keep_alive
+            return True
         if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
             raise TypeError(f"cannot send {reply!r}")
         calls: list[IdentifiedCall] = [
@@ -463,17 +334,16 @@ class ScriptedLLMServer:
         completion_id = f"chatcmpl-scripted-{next(self._completion_ids)}"
         if req.stream:
             events = stream_events(req, reply, calls, usage, model, completion_id, created)
-            reuse = keep_alive and chunked_ok
-            finished = await self._stream(conn, req.index, events, reuse, chunked_ok, stall)
-            return finished and reuse
+            return await self._stream(conn, req.index, events, stall)
         data = completion_body(reply, calls, usage, model, completion_id, created)
         if isinstance(stall, CutReply):  # announce the whole body, send half, hang up
-            head = plain_head(200, len(data), keep_alive=False)
-            conn.write(head + data[: len(data) // 2])
+            length = str(len(data))
+            head = [("Content-Type", "application/json"), ("Content-Length", length)]
+            conn.send_head(200, head, data[: len(data) // 2])
             await conn.drain()
             return False
-        self._send_plain(conn, 200, data, keep_alive=keep_alive)
-        return keep_alive
+        conn.send_plain(200, data)
+        return True
 
     async def _client_left(self, conn: Connection, index: int, seconds: float) -> bool:
         """Wait ``seconds``, ending early (and recording it) when the client goes away."""
@@ -489,21 +359,18 @@ class ScriptedLLMServer:
         conn: Connection,
         index: int,
         events: list[bytes],
-        keep_alive: bool,
-        chunked: bool,
         interruption: StallReply | CutReply | None = None,
     ) -> bool:
         """Send the events; False when cut (the connection then closes mid-stream)."""
-        conn.write(stream_head(keep_alive=keep_alive, chunked=chunked))
+        conn.send_head(200, _STREAM_HEADERS)
         for number, event in enumerate(events):
             if interruption is not None and number == interruption.after:
                 if isinstance(interruption, CutReply) or await self._client_left(
                     conn, index, interruption.seconds
                 ):
                     return False
-            conn.write(b"%x\r\n%s\r\n" % (len(event), event) if chunked else event)
+            conn.send_data(event)
             await conn.drain()
             await asyncio.sleep(0)  # let the event go out on its own and other clients run
-        if chunked:
-            conn.write(b"0\r\n\r\n")
+        conn.end()
         return True

@@ -1,35 +1,84 @@
-"""What the scripted server puts on the wire for a reply: the chat-completion JSON, the event
-stream's chunks, the usage block and HTTP heads. Pure functions, so the server module keeps
-only connections, the script and timing (stalls, cuts, disconnects)."""
+"""What the scripted server reads and writes: each request as captured, and for a reply the
+chat-completion JSON, the event stream's chunks and the usage block. Pure functions, so the
+server module keeps only connections, the script and timing (stalls, cuts, disconnects)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from app.testing.captured import CapturedRequest
-from app.testing.http import reason_phrase
 from app.testing.replies import TextReply, ToolCall, ToolCallsReply, Usage
 
 __all__ = [
+    "CapturedRequest",
     "IdentifiedCall",
     "completion_body",
-    "plain_head",
     "split_arguments",
     "split_text",
     "stream_events",
-    "stream_head",
     "usage_for",
 ]
+
+
+@dataclass(frozen=True)
+class CapturedRequest:
+    """One request as the server saw it (every route, in arrival order).
+
+    ``raw`` is the request body exactly as received; ``body`` is its JSON (``None`` when it is
+    empty or not JSON). ``route`` is ``"chat"``, ``"models"`` or ``"unknown"``.
+    """
+
+    index: int
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    raw: bytes
+    route: str = "unknown"
+    received_at: float = field(default_factory=time.time)
+
+    @property
+    def messages(self) -> list[Any]:
+        """The request's ``messages`` (empty when absent)."""
+        value = self.body.get("messages") if isinstance(self.body, dict) else None
+        return value if isinstance(value, list) else []
+
+    @property
+    def tools(self) -> list[Any] | None:
+        """The request's ``tools``; ``None`` when the key was not sent at all."""
+        return self.body.get("tools") if isinstance(self.body, dict) else None
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    @property
+    def stream(self) -> bool:
+        return isinstance(self.body, dict) and self.body.get("stream") is True
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able record (what the CLI's ``--log`` writes, one per line)."""
+        return {
+            "index": self.index,
+            "method": self.method,
+            "path": self.path,
+            "query": self.query,
+            "headers": self.headers,
+            "body": self.body if self.body is not None else self.raw.decode("utf-8", "replace"),
+            "route": self.route,
+        }
+
 
 #: A tool call of a reply with the id it goes out with.
 IdentifiedCall = tuple[ToolCall, str]
 
 _MAX_STREAM_PIECES = 32
 _WORDS = re.compile(r"\S+\s*|\s+")
-_SERVER = "Server: openmanus-scripted"
 
 
 def split_text(value: str) -> list[str]:
@@ -154,28 +203,3 @@ def stream_events(
         events.append(chunk(None))
     events.append(b"data: [DONE]\n\n")
     return events
-
-
-def _head(status: int, keep_alive: bool, fields: list[str], extra: Iterable[str] = ()) -> bytes:
-    connection = f"Connection: {'keep-alive' if keep_alive else 'close'}"
-    lines = [f"HTTP/1.1 {status} {reason_phrase(status)}", *fields, connection, _SERVER, *extra]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def plain_head(
-    status: int,
-    length: int,
-    *,
-    keep_alive: bool,
-    content_type: str = "application/json",
-    headers: Iterable[tuple[str, str]] = (),
-) -> bytes:
-    """The status line and headers of an answer with a body of ``length`` bytes."""
-    fields = [f"Content-Type: {content_type}", f"Content-Length: {length}"]
-    return _head(status, keep_alive, fields, (f"{name}: {value}" for name, value in headers))
-
-
-def stream_head(*, keep_alive: bool, chunked: bool) -> bytes:
-    """The status line and headers of an event stream."""
-    fields = ["Content-Type: text/event-stream; charset=utf-8", "Cache-Control: no-cache"]
-    return _head(200, keep_alive, fields, ["Transfer-Encoding: chunked"] if chunked else [])

@@ -1,9 +1,5 @@
-"""``ask_human``: let the model put a question to a person, without ever blocking the loop.
-
-Where the answer comes from is pluggable: an *input provider* (the terminal by default, a UI
-callback or a queue for libraries and tests). When nobody can answer (no interactive stdin,
-end of input, timeout) the model is told to go on by itself instead of the run hanging.
-"""
+"""``ask_human``: the model asks a person through a pluggable *input provider*; when nobody
+can answer (no terminal, end of input, timeout) it is told to go on, never left hanging."""
 
 from __future__ import annotations
 
@@ -144,13 +140,7 @@ class StdinInputProvider:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
-        def on_readable() -> None:
-            try:
-                chunk = os.read(fd, 4096)
-            except BlockingIOError:
-                return  # spurious wake-up
-            except OSError:
-                chunk = b""  # e.g. EIO once the other side of a pty is gone
+        def take(chunk: bytes) -> None:
             if not chunk:
                 self._eof = True
             else:
@@ -158,43 +148,37 @@ class StdinInputProvider:
             if (self._eof or b"\n" in self._buffer) and not done.done():
                 done.set_result(None)
 
-        try:
-            loop.add_reader(fd, on_readable)
-        except (NotImplementedError, ValueError, OSError):
-            return await self._read_line_in_thread(fd)
-        try:
-            await done
-        finally:
-            loop.remove_reader(fd)
-        return self._take_line(at_end=True)
-
-    async def _read_line_in_thread(self, fd: int) -> str | None:
-        """Fallback for loops without ``add_reader`` (Windows proactor, regular files): a daemon
-        thread reads, so an abandoned question never keeps the interpreter from exiting."""
-        loop = asyncio.get_running_loop()
-        result: asyncio.Future[bytes] = loop.create_future()
-
-        def deliver(data: bytes) -> None:
-            if not result.done():
-                result.set_result(data)
+        def on_readable() -> None:
+            try:
+                chunk = os.read(fd, 4096)
+            except BlockingIOError:
+                return  # spurious wake-up
+            except OSError:
+                chunk = b""  # e.g. EIO once the other side of a pty is gone
+            take(chunk)
 
         def reader() -> None:
-            data = bytearray()
-            while not data.endswith(b"\n"):
+            chunk = b"-"
+            while chunk and not chunk.endswith(b"\n"):
                 try:
                     chunk = os.read(fd, 4096)
                 except OSError:
                     chunk = b""
-                if not chunk:
-                    break
-                data += chunk
-            loop.call_soon_threadsafe(deliver, bytes(data))
+                with contextlib.suppress(RuntimeError):  # the loop is gone: nobody asks
+                    loop.call_soon_threadsafe(take, chunk)
 
-        threading.Thread(target=reader, name="ask-human-stdin", daemon=True).start()
-        data = await result
-        if not data.endswith(b"\n"):
-            self._eof = True
-        self._buffer += data
+        try:
+            loop.add_reader(fd, on_readable)
+        except (NotImplementedError, ValueError, OSError):
+            # No add_reader (Windows proactor, regular files): a daemon thread reads, so an
+            # abandoned question never keeps the interpreter from exiting.
+            threading.Thread(target=reader, name="ask-human-stdin", daemon=True).start()
+            await done
+        else:
+            try:
+                await done
+            finally:
+                loop.remove_reader(fd)
         return self._take_line(at_end=True)
 
 

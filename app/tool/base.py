@@ -94,11 +94,9 @@ class ToolFailure(ToolResult):
 
 
 def result_failed(result: Any) -> bool:
-    """Whether a tool's return value reports a failure, from its type, never its text: a failed
-    ``ToolResult``, or ``python_execute``'s (upstream's) ``{"success": false, ...}`` dict."""
-    if isinstance(result, ToolResult):
-        return result.failed
-    return isinstance(result, Mapping) and result.get("success") is False
+    """Whether a tool's return value reports a failure: a failed ``ToolResult`` (the one
+    channel; an exception was already turned into one), never guessed from text."""
+    return isinstance(result, ToolResult) and result.failed
 
 
 def format_output(value: Any) -> str:

@@ -1,32 +1,18 @@
 """``bash``: one persistent shell per tool instance, so ``cd`` and ``export`` carry over.
 
-How a command runs: the shell is an interactive bash (``-i``, no rc files, no job control,
-empty prompts) reading from a pipe, in its own session and process group. Each command is sent
-as ``eval '<command>' < /dev/null`` followed by ``printf`` of a marker made of a fresh random
-token and the exit status, once on stdout and once on stderr. Output is read as it arrives,
-bounded, and the command is over when both markers have been seen.
-
-Why interactive: on SIGINT an interactive bash abandons the whole input line (loops included)
-and waits for the next one, exactly like Ctrl+C in a terminal, whereas a non-interactive bash
-either dies or carries on with the rest of the line. So a command that runs past its timeout
-gets SIGINT (the whole process group, like a terminal's foreground job); if the shell then
-answers a fresh marker within ``interrupt_grace`` it is kept, otherwise it is killed and the
-next command starts a new one, and the result says so.
-
-Why ``< /dev/null``: the command's stdin is never a terminal nor our pipe, so ``read``, ``cat``
-or a REPL see end-of-file at once instead of hanging (the session has no controlling terminal,
-so programs that open ``/dev/tty`` fail instead of waiting).
+How commands run, are interrupted and end (markers, SIGINT, ``< /dev/null``): docs/tools.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import re
 import secrets
+import shlex
 import signal
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,7 +28,9 @@ from app.sandbox.processes import (
     any_running,
     compose_streams,
     describe_returncode,
+    finish_run,
     format_seconds,
+    signal_group,
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
 from app.tool.declared import ToolArgs
@@ -69,8 +57,6 @@ _SETTLE = 3.0
 _STEADY = 0.5
 #: Longest wait for a killed bomb's processes to be gone before the next shell starts.
 _REAP_WAIT = 10.0
-#: A shell killed through bubblewrap exits with 128 + SIGKILL (without it: a negative code).
-_KILLED_THROUGH_BWRAP = 137
 
 _DESCRIPTION = (
     "Run a command in a persistent bash shell (the working directory starts at the "
@@ -98,11 +84,6 @@ def _print_marker(token: str, kind: str, status: str, err_status: str | None = N
         f"printf {fmt} '__OM' '_{token}_{kind}' {status} >&{_MARK_OUT_FD}; "
         f"printf {fmt} '__OM' '_{token}_{kind}' {err_status or status} >&{_MARK_ERR_FD}"
     )
-
-
-def _quote(text: str) -> str:
-    """Single-quote ``text`` for bash: nothing inside is expanded."""
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 class _StreamWatcher:
@@ -166,41 +147,31 @@ class _StreamWatcher:
         return result
 
 
-def _killed(returncode: int | None) -> bool:
-    return returncode is not None and (returncode < 0 or returncode == _KILLED_THROUGH_BWRAP)
-
-
+@dataclass(eq=False)
 class _Session:
     """A running bash process and the state needed to talk to it."""
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        transport: asyncio.SubprocessTransport,
-        protocol: PipeProtocol,
-        stdout: _StreamWatcher,
-        stderr: _StreamWatcher,
-        scope: ProcessScope,
-    ) -> None:
-        self.loop = loop
-        self.transport = transport
-        self.protocol = protocol
-        self.stdout = stdout
-        self.stderr = stderr
-        self.pgid: int = transport.get_pid()
-        self.scope = scope
-        self.closed = False
-        #: Processes the session had when its limit watch killed it (None: not killed so).
-        self.over_limit: int | None = None
-        self.limit_hit = asyncio.Event()
-        self.busy = False
-        self.resting = 0  # the session's processes after its last command
-        self.last_job: int | None = 0  # the shell's ``$!`` after its last command
-        self._watcher: asyncio.Task[None] | None = None
-        self._guard: ProcessGuard | None = None
-        self._pressure = (0, 0)  # the guard's pressure when the command started
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.SubprocessTransport
+    protocol: PipeProtocol
+    stdout: _StreamWatcher
+    stderr: _StreamWatcher
+    scope: ProcessScope
+    closed: bool = False
+    #: Processes the session had when its limit watch killed it (None: not killed so).
+    over_limit: int | None = None
+    limit_hit: asyncio.Event = field(default_factory=asyncio.Event)
+    busy: bool = False
+    resting: int = 0  # the session's processes after its last command
+    last_job: int | None = 0  # the shell's ``$!`` after its last command
+    _watcher: asyncio.Task[None] | None = None
+    _guard: ProcessGuard | None = None
+    _pressure: tuple[int, int] = (0, 0)  # the guard's pressure when the command started
+
+    def __post_init__(self) -> None:
+        self.pgid = self.transport.get_pid()
         # Last resort if the tool is dropped without cleanup(): no shell outlives the program.
-        self._finalizer = weakref.finalize(self, _kill_quietly, self.pgid)
+        self._finalizer = weakref.finalize(self, signal_group, self.pgid, signal.SIGKILL)
 
     @property
     def alive(self) -> bool:
@@ -216,20 +187,23 @@ class _Session:
             data = line.encode("utf-8", "replace")
         pipe.write(data)
 
-    async def wait_for_markers(self, timeout: float | None) -> str:
-        """ "done" when both markers arrived, "exited" if the shell died, else "timeout"."""
-        both = asyncio.ensure_future(self._both_found())
-        exited = asyncio.ensure_future(self.protocol.exited.wait())
+    async def wait_for_markers(self, timeout: float | None, *, limit: bool = False) -> str:
+        """ "done" when both markers arrived, "exited" if the shell died, "processes" if
+        (``limit``) the limit watch fired first, else "timeout"."""
+        waits = [self._both_found(), self.protocol.exited.wait()]
+        if limit:
+            waits.append(self.limit_hit.wait())
+        tasks = [asyncio.ensure_future(wait) for wait in waits]
         try:
-            await asyncio.wait({both, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            both.cancel()
-            exited.cancel()
+            for task in tasks:
+                task.cancel()
         if self.stdout.found.is_set() and self.stderr.found.is_set():
             return "done"
         if self.protocol.exited.is_set():
             return "exited"
-        return "timeout"
+        return "processes" if limit and self.limit_hit.is_set() else "timeout"
 
     async def _both_found(self) -> None:
         await self.stdout.found.wait()
@@ -245,8 +219,9 @@ class _Session:
         """Kill the session for the limit (see ``_watch_limit``), then wait for room."""
         self.over_limit = count
         self.limit_hit.set()
-        await self.scope.kill()
-        await self._wait_gone()
+        # A bomb's processes take a while to go on a busy machine: the next command's shell
+        # must not start beside them (the watchdog would count them).
+        await self.scope.kill(deadline=_REAP_WAIT)
         loop = asyncio.get_running_loop()
         # The killed processes count against the limit until they are reaped: wait for room,
         # so the next command's shell can fork (or start the sandbox's cgroup afresh).
@@ -255,16 +230,6 @@ class _Session:
             if loop.time() >= give_up:
                 await asyncio.to_thread(guard.make_room)
                 break
-            await asyncio.sleep(_BUSY_POLL)
-
-    async def _wait_gone(self) -> None:
-        """The kill takes a while to reach every process of a bomb on a busy machine: the
-        next command's shell must not start beside them (the watchdog would count them)."""
-        loop = asyncio.get_running_loop()
-        gone_by = loop.time() + _REAP_WAIT
-        while loop.time() < gone_by:  # /proc has no event to wait for: poll it
-            if not await asyncio.to_thread(self.scope.members):
-                return
             await asyncio.sleep(_BUSY_POLL)
 
     async def begin(self) -> None:
@@ -284,9 +249,8 @@ class _Session:
         running (a loaded machine stalls a bomb too) and no fork was refused meanwhile.
         ``last_job`` is the shell's ``$!``: a new one means the command started a background
         job (a bomb's first generation may be gone already)."""
-        guard = self._guard
         count = await asyncio.to_thread(self.scope.members)
-        if count is None or guard is None:
+        if count is None or self._guard is None:
             return False
         started, self.last_job = last_job != self.last_job, last_job
         loop = asyncio.get_running_loop()
@@ -302,14 +266,10 @@ class _Session:
             if now != last or await asyncio.to_thread(any_running, members):
                 steady_since = loop.time()  # a busy process may be a bomb the CPU holds back
             last = now
-            hit = await asyncio.to_thread(guard.pressure) != self._pressure
-            if loop.time() - steady_since >= _STEADY and not hit:
+            if loop.time() - steady_since >= _STEADY and not await self.pressure_changed():
                 break  # a server or a few jobs in the background: fine
         self.resting = last
-        if (
-            not self.limit_hit.is_set()
-            and await asyncio.to_thread(guard.pressure) != self._pressure
-        ):
+        if not self.limit_hit.is_set() and await self.pressure_changed():
             # The limit was hit (the watchdog may have killed us already): whose fault was it?
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.limit_hit.wait(), 3 * _IDLE_POLL)
@@ -327,23 +287,16 @@ class _Session:
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(asyncio.shield(watcher), _REAP_WAIT + 2.0)
             watcher.cancel()
-        await self.scope.kill()
         if self.limit_hit.is_set():
-            await self._wait_gone()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.protocol.exited.wait(), 5.0)
-        # A process that escaped the group may still hold the pipes: do not wait for it.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.protocol.pipes_closed.wait(), 1.0)
-        self.transport.close()
+            await self.scope.kill(deadline=_REAP_WAIT)
+        await finish_run(self.scope, self.protocol, self.transport)
 
     def abandon(self) -> None:
         """Kill without awaiting: for a session that belongs to another (maybe closed) loop."""
         if self.closed:
             return
         self.closed = True
-        self._finalizer.detach()
-        _kill_quietly(self.pgid)
+        self._finalizer()  # kills the shell's group, now
         watcher, self._watcher = self._watcher, None
         if watcher is not None:  # it belongs to the other loop, maybe closed already
             try:
@@ -401,11 +354,6 @@ async def _watch_limit(
         return
 
 
-def _kill_quietly(pgid: int) -> None:
-    with contextlib.suppress(OSError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 class BashArgs(ToolArgs):
     command: str = Field(
         description="The shell command to run; several lines or `&&` chains are fine."
@@ -433,9 +381,6 @@ class Bash(BaseTool):
     )
     startup_timeout: float = Field(default=10.0, gt=0)
     max_output_chars: int = Field(default=10_000, ge=200)
-    shell: str | None = Field(
-        default=None, description="Path to bash inside the sandbox; None = the sandbox's."
-    )
     sandbox: Any = Field(
         default=None,
         description="The app.sandbox.Sandbox the shell runs in (its limits apply); None = one "
@@ -552,9 +497,8 @@ class Bash(BaseTool):
             for k, v in scrub_environment().items()
             if k not in ("PROMPT_COMMAND", "BASH_ENV", "ENV", "MAILCHECK")
         }
-        # No terminal here: no prompts, no pagers, no colours.
-        env.update(PS1="", PS2="", PS0="", TERM="dumb", PAGER="cat", GIT_PAGER="cat")
-        env["HISTFILE"] = ""  # history is neither loaded nor saved
+        # No terminal here: no prompts, no pagers, no colours; no history loaded nor saved.
+        env.update(PS1="", PS2="", PS0="", TERM="dumb", PAGER="cat", GIT_PAGER="cat", HISTFILE="")
         return env
 
     async def _start_session(self) -> _Session:
@@ -569,7 +513,7 @@ class Bash(BaseTool):
         stdout = _StreamWatcher(self.max_output_chars)
         stderr = _StreamWatcher(self.max_output_chars)
         loop = asyncio.get_running_loop()
-        shell = self.shell or sandbox.shell
+        shell = sandbox.shell
         spec = sandbox.command(
             [shell, "--noediting", "--noprofile", "--norc", "-i"],
             rlimits=sandbox.limits.rlimits(sandbox.limits.timeout),
@@ -628,7 +572,7 @@ class Bash(BaseTool):
         session.stdout.expect(done)
         session.stderr.expect(done)
         line = (
-            f"eval {_quote(command)} < /dev/null; __om_rc=$?; "
+            f"eval {shlex.quote(command)} < /dev/null; __om_rc=$?; "
             + _print_marker(token, "C", '"$__om_rc"', '"${!:-0}"')
             + '; __om_status "$__om_rc"\n'
         )
@@ -636,12 +580,15 @@ class Bash(BaseTool):
         try:
             try:
                 session.send(line)
-                state = await self._wait(session, timeout)
+                state = await session.wait_for_markers(timeout, limit=True)
             except ConnectionResetError:
                 state = "exited"
             if state == "done" and await session.settle(session.stderr.status):
                 state = "processes"
-            elif state == "exited" and _killed(session.transport.get_returncode()):
+            elif (
+                state == "exited"
+                and (self.box().exit_status(session.transport.get_returncode()) or 0) < 0
+            ):
                 # Killed: by the watchdog for the limit? The limit watch tells within a poll;
                 # a loaded machine may delay the watch, so the guard's own count decides too.
                 with contextlib.suppress(TimeoutError):
@@ -650,14 +597,13 @@ class Bash(BaseTool):
                     session.limit_hit.set()
             if state == "processes" or session.limit_hit.is_set():
                 await self._drop(session)
-                text = self._render(session, token, None)
                 note = (
                     f"The command was stopped: it reached the sandbox's limit of "
                     f"{self._process_limit()} processes at once (a fork bomb, or too many "
                     "processes in the background). The shell and everything it started were "
                     f"killed; the next command starts a new shell, {_RESTART_NOTE}."
                 )
-                return ToolFailure(error=f"{note}\nOutput until then:\n{text}" if text else note)
+                return ToolFailure(error=self._with_output(note, session, token))
             if state == "done":
                 return CLIResult(output=self._render(session, token, session.stdout.status))
             if state == "exited":
@@ -669,21 +615,6 @@ class Bash(BaseTool):
             raise
         finally:
             session.busy = False
-
-    @staticmethod
-    async def _wait(session: _Session, timeout: float) -> str:
-        """Like ``wait_for_markers``, but "processes" when the limit watch fires first."""
-        markers = asyncio.ensure_future(session.wait_for_markers(timeout))
-        limit = asyncio.ensure_future(session.limit_hit.wait())
-        try:
-            await asyncio.wait((markers, limit), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in (markers, limit):
-                if not task.done():
-                    task.cancel()
-        if markers.done() and not markers.cancelled():
-            return markers.result()
-        return "processes"
 
     async def _drop(self, session: _Session) -> None:
         if self._session is session:
@@ -719,13 +650,13 @@ class Bash(BaseTool):
                 f"The command timed out after {seconds} seconds and was interrupted (SIGINT). "
                 "The shell is still running, with its working directory and environment."
             )
-            return ToolFailure(error=self._with_output(note, session, token))
-        await self._drop(session)
-        note = (
-            f"The command timed out after {seconds} seconds and the shell did not recover "
-            "from the interrupt: it was killed and the next command starts a new shell, "
-            f"{_RESTART_NOTE}."
-        )
+        else:
+            await self._drop(session)
+            note = (
+                f"The command timed out after {seconds} seconds and the shell did not recover "
+                "from the interrupt: it was killed and the next command starts a new shell, "
+                f"{_RESTART_NOTE}."
+            )
         return ToolFailure(error=self._with_output(note, session, token))
 
     def _with_output(self, note: str, session: _Session, token: str) -> str:

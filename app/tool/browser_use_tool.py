@@ -1,9 +1,5 @@
-"""``browser_use``: the model drives a real Chromium (upstream's tool name, actions and schema).
-
-Built on browser-use 0.13 (``BrowserSession`` over CDP). The browser starts on the first call,
-one call runs at a time, every action has a timeout, and a browser that died is replaced on the
-next call (the result says so). See ``app/tool/browser/`` for the parts.
-"""
+"""``browser_use``: the model drives a real Chromium through browser-use (upstream's name,
+actions and schema); started lazily, one call at a time, replaced when it died."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Upstream compatibility: upstream's ``computer_use`` tool (mouse and keyboard on a Daytona
-sandbox's desktop): importable, but building it raises a clear error (see :mod:`app.daytona`)."""
+"""Upstream compatibility: ``computer_use`` (a Daytona desktop); building it raises an error."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Upstream compatibility: upstream's ``crawl4ai`` tool (web pages as text for the model),
-served by our page fetcher (:func:`app.tool.search.fetch.fetch_page_text`), not crawl4ai.
-
-Same name and arguments as upstream. The difference: pages are fetched over HTTP and their
-visible text extracted; JavaScript is not run (upstream drove a headless browser). For pages
-that need scripts, use ``browser_use``.
-"""
+"""Upstream compatibility: upstream's ``crawl4ai`` tool (same name and arguments), served by
+our page fetcher over HTTP: JavaScript is not run; pages that need it: ``browser_use``."""
 
 from __future__ import annotations
 
@@ -15,10 +10,9 @@ from urllib.parse import urlparse
 from pydantic import Field
 
 from app.exceptions import ToolError
-from app.install_hint import pip_install
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs
-from app.tool.search.fetch import fetch_page_text
+from app.tool.search.fetch import fetch_page_text, import_httpx
 
 __all__ = ["Crawl4aiTool"]
 
@@ -54,15 +48,7 @@ class Crawl4aiTool(BaseTool):
     ) -> ToolResult:
         timeout = 30 if timeout is None else timeout
         word_count_threshold = 10 if word_count_threshold is None else word_count_threshold
-        try:
-            import bs4  # noqa: F401  (html_to_text needs it)
-            import httpx
-        except ImportError as e:
-            raise ToolError(
-                f"crawl4ai needs httpx and beautifulsoup4 ({e}); install the extra: "
-                f"{pip_install('search')}"
-            ) from e
-
+        httpx = import_httpx("crawl4ai")
         targets = [urls] if isinstance(urls, str) else list(urls or [])
         if not targets:
             raise ToolError("urls: give at least one URL")

@@ -1,10 +1,6 @@
-"""Upstream compatibility: upstream's file operators (read, write, test and run, on the host
-or in the sandbox), as thin adapters onto our sandboxes.
-
-Unlike upstream, both are confined to the workspace: ``LocalFileOperator`` uses the ``local``
-backend, ``SandboxFileOperator`` the shared :data:`app.sandbox.client.SANDBOX_CLIENT` (the
-``[sandbox]`` backend of the config).
-"""
+"""Upstream compatibility: upstream's file operators as thin adapters onto our sandboxes,
+confined to the workspace (``LocalFileOperator``: the ``local`` backend;
+``SandboxFileOperator``: the shared ``SANDBOX_CLIENT``)."""
 
 from __future__ import annotations
 

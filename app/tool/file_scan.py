@@ -1,7 +1,5 @@
-"""Bounded reading for the file editor: number a line range of a file of any size, and list
-a directory tree without following symlinks. Both work on descriptors opened beneath the
-workspace (``app.sandbox.files``), never on path names a symlink swap could redirect. Kept
-apart so the editor module stays about editing."""
+"""Bounded reading for the file editor: a numbered line range of a file of any size, and a
+directory tree without following symlinks, both on descriptors opened beneath the workspace."""
 
 from __future__ import annotations
 
@@ -37,77 +35,39 @@ class Scan:
 def scan_file(fh: BinaryIO, first: int, last: int | None, budget: int) -> Scan:
     """Number lines ``first..last`` of a file of any size within ``budget`` characters.
 
-    Reads in chunks and never holds more than one (clipped) line, so a huge file, or one huge
-    line, costs bounded memory; the remaining lines are only counted.
+    Memory stays bounded for a huge file or one huge line: a line is kept up to a cap (the
+    rest is skipped), and the lines after the range are only counted.
     """
     scan = Scan()
     out: list[str] = []
     used = 0
-    line_cap = budget * 4 + 4  # bytes worth keeping of one line
-    partial = bytearray()
-    partial_overflow = False
-    total = 0
-    at_line_start = True
-
-    def wanted(no: int) -> bool:
-        return scan.clipped_at is None and no >= first and (last is None or no <= last)
-
-    def emit(no: int) -> None:
-        nonlocal used
-        text = bytes(partial).decode("utf-8", "replace").removesuffix("\r")
-        row = f"{no:6}\t{text}"
-        if partial_overflow:
-            row += " <line clipped>"
-        row += "\n"
+    while scan.clipped_at is None and (last is None or scan.total < last):
+        line = end = fh.readline(budget * 4 + 4)  # bytes worth keeping of one line
+        if not line:
+            break
+        scan.total += 1
+        clipped = False
+        while not end.endswith(b"\n") and (end := fh.readline(_READ_CHUNK)):
+            clipped = clipped or end != b"\n"
+        if scan.total < first:
+            continue
+        text = line.removesuffix(b"\n").decode("utf-8", "replace").removesuffix("\r")
+        row = f"{scan.total:6}\t{text}" + (" <line clipped>" if clipped else "") + "\n"
         if used + len(row) > budget:
             if out:
-                scan.clipped_at = no
-                return
+                scan.clipped_at = scan.total
+                break
             row = row[:budget] + " <line clipped>\n"
-            scan.clipped_at = no + 1
+            scan.clipped_at = scan.total + 1
         out.append(row)
         used += len(row)
-        scan.first_shown = scan.first_shown or no
-        scan.last_shown = no
-
+        scan.first_shown = scan.first_shown or scan.total
+        scan.last_shown = scan.total
+    ends_line = True
     while chunk := fh.read(_READ_CHUNK):
-        pos, size = 0, len(chunk)
-        while pos < size:
-            no = total + 1
-            if not wanted(no):
-                if scan.clipped_at is not None or (last is not None and no > last):
-                    total += chunk.count(b"\n", pos)
-                    at_line_start = chunk.endswith(b"\n")
-                    break
-                nl = chunk.find(b"\n", pos)
-                if nl < 0:
-                    at_line_start = False
-                    break
-                total += 1
-                at_line_start = True
-                pos = nl + 1
-                continue
-            nl = chunk.find(b"\n", pos)
-            end = size if nl < 0 else nl
-            room = line_cap - len(partial)
-            if room > 0:
-                partial += chunk[pos : min(end, pos + room)]
-            if end - pos > room:
-                partial_overflow = True
-            if nl < 0:
-                at_line_start = False
-                break
-            emit(no)
-            partial.clear()
-            partial_overflow = False
-            total += 1
-            at_line_start = True
-            pos = nl + 1
-    if not at_line_start:  # a last line without a final newline
-        total += 1
-        if wanted(total):
-            emit(total)
-    scan.total = total
+        scan.total += chunk.count(b"\n")
+        ends_line = chunk.endswith(b"\n")
+    scan.total += not ends_line
     scan.text = "".join(out)
     return scan
 

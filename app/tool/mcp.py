@@ -19,14 +19,13 @@ from urllib.parse import urlparse
 
 from pydantic import Field
 
-from app.config import MCPServerConfig
+from app.config import MCPServerConfig, MCPSettings
 from app.config import config as app_config
 from app.exceptions import ConfigError, MCPServerError
 from app.logger import logger
 from app.mcp.client.connection import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_PROGRESS_INTERVAL,
     MCPCallTimeout,
     MCPConnection,
     MCPConnectionLost,
@@ -37,35 +36,10 @@ from app.tool.mcp_results import convert_result, tool_name
 from app.tool.progress import current_tool_call
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["MCPClientTool", "MCPClients", "MCPLimits", "ToolChanges", "own_server_args"]
+__all__ = ["MCPClientTool", "MCPClients", "ToolChanges", "own_server_args"]
 
 #: Marks a description cut at ``max_description_chars``.
 _CUT_MARK = "… [description cut: {total} characters in all]"
-
-
-@dataclass(frozen=True, slots=True)
-class MCPLimits:
-    """What servers may put in front of the model: ``[mcp]`` max_tools, max_description_chars,
-    max_schema_chars and progress_interval (see ``app.config.MCPSettings``)."""
-
-    max_tools: int = 128
-    max_description_chars: int = 1024
-    max_schema_chars: int = 16_384
-    progress_interval: float = DEFAULT_PROGRESS_INTERVAL
-
-    @classmethod
-    def from_config(cls) -> MCPLimits:
-        """The loaded config's ``[mcp]`` caps; the defaults when no config is loaded."""
-
-        if not app_config.is_loaded:
-            return cls()
-        mcp = app_config.app_config.mcp_config
-        return cls(
-            max_tools=mcp.max_tools,
-            max_description_chars=mcp.max_description_chars,
-            max_schema_chars=mcp.max_schema_chars,
-            progress_interval=mcp.progress_interval,
-        )
 
 
 class MCPClientTool(BaseTool):
@@ -124,12 +98,13 @@ class MCPClients(ToolCollection):
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         call_timeout: float = DEFAULT_CALL_TIMEOUT,
         features: MCPClientFeatures | None = None,
-        limits: MCPLimits | None = None,
+        limits: MCPSettings | None = None,
     ) -> None:
         super().__init__()
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
-        #: Caps on the tools offered (None: the config's ``[mcp]``, read at the first connect).
+        #: What servers may put in front of the model: the ``[mcp]`` caps (None: the loaded
+        #: config's, or the defaults, read at the first connect).
         self.limits = limits
         #: Answers the servers' sampling, elicitation and roots requests.
         self.features = features or MCPClientFeatures()
@@ -272,9 +247,10 @@ class MCPClients(ToolCollection):
         outcomes = await asyncio.gather(*(one(sid, servers[sid]) for sid in ids))
         return {sid: reason for sid, reason in zip(ids, outcomes, strict=True) if reason}
 
-    def _limits(self) -> MCPLimits:
+    def _limits(self) -> MCPSettings:
         if self.limits is None:
-            self.limits = MCPLimits.from_config()
+            loaded = app_config.is_loaded
+            self.limits = app_config.app_config.mcp_config if loaded else MCPSettings()
         return self.limits
 
     def _install(self, connection: MCPConnection, tools: list[Any]) -> list[str]:

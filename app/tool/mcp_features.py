@@ -13,9 +13,9 @@ from typing import Any
 from app.exceptions import OpenManusError
 from app.logger import logger, redact_registered
 from app.mcp.client.elicitation import ElicitationAnswer, describe_form, parse_answer
+from app.sandbox.files import resolve_workspace
 from app.schema import Message
 from app.tool.ask_human import get_input_provider
-from app.tool.file_access import resolve_workspace
 
 __all__ = ["SAMPLING_REFUSED", "MCPClientFeatures"]
 

@@ -1,8 +1,5 @@
-"""Turning MCP tool results into our ``ToolResult`` and MCP tool names into function names.
-
-Every part of a result survives (upstream kept only the text): text, the first image (as
-``base64_image``), structured content, ``isError`` as ``ToolFailure``, resource links with
-what the server said of them, and embedded text resources up to ``MAX_EMBEDDED_TEXT``.
+"""MCP tool results as our ``ToolResult`` (every part survives: docs/mcp.md) and MCP tool
+names as function names.
 """
 
 from __future__ import annotations

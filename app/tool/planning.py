@@ -1,15 +1,11 @@
-"""``planning``: plans as numbered step lists with a status per step.
-
-Upstream's commands, parameter names, statuses, text layout and plan dicts (``plan_id``,
-``title``, ``steps``, ``step_statuses``, ``step_notes``: flows and user code read them). Plans
-are bounded (``[runflow] max_plan_steps`` and ``max_step_chars``, notes cut at
-``max_note_chars``): a plan is shown in every step's prompt, so its size is paid many times.
-"""
+"""``planning``: plans as numbered step lists with a status per step (upstream's commands,
+text and plan dicts), bounded by ``[runflow] max_plan_steps`` / ``max_step_chars``: a plan is
+shown in every step's prompt, so its size is paid many times."""
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, ClassVar, Literal, assert_never, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 from pydantic import Field, PrivateAttr
 
@@ -146,21 +142,15 @@ class PlanningTool(BaseTool):
     ) -> ToolResult:
         """Run one command (arguments already checked by ``PlanningArgs``); what is checked here
         is what a schema cannot say: which arguments a command needs, which plans exist."""
-        if command == "create":
-            return self._create(plan_id, title, steps)
-        if command == "update":
-            return self._update(plan_id, title, steps)
         if command == "list":
             return self._list()
-        if command == "get":
-            return self._get(plan_id)
-        if command == "set_active":
-            return self._set_active(plan_id)
         if command == "mark_step":
             return self._mark_step(plan_id, step_index, step_status, step_notes)
-        if command == "delete":
-            return self._delete(plan_id)
-        assert_never(command)
+        if command in ("create", "update"):
+            return getattr(self, f"_{command}")(plan_id, title, steps)
+        if command not in ("get", "set_active", "delete"):  # a Python caller's typo
+            raise ToolError(f"Unknown command {command!r}: use one of {PLANNING_COMMANDS}.")
+        return getattr(self, f"_{command}")(plan_id)
 
     def _create(self, plan_id: str | None, title: str | None, steps: Any) -> ToolResult:
         plan_id = _require_id(plan_id, "create")

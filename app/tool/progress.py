@@ -1,8 +1,5 @@
-"""The tool call running in this task, so a long tool can report progress to the agent.
-
-The agent sets the context around each call (``tool_call_context``); a tool that learns how
-far it got (an MCP server's progress notifications, for one) calls ``report_progress``, and
-the agent turns that into a ``ToolProgress`` event. Outside an agent nothing is reported.
+"""The tool call running in this task (set by the agent around each call), so a long tool
+can report progress: the agent turns it into a ``ToolProgress`` event.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""``str_replace_editor``: view, create and edit text files, confined to the workspace.
+"""``str_replace_editor``: upstream's file commands, confined to the workspace.
 
-Upstream's commands and arguments, without its defects: files are written back exactly as
-edited (tabs, newline style and undecodable bytes kept), no shell, undo undoes a create, and
-every access goes beneath a descriptor of its root (``app.sandbox.files``), atomically.
-"""
+Files are written back exactly as edited, atomically, beneath a descriptor of the workspace
+(``app.sandbox.files``); undo also undoes a create. Behaviour: docs/tools.md."""
 
 from __future__ import annotations
 
@@ -20,9 +18,9 @@ from typing import Any, BinaryIO, ClassVar, Literal, get_args
 from pydantic import Field, PrivateAttr
 
 from app.exceptions import ToolError
+from app.sandbox.files import ConfinedPath, FileAccessPolicy
 from app.tool.base import BaseTool, CLIResult
 from app.tool.declared import ToolArgs
-from app.tool.file_access import ConfinedPath, FileAccessPolicy
 from app.tool.file_scan import displayable, list_dir, scan_file
 
 __all__ = [

@@ -1,9 +1,5 @@
-"""``web_search``: search the web with a preferred engine and fallbacks (upstream's schema).
-
-Engines are tried in ``engine_order()``; a failing one (blocked, timed out, changed its page,
-nothing found) hands over to the next. When all fail, the round is retried after
-``retry_delay`` seconds, up to ``max_retries`` times; then one result names every failure.
-"""
+"""``web_search``: the preferred engine, then the fallbacks, in rounds ``retry_delay`` apart
+(up to ``max_retries``); when all fail, one result names every failure."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from app.logger import logger
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs
 from app.tool.search import ENGINES, SearchEngineError, SearchItem, WebSearchEngine, engine_key
-from app.tool.search.fetch import fetch_page_text
+from app.tool.search.fetch import fetch_page_text, import_httpx
 
 __all__ = ["SearchMetadata", "SearchResponse", "SearchResult", "WebContentFetcher", "WebSearch"]
 
@@ -135,7 +131,7 @@ class WebSearch(BaseTool):
         lang = lang or settings.lang
         country = country or settings.country
         rounds = rounds if rounds is not None else settings.max_retries + 1
-        httpx = _import_httpx()
+        httpx = import_httpx("web_search")
 
         failures: list[str] = []
         async with httpx.AsyncClient(timeout=settings.timeout, follow_redirects=True) as client:
@@ -146,13 +142,12 @@ class WebSearch(BaseTool):
                         items = await engine.search(
                             client, query, num_results=num_results, lang=lang, country=country
                         )
-                    except SearchEngineError as e:
-                        failures.append(f"{engine.name}: {e}")
-                        logger.warning(f"Search engine {engine.name} failed: {e}")
-                        continue
-                    except Exception as e:  # a parser surprise must not stop the fallbacks
-                        failures.append(f"{engine.name}: {type(e).__name__}: {e}")
-                        logger.warning(f"Search engine {engine.name} failed: {e!r}")
+                    except Exception as e:  # even a parser surprise must not stop the fallbacks
+                        failure = (
+                            e if isinstance(e, SearchEngineError) else f"{type(e).__name__}: {e}"
+                        )
+                        failures.append(f"{engine.name}: {failure}")
+                        logger.warning(f"Search engine {engine.name} failed: {failure}")
                         continue
                     if not items:
                         failures.append(f"{engine.name}: no results")
@@ -182,24 +177,13 @@ class WebContentFetcher:
 
     @staticmethod
     async def fetch_content(url: str, timeout: int = 10) -> str | None:
-        httpx = _import_httpx()
+        httpx = import_httpx("web_search")
         async with httpx.AsyncClient(follow_redirects=True) as client:
             try:
                 return await fetch_page_text(client, url, timeout=timeout)
             except ValueError as e:
                 logger.warning("Could not fetch {}: {}", url, e)
                 return None
-
-
-def _import_httpx() -> Any:
-    try:
-        import bs4  # noqa: F401  (checked here so the message names both)
-        import httpx
-    except ImportError as e:
-        raise ToolError(
-            f"web_search needs httpx and beautifulsoup4 ({e}); install: pip install -e '.[search]'"
-        ) from e
-    return httpx
 
 
 def _results(items: list[SearchItem], source: str) -> list[SearchResult]:

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     # is there: ``python -m app.web --help`` takes 0.12 s of CPU instead of 0.70 s (measured).
     from app.config import config
     from app.logger import define_log_level, register_secret
-    from app.tool.ask_human import set_input_provider
+    from app.tool.ask_human import CallbackInputProvider, set_input_provider
     from app.web.manager import SessionManager
     from app.web.server import WebOptions, create_app
 
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     manager = SessionManager(workspace / "web", options=options)
     # ``ask_human`` tools built outside a web session (none should be) get no terminal: a
     # server has nobody at its stdin.
-    set_input_provider(_NobodyProvider())
+    set_input_provider(CallbackInputProvider(lambda question: None))
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -201,8 +201,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sock.close()
     return EXIT_OK
-
-
-class _NobodyProvider:
-    async def ask(self, question: str) -> str | None:
-        return None

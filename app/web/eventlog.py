@@ -14,7 +14,7 @@ import contextlib
 import time
 from typing import Any
 
-from app.events import Event, PlanChanged, ToolResultEvent
+from app.events import Event, PlanChanged
 from app.logger import redact
 from app.text import clean_text
 
@@ -47,12 +47,13 @@ def render_event(event: Event, plan: dict[str, Any] | None = None) -> dict[str, 
     return redact_tree(data)
 
 
-def decode_image(event: ToolResultEvent) -> bytes | None:
-    """The screenshot a tool returned, as bytes (None when absent or not base64)."""
-    if not event.image:
+def decode_image(image: str | None) -> bytes | None:
+    """A screenshot (a tool's, or the browser state's) as bytes; None when absent or not
+    base64."""
+    if not image:
         return None
     with contextlib.suppress(binascii.Error, ValueError):
-        return base64.b64decode(event.image, validate=False)
+        return base64.b64decode(image, validate=False)
     return None
 
 

@@ -13,14 +13,15 @@ import mimetypes
 import os
 import stat
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from starlette.exceptions import HTTPException
 
 from app.exceptions import ToolError
 from app.sandbox.files import ConfinedPath, FileAccessPolicy, PathChangedError
 
-__all__ = ["FileProblem", "Workspace"]
+__all__ = ["Workspace"]
 
 _CHUNK = 1 << 16
 _MAX_LIST = 2000
@@ -50,17 +51,6 @@ def _entry(name: str, parts: tuple[str, ...], kind: str, st: os.stat_result) -> 
     return {"name": name, "path": path, "kind": kind, "size": st.st_size, "mtime": st.st_mtime}
 
 
-@dataclass
-class FileProblem(Exception):
-    """A request the file API refuses: HTTP ``status`` with ``message``."""
-
-    status: int
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
-
-
 class Workspace:
     """One session's workspace as the page sees it."""
 
@@ -71,17 +61,19 @@ class Workspace:
     def locate(self, raw: str | None, *, allow_root: bool = False) -> ConfinedPath:
         text = "." if raw in (None, "") and allow_root else raw
         if not isinstance(text, str) or not text.strip():
-            raise FileProblem(400, "`path` is required (a path relative to the workspace).")
+            raise HTTPException(400, "`path` is required (a path relative to the workspace).")
         if "\x00" in text:
-            raise FileProblem(400, "The path contains a NUL byte.")
+            raise HTTPException(400, "The path contains a NUL byte.")
         if text.startswith(("/", "\\")) or (len(text) > 1 and text[1] == ":"):
-            raise FileProblem(400, f"{text!r} is absolute; give a path relative to the workspace.")
+            raise HTTPException(
+                400, f"{text!r} is absolute; give a path relative to the workspace."
+            )
         if ".." in Path(text).parts:
-            raise FileProblem(403, f"{text!r} leaves the workspace ('..' is not allowed).")
+            raise HTTPException(403, f"{text!r} leaves the workspace ('..' is not allowed).")
         try:
             return self.policy.locate(text)
         except ToolError as e:  # outside the workspace, or a link on the way
-            raise FileProblem(403, str(e)) from e
+            raise HTTPException(403, str(e)) from e
 
     def relative(self, located: ConfinedPath) -> str:
         return "/".join(located.parts)
@@ -96,11 +88,11 @@ class Workspace:
         try:
             fd = located.open_dir()
         except FileNotFoundError as e:
-            raise FileProblem(404, f"No directory {self.relative(located) or '.'}") from e
+            raise HTTPException(404, f"No directory {self.relative(located) or '.'}") from e
         except NotADirectoryError as e:
-            raise FileProblem(400, f"{self.relative(located)} is not a directory") from e
+            raise HTTPException(400, f"{self.relative(located)} is not a directory") from e
         except PathChangedError as e:
-            raise FileProblem(403, str(e)) from e
+            raise HTTPException(403, str(e)) from e
         entries: list[dict[str, Any]] = []
         try:
             with os.scandir(fd) as it:
@@ -130,7 +122,7 @@ class Workspace:
         try:
             root = located.open_dir()
         except (OSError, PathChangedError) as e:
-            raise FileProblem(404, f"The workspace cannot be read: {e}") from e
+            raise HTTPException(404, f"The workspace cannot be read: {e}") from e
         found: list[dict[str, Any]] = []
         seen = 0
         stack: list[tuple[int, tuple[str, ...]]] = [(root, ())]
@@ -171,11 +163,11 @@ class Workspace:
         try:
             fd = await asyncio.to_thread(located.open_read)
         except (FileNotFoundError, NotADirectoryError) as e:
-            raise FileProblem(404, f"No file {self.relative(located)}") from e
+            raise HTTPException(404, f"No file {self.relative(located)}") from e
         except IsADirectoryError as e:
-            raise FileProblem(400, f"{self.relative(located)} is a directory") from e
+            raise HTTPException(400, f"{self.relative(located)} is a directory") from e
         except ToolError as e:
-            raise FileProblem(403 if isinstance(e, PathChangedError) else 400, str(e)) from e
+            raise HTTPException(403 if isinstance(e, PathChangedError) else 400, str(e)) from e
         size = os.fstat(fd).st_size
         media = mimetypes.guess_type(located.name)[0] or "application/octet-stream"
         return fd, size, media, located.name
@@ -208,9 +200,9 @@ class Workspace:
         through the confined writer (:meth:`ConfinedPath.open_atomic`)."""
         located = self.locate(raw)
         if not located.parts:
-            raise FileProblem(400, "Give a file name to upload to.")
+            raise HTTPException(400, "Give a file name to upload to.")
         if declared is not None and declared > limit:
-            raise FileProblem(
+            raise HTTPException(
                 413,
                 f"The file is {declared} bytes; uploads are limited to "
                 f"{limit} bytes ([web] max_upload_mb).",
@@ -218,16 +210,16 @@ class Workspace:
         try:
             out = await asyncio.to_thread(located.open_atomic, make_parents=True, mode=0o644)
         except (NotADirectoryError, FileExistsError) as e:
-            raise FileProblem(400, f"Cannot create {self.relative(located)}: {e}") from e
+            raise HTTPException(400, f"Cannot create {self.relative(located)}: {e}") from e
         except PathChangedError as e:
-            raise FileProblem(403, str(e)) from e
+            raise HTTPException(403, str(e)) from e
         except ToolError as e:
-            raise FileProblem(400, str(e)) from e
+            raise HTTPException(400, str(e)) from e
         try:
             buffer = bytearray()
             async for chunk in body:
                 if out.size + len(buffer) + len(chunk) > limit:
-                    raise FileProblem(
+                    raise HTTPException(
                         413,
                         f"The upload is larger than {limit} bytes "
                         "([web] max_upload_mb); it was discarded.",
@@ -244,5 +236,5 @@ class Workspace:
         try:
             await asyncio.to_thread(out.commit)
         except IsADirectoryError as e:
-            raise FileProblem(400, f"{self.relative(located)} exists and is not a file.") from e
+            raise HTTPException(400, f"{self.relative(located)} exists and is not a file.") from e
         return {"path": self.relative(located), "size": out.size}

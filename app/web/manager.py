@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from pathlib import Path
 from typing import Any
 
 from app.exceptions import SessionBusyError, SessionError
 from app.logger import logger
 from app.session import SessionStore
-from app.session.files import open_session_dir, read_file
+from app.session.store import SESSION_ID
 from app.web.eventlog import redact_tree
 from app.web.session import Mode, WebSession, history_entries
 
-__all__ = ["SESSION_ID", "SessionManager", "UnknownSession"]
-
-#: What a session id may look like (the session store's own rule).
-SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+__all__ = ["SessionManager", "UnknownSession"]
 
 
 class UnknownSession(LookupError):
@@ -88,8 +84,7 @@ class SessionManager:
             try:
                 await session.build()
                 session.restore(data)
-                raw = await asyncio.to_thread(_read_raw, data.path)
-                for entry in history_entries(raw, mode):
+                for entry in history_entries(data.raw, mode):
                     session.log.append(entry)
                     session.runs = max(session.runs, int(entry.get("run") or 0))
                 session.attach(recorder, already_written=True)
@@ -138,10 +133,3 @@ class SessionManager:
         """Stop every task and close every session (the session files stay resumable)."""
         sessions, self.sessions = list(self.sessions.values()), {}
         await asyncio.gather(*(s.close() for s in sessions), return_exceptions=True)
-
-
-def _read_raw(path: Path) -> bytes:
-    with open_session_dir(path.parent, create=False) as dir_fd:
-        if dir_fd is None:
-            return b""
-        return read_file(dir_fd, path)

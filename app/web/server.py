@@ -11,6 +11,7 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -18,7 +19,14 @@ from urllib.parse import quote
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -27,10 +35,10 @@ from app.config import config
 from app.exceptions import SessionBusyError, SessionError
 from app.logger import logger
 from app.web.agui import AguiInputError, AguiTranslator, parse_run_input
-from app.web.files import FileProblem, Workspace
+from app.web.files import Workspace
 from app.web.manager import SessionManager, UnknownSession
-from app.web.security import AccessPolicy, SecurityMiddleware
-from app.web.session import SessionBusy, WebSession
+from app.web.security import AccessPolicy, cookie_name
+from app.web.session import WebSession
 
 __all__ = ["STATIC_DIR", "WebOptions", "create_app"]
 
@@ -50,13 +58,6 @@ _FILE_CSP = (
 )
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 @dataclass(kw_only=True)
 class WebOptions:
     """What ``create_app`` needs besides the sessions."""
@@ -65,38 +66,102 @@ class WebOptions:
     max_upload_bytes: int
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": message, "status": status},
-        status_code=status,
-        headers={"cache-control": "no-store"},
-    )
+def _error(status: int, message: str, *, html: bool = False) -> Response:
+    """The refusal: JSON ``{"error", "status"}``, or a short page for a browser."""
+    if html:
+        page = _LOGIN_PAGE.format(message=escape(message))
+        headers = {"cache-control": "no-store", "content-security-policy": _LOGIN_CSP}
+        return HTMLResponse(page, status, headers=headers)
+    headers = {"cache-control": "no-store"}
+    return JSONResponse({"error": message, "status": status}, status, headers=headers)
+
+
+class SecurityMiddleware:
+    """Refuses requests that fail the policy (app.web.security) before any route runs."""
+
+    def __init__(self, app: Any, policy: AccessPolicy) -> None:
+        self.app = app
+        self.policy = policy
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        refusal = self._refusal(Request(scope)) if scope["type"] == "http" else None
+        await (refusal or self.app)(scope, receive, send)
+
+    def _refusal(self, request: Request) -> Response | None:
+        headers, policy = request.headers, self.policy
+        host = headers.get("host", "")
+        if not policy.host_ok(host):
+            return _error(
+                421 if host else 400,
+                "This server does not answer to that Host name (a protection against "
+                "DNS rebinding). Open it as http://127.0.0.1:<port>/ or add the name "
+                "to [web] allowed_hosts.",
+            )
+        origin = headers.get("origin")
+        if origin is not None and not policy.origin_ok(origin, host):
+            return _error(
+                403,
+                "Cross-origin requests are refused: the Origin header does not match this server.",
+            )
+        if headers.get("sec-fetch-site") == "cross-site":
+            return _error(403, "Cross-site requests are refused.")
+        if policy.token is None:
+            return None
+        given = request.query_params.get("token") or None
+        html = "text/html" in headers.get("accept", "")
+        if request.url.path == "/" and given is not None:
+            if not policy.token_ok(given):
+                return _error(401, "Wrong access token. " + _LOGIN_HINT, html=html)
+            # Trade ``/?token=`` for the cookie, and drop the token from the address bar.
+            cookie = f"{cookie_name(policy.port)}={policy.token}; Path=/; HttpOnly; SameSite=Strict"
+            extra = {"set-cookie": cookie, "cache-control": "no-store"}
+            return RedirectResponse("/", 303, headers={**extra, "referrer-policy": "no-referrer"})
+        auth = headers.get("authorization", "")
+        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        if not policy.token_ok(token or request.cookies.get(cookie_name(policy.port))):
+            return _error(401, "An access token is required. " + _LOGIN_HINT, html=html)
+        return None
+
+
+_LOGIN_HINT = (
+    "Log in by opening the address the server printed when it started (it ends in "
+    "?token=...); API clients send 'Authorization: Bearer <token>'. The token is the "
+    "OPENMANUS_WEB_TOKEN you set, or a new random one at every start."
+)
+_LOGIN_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>OpenManus: log in</title></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 3em auto">
+<h1>OpenManus web UI: log in</h1><p>{message}</p></body></html>
+"""
+_LOGIN_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > _MAX_JSON:
-        raise ApiError(413, "The JSON body is too large.")
+        raise HTTPException(413, "The JSON body is too large.")
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
         if len(raw) > _MAX_JSON:
-            raise ApiError(413, "The JSON body is too large.")
+            raise HTTPException(413, "The JSON body is too large.")
     if not raw:
         return {}
     try:
         text = bytes(raw).decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ApiError(400, f"The body is not UTF-8 (byte {e.start}).") from None
+        raise HTTPException(400, f"The body is not UTF-8 (byte {e.start}).") from None
     try:
         body = json.loads(text)
     except RecursionError:  # e.g. 100 000 '[': the parser's own limit, not a server fault
-        raise ApiError(400, f"The JSON body is nested too deeply (limit {_MAX_DEPTH}).") from None
+        raise HTTPException(
+            400, f"The JSON body is nested too deeply (limit {_MAX_DEPTH})."
+        ) from None
     except ValueError as e:
-        raise ApiError(400, f"The body is not valid JSON: {e}") from None
+        raise HTTPException(400, f"The body is not valid JSON: {e}") from None
     _check_tree(body)
     if not isinstance(body, dict):
-        raise ApiError(400, "The body must be a JSON object.")
+        raise HTTPException(400, "The body must be a JSON object.")
     return body
 
 
@@ -113,7 +178,7 @@ def _check_tree(value: Any) -> None:
         if not isinstance(item, dict | list):
             continue
         if depth > _MAX_DEPTH:
-            raise ApiError(400, f"The JSON body is nested too deeply (limit {_MAX_DEPTH}).")
+            raise HTTPException(400, f"The JSON body is nested too deeply (limit {_MAX_DEPTH}).")
         if isinstance(item, dict):
             for key, child in item.items():
                 _check_text(key)
@@ -126,7 +191,7 @@ def _check_text(text: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise ApiError(
+        raise HTTPException(
             400, "The JSON body holds a lone surrogate (\\ud800-\\udfff): not valid text."
         ) from None
 
@@ -136,9 +201,9 @@ def _prompt_of(body: dict[str, Any], *, required: bool) -> str | None:
     if prompt is None and not required:
         return None
     if not isinstance(prompt, str) or not prompt.strip():
-        raise ApiError(400, "`prompt` must be a non-empty string.")
+        raise HTTPException(400, "`prompt` must be a non-empty string.")
     if len(prompt) > 200_000:
-        raise ApiError(413, "The prompt is too long.")
+        raise HTTPException(413, "The prompt is too long.")
     return prompt.strip()
 
 
@@ -157,11 +222,11 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
                 return await manager.open(sid)
             return manager.live(sid)
         except UnknownSession as e:
-            raise ApiError(404, str(e)) from None
+            raise HTTPException(404, str(e)) from None
         except SessionBusyError as e:
-            raise ApiError(409, str(e)) from None
+            raise HTTPException(409, str(e)) from None
         except SessionError as e:
-            raise ApiError(400, str(e)) from None
+            raise HTTPException(400, str(e)) from None
 
     async def info(request: Request) -> Response:
         settings = config.llm.get("default")
@@ -182,7 +247,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         body = await _json_body(request)
         mode = body.get("mode", "agent")
         if mode not in ("agent", "flow"):
-            raise ApiError(400, "`mode` must be 'agent' or 'flow'.")
+            raise HTTPException(400, "`mode` must be 'agent' or 'flow'.")
         prompt = _prompt_of(body, required=False)
         session = await manager.create(mode)
         if prompt is not None:
@@ -202,7 +267,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
     async def continue_task(request: Request) -> Response:
         session = await session_of(request, open_stored=True)
         if not session.incomplete:
-            raise ApiError(409, "This session has no task cut short to carry on.")
+            raise HTTPException(409, "This session has no task cut short to carry on.")
         session.start(None)
         return JSONResponse(session.info(), status_code=202)
 
@@ -216,16 +281,16 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         session = await session_of(request)
         qid, text = body.get("question_id"), body.get("answer")
         if not isinstance(qid, str) or not isinstance(text, str):
-            raise ApiError(400, "`question_id` and `answer` must be strings.")
+            raise HTTPException(400, "`question_id` and `answer` must be strings.")
         if not session.answer(qid, text):
-            raise ApiError(404, f"No question {qid!r} is waiting for an answer.")
+            raise HTTPException(404, f"No question {qid!r} is waiting for an answer.")
         return JSONResponse({"answered": qid})
 
     async def events(request: Request) -> Response:
         session = await session_of(request)
         raw = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
         if not raw.isdigit():
-            raise ApiError(400, "Last-Event-ID must be an event number.")
+            raise HTTPException(400, "Last-Event-ID must be an event number.")
         return StreamingResponse(
             _stream(session, int(raw), request),
             media_type="text/event-stream",
@@ -243,9 +308,9 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         try:
             since = float(raw) if raw is not None else session.created
         except ValueError:
-            raise ApiError(400, "`since` must be a time in seconds since the epoch.") from None
+            raise HTTPException(400, "`since` must be a time in seconds since the epoch.") from None
         if since != since:  # NaN compares false with every mtime: refuse it plainly
-            raise ApiError(400, "`since` must be a time in seconds since the epoch.")
+            raise HTTPException(400, "`since` must be a time in seconds since the epoch.")
         return JSONResponse(await Workspace(session.workspace).recent(since))
 
     async def get_file(request: Request) -> Response:
@@ -284,7 +349,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
     async def screenshot(request: Request) -> Response:
         session = await session_of(request)
         if session.screenshot is None:
-            raise ApiError(404, "No screenshot yet.")
+            raise HTTPException(404, "No screenshot yet.")
         return Response(
             session.screenshot,
             media_type="image/png",
@@ -296,7 +361,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
         try:
             thread, run, prompt, mode = parse_run_input(body)
         except AguiInputError as e:
-            raise ApiError(422, str(e)) from None
+            raise HTTPException(422, str(e)) from None
         sid = manager.threads.get(thread, thread)
         try:
             session = await manager.open(sid)
@@ -304,7 +369,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
             session = await manager.create(mode)
             manager.threads[thread] = session.id
         except SessionBusyError as e:
-            raise ApiError(409, str(e)) from None
+            raise HTTPException(409, str(e)) from None
         start = session.log.last_id
         session.start(prompt)
         translator = AguiTranslator(thread, run)
@@ -331,10 +396,6 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
             media_type="image/svg+xml",
             headers={"content-security-policy": _FILE_CSP, "x-content-type-options": "nosniff"},
         )
-
-    async def api_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ApiError | FileProblem)
-        return _error(exc.status, exc.message)
 
     async def busy(request: Request, exc: Exception) -> Response:
         return _error(409, str(exc))
@@ -377,9 +438,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
     app = Starlette(
         routes=routes,
         exception_handlers={
-            ApiError: api_error,
-            FileProblem: api_error,
-            SessionBusy: busy,
+            SessionBusyError: busy,
             HTTPException: http_error,
             Exception: server_error,
         },

@@ -9,8 +9,6 @@ session still usable.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 import json
 import re
@@ -30,36 +28,21 @@ from app.events import (
     ToolResultEvent,
     UsageReport,
 )
-from app.flow.base import FlowType
-from app.flow.factory import FlowFactory
+from app.exceptions import SessionBusyError
+from app.flow.planning import PlanningFlow
 from app.llm.context import llm_scope
 from app.llm.usage import Usage
 from app.logger import logger
+from app.tool.ask_human import CallbackInputProvider
 from app.web.eventlog import EventLog, decode_image, redact_tree, render_event
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
-    from app.flow.planning import PlanningFlow
     from app.session import SessionData, SessionRecorder
 
-__all__ = ["Mode", "SessionBusy", "WebInputProvider", "WebSession", "history_entries"]
+__all__ = ["Mode", "WebSession", "history_entries"]
 
 Mode = Literal["agent", "flow"]
-
-
-class SessionBusy(Exception):
-    """A task is already running in this session."""
-
-
-class WebInputProvider:
-    """``ask_human`` for a web session: the question goes to the page, the answer comes back
-    from it (``WebSession.answer``). A stopped task cancels the wait."""
-
-    def __init__(self, session: WebSession) -> None:
-        self.session = session
-
-    async def ask(self, question: str) -> str | None:
-        return await self.session.ask(question)
 
 
 class WebSession:
@@ -111,15 +94,14 @@ class WebSession:
         if self.mode == "flow":
             if self.options.get("data_analysis"):
                 self.agents["data_analysis"] = DataAnalysis(**kwargs)
-            flow = FlowFactory.create_flow(
-                FlowType.PLANNING, self.agents, timeout=self.options.get("flow_timeout", 3600.0)
-            )
+            flow = PlanningFlow(self.agents, timeout=self.options.get("flow_timeout", 3600.0))
             self.flow = flow
             flow.events.subscribe(self._on_event)
         else:
             self.agent = manus
             manus.events.subscribe(self._on_event)
-        provider = WebInputProvider(self)
+        # ask_human's questions go to the page; its answers come back through ``answer``.
+        provider = CallbackInputProvider(self.ask)
         for agent in self.agents.values():
             tools = getattr(agent, "available_tools", None)
             tool = tools.tool_map.get("ask_human") if tools is not None else None
@@ -175,7 +157,7 @@ class WebSession:
             entry["task_cost"] = self.task_cost
         self.log.append(entry)
         if isinstance(event, ToolResultEvent):
-            image = decode_image(event)
+            image = decode_image(event.image)
             if image:
                 self.screenshot = image
                 self.screenshots += 1
@@ -187,10 +169,7 @@ class WebSession:
         screenshot, its address and title) follows the agent as it acts."""
         elements = state.get("interactive_elements")
         self.browser_elements = elements if isinstance(elements, str) else ""
-        picture = None
-        if image:
-            with contextlib.suppress(binascii.Error, ValueError):
-                picture = base64.b64decode(image, validate=False)
+        picture = decode_image(image)
         if picture:
             self.screenshot = picture
             self.screenshots += 1
@@ -230,10 +209,10 @@ class WebSession:
         return self.runner is not None and not self.runner.done()
 
     def start(self, prompt: str | None) -> None:
-        """Start a task (``prompt``) or carry on the cut-off one (None); SessionBusy if one
+        """Start a task (``prompt``) or carry on the cut-off one (None); SessionBusyError if one
         is running."""
         if self.running:
-            raise SessionBusy(
+            raise SessionBusyError(
                 f"Session {self.id} is already running a task; stop it first "
                 "or wait for it to finish."
             )

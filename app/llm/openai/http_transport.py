@@ -356,15 +356,10 @@ def _translated(error: Exception, model: str, *, timeout: str, failure: str) -> 
 
 
 _Errors = tuple[type[BaseException], ...]
-_FAILURES: dict[bool, tuple[_Errors, _Errors]] = {}
 
 
 def _failures() -> tuple[_Errors, _Errors]:
     """(timeouts, other transport failures) of httpcore2 and, once used, httpx2."""
-    proxied = "httpx2" in sys.modules
-    known = _FAILURES.get(proxied)
-    if known is not None:
-        return known
     import httpcore2
 
     timeouts: _Errors = (httpcore2.TimeoutException,)
@@ -380,8 +375,7 @@ def _failures() -> tuple[_Errors, _Errors]:
     if httpx2 is not None:
         timeouts += (httpx2.TimeoutException,)
         failures += (httpx2.HTTPError,)
-    known = _FAILURES[proxied] = (timeouts, failures)
-    return known
+    return timeouts, failures
 
 
 def _proxied_client(max_connections: int) -> Any:

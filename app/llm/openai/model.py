@@ -1,21 +1,44 @@
 """``OpenAIChatModel``: an OpenAI-compatible chat-completions endpoint as a :class:`Model`. The
 body is the messages' cached JSON joined with the tools' and fields' (re-encoded only when
-they change); ``exchange`` sends it through a ``transport``.
+they change), sent through the transport ``connect`` makes.
+
+With ``stream = "auto"`` a turn is streamed when someone watches its text or the endpoint is
+slow (the first turn, and after one that took ``stream_after`` seconds): a fast endpoint gets
+plain requests, cheaper for both ends. A plain request that timed out is retried streamed, so
+the retry does not queue behind the abandoned answer. A refusal to stream is remembered
+(``Refusals``) and the turn asked again plainly.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from app.exceptions import (
+    ContextWindowExceededError,
+    LLMBadRequestError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ToolsNotSupportedError,
+)
 from app.llm.capabilities import model_flags
 from app.llm.model import ModelParams, ModelResponse, ToolDefinition
-from app.llm.openai.exchange import TurnExchange
 from app.llm.openai.formatting import Formatted, prepare_messages
-from app.llm.openai.streaming import DeltaRelay
-from app.llm.openai.transport import Transport
+from app.llm.openai.messages import Completion, parse_completion
+from app.llm.openai.streaming import DeltaRelay, ThinkFilter
+from app.llm.openai.transport import (
+    ChatRequest,
+    DeltaCallback,
+    NoStream,
+    Transport,
+    deliver,
+    innermost,
+)
 from app.llm.openai.wire import dumps, encode_body
+from app.llm.retry import with_retries
 from app.llm.usage import Usage
 from app.logger import logger
 from app.schema import Message
@@ -26,6 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIChatModel"]
 
+#: Builds the request body, streamed (True) or plain (False).
+BodyBuilder = Callable[[bool], bytes]
+
 #: Types whose values cannot change in place (a cached encoding of them stays true).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -33,26 +59,41 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 class OpenAIChatModel:
     """One endpoint and model of a profile (``settings``); what the endpoint refused is kept
     in ``refusals``. Messages may also be upstream's plain dicts (``ask_with_images`` sends
-    content parts)."""
+    content parts). Retries are here, not in a transport layer: they hold per-request state
+    (a plain request that timed out is retried streamed)."""
 
     def __init__(
-        self, settings: LLMSettings, refusals: Refusals, transport: Transport | None = None
+        self, settings: LLMSettings, refusals: Refusals, connect: Callable[[], Transport]
     ) -> None:
         self.name = settings.model
         self.settings = settings
         self.refusals = refusals
-        self.exchange = TurnExchange(settings, refusals, transport)
+        self._connect = connect
+        self._layers: Transport | None = None
+        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
+        self._slots_loop: asyncio.AbstractEventLoop | None = None
+        #: Seconds the last request took (None before the first one).
+        self.last_seconds: float | None = None
         self.is_reasoning_model, self.supports_images = model_flags(settings)
         self._tools_cache: tuple[Sequence[ToolDefinition], bytes] | None = None
         self._fields_cache: tuple[dict[str, Any], tuple[type, ...], bytes] | None = None
         self._warned_images = False
 
     @property
+    def layers(self) -> Transport:
+        """The transport with its layers, that requests go through (made on first use)."""
+        if self._layers is None:
+            self._layers = self._connect()
+        return self._layers
+
+    @property
     def transport(self) -> Transport:
-        return self.exchange.transport
+        """The transport under the layers, that reaches the endpoint."""
+        return innermost(self.layers)
 
     async def aclose(self) -> None:
-        await self.exchange.aclose()
+        if self._layers is not None:
+            await self._layers.aclose()
 
     def images_allowed(self) -> bool:
         return self.supports_images and "images" not in self.refusals.features
@@ -112,11 +153,10 @@ class OpenAIChatModel:
             )
 
         relay = DeltaRelay(params.on_delta) if params.on_delta is not None else None
-        completion = await self.exchange.exchange(
+        completion = await self._exchange(
             build,
             tools=tools is not None,
             timeout=params.timeout or self.settings.timeout,
-            max_retries=self.settings.max_retries,
             relay=relay,
             stream=params.stream,
         )
@@ -151,3 +191,119 @@ class OpenAIChatModel:
         encoded = dumps([tool.to_param() for tool in tools])
         self._tools_cache = (copy.deepcopy(tools), encoded)
         return encoded
+
+    def streams(self, *, tools: bool, watched: bool, asked: bool | None = None) -> bool:
+        """Whether this turn is streamed: as ``asked`` by the caller, else as the profile says
+        (its ``false`` always wins)."""
+        mode = self.settings.stream
+        if asked is False or not self.refusals.may_stream(tools=tools, allowed=mode is not False):
+            return False
+        if asked is None and mode == "auto" and not watched:
+            return self.last_seconds is None or self.last_seconds >= self.settings.stream_after
+        return True
+
+    def _slots_here(self) -> asyncio.Semaphore:
+        """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._slots_loop is not loop:
+            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
+            self._slots_loop = loop
+        return self._slots
+
+    async def _send(
+        self,
+        build: BodyBuilder,
+        *,
+        stream: bool,
+        timeout: float,
+        relay: DeltaRelay | None,
+        upgrade: bool = False,
+    ) -> Completion:
+        """One request, retried on transient failures (a malformed reply too); streamed text
+        goes through ``relay``. With ``upgrade``, a plain attempt that timed out is retried
+        streamed."""
+        model = self.settings.model
+        body = build(stream)
+        upgraded = False
+
+        async def attempt() -> Completion:
+            nonlocal stream, body, upgraded
+            on_delta: DeltaCallback | None = None
+            if relay is not None and stream:
+                relay.attempt()
+                think = ThinkFilter()
+
+                async def on_delta(piece: str) -> None:
+                    await deliver(relay.target, relay.new_text(think.feed(piece)))
+
+            request = ChatRequest(body, stream, timeout, model, on_delta)
+            start = time.monotonic()
+            try:
+                async with self._slots_here():
+                    data = await self.layers.send(request)
+            except LLMTimeoutError:
+                if upgrade and not stream:
+                    stream, body, upgraded = True, build(True), True
+                raise
+            except NoStream as e:
+                if not upgraded:  # the caller handles a refused first stream
+                    raise
+                stream, body, upgraded = False, build(False), False
+                if e.data is None:
+                    raise LLMResponseError(e.why, model=model) from e
+                data = e.data
+            finally:
+                self.last_seconds = time.monotonic() - start
+            return parse_completion(data, model)
+
+        return await with_retries(
+            attempt, max_retries=self.settings.max_retries, settings=self.settings
+        )
+
+    async def _exchange(
+        self,
+        build: BodyBuilder,
+        *,
+        tools: bool,
+        timeout: float,
+        relay: DeltaRelay | None,
+        stream: bool | None,
+    ) -> Completion:
+        """The completion for one turn; a refusal to stream is remembered and the turn asked
+        again plainly."""
+        model = self.settings.model
+        pending: tuple[str, str] | None = None
+        feature = "stream_tools" if tools else "stream"
+        if self.streams(tools=tools, watched=relay is not None, asked=stream):
+            try:
+                return await self._send(build, stream=True, timeout=timeout, relay=relay)
+            except NoStream as e:
+                if e.data is None:
+                    # Ambiguous (llama.cpp also answers an overflow so): a refusal only
+                    # once the same turn succeeds unstreamed.
+                    pending = (feature, e.why)
+                else:
+                    await self.refusals.refuse(feature, e.why)
+                    try:
+                        return parse_completion(e.data, model)
+                    except LLMResponseError as bad:  # asked again plainly, with retries
+                        logger.warning(f"{bad}; asking again")
+            except LLMBadRequestError as e:
+                if (
+                    isinstance(e, ContextWindowExceededError | ToolsNotSupportedError)
+                    or "stream" not in e.message.lower()
+                ):
+                    raise
+                await self.refusals.refuse(feature, e.message)
+        upgrade = (
+            stream is None
+            and pending is None
+            and self.settings.stream == "auto"
+            and self.refusals.may_stream(tools=tools, allowed=True)
+        )
+        completion = await self._send(
+            build, stream=False, timeout=timeout, relay=None, upgrade=upgrade
+        )
+        if pending is not None:
+            await self.refusals.refuse(*pending)
+        return completion

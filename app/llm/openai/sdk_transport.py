@@ -28,17 +28,13 @@ class OpenAITransport(Transport):
         *,
         base_url: str | None,
         api_key: str | None,
-        model: str,
         azure: bool = False,
         api_version: str | None = None,
-        timeout: float = 300.0,
     ) -> None:
         self.base_url = base_url
         self.api_key = api_key
-        self.model = model
         self.azure = azure
         self.api_version = api_version
-        self.timeout = timeout
         self.endpoint = base_url or ""
         self._client: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -48,10 +44,10 @@ class OpenAITransport(Transport):
         if self._client is None or self._loop is not loop:
             import openai
 
+            # No timeout here: each request gives its own.
             common: dict[str, Any] = {
                 "api_key": self.api_key or "no-key-configured",
                 "max_retries": 0,
-                "timeout": self.timeout,
             }
             if not self.azure:
                 self._client = openai.AsyncOpenAI(base_url=self.base_url, **common)
@@ -65,11 +61,11 @@ class OpenAITransport(Transport):
             self._loop = loop
         return self._client
 
-    def _path(self, client: Any) -> str:
+    def _path(self, client: Any, model: str) -> str:
         """Azure wants the deployment in the path (its client reads it from a dict body; ours
         is ready-made JSON)."""
         if self.azure and "/deployments" not in str(client.base_url.path):
-            return f"/deployments/{quote(self.model, safe='')}/chat/completions"
+            return f"/deployments/{quote(model, safe='')}/chat/completions"
         return "/chat/completions"
 
     async def send(self, request: ChatRequest) -> dict[str, Any]:
@@ -81,7 +77,10 @@ class OpenAITransport(Transport):
             if request.stream:
                 return await self._stream(client, options, request)
             raw = await client.post(
-                self._path(client), content=request.body, cast_to=bytes, options=options
+                self._path(client, request.model),
+                content=request.body,
+                cast_to=bytes,
+                options=options,
             )
         except openai.OpenAIError as e:
             raise translate_error(e, model=request.model, base_url=self.endpoint) from e
@@ -94,7 +93,7 @@ class OpenAITransport(Transport):
         from openai.types.chat import ChatCompletionChunk
 
         stream = await client.post(
-            self._path(client),
+            self._path(client, request.model),
             content=request.body,
             cast_to=ChatCompletionChunk,
             options=options,

@@ -1,7 +1,7 @@
 """A transport takes one ready chat request and gives back the completion body (a streamed one
 reassembled, its text handed to ``on_delta`` as it arrives): ``HttpTransport`` (default),
-``OpenAITransport`` (the SDK) or ``app.testing.FunctionModel``. Retries, gate, timer and
-recording wrap each attempt (``app.llm.openai.exchange``).
+``OpenAITransport`` (the SDK) or ``app.testing.FunctionModel``, inside the :class:`Wrapper`
+layers ``app.llm.stack`` puts around it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,16 @@ from app.llm.model import DeltaCallback
 if TYPE_CHECKING:
     from app.config import LLMSettings
 
-__all__ = ["ChatRequest", "DeltaCallback", "NoStream", "Transport", "deliver", "transport_for"]
+__all__ = [
+    "ChatRequest",
+    "DeltaCallback",
+    "NoStream",
+    "Transport",
+    "Wrapper",
+    "deliver",
+    "innermost",
+    "transport_for",
+]
 
 
 @dataclass(slots=True)
@@ -57,6 +66,23 @@ class Transport:
         """Release connections (optional: they are also released at exit)."""
 
 
+class Wrapper(Transport):
+    """A layer around the ``inner`` transport (``Recording``, ``RateGate``, ``Timed``)."""
+
+    def __init__(self, inner: Transport) -> None:
+        self.inner = inner
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def innermost(transport: Transport) -> Transport:
+    """The transport under its wrappers (the one that reaches the endpoint)."""
+    while isinstance(transport, Wrapper):
+        transport = transport.inner
+    return transport
+
+
 async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
     """Hand ``text`` to ``on_delta`` (sync or async) when both are there."""
     if on_delta is None or not text:
@@ -75,10 +101,8 @@ def transport_for(settings: LLMSettings) -> Transport:
         return OpenAITransport(
             base_url=settings.base_url,
             api_key=settings.api_key,
-            model=settings.model,
             azure=settings.api_type == "azure",
             api_version=settings.api_version,
-            timeout=settings.timeout,
         )
     from app.llm.openai.http_transport import HttpTransport
 

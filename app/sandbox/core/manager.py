@@ -1,12 +1,5 @@
-"""Upstream compatibility: ``SandboxManager``, sandboxes by id, at most ``max_sandboxes``.
-
-Each sandbox is upstream's :class:`~app.sandbox.core.sandbox.DockerSandbox` (a container),
-unless its settings name another ``backend``. A sandbox unused for ``idle_timeout`` seconds is
-removed by a background task that looks every ``cleanup_interval`` seconds (started with the
-first sandbox, or at construction inside a running event loop, as upstream did), or at once by
-``await _cleanup_idle_sandboxes()``. A sandbox in use (inside ``sandbox_operation``) is never
-idle. ``cleanup()`` (also on leaving ``async with``) removes them all.
-"""
+"""Upstream compatibility: ``SandboxManager``, sandboxes by id, at most ``max_sandboxes``,
+removed after ``idle_timeout`` seconds unused (never while inside ``sandbox_operation``)."""
 
 from __future__ import annotations
 
@@ -106,8 +99,7 @@ class SandboxManager:
                 raise SandboxLimitError(
                     f"Maximum number of sandboxes ({self.max_sandboxes}) reached"
                 )
-            config = config if config is not None else SandboxSettings()
-            sandbox = await open_sandbox(config, volume_bindings, config.backend or "docker")
+            sandbox = await open_sandbox(config, volume_bindings)
             sandbox_id = str(uuid.uuid4())
             self._sandboxes[sandbox_id] = sandbox
             self._last_used[sandbox_id] = self._now()
@@ -148,10 +140,6 @@ class SandboxManager:
             ]
         for sandbox_id in idle:
             await self.delete_sandbox(sandbox_id)
-
-    async def cleanup_idle(self) -> None:
-        """Our name for :meth:`_cleanup_idle_sandboxes`."""
-        await self._cleanup_idle_sandboxes()
 
     async def delete_sandbox(self, sandbox_id: str) -> None:
         """Remove one sandbox (unknown ids are ignored); failures are logged, as upstream."""

@@ -1,19 +1,7 @@
-"""Upstream compatibility: ``DockerSandbox``, one container per sandbox, upstream's interface.
-
-``await DockerSandbox(config, volume_bindings).create()`` starts a container of
-``config.image`` with the memory and CPU limits, the network switch and the bind mounts
-(``{host_dir: container_dir}``) of the settings; ``terminal`` is a persistent shell in it
-(:class:`~app.sandbox.core.terminal.AsyncDockerizedTerminal`), ``run_command`` runs there with
-a timeout, and ``read_file``/``write_file``/``copy_from``/``copy_to`` work on *container*
-paths (relative ones are taken from ``work_dir``; ``..`` is refused), inside the container,
-as the container's user.
-
-The container is our ``docker`` backend's (:class:`app.sandbox.docker.DockerSandbox`: no
-capabilities, read-only root, labelled and reaped), available as ``sandbox``. ``work_dir``
-is bound to a private host directory removed again by ``cleanup()`` (upstream left its
-directories in the temp dir), unless ``volume_bindings`` maps a host directory there or a
-``workspace`` is given.
-"""
+"""Upstream compatibility: ``DockerSandbox``, one container with upstream's interface on
+*container* paths (relative ones from ``work_dir``, ``..`` refused), run as the container's
+user. The container is our ``docker`` backend's; ``work_dir`` is a private host directory
+removed by ``cleanup()`` unless ``volume_bindings`` or ``workspace`` names one."""
 
 from __future__ import annotations
 
@@ -65,8 +53,6 @@ class DockerSandbox(UpstreamSandbox):
         self.sandbox: DockerBackend = DockerBackend(self.config, workspace, volume_bindings=extra)
         self.terminal: AsyncDockerizedTerminal | None = None
 
-    # --- upstream's attributes ------------------------------------------------------------------
-
     @property
     def container(self) -> Any:
         """The Docker SDK container (None before ``create`` and after ``cleanup``)."""
@@ -76,8 +62,6 @@ class DockerSandbox(UpstreamSandbox):
     def client(self) -> Any:
         """The Docker SDK client (None before ``create`` and after ``cleanup``)."""
         return self.sandbox.client
-
-    # --- lifecycle ------------------------------------------------------------------------------
 
     async def create(self) -> Self:
         """Start the container and its terminal; on failure nothing is left behind."""
@@ -112,8 +96,6 @@ class DockerSandbox(UpstreamSandbox):
             raise SandboxError("Sandbox not initialized: await create() first")
         return self.terminal
 
-    # --- commands -------------------------------------------------------------------------------
-
     async def run_command(self, cmd: str, timeout: int | None = None) -> str:
         """Output of ``cmd`` in the sandbox's shell; SandboxTimeoutError past ``timeout``."""
         terminal = self._require()
@@ -125,16 +107,13 @@ class DockerSandbox(UpstreamSandbox):
                 f"Command execution timed out after {limit} seconds"
             ) from None
 
-    async def _exec(self, argv: list[str]) -> tuple[int, bytes, bytes]:
-        """One program in the container as its user, no shell: (exit code, stdout, stderr)."""
-        container = self.sandbox.container
-        result = await asyncio.to_thread(
-            container.exec_run, argv, user=self.sandbox.user, demux=True
-        )
-        out, err = result.output if result.output is not None else (None, None)
-        return int(result.exit_code or 0), out or b"", err or b""
-
-    # --- files (container paths) ----------------------------------------------------------------
+    async def _exec(
+        self, argv: list[str], data: bytes = b"", max_output: int = 0
+    ) -> tuple[int, bytes, str]:
+        """Run ``argv`` in the container as its user, ``data`` on its stdin: (exit code,
+        stdout, stderr). More than ``max_output`` bytes of stdout is a SandboxError (a
+        hostile container can produce endless output)."""
+        return await asyncio.to_thread(self._exec_sync, argv, data, max_output)
 
     def _safe_resolve_path(self, path: str) -> str:
         """A container path: relative ones from ``work_dir``; ``..`` refused as upstream did."""
@@ -146,9 +125,10 @@ class DockerSandbox(UpstreamSandbox):
         """Text of a file in the container; FileNotFoundError if there is none."""
         self._require()
         resolved = self._safe_resolve_path(path)
-        code, out, err = await self._exec(["head", "-c", str(MAX_READ_BYTES + 1), "--", resolved])
+        argv = ["head", "-c", str(MAX_READ_BYTES + 1), "--", resolved]
+        code, out, err = await self._exec(argv, max_output=MAX_READ_BYTES + 1)
         if code != 0:
-            message = err.decode(errors="replace").strip()
+            message = err.strip()
             if "No such file" in message:
                 raise FileNotFoundError(f"File not found: {path}")
             if "Is a directory" in message:
@@ -158,29 +138,17 @@ class DockerSandbox(UpstreamSandbox):
             raise SandboxError(f"{path} is larger than {MAX_READ_BYTES} bytes")
         return out.decode("utf-8", errors="replace")
 
-    async def _make_dirs(self, directory: str) -> None:
-        code, _, err = await self._exec(["mkdir", "-p", "--", directory])
-        if code != 0:
-            raise SandboxError(f"cannot create {directory}: {err.decode(errors='replace').strip()}")
-
     async def write_file(self, path: str, content: str) -> None:
         """Write a file in the container (parents created) as the container's user: written
         by ``cat`` inside, so the container's own rules apply (a read-only root, ``/tmp``)."""
         self._require()
         resolved = self._safe_resolve_path(path)
         script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-        code, _, err = await asyncio.to_thread(
-            self._exec_io, ["sh", "-c", script, "sh", resolved], content.encode("utf-8")
-        )
+        code, _, err = await self._exec(["sh", "-c", script, "sh", resolved], content.encode())
         if code != 0:
             raise SandboxError(f"Failed to write {path}: {err.strip()}")
 
-    def _exec_io(
-        self, argv: list[str], data: bytes = b"", max_output: int = 0
-    ) -> tuple[int, bytes, str]:
-        """Run ``argv`` in the container as its user, ``data`` on its stdin: (exit code,
-        stdout, stderr). More than ``max_output`` bytes of stdout is a SandboxError (a
-        hostile container can produce endless output)."""
+    def _exec_sync(self, argv: list[str], data: bytes, max_output: int) -> tuple[int, bytes, str]:
         from docker.utils.socket import frames_iter
 
         api = self.sandbox.client.api
@@ -214,19 +182,8 @@ class DockerSandbox(UpstreamSandbox):
         code = int(code) if isinstance(code, int) else 1
         return code, bytes(output), errors.decode(errors="replace")
 
-    async def _put_archive(self, directory: str, data: bytes, path: str) -> None:
-        from docker.errors import APIError
-
-        try:
-            done = await asyncio.to_thread(self.sandbox.container.put_archive, directory, data)
-        except APIError as exc:
-            raise SandboxError(f"Failed to write {path}: {exc.explanation or exc}") from exc
-        if not done:
-            raise SandboxError(f"Failed to write {path}")
-
     async def copy_from(self, src_path: str, dst_path: str) -> None:
-        """Copy a container file to ``dst_path`` on the host (or a directory into an existing
-        host directory); members that would land outside are refused."""
+        """Copy a container file (or a directory into an existing host one) to ``dst_path``."""
         self._require()
         resolved = self._safe_resolve_path(src_path)
         # Packed by tar inside, as the container's user (it sees /tmp; the archive API does
@@ -237,7 +194,7 @@ class DockerSandbox(UpstreamSandbox):
             'cd -- "$(dirname -- "$1")" && exec tar -c -f - -- "$(basename -- "$1")"'
         )
         argv = ["sh", "-c", script, "sh", resolved]
-        code, data, err = await asyncio.to_thread(self._exec_io, argv, b"", MAX_ARCHIVE_BYTES)
+        code, data, err = await self._exec(argv, max_output=MAX_ARCHIVE_BYTES)
         if code == 127:
             try:
                 data = await asyncio.to_thread(self.sandbox.get_archive, resolved)
@@ -277,14 +234,21 @@ class DockerSandbox(UpstreamSandbox):
             raise FileNotFoundError(f"Source file not found: {src_path}")
         resolved = self._safe_resolve_path(dst_path)
         parent = posixpath.dirname(resolved) or "/"
-        await self._make_dirs(parent)
+        code, _, err = await self._exec(["mkdir", "-p", "--", parent])
+        if code != 0:
+            raise SandboxError(f"cannot create {parent}: {err.strip()}")
         data = await asyncio.to_thread(make_tar, source, posixpath.basename(resolved))
         script = 'command -v tar >/dev/null || exit 127; tar -x --no-same-owner -f - -C "$1"'
-        code, _, err = await asyncio.to_thread(
-            self._exec_io, ["sh", "-c", script, "sh", parent], data
-        )
-        if code == 127:
-            await self._put_archive(parent, data, dst_path)
+        code, _, err = await self._exec(["sh", "-c", script, "sh", parent], data)
+        if code == 127:  # no tar in the image: the engine's archive API
+            from docker.errors import APIError
+
+            try:
+                done = await asyncio.to_thread(self.sandbox.container.put_archive, parent, data)
+            except APIError as exc:
+                raise SandboxError(f"Failed to write {dst_path}: {exc.explanation or exc}") from exc
+            if not done:
+                raise SandboxError(f"Failed to write {dst_path}")
         elif code != 0:
             raise SandboxError(f"Failed to copy {src_path} to {dst_path}: {err.strip()}")
         code, _, _ = await self._exec(["test", "-e", resolved])

@@ -1,16 +1,7 @@
-"""Upstream compatibility: the interactive Docker terminal, one ``bash`` session in a container.
-
-``AsyncDockerizedTerminal(container, working_dir, env_vars, default_timeout)`` keeps one shell
-open (``cd`` and exported variables carry over between commands) and returns each command's
-output, stdout and stderr together, stripped as upstream did. Unlike upstream it never runs
-the session privileged, reads no prompt (each command ends with a random marker carrying its
-exit status, so output that looks like ``$ `` cannot confuse it), bounds the output it keeps,
-and a command that runs over its timeout is killed with everything it started (the session is
-then restarted on the next command) instead of being left running.
-
-The session talks to the container through :mod:`app.sandbox.docker_relay`, the same relay
-the ``docker`` backend's tools use.
-"""
+"""Upstream compatibility: the interactive Docker terminal, one ``bash`` session in a container
+(through :mod:`app.sandbox.docker_relay`). Each command ends with a random marker carrying its
+exit status (no prompt parsing), output is bounded, and a command over its timeout is killed
+with all it started (the session reopens on the next command)."""
 
 from __future__ import annotations
 
@@ -99,40 +90,34 @@ class DockerSession:
 
     async def _read_result(self, token: str) -> str:
         assert self.process is not None and self.process.stdout is not None
-        marker = f"\n__OM_{token}_".encode()
+        marker = f"\n__OM_{token}_".encode()  # then the exit status and "__\n"
         kept = bytearray()
         window = bytearray()  # the recent output, where the marker is looked for
         dropped = 0
         while True:
             chunk = await self.process.stdout.read(65536)
-            if not chunk:  # the shell exited (``exit`` in the command): reopened next time
-                await self.process.wait()
-                self.last_exit_code = self.process.returncode
-                room = max(0, MAX_OUTPUT_BYTES - len(kept))
-                kept += window[:room]
-                text = bytes(kept).decode("utf-8", errors="replace")
-                return text.strip()
             window += chunk
             at = window.find(marker)
             end = window.find(b"__\n", at + len(marker)) if at >= 0 else -1
-            if at >= 0 and end >= 0:
-                body = bytes(window[:at])
+            if end >= 0:
                 status = window[at + len(marker) : end].decode(errors="replace")
                 self.last_exit_code = int(status) if status.isdigit() else None
-                room = MAX_OUTPUT_BYTES - len(kept)
-                kept += body[:room]
-                dropped += max(0, len(body) - room)
+                safe = at
+            elif not chunk:  # the shell exited (``exit`` in the command): reopened next time
+                await self.process.wait()
+                self.last_exit_code = self.process.returncode
+                safe = len(window)
+            else:  # all but what could be the start of the marker and its status
+                safe = max(0, len(window) - len(marker) - 32)
+            room = max(0, MAX_OUTPUT_BYTES - len(kept))
+            kept += window[: min(safe, room)]
+            dropped += max(0, safe - room)
+            del window[:safe]
+            if end >= 0 or not chunk:
                 text = bytes(kept).decode("utf-8", errors="replace")
                 if dropped:
                     text += f"\n[... {dropped} more bytes of output dropped]"
                 return text.strip()
-            # Everything but a possible start of the marker can move out of the window.
-            safe = max(0, len(window) - len(marker) - 32)
-            if safe:
-                room = max(0, MAX_OUTPUT_BYTES - len(kept))
-                kept += window[: min(safe, room)]
-                dropped += max(0, safe - room)
-                del window[:safe]
 
     async def close(self, *, force: bool = False) -> None:
         """End the shell and everything it started (idempotent)."""
@@ -188,25 +173,18 @@ class AsyncDockerizedTerminal:
 
     async def init(self) -> None:
         """Create the working directory (if missing) and open the session."""
-        await self._ensure_workdir()
+        made = await asyncio.to_thread(
+            self.container.exec_run, ["mkdir", "-p", self.working_dir], user=self.user or ""
+        )
+        if made.exit_code:
+            output = made.output.decode("utf-8", errors="replace")
+            raise SandboxError(f"Failed to create working directory {self.working_dir}: {output}")
         init_pid: int | None = None
         with contextlib.suppress(Exception):  # a remote engine: no host pid to find
             await asyncio.to_thread(self.container.reload)
             init_pid = int(self.container.attrs["State"]["Pid"]) or None
         self.session = DockerSession(self.container.id, user=self.user, init_pid=init_pid)
         await self.session.create(self.working_dir, self.env_vars)
-
-    async def _ensure_workdir(self) -> None:
-        code, output = await self._exec_simple(["mkdir", "-p", self.working_dir])
-        if code != 0:
-            raise SandboxError(f"Failed to create working directory {self.working_dir}: {output}")
-
-    async def _exec_simple(self, cmd: list[str] | str) -> tuple[int, str]:
-        """One command through ``docker exec`` (no session): (exit code, output)."""
-        result = await asyncio.to_thread(
-            self.container.exec_run, cmd, environment=self.env_vars, user=self.user or ""
-        )
-        return int(result.exit_code or 0), result.output.decode("utf-8", errors="replace")
 
     async def run_command(self, cmd: str, timeout: float | None = None) -> str:
         """Output of ``cmd`` in the session; TimeoutError after ``timeout`` (default

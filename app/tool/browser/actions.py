@@ -1,8 +1,5 @@
-"""Upstream's ``browser_use`` actions, carried out with browser-use 0.13's session and tools.
-
-Each action returns the text the model reads; anything the model can fix (a missing argument,
-an unknown index or tab, a page that fails to load) raises ``ToolError``.
-"""
+"""Upstream's ``browser_use`` actions on browser-use's session and tools; what the model can
+fix (a missing argument, an unknown index or tab, a page that fails to load) is a ``ToolError``."""
 
 from __future__ import annotations
 
@@ -124,7 +121,9 @@ class BrowserActions:
             )
         return index
 
-    async def _navigate(self, url: str, *, new_tab: bool, timeout: float) -> None:
+    async def _navigate(self, url: str, *, new_tab: bool, timeout: float) -> str:
+        """Open ``url`` once it passed ``check_url_resolved``; returns the address opened."""
+        url = await check_url_resolved(str(url))
         event = self.bu.events.NavigateToUrlEvent(
             url=url, new_tab=new_tab, timeout_ms=int(timeout * 1000), event_timeout=timeout
         )
@@ -134,6 +133,7 @@ class BrowserActions:
             raise ToolError(f"The page {url} did not load within {timeout:g} s") from e
         except Exception as e:
             raise ToolError(f"Could not load {url}: {e}") from e
+        return url
 
     async def _page_summary(self) -> str:
         url = await self.session.get_current_page_url()
@@ -143,13 +143,11 @@ class BrowserActions:
     # ---- actions ---------------------------------------------------------------------------
 
     async def _go_to_url(self, url: str, extra: dict[str, Any]) -> str:
-        url = await check_url_resolved(str(url))
-        await self._navigate(url, new_tab=False, timeout=extra["_timeout"])
+        url = await self._navigate(url, new_tab=False, timeout=extra["_timeout"])
         return f"Navigated to {url}; now showing {await self._page_summary()}"
 
     async def _open_tab(self, url: str, extra: dict[str, Any]) -> str:
-        url = await check_url_resolved(str(url))
-        await self._navigate(url, new_tab=True, timeout=extra["_timeout"])
+        url = await self._navigate(url, new_tab=True, timeout=extra["_timeout"])
         return f"Opened a new tab with {url}; now showing {await self._page_summary()}"
 
     async def _click_element(self, index: Any, extra: dict[str, Any]) -> str:
@@ -255,8 +253,7 @@ class BrowserActions:
         results = getattr(response, "results", None) or []
         if not results:
             raise ToolError(f"The web search for {query!r} found nothing")
-        first = await check_url_resolved(str(results[0].url))
-        await self._navigate(first, new_tab=False, timeout=extra["_timeout"])
+        first = await self._navigate(results[0].url, new_tab=False, timeout=extra["_timeout"])
         return f"{response.output}\n\nOpened the first result: {first}"
 
     async def _extract_content(self, goal: Any, extra: dict[str, Any]) -> str:

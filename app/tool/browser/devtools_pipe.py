@@ -1,16 +1,6 @@
-"""Chromium's DevTools over a pipe, served to browser-use at an unguessable WebSocket URL.
-
-With ``--remote-debugging-port`` Chromium listens on a TCP port with no authentication at
-all: any local program that finds the port (``DevToolsActivePort``, a port scan) can drive
-the browser, read files through ``DOM.setFileInputFiles`` and write them through
-``Browser.setDownloadBehavior``. So Chromium gets ``--remote-debugging-pipe`` instead (it
-reads commands from fd 3 and writes replies to fd 4, each message ending in a NUL byte), and
-this relay serves that pipe as one WebSocket on 127.0.0.1 whose path holds 256 random bits:
-``ws://127.0.0.1:<port>/devtools/browser/<token>``. There is no discovery endpoint
-(``/json/version`` and every other path answer 404) and one client at a time. browser-use
-connects to a ``ws://`` URL directly. The token is a registered secret, so it never shows
-in logs or in what the model sees.
-"""
+"""Chromium's DevTools over ``--remote-debugging-pipe``, served to browser-use as one
+WebSocket on 127.0.0.1 at an unguessable, redacted path: no TCP port anyone local could drive
+(why, and what is refused: docs/sandbox.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""Local addresses refused inside the browser itself, for every page, frame and request.
-
-``urls.check_url`` covers what the model asks for; this covers what a page does on its own
-(an ``<iframe src="file://...">``, ``fetch``, a redirect). Through CDP's ``Fetch`` domain on
-the browser target (every tab, popup and frame), ``file:``/``filesystem:`` requests and
-requests to this program's own servers (``app.own_servers``, checked by resolved address)
-are failed with ``BlockedByClient``; it still holds with ``disable_security = true``. A
-``URLBlocklist`` policy is not used: on Linux Chromium reads it host-wide from ``/etc``.
-"""
+"""Local addresses refused inside the browser for every page, frame and request (``file:``,
+this program's own servers), through CDP's ``Fetch`` domain; ``urls.check_url`` covers what
+the model asks for, this what a page does on its own (docs/sandbox.md)."""
 
 from __future__ import annotations
 

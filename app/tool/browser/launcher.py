@@ -1,20 +1,6 @@
-"""Starting our own Chromium: found automatically, confined to one private directory.
-
-We launch Chromium ourselves (instead of letting browser-use do it) so that we own its process
-group and its files: profile, downloads, temp files, even ``$HOME`` (Chromium writes
-``~/.pki`` and ``~/.cache``) all live under one directory that ``stop()`` deletes, and the
-whole process group (renderers, zygote, GPU process) is killed with it.
-
-Chromium never runs as root, and always with its own sandbox (no ``--no-sandbox``): an agent
-running as root starts it as an unprivileged user (:func:`browser_user`: the
-``openmanus-browser`` system user when it exists, else ``nobody``) with no supplementary
-groups, and hands it its private directory. A page that escapes the renderer then meets
-Chromium's sandbox, and a DevTools client (``DOM.setFileInputFiles``,
-``Browser.setDownloadBehavior``) can only read and write what that user can, not
-``/etc/shadow`` or root's files. Its environment is scrubbed of credentials like sandboxed
-code's. DevTools is a pipe, not a TCP port: browser-use reaches it through our relay at an
-unguessable WebSocket URL (``devtools_pipe``).
-"""
+"""Starting our own Chromium, so we own its process group and its files: everything it writes
+lives under one private directory that ``stop()`` deletes. As root it runs as an unprivileged
+user, always with its own sandbox, DevTools on a pipe (docs/sandbox.md says why)."""
 
 from __future__ import annotations
 
@@ -31,17 +17,17 @@ from typing import Any
 
 from app.exceptions import ToolError
 from app.sandbox.environment import scrub_environment
-from app.tool._process import terminate_group
+from app.sandbox.processes import terminate_group
 from app.tool.browser.devtools_pipe import PipeRelay
 
 __all__ = [
     "BROWSER_USER",
     "CANDIDATE_BROWSERS",
+    "QUIET_ARGS",
     "ChromiumProcess",
     "browser_user",
     "find_chromium",
     "private_dir",
-    "quiet_args",
 ]
 
 #: Names and paths tried, in order, when ``chrome_instance_path`` is not set.
@@ -131,23 +117,22 @@ def _traversable_by_others(directory: Path) -> bool:
     return True
 
 
-def quiet_args() -> list[str]:
-    """Flags that keep Chromium from phoning home or nagging (and flooding a closed network)."""
-    return [
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-default-apps",
-        "--disable-extensions",
-        "--disable-breakpad",
-        "--disable-crash-reporter",
-        "--metrics-recording-only",
-        "--password-store=basic",
-        "--use-mock-keychain",
-        "--disable-dev-shm-usage",
-    ]
+#: Flags that keep Chromium from phoning home or nagging (and flooding a closed network).
+QUIET_ARGS = (
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-breakpad",
+    "--disable-crash-reporter",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--use-mock-keychain",
+    "--disable-dev-shm-usage",
+)
 
 
 class ChromiumProcess:
@@ -216,7 +201,7 @@ class ChromiumProcess:
             executable,
             f"--user-data-dir={profile}",
             "--remote-debugging-pipe",
-            *quiet_args(),
+            *QUIET_ARGS,
         ]
         if headless:
             cmd += ["--headless=new", "--hide-scrollbars", "--mute-audio"]
@@ -265,23 +250,13 @@ class ChromiumProcess:
         if self.relay is not None:
             await self.relay.close()
         leader_exited = asyncio.Event()
-        if self.process.returncode is not None:
-            leader_exited.set()
-
-        async def wait_leader() -> None:
-            with contextlib.suppress(Exception):
-                await self.process.wait()
-            leader_exited.set()
-
-        waiter = asyncio.create_task(wait_leader())
+        waiter = asyncio.ensure_future(self.process.wait())
+        waiter.add_done_callback(lambda _: leader_exited.set())
         try:
             await terminate_group(self.process.pid, leader_exited, grace=2.0)
-        except ProcessLookupError:
-            pass
         finally:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(Exception):  # not reaped within 2 s: given up
                 await asyncio.wait_for(waiter, 2.0)
-            waiter.cancel()
         if remove_directory:
             await asyncio.to_thread(shutil.rmtree, self.directory, True)
 
@@ -303,8 +278,8 @@ async def _wait_for_devtools(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(process.wait(), 2.0)
             raise ToolError(
-                f"Chromium exited while starting ({process.returncode}): {_log_tail(log_path)}"
-                f"{_sandbox_hint(log_path)}"
+                f"Chromium exited while starting ({process.returncode}): "
+                + _log_tail(log_path, sandbox_hint=True)
             )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(relay.answered.wait(), 0.05)
@@ -314,24 +289,18 @@ async def _wait_for_devtools(
     )
 
 
-def _sandbox_hint(log_path: Path) -> str:
-    """When Chromium could not start its sandbox, say what to fix (not ``--no-sandbox``)."""
-    try:
-        text = log_path.read_text(errors="replace")
-    except OSError:
-        return ""
-    if "sandbox" not in text.lower():
-        return ""
-    return (
-        ". Chromium needs its sandbox: allow unprivileged user namespaces (sysctl "
-        "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces) or install its setuid "
-        "chrome-sandbox helper"
-    )
-
-
-def _log_tail(path: Path, limit: int = 600) -> str:
+def _log_tail(path: Path, *, sandbox_hint: bool = False) -> str:
+    """The end of Chromium's log; with ``sandbox_hint``, what to fix when Chromium could not
+    start its sandbox (never ``--no-sandbox``)."""
     try:
         text = path.read_text(errors="replace").strip()
     except OSError:
         return "(no log)"
-    return text[-limit:] or "(no output)"
+    tail = text[-600:] or "(no output)"
+    if sandbox_hint and "sandbox" in text.lower():
+        tail += (
+            ". Chromium needs its sandbox: allow unprivileged user namespaces (sysctl "
+            "kernel.unprivileged_userns_clone=1 / user.max_user_namespaces) or install its "
+            "setuid chrome-sandbox helper"
+        )
+    return tail

@@ -1,8 +1,5 @@
-"""The browser's lifecycle: lazy start, one lock, crash recovery, clean teardown.
-
-browser-use is imported on first use (it costs about a second), in a thread so the event loop
-keeps running, with its telemetry, cloud hints and log hijacking switched off.
-"""
+"""The browser's lifecycle: lazy start, one lock, crash recovery, clean teardown. browser-use
+is imported on first use (about a second), off the loop, with telemetry and log hijacking off."""
 
 from __future__ import annotations
 
@@ -50,13 +47,6 @@ def _import_browser_use() -> SimpleNamespace:
     if not _USER_CONFIG_DIR:
         os.environ["BROWSER_USE_CONFIG_DIR"] = str(scratch / "config")
     try:
-        return _do_import()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _do_import() -> SimpleNamespace:
-    try:
         from browser_use.browser import events
         from browser_use.browser import session as session_module
         from browser_use.browser.profile import BrowserProfile, ProxySettings
@@ -66,6 +56,8 @@ def _do_import() -> SimpleNamespace:
         raise ToolError(
             f"The browser is not installed ({e}). Install the extra: {pip_install('browser')}"
         ) from e
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     _route_library_logs()
     # Importing browser-use creates an empty downloads directory in /tmp for its default
     # profile; we never use that profile, so the directory goes again.

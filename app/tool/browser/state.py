@@ -34,9 +34,9 @@ async def refresh_selector_map(session: Any) -> dict[int, Any]:
     return summary.dom_state.selector_map
 
 
-async def read_state(session: Any, *, screenshot: bool = True) -> tuple[dict[str, Any], str | None]:
+async def read_state(session: Any) -> tuple[dict[str, Any], str | None]:
     """The page state as upstream's JSON shape, plus a base64 screenshot (or None)."""
-    summary = await session.get_browser_state_summary(include_screenshot=screenshot)
+    summary = await session.get_browser_state_summary(include_screenshot=True)
     tabs = await session.get_tabs()
     focus = session.agent_focus_target_id
     tab_list = [
@@ -59,4 +59,4 @@ async def read_state(session: Any, *, screenshot: bool = True) -> tuple[dict[str
         },
         "viewport_height": viewport,
     }
-    return state, (summary.screenshot or None) if screenshot else None
+    return state, summary.screenshot or None

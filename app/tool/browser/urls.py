@@ -1,17 +1,6 @@
-"""Which addresses the browser may open: the web, never the host's files.
-
-A page from ``file:`` can read other local files (and, with ``disable_security``, send them
-anywhere), so every spelling of a local address is refused: ``file:``, ``FILE:``,
-``file://localhost/...``, ``file:/x``, percent-encoded schemes (``%66ile:``), tabs or
-newlines inside the scheme (which browsers drop), and wrappers that carry another URL
-(``view-source:``, ``filesystem:``, ``blob:``, ``jar:``). Only ``http``, ``https``, ``data``
-and ``about:blank`` pass.
-
-This program's own servers (the web UI, the MCP server over HTTP) are refused too, whatever the
-spelling of their address (see ``app.own_servers``): they serve other sessions' files and tasks.
-``check_url`` catches IP literals and loopback names; ``check_url_resolved`` also asks DNS for
-other names on one of their ports.
-"""
+"""Which addresses the browser may open: the web, never the host's files nor this program's
+own servers, in any spelling (encoded schemes, wrappers such as ``view-source:``, names that
+resolve to them): the list is in docs/sandbox.md."""
 
 from __future__ import annotations
 
@@ -48,19 +37,13 @@ _LOCAL = frozenset(
     }
 )
 _TAB_NEWLINE = re.compile(r"[\t\n\r]")
+_C0_AND_SPACE = "".join(map(chr, range(0x21)))
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.\-]*):")
 
 
 def _scheme_and_rest(url: str) -> tuple[str | None, str]:
     # WHATWG: strip leading/trailing C0 controls and spaces, drop tabs and newlines anywhere.
-    text = _TAB_NEWLINE.sub(
-        "",
-        url.strip(
-            "\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b"
-            "\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17"
-            "\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f "
-        ),
-    )
+    text = _TAB_NEWLINE.sub("", url.strip(_C0_AND_SPACE))
     for _ in range(5):  # %66ile: and doubly encoded forms
         decoded = unquote(text)
         if decoded == text:
@@ -72,17 +55,22 @@ def _scheme_and_rest(url: str) -> tuple[str | None, str]:
     return match.group(1).lower(), text[match.end() :]
 
 
-def is_blocked(url: str) -> bool:
-    """Whether ``url`` (in any spelling) is something other than the web."""
+def _unwrapped(url: str) -> tuple[str | None, str, int]:
+    """(scheme, rest, how many wrappers such as ``view-source:`` were taken off)."""
     scheme, rest = _scheme_and_rest(url)
     depth = 0
     while scheme in _WRAPPERS and depth < 5:
         scheme, rest = _scheme_and_rest(rest)
         depth += 1
-        if scheme is None:
-            return True  # a wrapper around something that is not a URL
+    return scheme, rest, depth
+
+
+def is_blocked(url: str) -> bool:
+    """Whether ``url`` (in any spelling) is something other than the web."""
+    scheme, rest, depth = _unwrapped(url)
     if scheme is None:
-        return False  # no scheme: taken as https://<text> by check_url
+        # A wrapper around something that is not a URL; without one: https://<text>.
+        return depth > 0
     if scheme == "about":
         return rest.split("#", 1)[0].split("?", 1)[0].lower() not in ("blank", "srcdoc")
     if scheme in ("http", "https"):
@@ -95,11 +83,7 @@ def _web_authority(url: str) -> tuple[str, int] | None:
     """(host, port) an ``http``/``https`` URL connects to, parsed as a browser does: wrappers
     unwrapped, backslashes as slashes, any number of slashes, user info dropped, default
     ports filled in. None for other schemes and unparsable ports."""
-    scheme, rest = _scheme_and_rest(url)
-    depth = 0
-    while scheme in _WRAPPERS and depth < 5:
-        scheme, rest = _scheme_and_rest(rest)
-        depth += 1
+    scheme, rest, _ = _unwrapped(url)
     if scheme is None:
         scheme, rest = "https", "//" + rest
     if scheme not in ("http", "https"):

@@ -1,9 +1,5 @@
-"""Charts for the data-analysis agent: tables from CSV or records, drawn with matplotlib.
-
-``spec`` (what a chart is and how it is checked), ``render`` (drawing, off the event loop) and
-``tools`` (the ``data_visualization`` and ``visualization_preparation`` tools). matplotlib is
-imported only when a chart is drawn; it comes with the ``data`` extra.
-"""
+"""Charts for the data-analysis agent: ``spec`` (what a chart is), ``render`` (matplotlib,
+imported only when drawing: the ``data`` extra) and ``tools``."""
 
 from app.tool.chart.render import render_chart
 from app.tool.chart.spec import ChartSpec, Table

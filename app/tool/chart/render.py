@@ -1,13 +1,6 @@
-"""Drawing a chart with matplotlib (Agg, no display) into PNG and/or a self-contained HTML page.
-
-Charts are drawn into memory only: saving them is the tool's job, through the one confined
-writer (:func:`app.sandbox.files.write_confined`), because the folder they go to is one that
-sandboxed code can fill with links.
-
-Drawing is CPU work, so ``render_chart`` runs it in a worker thread. It uses matplotlib's
-object API (``Figure``), never ``pyplot``, so no global figure state is shared; a lock still
-serialises drawing because matplotlib's font cache is not safe to build from two threads.
-"""
+"""Drawing a chart into PNG and/or a self-contained HTML page, in memory (the tool saves it
+through the one confined writer). matplotlib's object API, in a worker thread, behind a lock:
+its font cache is not safe to build from two threads."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What a chart is: its data (a CSV file or inline records), its type and its columns.
-
-Field names follow upstream's chart JSON (``csvFilePath``, ``chartTitle``) so a file written
-for upstream's ``data_visualization`` still works; ``chartType``, ``x`` and ``y`` are ours and
-optional. Every problem raises ``ToolError`` naming the chart and what to change.
-"""
+"""What a chart is: its data (a CSV file or inline records), type and columns; field names
+follow upstream's chart JSON (``csvFilePath``, ``chartTitle``). Problems raise ``ToolError``."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from app.exceptions import ToolError
-from app.tool.file_access import FileAccessPolicy
+from app.sandbox.files import FileAccessPolicy
 
 __all__ = ["CHART_TYPES", "MAX_ROWS", "ChartSpec", "Table", "load_table", "parse_specs"]
 
@@ -108,11 +104,7 @@ def load_table(spec: ChartSpec, policy: FileAccessPolicy) -> Table:
     """The chart's data as a table, read from its CSV (inside the workspace) or its records."""
     if spec.data is not None:
         rows = [dict(row) for row in spec.data]
-        columns: list[str] = []
-        for row in rows:
-            for key in row:
-                if key not in columns:
-                    columns.append(str(key))
+        columns = list(dict.fromkeys(str(key) for row in rows for key in row))
         table = Table(columns=columns, rows=rows)
     else:
         assert spec.csv_path is not None

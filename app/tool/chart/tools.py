@@ -1,9 +1,6 @@
-"""The chart tools of the data-analysis agent (upstream names and parameters):
-``visualization_preparation`` runs Python that writes CSV files and a JSON list of charts;
-``data_visualization`` draws them with matplotlib (upstream drove Node) into
-``<workspace>/visualization/``. Sandboxed code can write that folder, so charts are drawn in
-memory and saved through the one confined writer (:func:`app.sandbox.files.write_confined`).
-"""
+"""The chart tools (upstream names and parameters): ``visualization_preparation`` runs Python
+that writes CSV and chart JSON; ``data_visualization`` draws them into the workspace's
+``visualization/`` through the one confined writer (sandboxed code can fill that folder)."""
 
 from __future__ import annotations
 
@@ -16,12 +13,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from app.exceptions import ToolError
-from app.sandbox.files import write_confined
+from app.sandbox.files import FileAccessPolicy, resolve_workspace, write_confined
 from app.tool.base import BaseTool, ToolResult
 from app.tool.chart.render import ChartFiles, render_chart
 from app.tool.chart.spec import load_table, parse_specs
 from app.tool.declared import ToolArgs
-from app.tool.file_access import FileAccessPolicy, resolve_workspace
 from app.tool.python_execute import PythonExecute
 
 __all__ = ["OUTPUT_TYPES", "DataVisualization", "VisualizationPrepare"]

@@ -1,5 +1,4 @@
-"""Upstream compatibility: upstream's ``sandbox_files`` tool (files inside a Daytona sandbox):
-building it raises a clear "not supported" error (see :mod:`app.daytona`)."""
+"""Upstream compatibility: ``sandbox_files`` (Daytona); building it raises "not supported"."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Upstream compatibility: upstream's ``sandbox_vision`` tool (images inside a Daytona
-sandbox): building it raises a clear "not supported" error (see :mod:`app.daytona`)."""
+"""Upstream compatibility: ``sandbox_vision`` (Daytona); building it raises "not supported"."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What every search engine client shares: one result shape, one error, one HTTP helper.
-
-Each engine is a small httpx client of the engine's public HTML/JSON endpoint with an
-overridable ``base_url`` (so it can be aimed at a self-hosted instance or a local test server).
-"""
+"""What every search engine client shares: one result shape, one error, one HTTP helper; each
+engine has an overridable ``base_url`` (a self-hosted instance, a local test server)."""
 
 from __future__ import annotations
 

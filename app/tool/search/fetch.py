@@ -4,13 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.exceptions import ToolError
+from app.install_hint import pip_install
 from app.tool.search.base import USER_AGENT
 
-__all__ = ["MAX_BYTES", "MAX_CHARS", "fetch_page_text", "html_to_text"]
+__all__ = ["MAX_BYTES", "MAX_CHARS", "fetch_page_text", "html_to_text", "import_httpx"]
 
 MAX_BYTES = 2_000_000
 MAX_CHARS = 10_000
 _NOISE = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "svg")
+
+
+def import_httpx(tool: str) -> Any:
+    """httpx, once beautifulsoup4 is known to be there too (both: the ``search`` extra)."""
+    try:
+        import bs4  # noqa: F401  (checked here so the message names both)
+        import httpx
+    except ImportError as e:
+        raise ToolError(
+            f"{tool} needs httpx and beautifulsoup4 ({e}); install the extra: "
+            f"{pip_install('search')}"
+        ) from e
+    return httpx
 
 
 def html_to_text(html: str) -> str:
