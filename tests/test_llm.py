@@ -24,6 +24,7 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm import LLM
+from app.llm.openai.http_transport import HttpTransport
 from app.schema import Message
 from app.testing import call, drop, error, raw, slow, text, tool_calls
 from tests.conftest import TEST_API_KEY, llm_settings
@@ -145,6 +146,7 @@ async def test_settings_set_after_construction_reach_the_next_request(llm_server
     llm_server.push(text("one"))
     await llm.ask(USER, stream=False)
     transport = llm.transport
+    assert isinstance(transport, HttpTransport)
     llm.model = "gpt-4o"
     llm.max_retries = 1
     llm_server.push(error(500), error(500))
@@ -157,8 +159,15 @@ async def test_settings_set_after_construction_reach_the_next_request(llm_server
     assert await llm.ask(USER, stream=False) == "two"
     assert llm.transport is not transport
     assert llm_server.requests[-1].headers["authorization"] == "Bearer sk-another-key-123456"
-    await llm.aclose()
-    await transport.aclose()
+    assert transport.connected
+    await llm.aclose()  # the replaced transport too
+    assert not transport.connected
+    # Checked like the config file: a bad value or an unknown setting raises, nothing changes.
+    with pytest.raises(ValueError, match="max_retries"):
+        llm.max_retries = -1
+    with pytest.raises(TypeError, match=r"Unknown LLM setting.*modle"):
+        llm.configure(modle="x")
+    assert (llm.model, llm.max_retries) == ("gpt-4o", 1)
 
 
 async def test_retry_after_is_honoured(llm_server, make_llm):

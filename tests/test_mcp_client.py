@@ -13,8 +13,7 @@ import pytest_asyncio
 from app.config import MCPServerConfig
 from app.exceptions import MCPServerError
 from app.tool.base import ToolFailure
-from app.tool.mcp import MCPClients, MCPClientTool
-from app.tool.mcp_results import MCPToolFailure, MCPToolResult, tool_name
+from app.tool.mcp import MCPClients, MCPClientTool, MCPToolFailure, MCPToolResult, tool_name
 from tests.mcp_helpers import DEMO, PNG_B64, demo_config, http_server
 
 pytestmark = pytest.mark.e2e
@@ -270,7 +269,7 @@ def test_embedded_resources_and_links_keep_what_the_model_needs():
 
     from mcp import types
 
-    from app.tool.mcp_results import MAX_EMBEDDED_TEXT, convert_result
+    from app.tool.mcp import MAX_EMBEDDED_TEXT, convert_result
 
     def blob(data: bytes, mime: str | None) -> types.EmbeddedResource:
         return types.EmbeddedResource(
@@ -310,7 +309,9 @@ def test_embedded_resources_and_links_keep_what_the_model_needs():
 
 
 def test_elicitation_answers_are_checked_against_the_schema():
-    from app.mcp.client.elicitation import ElicitationAnswer, parse_answer
+    from mcp.types import ElicitResult
+
+    from app.tool.mcp_features import parse_answer
 
     schema = {
         "type": "object",
@@ -321,8 +322,8 @@ def test_elicitation_answers_are_checked_against_the_schema():
             "ok": {"type": "boolean"},
         },
     }
-    assert parse_answer('{"age": 30, "ok": true}', schema) == ElicitationAnswer(
-        "accept", {"age": 30, "ok": True, "color": "red"}
+    assert parse_answer('{"age": 30, "ok": true}', schema) == ElicitResult(
+        action="accept", content={"age": 30, "ok": True, "color": "red"}
     )
     assert parse_answer('{"age": 200}', schema) == "'age' must be at most 150."
     assert parse_answer('{"age": "30"}', schema) == "'age' must be an integer."
@@ -332,8 +333,8 @@ def test_elicitation_answers_are_checked_against_the_schema():
     assert parse_answer('{"age": 1, "admin": true}', schema) == "unknown field(s): admin."
     assert parse_answer("30", schema).startswith("This form has several fields")
     assert parse_answer("{not json", schema).startswith("That is not valid JSON")
-    assert parse_answer("decline", schema) == ElicitationAnswer("decline")
-    assert parse_answer("", schema) == ElicitationAnswer("cancel")
-    assert parse_answer(None, schema) == ElicitationAnswer("cancel")
+    assert parse_answer("decline", schema) == ElicitResult(action="decline")
+    assert parse_answer("", schema) == ElicitResult(action="cancel")
+    assert parse_answer(None, schema) == ElicitResult(action="cancel")
     one = {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]}
-    assert parse_answer("2.5", one) == ElicitationAnswer("accept", {"n": 2.5})
+    assert parse_answer("2.5", one) == ElicitResult(action="accept", content={"n": 2.5})

@@ -18,6 +18,7 @@ from app.agent.toolcall import ToolCallAgent
 from app.cli.render import EventRenderer
 from app.config import MCPServerConfig
 from app.events import ToolProgress, ToolResultEvent
+from app.logger import logger
 from app.testing import call, text, tool_calls
 from app.tool.ask_human import QueueInputProvider
 from app.tool.base import ToolFailure
@@ -94,7 +95,7 @@ async def test_capabilities_unlock_tools_and_task_only_tools_are_left_out(everyt
 
 async def test_sampling_answered_by_the_agents_llm(everything, llm_server, make_llm):
     clients = everything.clients
-    clients.llm = make_llm()
+    clients.features.llm = make_llm()
     await everything.connect(sampling=True)
     llm_server.push(text(f"Paris. (my key is {TEST_API_KEY})"))
     result = await clients.execute(
@@ -116,7 +117,7 @@ async def test_sampling_answered_by_the_agents_llm(everything, llm_server, make_
 
 async def test_sampling_refused_unless_allowed(everything, llm_server, make_llm):
     clients = everything.clients
-    clients.llm = make_llm()
+    clients.features.llm = make_llm()
     await everything.connect()  # "sampling" defaults to false
     result = await clients.execute(
         name="mcp_everything_trigger-sampling-request", tool_input={"prompt": "hi"}
@@ -167,11 +168,15 @@ async def test_roots_are_the_workspace(everything, tmp_path):
         return
     other = tmp_path / "other ws"
     other.mkdir()
-    connection = clients.connections["everything"]
-    connection.server_log.clear()
-    await clients.set_workspace(other)  # sends notifications/roots/list_changed
-    # The server asks for the roots again, then logs that it has them.
-    await asyncio.wait_for(connection.wait_for_log(lambda m: m.startswith("Roots updated")), 20)
+    updated = asyncio.Event()  # the server asks for the roots again, then logs that it has them
+    handler = logger.add(
+        lambda m: "]: Roots updated" in m.record["message"] and updated.set(), level="DEBUG"
+    )
+    try:
+        await clients.set_workspace(other)  # sends notifications/roots/list_changed
+        await asyncio.wait_for(updated.wait(), 20)
+    finally:
+        logger.remove(handler)
     again = await clients.execute(name="mcp_everything_get-roots-list", tool_input={})
     assert f"URI: {other.resolve().as_uri()}" in again.output
 

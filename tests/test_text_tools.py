@@ -355,12 +355,19 @@ def test_prompt_handles_odd_schemas() -> None:
 
 def test_closing_tags_inside_json_strings_do_not_end_blocks() -> None:
     args = {"command": "echo '</tool_call></function>'"}
-    for text in (
-        "<tool_call>" + json.dumps({"name": "bash", "arguments": args}) + "</tool_call> after",
-        "<function=bash>" + json.dumps(args) + "</function> after",
+    tagged = {"command": "echo '<tool_call>'"}  # markers quoted in the arguments
+    llama = {"command": "echo '<|python_tag|> <|eom_id|>'"}
+    for text, expected in (
+        (f"<tool_call>{json.dumps({'name': 'bash', 'arguments': args})}</tool_call> after", args),
+        (f"<function=bash>{json.dumps(args)}</function> after", args),
+        (
+            f"<tool_call>{json.dumps({'name': 'bash', 'arguments': tagged})}</tool_call>after",
+            tagged,
+        ),
+        (f"<|python_tag|>{json.dumps({'name': 'bash', 'arguments': llama})}<|eom_id|>after", llama),
     ):
         result = parse_tool_calls(text, NAMES)
-        assert calls_of(text) == [("bash", args)]
+        assert calls_of(text) == [("bash", expected)]
         assert result.content == "after"
 
 

@@ -155,7 +155,7 @@ async def test_searxng_json_api(web) -> None:
     query = web.hits("/searx/search")[-1]["query"]
     assert query["format"] == "json" and query["language"] == "de-DE"
     web.html("/searx/search", "<html>json disabled</html>")
-    failed = await _search(web, "SearXNG").search("python", rounds=1)
+    failed = await _search(web, "SearXNG").execute("python", rounds=1)
     assert "format=json" in failed.error
 
 

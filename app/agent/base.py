@@ -293,9 +293,6 @@ class BaseAgent(StrictModel, ABC):
     async def _emit_interrupted(self, error: BaseException) -> None:
         """A run cut short by cancellation or a crash still tells its listeners how it ended
         (shielded: a cancelled task may not await anything else)."""
-        if not self._events.active:
-            return
-
         state = AgentState.IDLE if not isinstance(error, Exception) else AgentState.ERROR
         event = RunFinished(
             self.name,

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from app.agent.browser import BrowserContextHelper
-from app.agent.mcp_host import MCPHostAgent
+from app.agent.mcp import MCPHostAgent
 from app.agent.workspace import attach_workspace
 from app.config import config, find_config_path
 from app.install_hint import pip_install

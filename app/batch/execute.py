@@ -25,7 +25,7 @@ from app.llm.context import RequestGate, llm_scope
 from app.llm.usage import Usage
 from app.logger import logger
 from app.session import SessionStore
-from app.tool.ask_human import AskHuman
+from app.tool.ask_human import AskHuman, CallbackInputProvider
 
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
@@ -201,14 +201,8 @@ async def _run(
     return fields
 
 
-class _NoHuman:
-    """Nobody watches a batch: ``ask_human`` tells the model to use its own judgement."""
-
-    async def ask(self, question: str) -> str | None:
-        return None
-
-
 def _no_human(agent: BaseAgent) -> None:
+    """Nobody watches a batch: ``ask_human`` tells the model to use its own judgement."""
     for tool in getattr(agent, "available_tools", None) or ():
         if isinstance(tool, AskHuman) and tool.input_provider is None:
-            tool.input_provider = _NoHuman()
+            tool.input_provider = CallbackInputProvider(lambda question: None)

@@ -4,8 +4,6 @@ Answers go to stdout, everything else to stderr; a closed stdout (``| head -1``)
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
 import os
 import sys
@@ -24,7 +22,6 @@ __all__ = [
     "EXIT_WORDS",
     "answer",
     "exit_code_for",
-    "run_program",
     "say",
     "silence_stdout",
     "stdin_is_tty",
@@ -44,21 +41,6 @@ DEFAULT_URLS = {"sse": "http://127.0.0.1:8000/sse", "http": "http://127.0.0.1:80
 def exit_code_for(stop_reason: Any) -> int:
     """0 for a run that completed (``stop_reason``, a ``StopReason``); 1 for every failure."""
     return EXIT_OK if str(stop_reason) == "completed" else EXIT_FAILED
-
-
-def run_program(session: str, args: argparse.Namespace, problem: str | None) -> int:
-    """Refuse bad options (``problem``), else run ``app.cli.session``'s class ``session``."""
-    if problem:
-        say(f"error: {problem}")
-        return EXIT_CONFIG
-    # Measured: the framework costs about 0.3 s; loaded once the options are known, so
-    # ``main.py --help`` stays under 0.15 s.
-    from app.cli import session as sessions
-
-    try:
-        return int(asyncio.run(getattr(sessions, session)(args).run()))
-    except KeyboardInterrupt:  # Ctrl-C before the handlers were installed
-        return EXIT_INTERRUPTED
 
 
 def say(message: str) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import run_program
-from app.cli.options import add_common_options, add_prompt_option, check_common_args
+from app.cli.options import add_common_options, add_prompt_option, check_common_args, run_program
 
 __all__ = ["DEFAULT_TIMEOUT", "build_parser", "main"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import DEFAULT_URLS, run_program
-from app.cli.options import add_common_options, add_prompt_option, check_common_args
+from app.cli.common import DEFAULT_URLS
+from app.cli.options import add_common_options, add_prompt_option, check_common_args, run_program
 
 __all__ = ["build_parser", "main"]
 

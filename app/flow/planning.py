@@ -183,8 +183,11 @@ class PlanningFlow(BaseFlow):
         for call in response.tool_calls or []:
             if call.function.name != self.planning_tool.name:
                 continue
-            args = self._planning_args(call.function.arguments)
-            if args is None:
+            try:
+                args = dict(parse_arguments(call.function.arguments))
+            except ValueError as e:
+                raw = call.function.arguments
+                logger.warning(f"Unreadable planning arguments ({e}): {raw!r}")
                 continue
             if args.get("command") != command:
                 if command == "update":
@@ -232,13 +235,6 @@ class PlanningFlow(BaseFlow):
             logger.info("Plan revised after a blocked step")
             logger.debug(f"Plan:\n{self._plan_text()}")
             await self._emit("plan_updated")
-
-    def _planning_args(self, raw: Any) -> dict[str, Any] | None:
-        try:
-            return dict(parse_arguments(raw))
-        except ValueError as e:
-            logger.warning(f"Unreadable planning arguments ({e}): {raw!r}")
-            return None
 
     def _agents_prompt(self) -> str:
         if len(self.executor_keys) < 2:
@@ -341,17 +337,9 @@ class PlanningFlow(BaseFlow):
         for index in running:
             step = plan["steps"][index]
             agent = self.get_executor(self.step_tag(step)).name
-            outcomes.append(
-                StepOutcome(index=index, step=step, agent=agent, status=_BLOCKED, note=note)
-            )
-            await self._emit(
-                "step_finished",
-                step_index=index,
-                step=step,
-                agent=agent,
-                status=_BLOCKED,
-                note=note,
-            )
+            outcomes.append(StepOutcome(index, step, agent, _BLOCKED, note=note))
+            where = {"step_index": index, "step": step, "agent": agent}
+            await self._emit("step_finished", **where, status=_BLOCKED, note=note)
 
     # ---- summary -------------------------------------------------------------------------------
 
@@ -417,11 +405,8 @@ class PlanningFlow(BaseFlow):
 
     def _fresh_plan_id(self) -> str:
         base = f"plan_{int(time.time())}"
-        for n in itertools.count(1):
-            candidate = base if n == 1 else f"{base}_{n}"
-            if candidate not in self.planning_tool.plans:
-                return candidate
-        raise AssertionError("unreachable")  # pragma: no cover
+        candidates = itertools.chain([base], (f"{base}_{n}" for n in itertools.count(2)))
+        return next(c for c in candidates if c not in self.planning_tool.plans)
 
     async def _emit(self, change: PlanChange, **fields: Any) -> None:
         """Tell the flow's listeners (``flow.events``) how the plan changed; ``fields``: the

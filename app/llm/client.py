@@ -23,7 +23,7 @@ from app.llm.openai.streaming import DeltaRelay
 from app.llm.openai.transport import Transport, deliver
 from app.llm.openai.wire import count_tokens
 from app.llm.pricing import cost_of, price_for
-from app.llm.stack import build_model, wrap_model
+from app.llm.stack import CONNECTION_FIELDS, build_model, wrap_model
 from app.llm.usage import Usage
 from app.llm.windows import known_window
 from app.logger import log_enabled, logger, register_secret
@@ -147,6 +147,7 @@ class LLM:
         self._custom = custom
         self._transport = transport  # given in code: kept through changes, never remembered
         self._endpoint: OpenAIChatModel | None = None
+        self._retired: list[OpenAIChatModel] = []  # endpoints replaced by configure()
         self._build()
         self._initialized = True
 
@@ -165,9 +166,15 @@ class LLM:
 
     def configure(self, **changes: Any) -> None:
         """Change settings, as upstream code does with ``llm.model = "x"``: the next request
-        uses them. The endpoint's connections are kept unless where or how it is reached
-        changed."""
-        self.settings = self.settings.model_copy(update=changes)
+        uses them (checked like the config file's). The endpoint's connections are kept unless
+        where or how it is reached changed; replaced ones are closed by :meth:`aclose`."""
+        kind = type(self.settings)
+        if unknown := sorted(set(changes) - set(kind.model_fields)):
+            raise TypeError(f"Unknown LLM setting(s): {', '.join(unknown)}")
+        old, self.settings = self.settings, kind.model_validate({**dict(self.settings), **changes})
+        moved = any(getattr(old, f) != getattr(self.settings, f) for f in CONNECTION_FIELDS)
+        if moved and self._endpoint is not None and self._transport is None:
+            self._retired.append(self._endpoint)
         self._build()
 
     def __repr__(self) -> str:
@@ -396,8 +403,10 @@ class LLM:
 
     async def aclose(self) -> None:
         """Close the HTTP connection pool (optional: it is also released at exit)."""
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
+        for endpoint in [*self._retired, self._endpoint]:
+            if endpoint is not None:
+                await endpoint.aclose()
+        self._retired.clear()
 
     async def ask(
         self,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from app.llm.context import RateGate, Timed
 from app.llm.model import Model
 from app.llm.openai.model import OpenAIChatModel
-from app.llm.openai.transport import Transport, transport_for
+from app.llm.openai.transport import Transport
 from app.llm.recording import Recording
 from app.llm.refusals import Refusals
 from app.llm.retry import Retrying
@@ -76,3 +76,24 @@ def build_model(
 def wrap_model(model: Model, settings: LLMSettings) -> Model:
     """The stack over a user's own model: its transient errors retried."""
     return Retrying(model, settings)
+
+
+def transport_for(settings: LLMSettings) -> Transport:
+    """The profile's transport: the openai SDK for Azure or ``transport = "openai"``, else
+    plain HTTP (each imported on first use: the SDK alone costs ~0.3 s)."""
+    if settings.api_type == "azure" or settings.transport == "openai":
+        from app.llm.openai.sdk_transport import OpenAITransport
+
+        return OpenAITransport(
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            azure=settings.api_type == "azure",
+            api_version=settings.api_version,
+        )
+    from app.llm.openai.http_transport import HttpTransport
+
+    return HttpTransport(
+        base_url=settings.base_url,
+        api_key=settings.api_key,
+        max_connections=settings.max_concurrent_requests,
+    )

@@ -10,6 +10,7 @@ is bounded; callers strip ``<think>`` first (:func:`split_reasoning`).
 
 from __future__ import annotations
 
+import ast
 import bisect
 import json
 import re
@@ -19,14 +20,6 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
-from app.llm.lenient_json import (
-    MISSING,
-    ScanBudget,
-    arguments_text,
-    decode_at,
-    loads_lenient,
-    python_calls,
-)
 from app.prompt.text_tools import (
     TOOL_LIST_HEADER,
     TOOL_PROMPT_INTRO,
@@ -38,7 +31,6 @@ from app.schema import Function, ToolCall
 __all__ = [
     "MAX_CALLS",
     "TextToolParse",
-    "new_call_id",
     "parse_tool_calls",
     "render_tool_prompt",
     "render_tool_result",
@@ -54,6 +46,126 @@ _ARG_KEYS = ("arguments", "parameters", "args", "input", "tool_input")
 _NAME_KEYS = ("name", "tool", "tool_name", "function")
 _SHAPE_KEYS = frozenset((*_ARG_KEYS, *_NAME_KEYS, "type", "id"))
 
+#: Returned when a text holds no value (``None`` is a valid JSON value).
+_MISSING: Any = object()
+_SCAN_WINDOW = 200_000  # characters a bracket scan may cover from its start
+_SCAN_BUDGET = 400_000  # bracket-scan tokens for one whole answer
+#: Texts longer than this get no lenient (slower) repair, only strict JSON.
+_REPAIR_LIMIT = 64_000
+_MAX_DEPTH = 64  # nesting accepted from Python-literal syntax
+
+
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+_DOTTED = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")
+
+
+def _literal(node: ast.AST, depth: int = 0) -> Any:
+    """A Python/JSON literal from an AST node (``true``/``null`` spellings included)."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("too deep")
+    if isinstance(node, ast.Constant) and isinstance(
+        node.value, str | int | float | bool | type(None)
+    ):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in _NAMED:
+        return _NAMED[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _literal(node.operand, depth + 1)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(e, depth + 1) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        out = {}
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is None:
+                raise ValueError("dict unpacking")
+            out[str(_literal(k, depth + 1))] = _literal(v, depth + 1)
+        return out
+    raise ValueError("not a literal")
+
+
+_NAMED = {"true": True, "false": False, "null": None, "True": True, "False": False, "None": None}
+
+
+def _loads_lenient(text: str) -> Any:
+    """JSON, forgiving trailing commas and single quotes on short texts; ``_MISSING`` if not."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        pass
+    if len(text) > _REPAIR_LIMIT:
+        return _MISSING
+    try:
+        return json.loads(_TRAILING_COMMA.sub(r"\1", text))
+    except (ValueError, RecursionError):
+        pass
+    try:
+        return _literal(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return _MISSING
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        return str(value)
+
+
+def _arguments_text(args: Any) -> str:
+    """Arguments as JSON text; text that is not JSON is kept verbatim for the agent to report."""
+    if args is _MISSING or args is None:
+        return "{}"
+    if isinstance(args, str):
+        stripped = args.strip()
+        if not stripped:
+            return "{}"
+        value = _loads_lenient(stripped)
+        return args if value is _MISSING else _dumps(value)
+    return _dumps(args)
+
+
+def _python_calls(body: str) -> list[tuple[str, Any]] | None:
+    """Calls written as Python (``bash(command="ls")``, Gemma's ``print(default_api.x(...))``,
+    Llama's ``brave_search.call(query=...)``); None unless every statement is such a call."""
+    if len(body) > _REPAIR_LIMIT:
+        return None
+    try:
+        tree = ast.parse(body.strip())
+        out: list[tuple[str, Any]] = []
+        for stmt in tree.body:
+            if not isinstance(stmt, ast.Expr):
+                return None
+            node = stmt.value
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+                and len(node.args) == 1
+                and not node.keywords
+            ):
+                node = node.args[0]
+            if not isinstance(node, ast.Call):
+                return None
+            name = ast.unparse(node.func)
+            if not _DOTTED.fullmatch(name):
+                return None
+            name = name.removesuffix(".call")
+            if node.args:
+                if len(node.args) != 1 or node.keywords or not isinstance(node.args[0], ast.Dict):
+                    return None
+                args: Any = _literal(node.args[0])
+            else:
+                if any(kw.arg is None for kw in node.keywords):
+                    return None
+                args = {kw.arg: _literal(kw.value) for kw in node.keywords}
+            out.append((name, args))
+        return out or None
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+
 
 @dataclass(frozen=True)
 class TextToolParse:
@@ -61,11 +173,6 @@ class TextToolParse:
 
     content: str
     calls: list[ToolCall]
-
-
-def new_call_id() -> str:
-    """An id in the OpenAI style (``call_`` + 24 hex digits), unique enough for one run."""
-    return f"call_{secrets.token_hex(12)}"
 
 
 def _type_text(schema: Any) -> str:
@@ -225,23 +332,24 @@ def _shape(obj: Any, strict: bool) -> tuple[str, Any] | None:
     if isinstance(fn, dict) and isinstance(fn.get("name"), str):
         if strict and not set(obj) <= _SHAPE_KEYS:
             return None
-        args = next((fn[k] for k in _ARG_KEYS if k in fn), MISSING)
-        if args is MISSING:
-            args = next((obj[k] for k in _ARG_KEYS if k in obj), MISSING)
-        if strict and args is MISSING and len(fn) > 1:
+        args = next((fn[k] for k in _ARG_KEYS if k in fn), _MISSING)
+        if args is _MISSING:
+            args = next((obj[k] for k in _ARG_KEYS if k in obj), _MISSING)
+        if strict and args is _MISSING and len(fn) > 1:
             return None
         return fn["name"], args
     name = next((obj[k] for k in _NAME_KEYS if isinstance(obj.get(k), str)), None)
     if not name or not name.strip():
         return None
-    args = next((obj[k] for k in _ARG_KEYS if k in obj), MISSING)
-    if strict and (args is MISSING or not set(obj) <= _SHAPE_KEYS):
+    args = next((obj[k] for k in _ARG_KEYS if k in obj), _MISSING)
+    if strict and (args is _MISSING or not set(obj) <= _SHAPE_KEYS):
         return None
     return name, args
 
 
 def _call(name: str, args: Any) -> ToolCall:
-    return ToolCall(id=new_call_id(), function=Function(name=name, arguments=arguments_text(args)))
+    call_id = f"call_{secrets.token_hex(12)}"  # the OpenAI style: call_ + 24 hex digits
+    return ToolCall(id=call_id, function=Function(name=name, arguments=_arguments_text(args)))
 
 
 _TOOL_CALL_OPEN = re.compile(r"<tool_call>", re.IGNORECASE)
@@ -278,8 +386,8 @@ def _param_value(raw: str) -> Any:
     value = raw.strip("\n")
     stripped = value.strip()
     if stripped[:1] in ("{", "[") or _SPECIAL_VALUE.fullmatch(stripped):
-        parsed = loads_lenient(stripped)
-        if parsed is not MISSING:
+        parsed = _loads_lenient(stripped)
+        if parsed is not _MISSING:
             return parsed
     return value
 
@@ -294,7 +402,7 @@ class _Parser:
     def __init__(self, text: str, names: _Names) -> None:
         self.text = text
         self.names = names
-        self.budget = ScanBudget()
+        self.budget = _SCAN_BUDGET  # bracket-scan tokens left, so hostile input stays linear
         self.spans: list[tuple[int, int, list[tuple[str, Any]]]] = []
         self.fences: list[tuple[int, int]] = []
         self.count = 0
@@ -311,16 +419,45 @@ class _Parser:
         self.count += len(calls)
         return True
 
+    def decode_at(self, text: str, start: int) -> tuple[Any, int] | None:
+        """The (lenient) JSON value starting at ``start`` and its end, or None."""
+        try:
+            return _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            pass
+        depth = 0
+        for token in _TOKEN.finditer(text, start, min(len(text), start + _SCAN_WINDOW)):
+            self.budget -= 1
+            if self.budget <= 0:
+                return None
+            if token.group() in "{[":
+                depth += 1
+            elif token.group() in "}]":
+                depth -= 1
+                if depth == 0:
+                    value = _loads_lenient(text[start : token.end()])
+                    return None if value is _MISSING else (value, token.end())
+        return None
+
     def explicit_name(self, name: str) -> str:
         return self.names.resolve(name) or name.strip()
 
-    def explicit_value(self, value: Any) -> list[tuple[str, Any]] | None:
+    def shaped(self, value: Any, strict: bool | None) -> list[tuple[str, Any]] | None:
+        """The calls in ``value`` (one or a list). ``strict`` None: inside an explicit marker,
+        any name; else a known name and only call keys (strict: the arguments key too)."""
         items = value if isinstance(value, list) else [value]
-        shaped = [_shape(item, strict=False) for item in items[: MAX_CALLS + 1]]
-        calls = [s for s in shaped if s is not None]
-        if not items or len(calls) < len(shaped):
+        if not items or (strict is not None and len(items) > MAX_CALLS):
             return None
-        return [(self.explicit_name(n), a) for n, a in calls]
+        calls = []
+        for item in items[: MAX_CALLS + 1]:
+            shape = _shape(item, strict=bool(strict))
+            if shape is None or (strict is False and not set(item) <= _SHAPE_KEYS):
+                return None
+            name = self.explicit_name(shape[0]) if strict is None else self.names.resolve(shape[0])
+            if name is None:
+                return None
+            calls.append((name, shape[1]))
+        return calls
 
     def sequence(self, body: str) -> list[Any] | None:
         """Several JSON values in a row, separated by blanks, commas or semicolons."""
@@ -331,7 +468,7 @@ class _Parser:
                 pos += 1
             if pos >= len(body):
                 return values or None
-            decoded = decode_at(body, pos, self.budget)
+            decoded = self.decode_at(body, pos)
             if decoded is None:
                 return None
             values.append(decoded[0])
@@ -347,19 +484,20 @@ class _Parser:
         if not text:
             return []
         if text[:10].lower().startswith("<function="):
-            return self.function_calls(text)
-        value = loads_lenient(text) if text[0] in "{[" else MISSING
-        if value is not MISSING:
-            calls = self.explicit_value(value)
+            tagged = _tagged(text, _FUNCTION_OPEN, _FUNCTION_CLOSE)
+            return [c for o, end, _ in tagged for c in self.function_call(text, o, end)]
+        value = _loads_lenient(text) if text[0] in "{[" else _MISSING
+        if value is not _MISSING:
+            calls = self.shaped(value, None)
             if calls:
                 return calls
         if text[0] in "{[":
             values = self.sequence(text)
             if values:
-                shaped = [self.explicit_value(v) for v in values]
+                shaped = [self.shaped(v, None) for v in values]
                 if all(shaped):
                     return [c for group in shaped if group for c in group]
-        python = python_calls(text)
+        python = _python_calls(text)
         if python:
             return [(self.explicit_name(n), a) for n, a in python]
         return [self.recover(text)]
@@ -384,98 +522,62 @@ class _Parser:
             return self.explicit_name(leading.group(1)), args
         return "", text
 
-    def function_calls(self, text: str) -> list[tuple[str, Any]]:
-        """``<function=name>...</function>`` blocks inside an already explicit region."""
-        return [calls[0] for _, _, calls in self.function_blocks(text) if calls]
+    # Readers of explicit blocks: the calls between the opener and the body's end.
+    def body_calls(self, text: str, opened: re.Match[str], body_end: int) -> list[Any]:
+        return self.explicit_body(text[opened.end() : body_end])
 
-    def function_blocks(self, text: str) -> Iterator[tuple[int, int, list[tuple[str, Any]]]]:
-        for opened, body_end, span_end in _tagged(text, _FUNCTION_OPEN, _FUNCTION_CLOSE):
-            args = self.function_args(text[opened.end() : body_end])
-            yield opened.start(), span_end, [(self.explicit_name(opened.group(1)), args)]
-
-    def function_args(self, body: str) -> Any:
+    def function_call(self, text: str, opened: re.Match[str], body_end: int) -> list[Any]:
+        """``<function=name>`` with ``<parameter=...>`` blocks or a JSON body."""
+        body = text[opened.end() : body_end]
+        stripped = body.strip()
+        args: Any
         if re.search(r"<parameter=", body, re.IGNORECASE):
-            return {
+            args = {
                 m.group(1): _param_value(m.group(2))
                 for m in islice(_PARAMETER.finditer(body), 4 * MAX_CALLS)
             }
-        stripped = body.strip()
-        if not stripped:
-            return {}
-        value = loads_lenient(stripped)
-        return stripped if value is MISSING else value
+        else:
+            value = _loads_lenient(stripped) if stripped else {}
+            args = stripped if value is _MISSING else value
+        return [(self.explicit_name(opened.group(1)), args)]
 
-    def tool_call_tags(self) -> None:
+    def mistral(self, text: str, opened: re.Match[str], limit: int) -> tuple[list[Any], int]:
+        """``[TOOL_CALLS]`` then a JSON call list, or ``name[ARGS]{...}`` (v11); no closer."""
+        pos = opened.end()
+        while pos < limit and text[pos].isspace():
+            pos += 1
+        v11 = _MISTRAL_V11.match(text, pos, limit)
+        if v11:
+            name = self.explicit_name(v11.group(1))
+            decoded = self.decode_at(text[:limit], v11.end())
+            if decoded:
+                return [(name, decoded[0])], decoded[1]
+            return [(name, text[v11.end() : limit].strip())], limit
+        decoded = self.decode_at(text[:limit], pos) if text[pos : pos + 1] in ("[", "{") else None
+        value_calls = self.shaped(decoded[0], None) if decoded else None
+        if decoded and value_calls:
+            return value_calls, decoded[1]
+        return self.explicit_body(text[pos:limit]), limit
+
+    def explicit(self) -> None:
+        """Every explicit marker, one kind after the other, skipping those already inside a
+        block (a marker quoted in a call's arguments)."""
         text = self.text
-        for opened, body_end, span_end in _tagged(text, _TOOL_CALL_OPEN, _TOOL_CALL_CLOSE):
-            calls = self.explicit_body(text[opened.end() : body_end])
-            if not self.add(opened.start(), span_end, calls):
-                return
-
-    def function_tags(self) -> None:
-        for start, end, calls in self.function_blocks(self.text):
-            if not self.taken(start) and not self.add(start, end, calls):
-                return
-
-    def markers(self, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[str], int]]:
-        """Untaken markers, each with where its region ends (the next marker, or the end)."""
-        text = self.text
-        markers = [m for m in islice(pattern.finditer(text), _CAP) if not self.taken(m.start())]
-        for i, marker in enumerate(markers[: MAX_CALLS + 1]):
-            yield marker, markers[i + 1].start() if i + 1 < len(markers) else len(text)
-
-    def mistral(self) -> None:
-        text = self.text
-        for marker, limit in self.markers(_MISTRAL):
-            pos = marker.end()
-            while pos < limit and text[pos].isspace():
-                pos += 1
-            v11 = _MISTRAL_V11.match(text, pos, limit)
-            if v11:
-                name = self.explicit_name(v11.group(1))
-                decoded = decode_at(text[:limit], v11.end(), self.budget)
-                if decoded:
-                    calls, end = [(name, decoded[0])], decoded[1]
+        for opener, closer, read in (
+            (_TOOL_CALL_OPEN, _TOOL_CALL_CLOSE, self.body_calls),
+            (_FUNCTION_OPEN, _FUNCTION_CLOSE, self.function_call),
+            (_MISTRAL, None, None),
+            (_PYTHON_TAG, _PYTHON_TAG_END, self.body_calls),
+        ):
+            for opened, body_end, span_end in _tagged(text, opener, closer):
+                if self.taken(opened.start()):
+                    continue
+                if read is None:
+                    calls, span_end = self.mistral(text, opened, body_end)
                 else:
-                    calls, end = [(name, text[v11.end() : limit].strip())], limit
-            else:
-                decoded = (
-                    decode_at(text[:limit], pos, self.budget)
-                    if text[pos : pos + 1] in ("[", "{")
-                    else None
-                )
-                value_calls = self.explicit_value(decoded[0]) if decoded else None
-                if decoded and value_calls:
-                    calls, end = value_calls, decoded[1]
-                else:
-                    calls, end = self.explicit_body(text[pos:limit]), limit
-            if not self.add(marker.start(), end, calls):
-                return
-
-    def python_tags(self) -> None:
-        text = self.text
-        for marker, limit in self.markers(_PYTHON_TAG):
-            end_token = _PYTHON_TAG_END.search(text, marker.end(), limit)
-            body_end = end_token.start() if end_token else limit
-            span_end = end_token.end() if end_token else limit
-            calls = self.explicit_body(text[marker.end() : body_end])
-            if not self.add(marker.start(), span_end, calls):
-                return
-
-    def implicit_value(self, value: Any, strict: bool) -> list[tuple[str, Any]] | None:
-        items = value if isinstance(value, list) else [value]
-        if not items or len(items) > MAX_CALLS:
-            return None
-        calls = []
-        for item in items:
-            shaped = _shape(item, strict=strict)
-            if shaped is None or (strict is False and not set(item) <= _SHAPE_KEYS):
-                return None
-            name = self.names.resolve(shaped[0])
-            if name is None:
-                return None
-            calls.append((name, shaped[1]))
-        return calls
+                    calls = read(text, opened, body_end)
+                if not self.add(opened.start(), span_end, calls):
+                    return
 
     def fenced(self) -> None:
         text = self.text
@@ -492,16 +594,13 @@ class _Parser:
             body = inner[lang_end:].strip()
             if (lang not in _JSON_FENCES and lang not in _CALL_FENCES) or not body:
                 continue
-            value = loads_lenient(body) if body[0] in "{[" else MISSING
+            value = _loads_lenient(body) if body[0] in "{[" else _MISSING
             calls = None
-            if value is not MISSING:
-                calls = self.implicit_value(value, strict=lang not in _CALL_FENCES)
+            if value is not _MISSING:
+                calls = self.shaped(value, strict=lang not in _CALL_FENCES)
             if calls is None and lang in _CALL_FENCES:
-                python = python_calls(body)
-                if python:
-                    resolved = [(self.names.resolve(n), args) for n, args in python]
-                    if all(n for n, _ in resolved):
-                        calls = [(n, args) for n, args in resolved if n]
+                python = [{"name": n, "arguments": a} for n, a in _python_calls(body) or ()]
+                calls = self.shaped(python, strict=True)
             if calls and not self.add(a, b + 3, calls):
                 return
 
@@ -509,30 +608,29 @@ class _Parser:
         stripped = self.text.strip()
         if not stripped or stripped[0] not in "{[" or stripped[-1] not in "}]":
             return
-        value = loads_lenient(stripped)
-        calls = self.implicit_value(value, strict=False) if value is not MISSING else None
+        value = _loads_lenient(stripped)
+        calls = self.shaped(value, strict=False) if value is not _MISSING else None
         if calls:
             self.add(0, len(self.text), calls)
 
     def embedded(self) -> None:
         tried = 0
         for match in _CANDIDATE.finditer(self.text):
-            if tried >= _MAX_CANDIDATES or self.budget.left <= 0:
+            if tried >= _MAX_CANDIDATES or self.budget <= 0:
                 return
             start = match.start()
             if self.taken(start, fences=True):
                 continue
             tried += 1
-            decoded = decode_at(self.text, start, self.budget)
+            decoded = self.decode_at(self.text, start)
             if decoded is None:
                 continue
-            calls = self.implicit_value(decoded[0], strict=True)
+            calls = self.shaped(decoded[0], strict=True)
             if calls and not self.add(start, decoded[1], calls):
                 return
 
     def run(self) -> TextToolParse:
-        for explicit in (self.tool_call_tags, self.function_tags, self.mistral, self.python_tags):
-            explicit()
+        self.explicit()
         if self.count == 0:
             self.fenced()
             if not self.spans:
@@ -574,16 +672,20 @@ _DECODER = json.JSONDecoder()
 
 
 def _tagged(
-    text: str, opener: re.Pattern[str], closer: re.Pattern[str]
+    text: str, opener: re.Pattern[str], closer: re.Pattern[str] | None
 ) -> Iterator[tuple[re.Match[str], int, int]]:
     """Each opener with its body end and span end: its closer (one after well-formed JSON
     wins, so a closing tag inside a JSON string does not end the block), else the next
     opener or the end."""
     opens = list(islice(opener.finditer(text), _CAP))
-    closes = [(m.start(), m.end()) for m in islice(closer.finditer(text), 4 * MAX_CALLS)]
+    closes = (
+        [(m.start(), m.end()) for m in islice(closer.finditer(text), 4 * MAX_CALLS)]
+        if closer
+        else []
+    )
     starts = [start for start, _ in closes]
     for i, opened in enumerate(opens[: MAX_CALLS + 1]):
-        whole = _json_then_close(text, opened.end(), closer)
+        whole = _json_then_close(text, opened.end(), closer) if closer else None
         if whole is not None:
             yield opened, *whole
             continue

@@ -16,15 +16,20 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from app.config import SandboxSettings
 from app.sandbox.environment import register_environment_secrets, scrub_environment
 from app.sandbox.files import FileAccessPolicy, resolve_workspace
 from app.sandbox.guard import ProcessGuard
 from app.sandbox.launcher import LaunchOptions
-from app.sandbox.oneshot import run_bounded
-from app.sandbox.processes import ProcessScope, format_seconds
+from app.sandbox.processes import (
+    OutputBuffer,
+    PipeProtocol,
+    ProcessScope,
+    finish_run,
+    format_seconds,
+)
 from app.utils.sizes import parse_size
 
 #: Pauses between starts that failed with EAGAIN (see ``Sandbox.start``).
@@ -32,10 +37,12 @@ _BUSY_PAUSES = (0.25, 0.5, 1.0, 2.0)
 
 __all__ = [
     "PRIVATE_ENTRIES",
+    "BoundedRun",
     "ExecResult",
     "LaunchSpec",
     "Sandbox",
     "SandboxLimits",
+    "run_bounded",
 ]
 
 #: Workspace entries sandboxed code never sees nor gets handed: the agent's session files
@@ -306,3 +313,79 @@ class Sandbox(ABC):
         """Write a workspace file (parents created) through the one confined writer."""
         target = self.policy().locate(self.to_host_path(path))
         await asyncio.to_thread(target.write_atomic, data, make_parents=True)
+
+
+@dataclass
+class BoundedRun:
+    """What a run left: its output, exit status (negative: a signal) and why it was stopped."""
+
+    stdout: OutputBuffer
+    stderr: OutputBuffer
+    returncode: int | None
+    stopped: Literal["timeout", "processes"] | None
+
+
+async def run_bounded(
+    sandbox: Sandbox,
+    spec: LaunchSpec,
+    *,
+    timeout: float,
+    max_output: int,
+    max_processes: int | None,
+    stdin: bytes | None = None,
+    interval: float = 0.05,
+    grace: float = 1.0,
+) -> BoundedRun:
+    """Run ``spec`` (from ``sandbox.command``) with ``stdin`` (else none); raises ``OSError``
+    when it cannot start. Cancelled, the run is killed before the cancellation goes on."""
+    stdout = OutputBuffer(max_output, max_output // 4)
+    stderr = OutputBuffer(max_output, max_output // 4)
+    refused = sandbox.guard.refused()
+    transport, protocol = await asyncio.get_running_loop().subprocess_exec(
+        lambda: PipeProtocol({1: stdout.feed, 2: stderr.feed}),
+        *spec.argv,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=spec.cwd,
+        env=spec.env,
+        start_new_session=True,
+    )
+    scope = sandbox.scope(transport.get_pid())
+    pipe = transport.get_pipe_transport(0)
+    if stdin is not None and isinstance(pipe, asyncio.WriteTransport):
+        pipe.write(stdin)
+        pipe.close()  # flushes, then closes: the program reads up to EOF
+    exited = asyncio.ensure_future(protocol.exited.wait())
+    watchdog = (
+        asyncio.ensure_future(scope.watch_size(max_processes, interval)) if max_processes else None
+    )
+    stopped: Literal["timeout", "processes"] | None = None
+    try:
+        waiting = {exited} if watchdog is None else {exited, watchdog}
+        done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if exited not in done:
+            if watchdog is not None and watchdog in done:
+                stopped = "processes"
+                await scope.kill()
+            else:
+                stopped = "timeout"
+                await scope.terminate(protocol.exited, grace=grace)
+        elif max_processes and sandbox.guard.refused() == refused:
+            # The program may have spawned its crowd and exited between two watchdog polls.
+            members = await asyncio.to_thread(scope.members)
+            if members is not None and len(members) >= max_processes:
+                stopped = "processes"
+    except BaseException:
+        scope.signal(signal.SIGKILL)  # cancelled (or something broke): nothing may survive us
+        raise
+    finally:
+        await asyncio.shield(finish_run(scope, protocol, transport))
+        for task in (exited, watchdog):
+            if task is not None:
+                task.cancel()
+    if stopped is None and sandbox.guard.refused() > refused:
+        stopped = "processes"  # the kernel refused a fork: the limit was reached
+    stdout.close()
+    stderr.close()
+    return BoundedRun(stdout, stderr, sandbox.exit_status(transport.get_returncode()), stopped)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
+from app.sandbox.factory import create_sandbox, current_settings
 from app.sandbox.files import default_workspace, write_confined
 
 if TYPE_CHECKING:
@@ -67,8 +68,6 @@ class UpstreamSandbox:
         *,
         backend: str | None = None,
     ) -> None:
-        from app.sandbox.factory import create_sandbox, current_settings
-
         self.config = config if config is not None else current_settings()
         workspace = _workspace_from_bindings(self.config, volume_bindings)
         self.sandbox: Sandbox = create_sandbox(self.config, workspace, backend=backend)
@@ -113,7 +112,7 @@ class UpstreamSandbox:
     async def cleanup(self) -> None:
         await self.sandbox.cleanup()
 
-    async def __aenter__(self) -> UpstreamSandbox:
+    async def __aenter__(self) -> Self:
         return await self.create()
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -194,8 +193,6 @@ class LocalSandboxClient(BaseSandboxClient):
     async def ready(self) -> UpstreamSandbox:
         """The sandbox; without :meth:`create`, the configured backend and workspace."""
         if self.sandbox is None:
-            from app.sandbox.factory import current_settings
-
             settings = current_settings()
             self.sandbox = await open_sandbox(settings, None, settings.effective_backend, True)
         return self.sandbox

@@ -23,7 +23,6 @@ from typing import Any
 from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.logger import logger
-from app.sandbox.archive import MAX_ARCHIVE_BYTES
 from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox
 from app.sandbox.files import FileAccessPolicy
 from app.sandbox.guard import ProcessGuard, cgroup_members, pids_cgroup_dirs
@@ -313,6 +312,8 @@ class DockerSandbox(Sandbox):
         self.guard = self._container_guard
         self._pending_tokens: list[str] = []
         self._has_prlimit = False
+        #: ``uid:gid`` commands run as in the container: the agent's own (root: no capabilities).
+        self.user = f"{os.getuid()}:{os.getgid()}" if os.getuid() != 0 else "0:0"
 
     @property
     def container_id(self) -> str | None:
@@ -330,11 +331,16 @@ class DockerSandbox(Sandbox):
     def shell(self) -> str:
         return "/bin/bash"
 
-    @property
-    def user(self) -> str:
-        """``uid:gid`` commands run as in the container: the agent's own (root: no capabilities)."""
-        uid = os.getuid()
-        return f"{uid}:{os.getgid()}" if uid != 0 else "0:0"
+    @classmethod
+    def attach(cls, container: Any, user: str = "") -> DockerSandbox:
+        """A backend for :meth:`command` and :meth:`scope` in a running container started
+        elsewhere (upstream's terminal), as ``user`` ("": the container's own); never removed."""
+        box = cls(workspace="/")
+        box.container, box.client, box.user = container, container.client, user
+        with contextlib.suppress(Exception):  # a remote engine: no host pid to find
+            container.reload()
+            box._container_guard.attach(int(container.attrs["State"]["Pid"]) or None)
+        return box
 
     async def _start(self) -> None:
         await asyncio.to_thread(self._start_sync)
@@ -506,21 +512,3 @@ class DockerSandbox(Sandbox):
         """The workspace and every bound directory (what the container can see of the host)."""
         extra = [*allowed_paths, *(Path(host) for host in self.volume_bindings)]
         return FileAccessPolicy.create(self.workspace, extra, owner=self.file_owner)
-
-    def get_archive(self, container_path: str) -> bytes:
-        """A tar archive of ``container_path`` (bounded); FileNotFoundError if it is missing."""
-        from docker.errors import NotFound
-
-        if self.container is None:
-            raise SandboxError("the docker sandbox is not started")
-        try:
-            stream, _ = self.container.get_archive(container_path)
-            chunks, size = [], 0
-            for chunk in stream:
-                size += len(chunk)
-                if size > MAX_ARCHIVE_BYTES:
-                    raise SandboxError(f"{container_path} is too large to copy out")
-                chunks.append(chunk)
-        except NotFound:
-            raise FileNotFoundError(f"File not found in the sandbox: {container_path}") from None
-        return b"".join(chunks)

@@ -153,7 +153,7 @@ class SessionRecorder:
     async def _on_flow_event(self, flow: Any, event: Event) -> None:
         if not isinstance(event, PlanChanged):
             return
-        plans = {pid: _copy_plan(plan) for pid, plan in flow.planning_tool.plans.items()}
+        plans = flow.planning_tool.plans  # encoded as the record is added: no copy needed
         self.note("plan", active_plan_id=flow.active_plan_id, plans=plans, change=event.change)
         if event.change == "summary":
             self.note("flow_finished", summary=event.note)
@@ -168,11 +168,7 @@ class SessionRecorder:
 
     def _shorten(self, data: dict[str, Any]) -> dict[str, Any]:
         """An event's fields with every long text cut (see ``_preview``)."""
-        limit = self.max_text_chars
-        return {
-            key: self._preview(value) if isinstance(value, str) and len(value) > limit else value
-            for key, value in data.items()
-        }
+        return {key: self._preview(v) if isinstance(v, str) else v for key, v in data.items()}
 
     def _checkpoint(self, tracked: _Tracked) -> None:
         agent = tracked.agent
@@ -218,7 +214,3 @@ def _stored_limit() -> int:
     if config.is_loaded:
         return config.app_config.limits.max_stored_text_chars
     return int(LimitsSettings.model_fields["max_stored_text_chars"].default)
-
-
-def _copy_plan(plan: dict[str, Any]) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, list) else v for k, v in plan.items()}

@@ -9,6 +9,8 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,12 +42,12 @@ class SessionInfo:
 
     id: str
     path: Path
-    kind: str
-    program: str
     created: float
     updated: float
     state: str
-    first_prompt: str | None
+    kind: str = "?"
+    program: str = ""
+    first_prompt: str | None = None
     problems: tuple[str, ...] = ()
 
 
@@ -71,10 +73,11 @@ class SessionStore:
     def find(self, session: str | Path) -> Path:
         """The file of an existing session; ``SessionError`` (with the recent ids) when there
         is none, so a program can check ``--resume ID`` before it sets anything up."""
-        path = self.path(session)
-        with open_session_dir(path.parent, create=False) as dir_fd:
-            if dir_fd is None or not _exists(dir_fd, path.name):
-                raise self._unknown(session)
+        with self._opened(session) as (path, dir_fd):
+            try:
+                os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError:
+                raise FileNotFoundError(path) from None
         return path
 
     def start(self, kind: str, *, program: str = "", **header: Any) -> SessionRecorder:
@@ -98,14 +101,8 @@ class SessionStore:
     def resume(self, session: str | Path) -> tuple[SessionData, SessionRecorder]:
         """Take a session over: lock its file (``SessionBusyError`` when another process is
         running it), read it under the lock, and append a ``resumed`` record."""
-        path = self.path(session)
-        with open_session_dir(path.parent, create=False) as dir_fd:
-            try:
-                if dir_fd is None:
-                    raise FileNotFoundError(path)
-                fd = open_session_file(dir_fd, path, new=False)
-            except FileNotFoundError:
-                raise self._unknown(session) from None
+        with self._opened(session) as (path, dir_fd):
+            fd = open_session_file(dir_fd, path, new=False)
         try:
             data = read_session(path, read_all(fd))
         except BaseException:
@@ -124,22 +121,29 @@ class SessionStore:
             writer.add({"type": "resumed", "t": round(time.time(), 3)})
         return _recorder(writer, data.id)
 
-    def _unknown(self, session: str | Path) -> SessionError:
-        known = ", ".join(info.id for info in self.list(limit=5)) or "none"
-        return SessionError(
-            f"No session {str(session)!r} in {self.directory} "
-            f"(recent: {known}); see --list-sessions"
-        )
-
-    def load(self, session: str | Path) -> SessionData:
+    @contextmanager
+    def _opened(self, session: str | Path) -> Iterator[tuple[Path, int]]:
+        """The session's file and its directory's descriptor; a missing directory or file
+        (``FileNotFoundError`` in the block) is ``SessionError`` naming the recent sessions."""
         path = self.path(session)
         with open_session_dir(path.parent, create=False) as dir_fd:
             try:
                 if dir_fd is None:
                     raise FileNotFoundError(path)
+                yield path, dir_fd
+            except FileNotFoundError:
+                known = ", ".join(info.id for info in self.list(limit=5)) or "none"
+                raise SessionError(
+                    f"No session {str(session)!r} in {self.directory} "
+                    f"(recent: {known}); see --list-sessions"
+                ) from None
+
+    def load(self, session: str | Path) -> SessionData:
+        with self._opened(session) as (path, dir_fd):
+            try:
                 raw = read_file(dir_fd, path)
             except FileNotFoundError:
-                raise self._unknown(session) from None
+                raise
             except OSError as e:
                 raise SessionError(f"Cannot read session file {path}: {e}") from e
         return read_session(path, raw)
@@ -161,17 +165,7 @@ class SessionStore:
         try:
             data = read_session(path, read_file(dir_fd, path))
         except (SessionError, OSError) as e:
-            return SessionInfo(
-                id=path.stem,
-                path=path,
-                kind="?",
-                program="",
-                created=mtime,
-                updated=mtime,
-                state="unreadable",
-                first_prompt=None,
-                problems=(str(e),),
-            )
+            return SessionInfo(path.stem, path, mtime, mtime, "unreadable", problems=(str(e),))
         state = "running" if is_locked(dir_fd, name) else data.state
         return SessionInfo(
             id=data.id,
@@ -193,11 +187,3 @@ def _recorder(writer: SessionWriter, session_id: str) -> SessionRecorder:
         writer.close()
         raise writer.error
     return SessionRecorder(writer, session_id)
-
-
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
-        return False
-    return True

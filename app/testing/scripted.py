@@ -55,11 +55,6 @@ _STREAM_HEADERS = (
 )
 
 
-def _resolve(future: asyncio.Future[bool], result: bool) -> None:
-    if not future.done():
-        future.set_result(result)
-
-
 class ScriptedLLMServer(LoopServer):
     """An OpenAI-compatible chat-completions endpoint that answers from a script.
 
@@ -92,7 +87,6 @@ class ScriptedLLMServer(LoopServer):
         # ``keep_requests`` bounds what is kept (long benchmarks); the count stays exact.
         self._requests: deque[CapturedRequest] = deque(maxlen=keep_requests)
         self._received = 0
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool], int]] = []
         self._disconnects: list[int] = []
         self._served = 0
         self._call_ids = itertools.count(1)  # next() on a count is atomic
@@ -100,7 +94,6 @@ class ScriptedLLMServer(LoopServer):
 
     def _on_stop(self) -> None:
         with self._changed:
-            self._wake_async_waiters(closing=True)
             self._changed.notify_all()
 
     # --- public state ---------------------------------------------------------------------
@@ -164,37 +157,8 @@ class ScriptedLLMServer(LoopServer):
             return self._received >= n
 
     async def wait_for_requests_async(self, n: int, timeout: float = 5.0) -> bool:
-        """:meth:`wait_for_requests` for async code: no thread, the caller's loop stays free."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[bool] = loop.create_future()
-        with self._lock:
-            if self._received >= n or self._closing:
-                return self._received >= n
-            waiter = (loop, future, n)
-            self._async_waiters.append(waiter)
-        try:
-            return await asyncio.wait_for(future, timeout)
-        except TimeoutError:
-            return False
-        finally:
-            with self._lock:
-                if waiter in self._async_waiters:
-                    self._async_waiters.remove(waiter)
-
-    def _wake_async_waiters(self, closing: bool = False) -> None:
-        """Resolve satisfied async waiters on their own loops (call with ``_lock`` held)."""
-        count = self._received
-        keep = []
-        for loop, future, n in self._async_waiters:
-            if count >= n or closing:
-                result = count >= n
-                try:
-                    loop.call_soon_threadsafe(_resolve, future, result)
-                except RuntimeError:  # that loop is closed; nobody is waiting any more
-                    pass
-            else:
-                keep.append((loop, future, n))
-        self._async_waiters[:] = keep
+        """:meth:`wait_for_requests` for async code, waiting in a thread: the loop stays free."""
+        return await asyncio.to_thread(self.wait_for_requests, n, timeout)
 
     # --- request handling -----------------------------------------------------------------
 
@@ -239,7 +203,6 @@ class ScriptedLLMServer(LoopServer):
                 reply = self._script.popleft()
                 self._served += 1
             served = self._served
-            self._wake_async_waiters()
             self._changed.notify_all()
         if self._on_request is not None:
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import ConfigDict, Field, PrivateAttr
 
@@ -13,7 +13,7 @@ from app.config import BrowserSettings, config
 from app.exceptions import ToolError
 from app.llm import LLM
 from app.tool.base import BaseTool, ToolFailure, ToolResult
-from app.tool.browser.actions import ACTIONS, REQUIRED, BrowserActions
+from app.tool.browser.actions import ACTIONS, REQUIRED, Action, BrowserActions
 from app.tool.browser.guard import blocked_note
 from app.tool.browser.runtime import BrowserRuntime, load_browser_use
 from app.tool.browser.state import read_state
@@ -41,34 +41,12 @@ navigating. Actions:
 - extract_content(goal): read the whole current page and return what the goal asks for
 """
 
-Action = Literal[
-    "go_to_url",
-    "click_element",
-    "input_text",
-    "scroll_down",
-    "scroll_up",
-    "scroll_to_text",
-    "send_keys",
-    "get_dropdown_options",
-    "select_dropdown_option",
-    "go_back",
-    "refresh",
-    "web_search",
-    "wait",
-    "extract_content",
-    "switch_tab",
-    "open_tab",
-    "close_tab",
-]
-
 
 class BrowserUseArgs(ToolArgs):
     # Which arguments each action needs, as upstream's schema says it (JSON Schema
     # ``dependencies``); execute checks it, with a message naming the action.
     model_config = ConfigDict(
-        json_schema_extra={
-            "dependencies": {name: list(needed) for name, needed in REQUIRED.items()}
-        }
+        json_schema_extra={"dependencies": {name: list(REQUIRED.get(name, ())) for name in ACTIONS}}
     )
 
     action: Action = Field(description="The action to run.")
@@ -135,7 +113,7 @@ class BrowserUseTool(BaseTool):
     async def _search(self, query: str) -> Any:
         if self.web_search_tool is None:
             self.web_search_tool = WebSearch()
-        return await self.web_search_tool.search(query, num_results=3, rounds=1)
+        return await self.web_search_tool.execute(query, num_results=3, rounds=1)
 
     async def execute(
         self,
@@ -150,7 +128,7 @@ class BrowserUseTool(BaseTool):
         keys: str | None = None,
         seconds: int | None = None,
     ) -> ToolResult:
-        if action not in REQUIRED:
+        if action not in ACTIONS:
             raise ToolError(f"Unknown action {action!r}. Known actions: {', '.join(ACTIONS)}.")
         args: dict[str, Any] = {
             "url": url,
@@ -163,7 +141,7 @@ class BrowserUseTool(BaseTool):
             "keys": keys,
             "seconds": seconds,
         }
-        missing = [key for key in REQUIRED[action] if args.get(key) in (None, "")]
+        missing = [key for key in REQUIRED.get(action, ()) if args.get(key) in (None, "")]
         if missing:
             raise ToolError(f"Action '{action}' needs: {', '.join(missing)}.")
         timeout = self._settings().action_timeout

@@ -1,17 +1,20 @@
 """MCP servers' tools as our tools: ``MCPClientTool`` (one remote tool) and ``MCPClients`` (a
 ``ToolCollection`` of every tool of every connected server; connections belong to the instance,
-not the class as upstream had them). Naming, reconnection, the ``[mcp]`` caps on what servers
-may put in front of the model, and task-only tools: docs/mcp.md. ``features``
-(``app.tool.mcp_features``) answers the servers' own requests (sampling, elicitation, roots).
+not the class as upstream had them), their results as our ``ToolResult`` (every part survives).
+Naming, reconnection, results, the ``[mcp]`` caps on what servers may put in front of the
+model, and task-only tools: docs/mcp.md. ``features`` (``app.tool.mcp_features``) answers the
+servers' own requests (sampling, elicitation, roots).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import itertools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from app.config import MCPServerConfig, MCPSettings
 from app.config import config as app_config
 from app.exceptions import ConfigError, MCPServerError
 from app.logger import logger
-from app.mcp.client.connection import (
+from app.mcp.client import (
     DEFAULT_CALL_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     MCPCallTimeout,
@@ -32,11 +35,156 @@ from app.mcp.client.connection import (
 )
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 from app.tool.mcp_features import MCPClientFeatures
-from app.tool.mcp_results import convert_result, tool_name
 from app.tool.progress import current_tool_call
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["MCPClientTool", "MCPClients", "ToolChanges", "own_server_args"]
+__all__ = [
+    "MAX_EMBEDDED_TEXT",
+    "MCPClientTool",
+    "MCPClients",
+    "MCPToolFailure",
+    "MCPToolResult",
+    "ToolChanges",
+    "convert_result",
+    "own_server_args",
+    "tool_name",
+]
+
+#: OpenAI function names: ``^[a-zA-Z0-9_-]{1,64}$``.
+MAX_TOOL_NAME = 64
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: Characters of one embedded text resource the model gets; the rest is cut with a note.
+MAX_EMBEDDED_TEXT = 100_000
+#: ``application/`` types that are text a model can read.
+_TEXT_APPLICATION = frozenset(
+    f"application/{name}"
+    for name in "json xml javascript ecmascript x-yaml yaml toml x-toml sql graphql x-sh "
+    "x-python csv ld+json x-www-form-urlencoded".split()
+)
+
+
+def tool_name(server_id: str, name: str, taken: Collection[str] = ()) -> str:
+    """``mcp_{server_id}_{name}`` made safe for function calling and unique among ``taken``."""
+    base = candidate = _UNSAFE.sub("_", f"mcp_{server_id}_{name}")[:MAX_TOOL_NAME]
+    n = 2
+    while candidate in taken:
+        suffix = f"_{n}"
+        candidate, n = base[: MAX_TOOL_NAME - len(suffix)] + suffix, n + 1
+    return candidate
+
+
+class MCPToolResult(ToolResult):
+    """A successful MCP result; ``structured_content`` is the server's JSON value, if any."""
+
+    structured_content: Any = Field(default=None)
+
+
+class MCPToolFailure(ToolFailure):
+    """A result the server flagged with ``isError``."""
+
+    structured_content: Any = Field(default=None)
+
+
+def convert_result(result: Any) -> ToolResult:
+    """A ``CallToolResult`` from the SDK as the result the agent hands to the model."""
+    texts: list[str] = []
+    images: list[str] = []
+    for block in getattr(result, "content", None) or []:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            texts.append(block.text)
+        elif kind == "image":
+            images.append(block.data)
+        elif kind == "audio":
+            texts.append(f"[audio content ({block.mime_type}) not shown]")
+        elif kind == "resource":
+            embedded_image = _embedded_image(block.resource)
+            if embedded_image is not None:
+                images.append(embedded_image)
+            else:
+                texts.append(_describe_resource(block.resource))
+        elif kind == "resource_link":
+            texts.append(_describe_link(block))
+        else:
+            texts.append(f"[{kind or 'unknown'} content not shown]")
+    structured = getattr(result, "structured_content", None)
+    if structured is not None and not texts:
+        texts.append(json.dumps(structured, ensure_ascii=False, default=str))
+    if len(images) > 1:
+        texts.append(f"[{len(images) - 1} more image(s) returned; only the first is shown]")
+    image = images[0] if images else None
+    if image is not None and not texts:
+        texts.append("[the tool returned an image]")
+    text = "\n".join(texts)
+    if getattr(result, "is_error", False):
+        return MCPToolFailure(
+            error=text or "the tool reported an error without a message",
+            base64_image=image,
+            structured_content=structured,
+        )
+    return MCPToolResult(output=text, base64_image=image, structured_content=structured)
+
+
+def is_text_mime(mime: str | None) -> bool:
+    """Whether content of this type is text a model can read."""
+    if not mime:
+        return False
+    base = mime.split(";", 1)[0].strip().lower()
+    return (
+        base.startswith("text/")
+        or base in _TEXT_APPLICATION
+        or base.endswith(("+json", "+xml", "+yaml"))
+    )
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_EMBEDDED_TEXT:
+        return text
+    cut = len(text) - MAX_EMBEDDED_TEXT
+    return text[:MAX_EMBEDDED_TEXT] + f"\n[... {cut} more characters not shown]"
+
+
+def _describe_resource(resource: Any) -> str:
+    uri = str(getattr(resource, "uri", "") or "")
+    mime = getattr(resource, "mime_type", None)
+    text = getattr(resource, "text", None)
+    if text is not None:
+        return _cap(text)
+    blob = getattr(resource, "blob", None) or ""
+    try:
+        raw = base64.b64decode(blob, validate=False)
+    except (binascii.Error, ValueError):
+        return f"[embedded resource {uri} ({mime or 'binary'}): undecodable base64 data]"
+    if is_text_mime(mime):
+        # Decode only what is shown (a hostile server may send a huge blob).
+        head = raw[: MAX_EMBEDDED_TEXT * 4 + 4].decode("utf-8", "replace")
+        if len(raw) > MAX_EMBEDDED_TEXT * 4 + 4 and len(head) <= MAX_EMBEDDED_TEXT:
+            head += "\n[... the rest of the resource is not shown]"
+        return f"[embedded resource {uri} ({mime})]\n{_cap(head)}"
+    return f"[embedded resource {uri} ({mime or 'binary'}, {len(raw)} bytes) not shown]"
+
+
+def _embedded_image(resource: Any) -> str | None:
+    mime = (getattr(resource, "mime_type", None) or "").lower()
+    blob = getattr(resource, "blob", None)
+    if blob and mime in {"image/png", "image/jpeg", "image/gif", "image/webp"}:
+        return str(blob)
+    return None
+
+
+def _describe_link(link: Any) -> str:
+    """A resource link with everything the server said about it (the model may fetch it)."""
+    name = getattr(link, "title", None) or getattr(link, "name", None) or ""
+    parts = [f"[resource link: {name}" if name else "[resource link:", f"<{link.uri}>"]
+    mime = getattr(link, "mime_type", None)
+    size = getattr(link, "size", None)
+    details = ", ".join(x for x in (mime, f"{size} bytes" if size is not None else None) if x)
+    if details:
+        parts.append(f"({details})")
+    description = getattr(link, "description", None)
+    text = " ".join(parts)
+    return f"{text} — {description}]" if description else f"{text}]"
+
 
 #: Marks a description cut at ``max_description_chars``.
 _CUT_MARK = "… [description cut: {total} characters in all]"
@@ -112,7 +260,7 @@ class MCPClients(ToolCollection):
         self.skipped: dict[str, str] = {}
         self.connections: dict[str, MCPConnection] = {}
         self._schemas: dict[str, tuple[str, str]] = {}
-        self._changed: asyncio.Event | None = None
+        self._changed = asyncio.Event()
         self._reported: set[tuple[str, str]] = set()  # (server, what) already logged
 
     @property
@@ -127,32 +275,12 @@ class MCPClients(ToolCollection):
 
     async def wait_for_tools_change(self) -> None:
         """Wait until a server announces that its tool list changed (then ``refresh()``)."""
-        if self.tools_changed:
-            return
-        await self._change_event().wait()
-
-    def _change_event(self) -> asyncio.Event:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        return self._changed
+        if not self.tools_changed:
+            await self._changed.wait()
 
     def _on_tools_changed(self, connection: MCPConnection) -> None:
         logger.debug(f"MCP server '{connection.server_id}' changed its tool list")
-        self._change_event().set()
-
-    @property
-    def llm(self) -> Any:
-        """The LLM that answers sampling requests (of servers allowed to make them)."""
-        return self.features.llm
-
-    @llm.setter
-    def llm(self, llm: Any) -> None:
-        self.features.llm = llm
-
-    @property
-    def workspace(self) -> Path | None:
-        """The directory offered to servers as their root (None: the configured one)."""
-        return self.features.workspace
+        self._changed.set()
 
     async def set_workspace(self, workspace: Path | None) -> None:
         """Change the root offered to servers and tell the connected ones."""
@@ -357,8 +485,7 @@ class MCPClients(ToolCollection):
         """List every server's tools again (reconnecting servers that are down) and update
         the collection; returns what was added, removed or changed."""
         before = dict(self._schemas)
-        if self._changed is not None:
-            self._changed.clear()
+        self._changed.clear()
         for server_id, connection in list(self.connections.items()):
             try:
                 tools = await connection.list_tools()
@@ -409,12 +536,10 @@ def own_server_args(config: MCPServerConfig, features: MCPClientFeatures) -> MCP
     if config.type != "stdio" or not _runs_our_server(config.args):
         return config
     args = list(config.args)
-    if not {"-w", "--workspace"} & set(args) and not _has_option(args, "--workspace"):
+    if not _has_option(args, "-w", "--workspace"):
         args += ["--workspace", str(features.root_path())]
-    if not {"-c", "--config"} & set(args) and not _has_option(args, "--config"):
-        path = _config_file()
-        if path is not None:
-            args += ["--config", str(path)]
+    if not _has_option(args, "-c", "--config") and (path := _config_file()) is not None:
+        args += ["--config", str(path)]
     return config.model_copy(update={"args": args})
 
 
@@ -431,8 +556,8 @@ def _runs_our_server(args: list[str]) -> bool:
     return any(a == "-m" and b in modules for a, b in itertools.pairwise(args))
 
 
-def _has_option(args: list[str], option: str) -> bool:
-    return any(a.startswith(option + "=") for a in args)
+def _has_option(args: list[str], short: str, option: str) -> bool:
+    return any(a in (short, option) or a.startswith(option + "=") for a in args)
 
 
 def _cut_description(text: str, limit: int) -> str:

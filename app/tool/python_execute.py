@@ -3,7 +3,7 @@
 The code travels over stdin to a small bootstrap that runs it as ``__main__`` (nothing on
 disk; tracebacks point at the snippet's lines), in the sandbox (``app.sandbox``), with its
 timeout, rlimits and process limit, and no process of the run outlives the call
-(``app.sandbox.oneshot``). The child never inherits credentials from the environment.
+(``app.sandbox.base.run_bounded``). The child never inherits credentials from the environment.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from app.exceptions import SandboxError
+from app.sandbox.base import BoundedRun, run_bounded
 from app.sandbox.environment import scrub_environment
 from app.sandbox.factory import create_sandbox, describe_start_error
-from app.sandbox.oneshot import BoundedRun, run_bounded
 from app.sandbox.processes import compose_streams, describe_returncode, format_seconds
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs

@@ -429,23 +429,18 @@ class StrReplaceEditor(BaseTool):
     async def _write(
         self, target: ConfinedPath, data: bytes, snapshot: _Snapshot | None, **kw: Any
     ) -> None:
-        """Undo history first, then one atomic write; if the write fails, the file and the
-        history stay as they were (and directories made for it are removed again)."""
-        if snapshot is not None:
-            self._remember(target.real, snapshot)
+        """One atomic write, then the undo history; a failed write leaves both as they were
+        (and removes the directories made for it)."""
         try:
             await asyncio.to_thread(target.write_atomic, data, **kw)
         except BaseException:
-            history = self._history.get(target.real)
-            if snapshot is not None and history and history[-1] is snapshot:
-                history.pop()
-                if not history:
-                    del self._history[target.real]
             if snapshot is not None and snapshot.created_dirs:
                 await asyncio.to_thread(target.remove_empty_dirs, snapshot.created_dirs)
             raise
         if snapshot is None:
             self._history.pop(target.real, None)
+        else:
+            self._remember(target.real, snapshot)
 
     async def _create(self, target: ConfinedPath, file_text: Any) -> str:
         if file_text is None:

@@ -167,10 +167,6 @@ class WebSearch(BaseTool):
             query=query, error=f"All search engines failed for {query!r}: {detail}"
         )
 
-    async def search(self, query: str, **options: Any) -> SearchResponse:
-        """``execute`` by another name (the browser's ``web_search`` action calls this)."""
-        return await self.execute(query, **options)
-
 
 class WebContentFetcher:
     """Upstream's page fetcher: a page's readable text, or None when it cannot be fetched."""

@@ -251,6 +251,11 @@ class HttpTransport(Transport):
             raise error from e
         return finish_stream(assembler, request.model, self.endpoint)
 
+    @property
+    def connected(self) -> bool:
+        """Whether a connection pool is open (after a request, until ``aclose``)."""
+        return self._pool is not None or self._client is not None
+
     async def aclose(self) -> None:
         client, self._client = self._client, None
         pool, self._pool = self._pool, None

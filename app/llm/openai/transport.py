@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from app.llm.model import DeltaCallback
-
-if TYPE_CHECKING:
-    from app.config import LLMSettings
 
 __all__ = [
     "ChatRequest",
@@ -23,7 +20,6 @@ __all__ = [
     "Wrapper",
     "deliver",
     "innermost",
-    "transport_for",
 ]
 
 
@@ -90,24 +86,3 @@ async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
     outcome = on_delta(text)
     if inspect.isawaitable(outcome):
         await outcome
-
-
-def transport_for(settings: LLMSettings) -> Transport:
-    """The profile's transport: the openai SDK for Azure or ``transport = "openai"``, else
-    plain HTTP (each imported on first use: the SDK alone costs ~0.3 s)."""
-    if settings.api_type == "azure" or settings.transport == "openai":
-        from app.llm.openai.sdk_transport import OpenAITransport
-
-        return OpenAITransport(
-            base_url=settings.base_url,
-            api_key=settings.api_key,
-            azure=settings.api_type == "azure",
-            api_version=settings.api_version,
-        )
-    from app.llm.openai.http_transport import HttpTransport
-
-    return HttpTransport(
-        base_url=settings.base_url,
-        api_key=settings.api_key,
-        max_connections=settings.max_concurrent_requests,
-    )

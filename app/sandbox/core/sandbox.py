@@ -72,7 +72,7 @@ class DockerSandbox(UpstreamSandbox):
                 self.config.work_dir,
                 env_vars={"PYTHONUNBUFFERED": "1"},
                 default_timeout=self.config.timeout,
-                user=self.sandbox.user,
+                sandbox=self.sandbox,
             )
             await self.terminal.init()
         except BaseException:
@@ -107,14 +107,6 @@ class DockerSandbox(UpstreamSandbox):
                 f"Command execution timed out after {limit} seconds"
             ) from None
 
-    async def _exec(
-        self, argv: list[str], data: bytes = b"", max_output: int = 0
-    ) -> tuple[int, bytes, str]:
-        """Run ``argv`` in the container as its user, ``data`` on its stdin: (exit code,
-        stdout, stderr). More than ``max_output`` bytes of stdout is a SandboxError (a
-        hostile container can produce endless output)."""
-        return await asyncio.to_thread(self._exec_sync, argv, data, max_output)
-
     def _safe_resolve_path(self, path: str) -> str:
         """A container path: relative ones from ``work_dir``; ``..`` refused as upstream did."""
         if ".." in str(path).split("/"):
@@ -148,39 +140,50 @@ class DockerSandbox(UpstreamSandbox):
         if code != 0:
             raise SandboxError(f"Failed to write {path}: {err.strip()}")
 
-    def _exec_sync(self, argv: list[str], data: bytes, max_output: int) -> tuple[int, bytes, str]:
-        from docker.utils.socket import frames_iter
+    async def _exec(
+        self, argv: list[str], data: bytes = b"", max_output: int = 0
+    ) -> tuple[int, bytes, str]:
+        """Run ``argv`` in the container as its user, ``data`` on its stdin: (exit code,
+        stdout, stderr). More than ``max_output`` bytes of stdout is a SandboxError (a
+        hostile container can produce endless output)."""
 
-        api = self.sandbox.client.api
-        exec_id = api.exec_create(
-            self.sandbox.container.id,
-            argv,
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            user=self.sandbox.user,
-        )["Id"]
-        stream = api.exec_start(exec_id, socket=True)
-        sock = stream._sock if hasattr(stream, "_sock") else stream
-        output, errors = bytearray(), bytearray()
-        try:
-            view = memoryview(data)
-            for offset in range(0, len(view), 65536):
-                sock.sendall(view[offset : offset + 65536])
-            sock.shutdown(socket.SHUT_WR)
-            for stream_id, chunk in frames_iter(stream, tty=False):
-                if stream_id == 2:
-                    if len(errors) < 65536:
-                        errors += chunk
-                elif max_output:
-                    output += chunk
-                    if len(output) > max_output:
-                        raise SandboxError(f"more than {max_output} bytes came out of the sandbox")
-        finally:
-            sock.close()
-        code = api.exec_inspect(exec_id).get("ExitCode")
-        code = int(code) if isinstance(code, int) else 1
-        return code, bytes(output), errors.decode(errors="replace")
+        def work() -> tuple[int, bytes, str]:
+            from docker.utils.socket import frames_iter
+
+            api = self.sandbox.client.api
+            exec_id = api.exec_create(
+                self.sandbox.container.id,
+                argv,
+                stdin=True,
+                stdout=True,
+                stderr=True,
+                user=self.sandbox.user,
+            )["Id"]
+            stream = api.exec_start(exec_id, socket=True)
+            sock = stream._sock if hasattr(stream, "_sock") else stream
+            output, errors = bytearray(), bytearray()
+            try:
+                view = memoryview(data)
+                for offset in range(0, len(view), 65536):
+                    sock.sendall(view[offset : offset + 65536])
+                sock.shutdown(socket.SHUT_WR)
+                for stream_id, chunk in frames_iter(stream, tty=False):
+                    if stream_id == 2:
+                        if len(errors) < 65536:
+                            errors += chunk
+                    elif max_output:
+                        output += chunk
+                        if len(output) > max_output:
+                            raise SandboxError(
+                                f"more than {max_output} bytes came out of the sandbox"
+                            )
+            finally:
+                sock.close()
+            code = api.exec_inspect(exec_id).get("ExitCode")
+            code = int(code) if isinstance(code, int) else 1
+            return code, bytes(output), errors.decode(errors="replace")
+
+        return await asyncio.to_thread(work)
 
     async def copy_from(self, src_path: str, dst_path: str) -> None:
         """Copy a container file (or a directory into an existing host one) to ``dst_path``."""
@@ -196,10 +199,7 @@ class DockerSandbox(UpstreamSandbox):
         argv = ["sh", "-c", script, "sh", resolved]
         code, data, err = await self._exec(argv, max_output=MAX_ARCHIVE_BYTES)
         if code == 127:
-            try:
-                data = await asyncio.to_thread(self.sandbox.get_archive, resolved)
-            except FileNotFoundError:
-                raise FileNotFoundError(f"Source file not found: {src_path}") from None
+            data = await asyncio.to_thread(self._get_archive, resolved, src_path)
         elif code == 3:
             raise FileNotFoundError(f"Source file not found: {src_path}")
         elif code != 0:
@@ -224,6 +224,22 @@ class DockerSandbox(UpstreamSandbox):
             copy_out, content, target, self.sandbox.workspace, self.sandbox.file_owner
         )
 
+    def _get_archive(self, resolved: str, src_path: str) -> bytes:
+        """The engine's tar archive of ``resolved`` (bounded), for an image without ``tar``."""
+        from docker.errors import NotFound
+
+        try:
+            stream, _ = self.sandbox.container.get_archive(resolved)
+            chunks, size = [], 0
+            for chunk in stream:
+                size += len(chunk)
+                if size > MAX_ARCHIVE_BYTES:
+                    raise SandboxError(f"{resolved} is too large to copy out")
+                chunks.append(chunk)
+        except NotFound:
+            raise FileNotFoundError(f"Source file not found: {src_path}") from None
+        return b"".join(chunks)
+
     async def copy_to(self, src_path: str, dst_path: str) -> None:
         """Copy a host file or directory into the container as ``dst_path``: unpacked by
         ``tar`` inside, as the container's user (like :meth:`write_file`); through the
@@ -234,11 +250,11 @@ class DockerSandbox(UpstreamSandbox):
             raise FileNotFoundError(f"Source file not found: {src_path}")
         resolved = self._safe_resolve_path(dst_path)
         parent = posixpath.dirname(resolved) or "/"
-        code, _, err = await self._exec(["mkdir", "-p", "--", parent])
-        if code != 0:
-            raise SandboxError(f"cannot create {parent}: {err.strip()}")
         data = await asyncio.to_thread(make_tar, source, posixpath.basename(resolved))
-        script = 'command -v tar >/dev/null || exit 127; tar -x --no-same-owner -f - -C "$1"'
+        script = (
+            'mkdir -p -- "$1" || exit 1; command -v tar >/dev/null || exit 127; '
+            'tar -x --no-same-owner -f - -C "$1"'
+        )
         code, _, err = await self._exec(["sh", "-c", script, "sh", parent], data)
         if code == 127:  # no tar in the image: the engine's archive API
             from docker.errors import APIError
@@ -249,14 +265,7 @@ class DockerSandbox(UpstreamSandbox):
                 raise SandboxError(f"Failed to write {dst_path}: {exc.explanation or exc}") from exc
             if not done:
                 raise SandboxError(f"Failed to write {dst_path}")
+            if (await self._exec(["test", "-e", resolved]))[0] != 0:
+                raise SandboxError(f"Failed to verify file creation: {dst_path}")
         elif code != 0:
             raise SandboxError(f"Failed to copy {src_path} to {dst_path}: {err.strip()}")
-        code, _, _ = await self._exec(["test", "-e", resolved])
-        if code != 0:
-            raise SandboxError(f"Failed to verify file creation: {dst_path}")
-
-    async def __aenter__(self) -> Self:
-        return await self.create()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.cleanup()

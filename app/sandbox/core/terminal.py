@@ -1,21 +1,21 @@
-"""Upstream compatibility: the interactive Docker terminal, one ``bash`` session in a container
-(through :mod:`app.sandbox.docker_relay`). Each command ends with a random marker carrying its
-exit status (no prompt parsing), output is bounded, and a command over its timeout is killed
-with all it started (the session reopens on the next command)."""
+"""Upstream compatibility: the interactive Docker terminal, one ``bash`` session in a container,
+run by the docker backend (:meth:`~app.sandbox.docker.DockerSandbox.command`). Each command ends
+with a random marker carrying its exit status (no prompt parsing), output is bounded, and a
+command over its timeout is killed with all it started (the session reopens on the next one)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import contextlib
-import json
 import secrets
 import signal
-import sys
 from typing import Any
 
 from app.exceptions import SandboxError
-from app.sandbox.docker import RUN_MARKER, ContainerGuard, ContainerScope
+from app.sandbox.docker import DockerSandbox as DockerBackend
+from app.sandbox.docker import docker_client
+from app.sandbox.processes import ProcessScope
 
 __all__ = ["AsyncDockerizedTerminal", "DockerSession"]
 
@@ -25,20 +25,17 @@ _SHELL = ["bash", "--noprofile", "--norc"]
 
 
 class DockerSession:
-    """One ``bash`` running in a container, fed commands over its stdin."""
+    """One ``bash`` running in a container, fed commands over its stdin (through ``sandbox``,
+    by default the docker backend attached to the container as its own user)."""
 
-    def __init__(
-        self, container_id: str, *, user: str | None = None, init_pid: int | None = None
-    ) -> None:
+    def __init__(self, container_id: str, *, sandbox: DockerBackend | None = None) -> None:
         self.container_id = container_id
-        self.user = user
+        if sandbox is None:
+            sandbox = DockerBackend.attach(docker_client().containers.get(container_id))
+        self.sandbox = sandbox
         self.process: asyncio.subprocess.Process | None = None
         self.last_exit_code: int | None = None
-        # The container's pids cgroup (its init's, seen from this host): finds every process
-        # of the session, background jobs and setsid included, to kill them on a timeout.
-        self._guard = ContainerGuard(None)
-        self._guard.attach(init_pid)
-        self._scope: ContainerScope | None = None
+        self._scope: ProcessScope | None = None
 
     @property
     def alive(self) -> bool:
@@ -46,21 +43,20 @@ class DockerSession:
 
     async def create(self, working_dir: str, env_vars: dict[str, str]) -> None:
         """Start the shell in ``working_dir`` with ``env_vars`` (plus a dumb terminal)."""
-        token = secrets.token_hex(8)
         env = {**env_vars, "TERM": "dumb", "PS1": "", "PS2": "", "PROMPT_COMMAND": ""}
-        env[RUN_MARKER] = token
-        options = json.dumps({"cwd": working_dir, "env": env, "user": self.user or ""})
-        relay = [sys.executable, "-m", "app.sandbox.docker_relay", self.container_id, options]
+        spec = self.sandbox.command(_SHELL, env=env, cwd=working_dir)
         self.process = await asyncio.create_subprocess_exec(
-            *relay,
-            "--",
-            *_SHELL,
+            *spec.argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
+            env=spec.env,
+            cwd=spec.cwd,
             start_new_session=True,
         )
-        self._scope = ContainerScope(self.process.pid, self._guard, token)
+        # The container's processes carrying the run's marker: background jobs and setsid
+        # included, all killed on a timeout.
+        self._scope = self.sandbox.scope(self.process.pid)
 
     async def execute(self, command: str, timeout: float | None = None) -> str:
         """Run ``command`` in the session; its output (stripped). TimeoutError when it runs
@@ -132,7 +128,7 @@ class DockerSession:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(process.wait(), 2)
                 return
-        if self._scope is not None and self._guard.cgroup is not None:
+        if self._scope is not None and self.sandbox.guard.cgroup is not None:
             await self._scope.kill()  # the shell and all it started, inside and the relay
         else:  # a remote engine: the relay forwards SIGTERM (then SIGKILL) to the shell's group
             with contextlib.suppress(ProcessLookupError):
@@ -155,35 +151,29 @@ class AsyncDockerizedTerminal:
         env_vars: dict[str, str] | None = None,
         default_timeout: int = 60,
         *,
-        user: str | None = None,
+        sandbox: DockerBackend | None = None,
     ) -> None:
-        if isinstance(container, str):
-            from app.sandbox.docker import docker_client
-
-            self.client: Any = docker_client()
-            self.container: Any = self.client.containers.get(container)
-        else:
-            self.client = getattr(container, "client", None)
-            self.container = container
+        if sandbox is None:
+            if isinstance(container, str):
+                container = docker_client().containers.get(container)
+            sandbox = DockerBackend.attach(container)
+        self.sandbox = sandbox
+        self.client: Any = sandbox.client
+        self.container: Any = sandbox.container
         self.working_dir = working_dir
         self.env_vars = dict(env_vars or {})
         self.default_timeout = default_timeout
-        self.user = user
         self.session: DockerSession | None = None
 
     async def init(self) -> None:
         """Create the working directory (if missing) and open the session."""
         made = await asyncio.to_thread(
-            self.container.exec_run, ["mkdir", "-p", self.working_dir], user=self.user or ""
+            self.container.exec_run, ["mkdir", "-p", self.working_dir], user=self.sandbox.user
         )
         if made.exit_code:
             output = made.output.decode("utf-8", errors="replace")
             raise SandboxError(f"Failed to create working directory {self.working_dir}: {output}")
-        init_pid: int | None = None
-        with contextlib.suppress(Exception):  # a remote engine: no host pid to find
-            await asyncio.to_thread(self.container.reload)
-            init_pid = int(self.container.attrs["State"]["Pid"]) or None
-        self.session = DockerSession(self.container.id, user=self.user, init_pid=init_pid)
+        self.session = DockerSession(self.container.id, sandbox=self.sandbox)
         await self.session.create(self.working_dir, self.env_vars)
 
     async def run_command(self, cmd: str, timeout: float | None = None) -> str:

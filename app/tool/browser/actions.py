@@ -6,36 +6,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 from app.exceptions import ToolError
 from app.tool.browser.extract import extract_with_llm, page_markdown
 from app.tool.browser.state import current_title, refresh_selector_map
 from app.tool.browser.urls import check_url_resolved, is_blocked, own_server
 
-__all__ = ["ACTIONS", "REQUIRED", "BrowserActions"]
+__all__ = ["ACTIONS", "REQUIRED", "Action", "BrowserActions"]
 
-#: Arguments each action needs (upstream's ``dependencies``).
+Action = Literal[
+    "go_to_url",
+    "click_element",
+    "input_text",
+    "scroll_down",
+    "scroll_up",
+    "scroll_to_text",
+    "send_keys",
+    "get_dropdown_options",
+    "select_dropdown_option",
+    "go_back",
+    "refresh",
+    "web_search",
+    "wait",
+    "extract_content",
+    "switch_tab",
+    "open_tab",
+    "close_tab",
+]
+ACTIONS: tuple[str, ...] = get_args(Action)
+#: Arguments an action needs (upstream's ``dependencies``; the others need none).
 REQUIRED: dict[str, tuple[str, ...]] = {
     "go_to_url": ("url",),
     "click_element": ("index",),
     "input_text": ("index", "text"),
-    "scroll_down": (),
-    "scroll_up": (),
     "scroll_to_text": ("text",),
     "send_keys": ("keys",),
     "get_dropdown_options": ("index",),
     "select_dropdown_option": ("index", "text"),
-    "go_back": (),
-    "refresh": (),
     "web_search": ("query",),
-    "wait": (),
     "extract_content": ("goal",),
     "switch_tab": ("tab_id",),
     "open_tab": ("url",),
-    "close_tab": (),
 }
-ACTIONS: tuple[str, ...] = tuple(REQUIRED)
 
 _MAX_WAIT = 60
 
@@ -64,7 +77,7 @@ class BrowserActions:
         handler = getattr(self, f"_{action}")
         await self._leave_local_page()  # e.g. reached by a script after the last action
         try:
-            return await handler(**{key: args[key] for key in REQUIRED[action]}, extra=args)
+            return await handler(**{key: args[key] for key in REQUIRED.get(action, ())}, extra=args)
         finally:
             await self._leave_local_page()
 

@@ -1,4 +1,6 @@
-"""One connection to one MCP server (stdio, SSE or streamable HTTP), owned by its own task.
+"""The MCP client side, below the tools (``app.tool.mcp`` makes the servers' tools ours;
+``app.tool.mcp_features`` answers their requests to us): one connection to one MCP server
+(stdio, SSE or streamable HTTP), owned by its own task. The SDK is imported only to connect.
 
 The SDK's transports are anyio contexts that must be entered and left in one task (upstream
 left them in whichever task called ``disconnect``, and shared them across instances): a small
@@ -14,7 +16,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import IO, Any, TextIO
 
 from app.config import MCPServerConfig
@@ -24,20 +26,18 @@ from app.logger import logger
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
-    "DEFAULT_PROGRESS_INTERVAL",
-    "MAX_TIMEOUT_FACTOR",
     "MCPCallTimeout",
     "MCPConnection",
     "MCPConnectionLost",
+    "target",
 ]
 
 DEFAULT_CONNECT_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 300.0
-#: Seconds between two progress reports of one call passed on to ``on_progress``.
-DEFAULT_PROGRESS_INTERVAL = 0.5
 _STOP_TIMEOUT = 10.0
 _STDERR_TAIL = 1500
 _TOOLS_CHANGED = "notifications/tools/list_changed"
+_CLOSED = -32000  # the SDK's CONNECTION_CLOSED error code
 #: Without ``max_timeout``, progress may extend a call to at most this many times its timeout.
 MAX_TIMEOUT_FACTOR = 10.0
 
@@ -57,19 +57,19 @@ class MCPConnection:
     """A live session with one MCP server (reached as ``config`` says), reconnected on demand.
     ``inherit_env`` passes our whole environment to a stdio server (for our own server); else
     it gets the SDK's safe minimum plus ``config.env``. ``features`` answers the server's own
-    requests (sampling, elicitation, roots); without it they are refused."""
+    requests (sampling, elicitation, roots)."""
 
     def __init__(
         self,
         server_id: str,
         config: MCPServerConfig,
         *,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        call_timeout: float = DEFAULT_CALL_TIMEOUT,
+        features: Any,
+        on_tools_changed: Callable[[MCPConnection], None],
+        connect_timeout: float,
+        call_timeout: float,
+        progress_interval: float,
         inherit_env: bool = False,
-        on_tools_changed: Callable[[MCPConnection], None] | None = None,
-        features: Any = None,
-        progress_interval: float = DEFAULT_PROGRESS_INTERVAL,
     ) -> None:
         self.server_id = server_id
         #: A server may send thousands of progress notifications a second: each call passes
@@ -83,14 +83,13 @@ class MCPConnection:
         self.features = features
         #: The server's recent log messages (``notifications/message``), newest last.
         self.server_log: collections.deque[str] = collections.deque(maxlen=100)
-        self._log_arrived: asyncio.Event | None = None
         self.session: Any = None
         self.server_name: str | None = None
         self.tools_changed = False
         self.last_error: str | None = None
         self._runner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
-        self._lock: asyncio.Lock | None = None
+        self._lock = asyncio.Lock()
 
     @property
     def connected(self) -> bool:
@@ -98,10 +97,7 @@ class MCPConnection:
 
     @property
     def target(self) -> str:
-        """What the connection reaches, for messages: the command line or the URL."""
-        if self.config.type == "stdio":
-            return " ".join([self.config.command or "", *self.config.args]).strip()
-        return self.config.url or ""
+        return target(self.config)
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "disconnected"
@@ -109,8 +105,6 @@ class MCPConnection:
 
     async def connect(self) -> None:
         """Open the session if it is not open; raises ``MCPServerError`` saying why not."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
         async with self._lock:
             if self.connected:
                 return
@@ -172,24 +166,20 @@ class MCPConnection:
         if self.config.type == "stdio":
             errlog = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
         try:
-            async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport(errlog))
-                from mcp import ClientSession, Implementation
+            from mcp import Implementation
+            from mcp.client import Client
 
-                session = await stack.enter_async_context(
-                    ClientSession(
-                        read,
-                        write,
-                        message_handler=self._on_message,
-                        client_info=Implementation(name="openmanus", version="0.1.0"),
-                        **self._callbacks(),
-                    )
-                )
-                init = await session.initialize()
-                info = getattr(init, "server_info", None)
-                self.server_name = getattr(info, "name", None)
+            async with Client(
+                self._transport(errlog),
+                mode="legacy",  # the initialize handshake every server understands
+                cache=None,  # a refresh must reach the server
+                message_handler=self._on_message,
+                client_info=Implementation(name="openmanus", version="0.1.0"),
+                **self._callbacks(),
+            ) as client:
+                self.server_name = getattr(client.server_info, "name", None)
                 if not ready.done():
-                    ready.set_result(session)
+                    ready.set_result(client.session)
                 assert self._stop is not None
                 await self._stop.wait()
         except (KeyboardInterrupt, SystemExit):
@@ -212,8 +202,6 @@ class MCPConnection:
     def _callbacks(self) -> dict[str, Any]:
         """The SDK callbacks for the server's requests to us (declares the capabilities)."""
         features = self.features
-        if features is None:
-            return {"logging_callback": self._on_log}
         return {
             "logging_callback": self._on_log,
             "sampling_callback": lambda context, params: features.sample(
@@ -228,17 +216,6 @@ class MCPConnection:
         text = data if isinstance(data, str) else repr(data)
         logger.debug(f"MCP server '{self.server_id}' [{params.level}]: {text[:500]}")
         self.server_log.append(text)
-        if self._log_arrived is not None:
-            self._log_arrived.set()
-
-    async def wait_for_log(self, predicate: Callable[[str], bool]) -> str:
-        """Wait until the server logs a message ``predicate`` accepts (kept or future)."""
-        while True:
-            for entry in list(self.server_log):
-                if predicate(entry):
-                    return entry
-            self._log_arrived = asyncio.Event()
-            await self._log_arrived.wait()
 
     async def notify_roots_changed(self) -> None:
         """Tell a connected server that our roots (the workspace) changed."""
@@ -274,8 +251,7 @@ class MCPConnection:
         method = getattr(message, "method", None) or getattr(root, "method", None)
         if method == _TOOLS_CHANGED:
             self.tools_changed = True
-            if self.on_tools_changed is not None:
-                self.on_tools_changed(self)
+            self.on_tools_changed(self)
 
     async def list_tools(self) -> list[Any]:
         """Every tool the server offers (all pages); connects first if needed."""
@@ -307,28 +283,13 @@ class MCPConnection:
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> Any:
-        """``tools/call`` on the server, with a progress token. Each progress notification
-        restarts the ``timeout`` (up to ``max_timeout`` in all) and goes to ``on_progress``.
-        Raises ``MCPServerError`` (unreachable or lost), ``MCPCallTimeout``, or ``ToolError``
-        for a protocol-level error from the server."""
+        """``tools/call`` on the server, under an inactivity ``timeout`` that each progress
+        notification pushes back, never past ``max_timeout`` in all. Progress reaches
+        ``on_progress`` coalesced: at most one report per ``progress_interval``, the latest,
+        and the last one at the end. Raises ``MCPServerError`` (unreachable or lost),
+        ``MCPCallTimeout``, or ``ToolError`` for a protocol-level error from the server."""
         await self.connect()
         limit = timeout or self.call_timeout
-        result = await self._progressive_call(name, arguments or {}, limit, on_progress)
-        # Notifications sent before the result (e.g. tools/list_changed) are handled in tasks
-        # the SDK already scheduled; let them run so callers see their effect at once.
-        await asyncio.sleep(0)
-        return result
-
-    async def _progressive_call(
-        self,
-        name: str,
-        arguments: dict[str, Any],
-        limit: float,
-        on_progress: ProgressCallback | None,
-    ) -> Any:
-        """The call under an inactivity timeout that progress notifications push back, never
-        past the total deadline (``max_timeout``). Progress reaches ``on_progress`` coalesced:
-        at most one report per ``progress_interval``, the latest, and the last one at the end."""
         loop = asyncio.get_running_loop()
         total_limit = max(limit, self.max_timeout)
         hard_deadline = loop.time() + total_limit
@@ -358,10 +319,14 @@ class MCPConnection:
                 pending = (value, total, message)  # only the latest is kept
 
         # No SDK timeout: ours is the one that progress extends (the SDK's is fixed).
-        request = self.session.call_tool(name, arguments, progress_callback=progress)
+        request = self.session.call_tool(name, arguments or {}, progress_callback=progress)
         try:
             async with asyncio.timeout(limit) as window:
-                return await self._request(request, f"'{name}'", None)
+                result = await self._request(request, f"'{name}'", None)
+            # Notifications sent before the result (e.g. tools/list_changed) are handled in
+            # tasks the SDK already scheduled; let them run so callers see their effect at once.
+            await asyncio.sleep(0)
+            return result
         except asyncio.CancelledError:
             pending = None  # nobody waits for the call any more
             raise
@@ -384,21 +349,17 @@ class MCPConnection:
 
     async def _request(self, request: Any, what: str, limit: float | None) -> Any:
         from mcp.shared.exceptions import MCPError
-        from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+        from mcp.types import CONNECTION_CLOSED
 
         try:
-            # The SDK enforces ``limit``; the outer bound only guards against a stuck transport.
+            # No SDK read timeout is set: a request past ``limit`` (+5 s) means a stuck transport.
             async with asyncio.timeout(None if limit is None else limit + 5):
                 return await request
         except MCPError as e:
-            if e.code == REQUEST_TIMEOUT:
-                raise MCPCallTimeout(
-                    f"MCP server '{self.server_id}' did not answer {what} within {limit or 0:g} s"
-                ) from e
             if e.code == CONNECTION_CLOSED:
                 raise await self._lost(what, e) from e
             raise ToolError(f"MCP server '{self.server_id}' rejected {what}: {e.message}") from e
-        except TimeoutError as e:
+        except (TimeoutError, OSError) as e:
             raise await self._lost(what, e) from e
         except _closed_errors() as e:
             raise await self._lost(what, e) from e
@@ -421,7 +382,7 @@ class MCPConnection:
             reason = f"command not found: {self.config.command!r}"
         elif isinstance(cause, PermissionError) and kind == "stdio":
             reason = f"command not executable: {self.config.command!r}"
-        elif _is_closed(cause):
+        elif isinstance(cause, _closed_errors()) or getattr(cause, "code", None) == _CLOSED:
             reason = (
                 "the server process exited or closed its output before answering"
                 if kind == "stdio"
@@ -436,20 +397,22 @@ class MCPConnection:
         return message
 
 
-def _http_transport(
-    url: str, headers: dict[str, str]
-) -> contextlib.AbstractAsyncContextManager[Any]:
+@contextlib.asynccontextmanager
+async def _http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
     """Streamable HTTP, with our headers on an HTTP client the transport closes for us."""
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    @contextlib.asynccontextmanager
-    async def transport() -> Any:
-        async with create_mcp_http_client(headers=headers or None) as client:
-            async with streamable_http_client(url, http_client=client) as streams:
-                yield streams[0], streams[1]
+    async with create_mcp_http_client(headers=headers or None) as client:
+        async with streamable_http_client(url, http_client=client) as streams:
+            yield streams
 
-    return transport()
+
+def target(config: MCPServerConfig) -> str:
+    """What a server config reaches, for messages: the command line or the URL."""
+    if config.type == "stdio":
+        return " ".join([config.command or "", *config.args]).strip()
+    return config.url or ""
 
 
 def _closed_errors() -> tuple[type[BaseException], ...]:
@@ -457,8 +420,9 @@ def _closed_errors() -> tuple[type[BaseException], ...]:
     import anyio
 
     return (
-        OSError,
         EOFError,
+        BrokenPipeError,
+        ConnectionResetError,
         anyio.ClosedResourceError,
         anyio.BrokenResourceError,
         anyio.EndOfStream,
@@ -471,15 +435,6 @@ def _root_cause(error: BaseException) -> BaseException:
         inner = [e for e in error.exceptions if not isinstance(e, asyncio.CancelledError)]
         error = (inner or list(error.exceptions))[0]
     return error
-
-
-def _is_closed(error: BaseException) -> bool:
-    code = getattr(error, "code", None)
-    if type(error).__name__ == "MCPError" and code == -32000:  # CONNECTION_CLOSED
-        return True
-    return isinstance(error, EOFError | BrokenPipeError | ConnectionResetError) or (
-        type(error).__name__ in {"ClosedResourceError", "BrokenResourceError", "EndOfStream"}
-    )
 
 
 def _tail(errlog: IO[str] | None) -> str:
