@@ -17,29 +17,6 @@ from app.logger import logger
 if TYPE_CHECKING:
     from app.agent.result import RunResult  # plain data; named here for type checkers only
 
-__all__ = [
-    "Compacted",
-    "ErrorEvent",
-    "Event",
-    "EventBus",
-    "EventStream",
-    "Listener",
-    "PlanChange",
-    "PlanChanged",
-    "Reasoning",
-    "RunFinished",
-    "RunStarted",
-    "StepFinished",
-    "StepStarted",
-    "TextDelta",
-    "Thought",
-    "ToolCallEvent",
-    "ToolProgress",
-    "ToolResultEvent",
-    "UsageReport",
-    "event_from_json",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Event:

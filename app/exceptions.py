@@ -5,44 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "BEDROCK_MESSAGE",
-    "AgentError",
-    "AgentStateError",
-    "ArgumentProblem",
-    "BatchBackendError",
-    "ConfigError",
-    "ContextWindowExceededError",
-    "ImagesNotSupportedError",
-    "LLMAuthenticationError",
-    "LLMBadRequestError",
-    "LLMConnectionError",
-    "LLMEndpointError",
-    "LLMError",
-    "LLMNotFoundError",
-    "LLMQuotaError",
-    "LLMRateLimitError",
-    "LLMResponseError",
-    "LLMServerError",
-    "LLMTimeoutError",
-    "LLMTransientError",
-    "MCPServerError",
-    "OpenManusError",
-    "ReplayError",
-    "SandboxError",
-    "SandboxResourceError",
-    "SandboxTimeoutError",
-    "SandboxUnavailableError",
-    "SessionBusyError",
-    "SessionError",
-    "SessionWriteError",
-    "TokenLimitExceeded",
-    "ToolArgumentsError",
-    "ToolError",
-    "ToolsNotSupportedError",
-    "UnsupportedFeatureError",
-]
-
 
 class OpenManusError(Exception):
     """Base of every error this framework raises on purpose."""

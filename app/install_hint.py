@@ -10,8 +10,6 @@ from pathlib import Path
 
 from app.config import PROJECT_ROOT
 
-__all__ = ["pip_install"]
-
 
 def pip_install(extra: str) -> str:
     """``cd <project> && .venv/bin/pip install -e '.[extra]'``-style command for one extra."""

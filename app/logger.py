@@ -20,17 +20,6 @@ from typing import IO, TYPE_CHECKING, Any, cast
 if TYPE_CHECKING:
     from loguru import Logger, Record
 
-__all__ = [
-    "define_log_level",
-    "log_enabled",
-    "logger",
-    "redact",
-    "redact_registered",
-    "register_secret",
-    "registered_secrets",
-    "secret_forms",
-]
-
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 #: Shorter values would redact ordinary words ("test", "1234"), so they are not registered.

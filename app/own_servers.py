@@ -14,20 +14,6 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = [
-    "OwnServer",
-    "is_loopback_name",
-    "listening",
-    "match",
-    "parse_ip",
-    "ports",
-    "register",
-    "resolve_match",
-    "servers",
-    "subscribe",
-    "unregister",
-]
-
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: Names Chromium itself treats as loopback without asking DNS (``net::IsLocalHostname``).

@@ -9,21 +9,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = [
-    "ROLE_TYPE",
-    "ROLE_VALUES",
-    "TOOL_CHOICE_TYPE",
-    "TOOL_CHOICE_VALUES",
-    "AgentState",
-    "Function",
-    "Memory",
-    "Message",
-    "Role",
-    "ToolCall",
-    "ToolChoice",
-    "nested_edit_count",
-]
-
 
 class Role(str, Enum):
     """Who wrote a message."""

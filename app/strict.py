@@ -14,8 +14,6 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-__all__ = ["StrictModel", "unknown_field_message"]
-
 
 def unknown_field_message(owner: str, name: str, known: list[str]) -> str:
     """``Unknown field 'max_step' for ToolCallAgent; did you mean 'max_steps'?``"""

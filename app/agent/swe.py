@@ -15,8 +15,6 @@ from app.tool.str_replace_editor import StrReplaceEditor
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["SWEAgent"]
-
 
 class SWEAgent(ToolCallAgent):
     name: str = "swe"

@@ -38,8 +38,6 @@ from app.tool.progress import ToolCallContext, tool_call_context
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["TOOL_CALL_REQUIRED", "ToolCallAgent"]
-
 #: Upstream's message for "tool_choice is required but the model called none" (kept for
 #: code that imports it; here such a reply gets REQUIRED_TOOL_PROMPT and another try).
 TOOL_CALL_REQUIRED = "Tool calls required but none provided"

@@ -17,8 +17,6 @@ from app.agent.swe import SWEAgent
 from app.agent.toolcall import ToolCallAgent
 from app.exceptions import ConfigError
 
-__all__ = ["DEFAULT_AGENT", "AgentFactory", "build_agent", "check_agent_name", "register_agent"]
-
 #: ``factory(workspace=..., max_steps=...)`` returns an agent, or an awaitable of one.
 AgentFactory = Callable[..., "BaseAgent | Awaitable[BaseAgent]"]
 

@@ -19,8 +19,6 @@ from app.batch.runner import BatchOptions, run_batch
 from app.exceptions import BatchBackendError, ConfigError
 from app.logger import define_log_level
 
-__all__ = ["build_parser", "main"]
-
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 

@@ -31,8 +31,6 @@ if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.session import SessionRecorder
 
-__all__ = ["DEFAULT_TIMEOUT", "ExecutionSettings", "execute_task", "workspace_for"]
-
 DEFAULT_TIMEOUT = 600.0
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 

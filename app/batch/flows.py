@@ -14,8 +14,6 @@ if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.session import SessionRecorder
 
-__all__ = ["check_flow_name", "run_flow"]
-
 
 def _flow_type(name: str) -> FlowType:
     for candidate in FlowType:

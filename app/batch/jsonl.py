@@ -18,8 +18,6 @@ from pydantic import ValidationError
 from app.batch.models import BatchTask, TaskResult
 from app.exceptions import ConfigError
 
-__all__ = ["BatchInputError", "ResultLog", "load_tasks", "read_results"]
-
 _MAX_REPORTED = 20
 
 

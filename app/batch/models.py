@@ -8,17 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
-__all__ = [
-    "FAILED",
-    "FINISHED",
-    "BatchTask",
-    "ResultCallback",
-    "StartCallback",
-    "TaskResult",
-    "TaskState",
-    "TaskStatus",
-]
-
 #: How a task ended: the agent's own states, plus the two the batch itself decides.
 TaskState = Literal["FINISHED", "IDLE", "ERROR", "TIMEOUT", "CRASHED"]
 TaskStatus = Literal["done", "failed"]

@@ -7,8 +7,6 @@ import sys
 import time
 from typing import TextIO
 
-__all__ = ["Progress", "format_duration"]
-
 _BAR = 24
 
 

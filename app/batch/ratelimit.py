@@ -12,8 +12,6 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["RateSchedule", "default_burst"]
-
 
 def default_burst(per_minute: float) -> int:
     """One second's worth of requests, at least one."""

@@ -31,8 +31,6 @@ from app.config import config
 from app.exceptions import BatchBackendError, ConfigError
 from app.logger import define_log_level
 
-__all__ = ["BatchWorker", "RateLimiterActor", "RayBackend"]
-
 #: Extra seconds past a task's timeout before its worker counts as unresponsive.
 DEFAULT_GRACE = 30.0
 

@@ -25,8 +25,6 @@ from app.batch.summary import BatchSummary, summarize
 from app.config import config
 from app.exceptions import ConfigError
 
-__all__ = ["BatchOptions", "BatchReport", "run_batch", "summary_path_for"]
-
 
 @dataclass
 class BatchOptions:

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 import string
 
-__all__ = ["answers_match", "normalize_text"]
-
 _NUMBER_NOISE = re.compile(r"[\s,$%€£]")
 _LIST_SPLIT = re.compile(r"[,;]")
 _DROP = str.maketrans("", "", string.punctuation + string.whitespace)

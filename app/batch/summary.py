@@ -11,8 +11,6 @@ from pydantic import BaseModel, Field
 
 from app.batch.models import TaskResult
 
-__all__ = ["BatchSummary", "percentile", "summarize"]
-
 
 def percentile(values: list[float], q: float) -> float:
     """The ``q``-th percentile (0-100) by linear interpolation; 0.0 for no values."""

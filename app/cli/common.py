@@ -11,22 +11,6 @@ from typing import Any
 
 from app.text import clean_text
 
-__all__ = [
-    "DEFAULT_URLS",
-    "EXIT_CONFIG",
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_SESSION_BUSY",
-    "EXIT_SESSION_WRITE",
-    "EXIT_WORDS",
-    "answer",
-    "exit_code_for",
-    "say",
-    "silence_stdout",
-    "stdin_is_tty",
-]
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_CONFIG = 2

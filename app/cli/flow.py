@@ -8,8 +8,6 @@ import argparse
 
 from app.cli.options import add_common_options, add_prompt_option, check_common_args, run_program
 
-__all__ = ["DEFAULT_TIMEOUT", "build_parser", "main"]
-
 DEFAULT_TIMEOUT = 3600.0
 
 

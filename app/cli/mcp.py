@@ -9,8 +9,6 @@ import argparse
 from app.cli.common import DEFAULT_URLS
 from app.cli.options import add_common_options, add_prompt_option, check_common_args, run_program
 
-__all__ = ["build_parser", "main"]
-
 _CONNECTIONS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
 
 

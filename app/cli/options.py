@@ -9,16 +9,6 @@ from pathlib import Path
 from app import __version__
 from app.cli.common import EXIT_CONFIG, EXIT_INTERRUPTED, say
 
-__all__ = [
-    "WORKSPACE_HELP",
-    "add_common_options",
-    "add_prompt_option",
-    "add_session_options",
-    "check_common_args",
-    "run_program",
-    "version_text",
-]
-
 WORKSPACE_HELP = "directory the agents work in"
 
 

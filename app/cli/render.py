@@ -22,8 +22,6 @@ from app.events import (
     UsageReport,
 )
 
-__all__ = ["EventRenderer", "render_plan_change", "render_progress"]
-
 _PREVIEW = 300
 
 

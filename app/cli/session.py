@@ -59,8 +59,6 @@ from app.session import SessionData, SessionRecorder, SessionStore
 from app.tool.ask_human import StdinInputProvider, set_input_provider
 from app.tool.chart.render import matplotlib_available
 
-__all__ = ["AgentSession", "FlowSession", "MCPSession", "TerminalSession"]
-
 
 class TerminalSession(ABC):
     """One process: set-up, then tasks from ``--prompt`` or stdin, with Ctrl-C handling."""

@@ -42,19 +42,6 @@ from app.config.settings import (
 from app.exceptions import ConfigError
 from app.logger import register_secret
 
-__all__ = [
-    "CONFIG_ENV_VAR",
-    "MAX_CONFIG_BYTES",
-    "MAX_CONFIG_DEPTH",
-    "PLACEHOLDER_API_KEYS",
-    "WORKSPACE_ENV_VAR",
-    "Config",
-    "config",
-    "find_config_path",
-    "get_project_root",
-    "load_config",
-]
-
 #: Environment variable naming the config file when no explicit path is given.
 CONFIG_ENV_VAR = "OPENMANUS_CONFIG"
 #: Environment variable overriding ``workspace_root`` (works even without a config file).

@@ -16,18 +16,6 @@ from pydantic import BaseModel, ValidationError
 from app.exceptions import ConfigError
 from app.logger import logger
 
-__all__ = [
-    "SECRET_FIELDS",
-    "STRICT_HINT",
-    "Problems",
-    "describe_error",
-    "json_key",
-    "short_repr",
-    "suggest",
-    "toml_key",
-    "unknown_keys",
-]
-
 #: Keys whose values are never echoed in error messages.
 SECRET_FIELDS = frozenset({"api_key", "password", "headers", "env"})
 #: How to turn unknown-key errors into warnings (shown under them).

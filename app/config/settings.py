@@ -23,26 +23,6 @@ from app.config.report import suggest
 from app.exceptions import BEDROCK_MESSAGE, ConfigError
 from app.utils.sizes import parse_size
 
-__all__ = [
-    "DEFAULT_PROFILE",
-    "PROJECT_ROOT",
-    "AppConfig",
-    "BrowserSettings",
-    "CompactionSettings",
-    "DaytonaSettings",
-    "LLMSettings",
-    "LimitsSettings",
-    "MCPServerConfig",
-    "MCPSettings",
-    "ModelPrice",
-    "ProxySettings",
-    "RunflowSettings",
-    "SandboxSettings",
-    "SearchSettings",
-    "SettingsModel",
-    "WebSettings",
-]
-
 PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent.parent
 #: Name of the profile built from ``[llm]``'s own keys.
 DEFAULT_PROFILE = "default"

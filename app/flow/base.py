@@ -12,8 +12,6 @@ from app.agent.base import BaseAgent
 from app.events import EventBus, EventStream
 from app.strict import StrictModel
 
-__all__ = ["BaseFlow", "FlowType"]
-
 
 class FlowType(str, Enum):
     PLANNING = "planning"

@@ -8,9 +8,6 @@ from app.agent.base import BaseAgent
 from app.flow.base import BaseFlow, FlowType
 from app.flow.planning import PlanningFlow
 
-__all__ = ["FlowFactory"]
-
-
 _FLOWS: dict[FlowType, type[BaseFlow]] = {FlowType.PLANNING: PlanningFlow}
 
 

@@ -37,8 +37,6 @@ from app.prompt.planning import (
 from app.schema import AgentState, Message, ToolChoice
 from app.tool.planning import PlanningTool, PlanStepStatus, format_plan
 
-__all__ = ["PlanningFlow"]
-
 _TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9_\- ]*)\]")
 _COMPLETED = PlanStepStatus.COMPLETED.value
 _BLOCKED = PlanStepStatus.BLOCKED.value

@@ -13,8 +13,6 @@ from pydantic_core import from_json
 
 from app.text import clean_tree
 
-__all__ = ["TOO_DEEP", "loads_safely", "normalize_arguments", "parse_arguments"]
-
 #: What the model is told when its arguments nest deeper than the JSON parser can follow.
 TOO_DEEP = "arguments too deeply nested"
 _DEEP_DETAIL = "JSON nested too deeply to decode"

@@ -11,8 +11,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from app.config import LLMSettings
 
-__all__ = ["base_model_name", "default_reasoning_model", "default_supports_images", "model_flags"]
-
 _REASONING_PREFIXES = ("o1", "o3", "o4", "gpt-5")
 _IMAGE_PREFIXES = (
     "gpt-4o",

@@ -30,8 +30,6 @@ from app.logger import log_enabled, logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 from app.tokens import TokenCounter
 
-__all__ = ["LLM", "LLMRegistry", "Messages", "model_argument"]
-
 Messages = Sequence[Message | dict[str, Any]]
 
 

@@ -13,8 +13,6 @@ from typing import Any
 
 from app.llm.capabilities import default_reasoning_model, default_supports_images
 
-__all__ = ["MULTIMODAL_MODELS", "REASONING_MODELS", "ModelFamily"]
-
 
 class ModelFamily:
     """A read-only "set" of model names defined by a rule; iterating gives examples."""

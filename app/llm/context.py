@@ -16,17 +16,6 @@ from app.llm.openai.transport import ChatRequest, Wrapper
 if TYPE_CHECKING:
     from app.llm.usage import Usage
 
-__all__ = [
-    "RateGate",
-    "RequestGate",
-    "RequestTimer",
-    "Timed",
-    "llm_scope",
-    "request_gate",
-    "request_timer",
-    "usage_sink",
-]
-
 #: Awaited before every HTTP attempt (retries included): a rate limiter, for example.
 RequestGate = Callable[[], Awaitable[None]]
 

@@ -22,17 +22,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.logger import logger
 
-__all__ = [
-    "DEFAULT_TTL",
-    "FEATURES",
-    "PROCESS_MEMORIES",
-    "EndpointMemories",
-    "EndpointMemory",
-    "default_cache_path",
-    "default_memory",
-    "normalize_base_url",
-]
-
 #: The features a server can be remembered to refuse.
 FEATURES = frozenset({"stream_tools", "tools", "images", "stream"})
 #: Seconds a learned refusal is trusted (a server may be upgraded meanwhile).

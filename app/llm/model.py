@@ -19,15 +19,6 @@ from typing import Any, Protocol, runtime_checkable
 from app.llm.usage import Usage
 from app.schema import Message
 
-__all__ = [
-    "FINISH_REASONS",
-    "DeltaCallback",
-    "Model",
-    "ModelParams",
-    "ModelResponse",
-    "ToolDefinition",
-]
-
 #: ``finish_reason`` values the OpenAI API defines; servers may send others (kept verbatim).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
 

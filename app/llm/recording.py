@@ -22,16 +22,6 @@ from app.exceptions import ReplayError
 from app.llm.openai.transport import ChatRequest, Transport, Wrapper, deliver
 from app.logger import logger, redact_registered
 
-__all__ = [
-    "Recorder",
-    "Recording",
-    "Replayer",
-    "Tape",
-    "active_tape",
-    "recording",
-    "replaying",
-]
-
 FORMAT = "openmanus-llm-recording"
 _REQUEST_KEYS = ("messages", "tools", "tool_choice")
 

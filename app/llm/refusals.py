@@ -8,8 +8,6 @@ import asyncio
 from app.llm.endpoint_memory import EndpointMemories, EndpointMemory
 from app.logger import logger
 
-__all__ = ["Refusals"]
-
 
 class Refusals:
     """The refused features of one endpoint and model, kept in ``memories`` (the file at the

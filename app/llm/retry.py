@@ -20,8 +20,6 @@ from app.schema import Message
 if TYPE_CHECKING:
     from app.config import LLMSettings
 
-__all__ = ["MAX_RESPONSE_RETRIES", "MAX_RETRY_AFTER", "Retrying", "retry_delay", "with_retries"]
-
 T = TypeVar("T")
 
 #: A Retry-After longer than this (seconds) is not waited for: the error goes to the caller.

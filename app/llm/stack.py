@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from app.config import LLMSettings
     from app.llm.endpoint_memory import EndpointMemories
 
-__all__ = ["CONNECTION_FIELDS", "build_model", "wrap_model"]
-
 #: The settings a transport is made from: changing others keeps its connections.
 CONNECTION_FIELDS = (
     "base_url",

@@ -21,8 +21,6 @@ from app.logger import logger
 from app.prompt.text_tools import TOOL_CHOICE_REQUIRED, TOOL_CHOICE_SPECIFIC
 from app.schema import Message
 
-__all__ = ["TextToolCalls", "text_mode_messages", "text_mode_response"]
-
 
 class TextToolCalls:
     """Wraps ``inner``: tools in the prompt and calls parsed from the text when the endpoint

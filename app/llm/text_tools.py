@@ -28,15 +28,6 @@ from app.prompt.text_tools import (
 )
 from app.schema import Function, ToolCall
 
-__all__ = [
-    "MAX_CALLS",
-    "TextToolParse",
-    "parse_tool_calls",
-    "render_tool_prompt",
-    "render_tool_result",
-    "split_reasoning",
-]
-
 #: More calls than this in one answer are left as text (no model needs more in one step).
 MAX_CALLS = 64
 _MAX_CANDIDATES = 32  # call-shaped objects tried inside prose

@@ -6,9 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["Usage"]
-
-
 _SUMMED = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "requests")
 _SUMMED_SET = frozenset(_SUMMED)
 

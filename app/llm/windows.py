@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["KNOWN_WINDOWS", "context_numbers", "known_window"]
-
 #: Context windows (input tokens) of common models, by name prefix; longest prefix wins.
 KNOWN_WINDOWS: dict[str, int] = {
     "gpt-4o": 128_000,

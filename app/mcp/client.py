@@ -23,15 +23,6 @@ from app.config import MCPServerConfig
 from app.exceptions import MCPServerError, ToolError
 from app.logger import logger
 
-__all__ = [
-    "DEFAULT_CALL_TIMEOUT",
-    "DEFAULT_CONNECT_TIMEOUT",
-    "MCPCallTimeout",
-    "MCPConnection",
-    "MCPConnectionLost",
-    "target",
-]
-
 DEFAULT_CONNECT_TIMEOUT = 30.0
 DEFAULT_CALL_TIMEOUT = 300.0
 _STOP_TIMEOUT = 10.0

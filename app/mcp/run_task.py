@@ -9,8 +9,6 @@ from typing import Any
 from app.agent.manus import Manus
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 
-__all__ = ["RunTask"]
-
 _DESCRIPTION = (
     "Give a complete task to the OpenManus agent, which works on it autonomously with its own "
     "tools (Python, shell, file editing, and the browser when installed) in its workspace, "

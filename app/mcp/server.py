@@ -41,8 +41,6 @@ from app.tool.tool_collection import ToolCollection
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["LOOPBACK_HOSTS", "MCPServer", "build_parser", "main", "parse_args"]
-
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 _TRANSPORTS = {"stdio": "stdio", "sse": "sse", "http": "http", "streamable-http": "http"}
 #: What the tools read from the config file. Without ``--run-task`` nothing needs a model, so

@@ -18,8 +18,6 @@ from app.logger import logger
 from app.tool.base import BaseTool
 from app.tool.tool_collection import ToolCollection
 
-__all__ = ["SSE_CONNECTION", "ToolSessions", "session_key"]
-
 #: Set by the SSE endpoint for everything one SSE connection runs (handlers inherit it).
 SSE_CONNECTION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "openmanus_mcp_sse_connection", default=None

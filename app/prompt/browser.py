@@ -6,8 +6,6 @@ words, written for function calling: the model acts by calling ``browser_use``).
 ``{content_below_placeholder}`` and ``{results_placeholder}``.
 """
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT"]
-
 SYSTEM_PROMPT = (
     "You are a web-browsing agent. You complete the user's task by operating a real browser "
     "through the `browser_use` tool, one or a few actions at a time.\n"

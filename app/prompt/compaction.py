@@ -1,7 +1,5 @@
 """Prompts for condensing an agent's older conversation into a summary (our own wording)."""
 
-__all__ = ["SUMMARY_INTRO", "SUMMARY_REQUEST", "SUMMARY_SYSTEM", "TRUNCATED_NOTE"]
-
 SUMMARY_SYSTEM = (
     "You condense the working notes of an AI agent so it can keep going with less context. "
     "Be factual and specific; never invent anything."

@@ -4,8 +4,6 @@
 agent is created (not at import, so ``--workspace`` and config changes take effect).
 """
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT"]
-
 SYSTEM_PROMPT = (
     "You are OpenManus, a general-purpose AI agent. You solve the user's task yourself by "
     "calling tools: you can run Python code, run shell commands, view and edit files, browse "

@@ -4,15 +4,6 @@
 connects, so the model learns what is available before its first step.
 """
 
-__all__ = [
-    "MULTIMEDIA_RESPONSE_PROMPT",
-    "NEXT_STEP_PROMPT",
-    "SYSTEM_PROMPT",
-    "TOOLS_CHANGED_PROMPT",
-    "TOOL_ERROR_PROMPT",
-    "UNAVAILABLE_ANSWER",
-]
-
 SYSTEM_PROMPT = (
     "You are an AI assistant whose tools are provided by a Model Context Protocol (MCP) "
     "server. Solve the user's request by calling these tools; read each result before "

@@ -3,18 +3,6 @@
 Placeholders are filled with ``str.format`` by ``app.flow.planning``.
 """
 
-__all__ = [
-    "AGENTS_PROMPT",
-    "CREATE_PLAN_PROMPT",
-    "DEFAULT_PLAN_STEPS",
-    "NEXT_STEP_PROMPT",
-    "PLANNING_SYSTEM_PROMPT",
-    "REPLAN_PROMPT",
-    "STEP_PROMPT",
-    "SUMMARY_PROMPT",
-    "SUMMARY_SYSTEM_PROMPT",
-]
-
 PLANNING_SYSTEM_PROMPT = (
     "You are a planner. You break a task into a short sequence of concrete, checkable steps "
     "that other agents will carry out one at a time, and you record the plan with the "

@@ -1,7 +1,5 @@
 """Prompts of the software-engineering agent (our own words)."""
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT"]
-
 SYSTEM_PROMPT = (
     "You are an autonomous software engineer working in a persistent shell. Use `bash` to "
     "explore, build and test, and `str_replace_editor` to view and change files. Commands run "

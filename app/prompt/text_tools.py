@@ -3,15 +3,6 @@
 Small local models read this with 2k-8k token windows, so every sentence has to earn its place.
 """
 
-__all__ = [
-    "TOOL_CHOICE_REQUIRED",
-    "TOOL_CHOICE_SPECIFIC",
-    "TOOL_LIST_HEADER",
-    "TOOL_PROMPT_INTRO",
-    "TOOL_RESULT_CLOSE",
-    "TOOL_RESULT_OPEN",
-]
-
 TOOL_PROMPT_INTRO = (
     "# Tools\n"
     "You can use the tools below. To use a tool, write a block like this, with the "

@@ -1,16 +1,5 @@
 """Prompts of the generic tool-calling agent (our own words)."""
 
-__all__ = [
-    "CONTINUE_PROMPT",
-    "CUT_ARGUMENTS_ERROR",
-    "EMPTY_REPLY_PROMPT",
-    "NEXT_STEP_PROMPT",
-    "NOT_RUN_ERROR",
-    "REQUIRED_TOOL_PROMPT",
-    "STUCK_PROMPT",
-    "SYSTEM_PROMPT",
-]
-
 SYSTEM_PROMPT = (
     "You are an agent that completes tasks by calling the tools you are given. "
     "Work step by step: decide what to do next, call a tool, read its result, and continue."

@@ -4,8 +4,6 @@
 agent is created.
 """
 
-__all__ = ["NEXT_STEP_PROMPT", "SYSTEM_PROMPT"]
-
 SYSTEM_PROMPT = (
     "You are a data analyst. You explore data with Python, compute the figures that answer "
     "the question, and show results as charts. Your working directory is {directory}; charts "

@@ -13,8 +13,6 @@ from pathlib import Path
 from app.exceptions import SandboxError, ToolError
 from app.sandbox.files import open_directory, write_confined
 
-__all__ = ["MAX_ARCHIVE_BYTES", "make_tar", "safe_extract"]
-
 #: Largest archive accepted from a container (a hostile one could be endless).
 MAX_ARCHIVE_BYTES = 512 * 1024 * 1024
 

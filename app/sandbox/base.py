@@ -35,16 +35,6 @@ from app.utils.sizes import parse_size
 #: Pauses between starts that failed with EAGAIN (see ``Sandbox.start``).
 _BUSY_PAUSES = (0.25, 0.5, 1.0, 2.0)
 
-__all__ = [
-    "PRIVATE_ENTRIES",
-    "BoundedRun",
-    "ExecResult",
-    "LaunchSpec",
-    "Sandbox",
-    "SandboxLimits",
-    "run_bounded",
-]
-
 #: Workspace entries sandboxed code never sees nor gets handed: the agent's session files
 #: (``app.session.store`` keeps them in ``<workspace>/.sessions``).
 PRIVATE_ENTRIES = (".sessions",)

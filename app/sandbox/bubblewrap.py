@@ -23,8 +23,6 @@ from app.sandbox.handover import adopt_tree
 from app.sandbox.launcher import launcher_argv
 from app.sandbox.processes import NamespaceScope, ProcessScope
 
-__all__ = ["BubblewrapSandbox"]
-
 #: Read-only system locations, bound when they exist.
 _SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 #: Who runs sandboxed code when the agent is root and the workspace belongs to root.

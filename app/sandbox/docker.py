@@ -36,18 +36,6 @@ from app.sandbox.processes import (
 )
 from app.utils.sizes import parse_size
 
-__all__ = [
-    "LABEL",
-    "OWNER_LABEL",
-    "RUN_LABEL",
-    "DockerSandbox",
-    "docker_client",
-    "owner_id",
-    "reap_own_containers",
-    "reap_stale_containers",
-    "run_id",
-]
-
 LABEL = "openmanus.sandbox"
 OWNER_LABEL = "openmanus.owner"
 RUN_LABEL = "openmanus.run"

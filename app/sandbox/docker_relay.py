@@ -14,8 +14,6 @@ import socket
 import sys
 import threading
 
-__all__ = ["main"]
-
 # A ``docker exec`` process already leads its own session and process group inside the
 # container: the shell records its pid (= the group) so a signal can reach everything the
 # command starts, then becomes the command (through ``prlimit`` when there are rlimits).

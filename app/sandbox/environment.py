@@ -9,14 +9,6 @@ from collections.abc import Mapping
 
 from app.logger import register_secret, registered_secrets
 
-__all__ = [
-    "MIN_ENV_SECRET_LENGTH",
-    "SECRET_NAME",
-    "is_secret_name",
-    "register_environment_secrets",
-    "scrub_environment",
-]
-
 #: Values of credential-named variables at least this long are redacted wherever they show up
 #: (shorter ones, such as ``USE_AUTH=1``, would redact ordinary text).
 MIN_ENV_SECRET_LENGTH = 8

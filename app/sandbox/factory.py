@@ -12,8 +12,6 @@ from app.exceptions import ConfigError
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
 
-__all__ = ["BACKENDS", "create_sandbox", "current_settings", "describe_start_error"]
-
 BACKENDS = ("local", "bubblewrap", "docker")
 
 

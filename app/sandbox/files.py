@@ -22,21 +22,6 @@ from typing import Self
 from app.config import config
 from app.exceptions import ToolError
 
-__all__ = [
-    "AtomicWrite",
-    "ConfinedPath",
-    "FileAccessPolicy",
-    "PathChangedError",
-    "confined_path",
-    "default_workspace",
-    "is_within",
-    "open_directory",
-    "openat2_available",
-    "resolve_real",
-    "resolve_workspace",
-    "write_confined",
-]
-
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08

@@ -17,14 +17,6 @@ from pathlib import Path
 from app.logger import logger
 from app.sandbox.processes import ProcessScope
 
-__all__ = [
-    "ProcessGuard",
-    "cgroup_members",
-    "find_pids_hierarchy",
-    "pids_cgroup_dirs",
-    "sweep_orphans",
-]
-
 _counter = itertools.count(1)
 _swept: set[Path] = set()  # hierarchies already swept for orphans by this process
 _POLL = 0.05

@@ -12,8 +12,6 @@ from pathlib import Path
 
 from app.logger import logger
 
-__all__ = ["MAX_DEPTH", "MAX_ENTRIES", "adopt_tree"]
-
 #: Most entries one hand-over visits (a start must not take minutes on a huge tree).
 MAX_ENTRIES = 200_000
 #: Deepest level it descends to (one descriptor per level is held open).

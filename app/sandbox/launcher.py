@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 from app.sandbox import netns
 
-__all__ = ["LaunchOptions", "launcher_argv"]
-
 _HEAD = r"""
 import json, os, signal, sys
 opts = json.loads(sys.argv[1])

@@ -17,8 +17,6 @@ from app.sandbox.base import LaunchSpec, Sandbox
 from app.sandbox.launcher import launcher_argv
 from app.sandbox.processes import ProcessScope
 
-__all__ = ["LocalSandbox", "close_own_environ"]
-
 #: Reads process group ids (one a line) until its stdin ends, then kills those still alive
 #: and the cgroup (argv[1], if any). Groups found empty are forgotten every second, so a
 #: group id the system hands out again later is never killed by mistake.

@@ -11,8 +11,6 @@ import shutil
 
 from app.exceptions import SandboxUnavailableError
 
-__all__ = ["BWRAP_OPTIONS", "SETUP", "find_slirp4netns", "launch_settings"]
-
 #: Descriptor numbers bwrap gets for its ``--info-fd``, ``--block-fd`` and ``--sync-fd``.
 INFO_FD, BLOCK_FD, SYNC_FD = 60, 61, 62
 #: Seconds slirp4netns may take to bring the interface up before the run is abandoned.

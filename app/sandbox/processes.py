@@ -14,25 +14,6 @@ from pathlib import Path
 
 from app.logger import logger
 
-__all__ = [
-    "NamespaceScope",
-    "OutputBuffer",
-    "PipeProtocol",
-    "ProcessScope",
-    "any_running",
-    "compose_streams",
-    "describe_returncode",
-    "finish_run",
-    "format_seconds",
-    "group_members",
-    "is_alive",
-    "kill_each",
-    "kill_group",
-    "signal_group",
-    "stat_fields",
-    "terminate_group",
-]
-
 _PROC = Path("/proc")
 
 

@@ -19,8 +19,6 @@ from pathlib import Path
 from app.exceptions import SessionBusyError, SessionError
 from app.sandbox.files import PathChangedError, open_directory
 
-__all__ = ["is_locked", "open_session_dir", "open_session_file", "read_all", "session_files"]
-
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 

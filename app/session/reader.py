@@ -19,8 +19,6 @@ from app.text import clean_tree
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
 
-__all__ = ["AgentSnapshot", "SessionData", "read_session"]
-
 _MESSAGE_FIELDS = ("role", "content", "tool_calls", "name", "tool_call_id", "is_error")
 
 

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from app.exceptions import SessionWriteError
     from app.schema import Message
 
-__all__ = ["STORED_CUT", "SessionRecorder", "message_record"]
-
 #: Ends a text cut in an event or run record (its full text is in the message records).
 STORED_CUT = "… [cut for storage: {total} characters in all]"
 

@@ -28,8 +28,6 @@ from app.session.reader import SessionData, read_session
 from app.session.recorder import SessionRecorder
 from app.session.writer import SessionWriter
 
-__all__ = ["SESSIONS_DIR", "SESSION_ID", "SessionInfo", "SessionStore"]
-
 SESSIONS_DIR = ".sessions"
 FORMAT_VERSION = 1
 #: What a session id may look like.

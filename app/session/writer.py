@@ -19,8 +19,6 @@ from app.logger import logger, redact_registered
 from app.session.files import open_session_dir, open_session_file
 from app.text import clean_text
 
-__all__ = ["SessionWriter", "encode_record"]
-
 
 def encode_record(record: dict[str, Any]) -> str:
     """One line of JSON with every registered secret (API keys...) replaced by ``***``."""

@@ -19,8 +19,6 @@ from app.llm.model import ModelResponse
 from app.llm.openai.transport import ChatRequest, Transport, deliver
 from app.testing.replies import Usage
 
-__all__ = ["FunctionInfo", "FunctionModel", "ModelFunction"]
-
 _WORDS = re.compile(r"\S+\s*|\s+")
 
 

@@ -17,8 +17,6 @@ from typing import Any, Self
 
 import h11
 
-__all__ = ["Connection", "HTTPRequest", "LoopServer", "error_body"]
-
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024
 

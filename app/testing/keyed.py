@@ -16,8 +16,6 @@ from typing import Any, Literal
 from app.testing.replies import Reply, coerce_reply, error
 from app.testing.scripted import CapturedRequest, ScriptedLLMServer
 
-__all__ = ["KeyFunction", "KeyedScripts", "keyed_server", "request_prompt"]
-
 KeyFunction = Callable[[CapturedRequest], str | None]
 
 

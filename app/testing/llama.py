@@ -23,17 +23,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "LLAMA_VENV_ENV",
-    "MODELS",
-    "LlamaNotInstalledError",
-    "LlamaServer",
-    "LlamaServerError",
-    "llama_python",
-    "llama_venv",
-    "model_path",
-]
-
 #: Environment variable naming the venv that holds llama-cpp-python's server.
 LLAMA_VENV_ENV = "OPENMANUS_LLAMA_VENV"
 _SETUP_HINT = "run `bash scripts/setup-real-model.sh` (the first run compiles llama.cpp)"

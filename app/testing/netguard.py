@@ -17,17 +17,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = [
-    "ENV_VAR",
-    "SITE_DIR",
-    "NetworkBlockedError",
-    "install",
-    "installed",
-    "is_allowed_host",
-    "is_installed",
-    "uninstall",
-]
-
 #: Directory holding a ``sitecustomize.py`` that installs the guard in child interpreters.
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 #: Set to ``1`` (with :data:`SITE_DIR` on ``PYTHONPATH``) to guard a child interpreter.

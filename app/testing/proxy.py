@@ -24,8 +24,6 @@ import httpcore2
 
 from app.testing.http import Connection, HTTPRequest, LoopServer
 
-__all__ = ["ProxiedExchange", "RecordingProxy"]
-
 _HOP_HEADERS = {
     "connection",
     "keep-alive",

@@ -13,31 +13,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
-__all__ = [
-    "CutReply",
-    "DropReply",
-    "ErrorReply",
-    "RawReply",
-    "Reply",
-    "SlowReply",
-    "StallReply",
-    "TextReply",
-    "ToolCall",
-    "ToolCallsReply",
-    "Usage",
-    "call",
-    "coerce_reply",
-    "cut",
-    "drop",
-    "error",
-    "load_script",
-    "raw",
-    "slow",
-    "stall",
-    "text",
-    "tool_calls",
-]
-
 
 @dataclass(frozen=True)
 class Usage:

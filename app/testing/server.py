@@ -12,8 +12,6 @@ import threading
 from app.testing.replies import load_script
 from app.testing.scripted import CapturedRequest, ScriptedLLMServer
 
-__all__ = ["logged_request", "main"]
-
 #: Request headers whose values ``--log`` leaves out: a log file is shared more freely than
 #: the key the client under test was given.
 SECRET_HEADERS = frozenset(

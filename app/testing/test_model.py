@@ -15,8 +15,6 @@ from app.llm.model import ModelParams, ModelResponse, ToolDefinition
 from app.llm.usage import Usage
 from app.schema import Function, Message, ToolCall
 
-__all__ = ["TestModel", "example_arguments"]
-
 #: Tools that end a run; called last, never in the first round.
 FINISHING_TOOLS = ("terminate",)
 

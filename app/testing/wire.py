@@ -13,16 +13,6 @@ from typing import Any
 
 from app.testing.replies import TextReply, ToolCall, ToolCallsReply, Usage
 
-__all__ = [
-    "CapturedRequest",
-    "IdentifiedCall",
-    "completion_body",
-    "split_arguments",
-    "split_text",
-    "stream_events",
-    "usage_for",
-]
-
 
 @dataclass(frozen=True)
 class CapturedRequest:

@@ -18,17 +18,6 @@ from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs
 
-__all__ = [
-    "NO_HUMAN_MESSAGE",
-    "AskHuman",
-    "CallbackInputProvider",
-    "InputProvider",
-    "QueueInputProvider",
-    "StdinInputProvider",
-    "get_input_provider",
-    "set_input_provider",
-]
-
 #: What the model reads when no answer can be had.
 NO_HUMAN_MESSAGE = (
     "No human is available to answer right now; proceed on your own judgement, state the "

@@ -15,16 +15,6 @@ from app.text import clean_text
 from app.tool.declared import schema_of, validate_with
 from app.tool.validation import validator_for
 
-__all__ = [
-    "BaseTool",
-    "CLIResult",
-    "ToolFailure",
-    "ToolOutcome",
-    "ToolResult",
-    "format_output",
-    "result_failed",
-]
-
 
 class ToolResult(BaseModel):
     """What a tool returns: output for the model, or an error the model can act on: ``error``

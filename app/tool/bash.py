@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
     from app.sandbox.guard import ProcessGuard
 
-__all__ = ["Bash"]
-
 # The shell writes its markers to copies of the original stdout/stderr, so a command that
 # redirects the shell's own output (``exec > log``) does not hide the end of the command.
 _MARK_OUT_FD = 250

@@ -20,8 +20,6 @@ from app.tool.browser.state import read_state
 from app.tool.declared import ToolArgs
 from app.tool.web_search import WebSearch
 
-__all__ = ["BrowserUseTool", "Context"]
-
 #: Upstream's type variable for the tool's context (kept for code importing it).
 Context = TypeVar("Context")
 

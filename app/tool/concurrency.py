@@ -16,8 +16,6 @@ if TYPE_CHECKING:
     from app.schema import ToolCall
     from app.tool.tool_collection import ToolCollection
 
-__all__ = ["call_is_concurrency_safe", "plan_batches"]
-
 
 def call_is_concurrency_safe(
     call: ToolCall, tools: ToolCollection, barriers: Iterable[str] = ()

@@ -11,8 +11,6 @@ from app.exceptions import ToolError
 from app.tool.base import BaseTool
 from app.tool.declared import ToolArgs, schema_of, validate_with
 
-__all__ = ["CreateChatCompletion"]
-
 _DESCRIPTION = "Give the final answer to the request in the required format."
 
 

@@ -21,8 +21,6 @@ from pydantic_core import core_schema
 from app.exceptions import ArgumentProblem, ToolArgumentsError
 from app.tool.validation import MAX_PROBLEMS, describe_value
 
-__all__ = ["FrozenSchema", "ToolArgs", "ToolSchemaGenerator", "schema_of", "validate_with"]
-
 
 class ToolArgs(BaseModel):
     """Base of a tool's arguments model: unknown arguments refused, no ``nan``/``inf``."""

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["Scan", "displayable", "list_dir", "scan_file"]
-
 _READ_CHUNK = 1 << 20
 
 

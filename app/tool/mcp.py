@@ -38,18 +38,6 @@ from app.tool.mcp_features import MCPClientFeatures
 from app.tool.progress import current_tool_call
 from app.tool.tool_collection import ToolCollection
 
-__all__ = [
-    "MAX_EMBEDDED_TEXT",
-    "MCPClientTool",
-    "MCPClients",
-    "MCPToolFailure",
-    "MCPToolResult",
-    "ToolChanges",
-    "convert_result",
-    "own_server_args",
-    "tool_name",
-]
-
 #: OpenAI function names: ``^[a-zA-Z0-9_-]{1,64}$``.
 MAX_TOOL_NAME = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -21,8 +21,6 @@ from app.tool.ask_human import get_input_provider
 if TYPE_CHECKING:  # the SDK costs half a second to import: only when a server asks
     from mcp.types import ElicitResult
 
-__all__ = ["SAMPLING_REFUSED", "MCPClientFeatures", "parse_answer"]
-
 #: JSON-RPC code for "the user (here: the configuration) rejected the request" (MCP spec).
 SAMPLING_REFUSED = -1
 _MAX_SAMPLING_MESSAGES = 200

@@ -14,8 +14,6 @@ from app.exceptions import ToolError
 from app.tool.base import BaseTool, ToolResult
 from app.tool.declared import ToolArgs
 
-__all__ = ["PLANNING_COMMANDS", "PlanStepStatus", "PlanningTool", "format_plan"]
-
 #: Defaults of ``[runflow] max_plan_steps`` and ``max_step_chars`` (when no config is loaded).
 DEFAULT_MAX_PLAN_STEPS = 100
 DEFAULT_MAX_STEP_CHARS = 1000

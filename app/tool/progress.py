@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-__all__ = ["ProgressReporter", "ToolCallContext", "current_tool_call", "tool_call_context"]
-
 #: Receives (progress, total, message).
 ProgressReporter = Callable[[float, float | None, str | None], Awaitable[None]]
 

@@ -28,8 +28,6 @@ from app.utils.sizes import format_size
 if TYPE_CHECKING:
     from app.sandbox.base import Sandbox
 
-__all__ = ["PythonExecute"]
-
 _FILENAME = "<python_execute>"
 
 # Runs inside the child before the model's code. Everything lives in one function so that the

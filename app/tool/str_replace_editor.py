@@ -23,18 +23,6 @@ from app.tool.base import BaseTool, CLIResult
 from app.tool.declared import ToolArgs
 from app.tool.file_scan import displayable, list_dir, scan_file
 
-__all__ = [
-    "DEFAULT_MAX_EDIT_BYTES",
-    "MAX_OUTPUT_CHARS",
-    "MAX_RESPONSE_LEN",
-    "SNIPPET_LINES",
-    "TRUNCATED_MESSAGE",
-    "Command",
-    "StrReplaceEditor",
-    "clip_output",
-    "maybe_truncate",
-]
-
 #: Characters of tool output the model gets before the clip marker.
 MAX_OUTPUT_CHARS = 16_000
 #: Context lines shown around an edit.

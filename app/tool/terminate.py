@@ -9,8 +9,6 @@ from pydantic import Field
 from app.tool.base import BaseTool
 from app.tool.declared import ToolArgs
 
-__all__ = ["Terminate"]
-
 _DESCRIPTION = (
     "End the current task. Call this once the request is fully handled, or when you cannot "
     "make further progress; give the outcome as the status."

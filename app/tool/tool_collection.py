@@ -9,8 +9,6 @@ from app.exceptions import ToolArgumentsError, ToolError
 from app.logger import logger
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 
-__all__ = ["ToolCollection"]
-
 
 class ToolCollection:
     """Tools by name. Every failure of a call comes back as a ``ToolFailure`` for the model."""

@@ -16,14 +16,6 @@ from typing import Any
 
 from app.exceptions import ArgumentProblem, ToolArgumentsError
 
-__all__ = [
-    "MAX_DEPTH",
-    "ArgumentsValidator",
-    "compile_arguments_schema",
-    "describe_value",
-    "validator_for",
-]
-
 #: How deep a (recursive) schema is followed into the data, counting each object, array and
 #: schema reference as a level; deeper data is reported as an error.
 MAX_DEPTH = 100

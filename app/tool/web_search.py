@@ -16,8 +16,6 @@ from app.tool.declared import ToolArgs
 from app.tool.search import ENGINES, SearchEngineError, SearchItem, WebSearchEngine, engine_key
 from app.tool.search.fetch import fetch_page_text, import_httpx
 
-__all__ = ["SearchMetadata", "SearchResponse", "SearchResult", "WebContentFetcher", "WebSearch"]
-
 _DESCRIPTION = (
     "Search the web for up-to-date information. Returns titles, URLs and short descriptions of "
     "the top results; with fetch_content the readable text of each result page is included too."

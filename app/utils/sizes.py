@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["format_size", "parse_size"]
-
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 

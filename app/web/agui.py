@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from app.web.session import Mode
 
-__all__ = ["AguiInputError", "AguiTranslator", "parse_run_input"]
-
 
 class AguiInputError(ValueError):
     """The posted RunAgentInput cannot be used (the message says why)."""

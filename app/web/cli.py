@@ -22,8 +22,6 @@ from app import own_servers
 from app.exceptions import ConfigError
 from app.web.security import AccessPolicy, is_loopback
 
-__all__ = ["build_parser", "main"]
-
 EXIT_OK = 0
 EXIT_CONFIG = 2
 TOKEN_ENV = "OPENMANUS_WEB_TOKEN"

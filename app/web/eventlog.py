@@ -18,8 +18,6 @@ from app.events import Event, PlanChanged
 from app.logger import redact
 from app.text import clean_text
 
-__all__ = ["MAX_ENTRIES", "EventLog", "redact_tree", "render_event"]
-
 #: Oldest entries are dropped past this many (a page then starts at the oldest kept).
 MAX_ENTRIES = 50_000
 #: Longest string sent in one entry (tool outputs are already capped by the agent).

@@ -21,8 +21,6 @@ from starlette.exceptions import HTTPException
 from app.exceptions import ToolError
 from app.sandbox.files import ConfinedPath, FileAccessPolicy, PathChangedError
 
-__all__ = ["Workspace"]
-
 _CHUNK = 1 << 16
 _MAX_LIST = 2000
 #: The computer panel's "files written": at most this many, from at most so many entries.

@@ -14,8 +14,6 @@ from app.session.store import SESSION_ID
 from app.web.eventlog import redact_tree
 from app.web.session import Mode, WebSession, history_entries
 
-__all__ = ["SessionManager", "UnknownSession"]
-
 
 class UnknownSession(LookupError):
     """No session with that id, live or on disk."""

@@ -16,8 +16,6 @@ import ipaddress
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-__all__ = ["COOKIE", "AccessPolicy", "cookie_name", "is_loopback"]
-
 #: The cookie's name, followed by ``_<port>``.
 COOKIE = "openmanus_token"
 

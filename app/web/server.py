@@ -40,8 +40,6 @@ from app.web.manager import SessionManager, UnknownSession
 from app.web.security import AccessPolicy, cookie_name
 from app.web.session import WebSession
 
-__all__ = ["STATIC_DIR", "WebOptions", "create_app"]
-
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 _MAX_JSON = 1 << 20
 #: Deepest nesting of arrays and objects a JSON body may have (the API needs 4).

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from app.agent.base import BaseAgent
     from app.session import SessionData, SessionRecorder
 
-__all__ = ["Mode", "WebSession", "history_entries"]
-
 Mode = Literal["agent", "flow"]
 
 

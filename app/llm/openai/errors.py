@@ -34,14 +34,6 @@ from app.llm.arguments import loads_safely
 from app.llm.windows import context_numbers
 from app.logger import redact
 
-__all__ = [
-    "EXCERPT_CHARS",
-    "body_excerpt",
-    "endpoint_error",
-    "error_from_response",
-    "translate_error",
-]
-
 #: Characters of a non-JSON body (tags stripped) an error message shows.
 EXCERPT_CHARS = 200
 

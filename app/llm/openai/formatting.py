@@ -16,8 +16,6 @@ from app.llm.openai.wire import WireEntry, dumps, wire_entry
 from app.logger import logger
 from app.schema import ROLE_VALUES, Message, nested_edit_count
 
-__all__ = ["IMAGE_OMITTED_NOTE", "Formatted", "image_part", "prepare_messages"]
-
 IMAGE_OMITTED_NOTE = "[an image was omitted here: model '{model}' is not configured for images]"
 _TOOL_IMAGES_INTRO = "Image(s) produced by the tool call(s) above:"
 _NOT_EXECUTED = "Error: this tool call was not executed (the step was interrupted)."

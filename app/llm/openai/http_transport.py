@@ -31,8 +31,6 @@ from app.llm.openai.errors import body_excerpt, endpoint_error, error_from_respo
 from app.llm.openai.streaming import StreamAssembler
 from app.llm.openai.transport import ChatRequest, NoStream, Transport, deliver
 
-__all__ = ["DEFAULT_BASE_URL", "HttpTransport"]
-
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Connecting is quick or not at all; the request's own timeout covers the rest.
 _CONNECT_TIMEOUT = 30.0

@@ -17,8 +17,6 @@ from app.logger import logger
 from app.schema import Function, Message, ToolCall
 from app.text import clean_text
 
-__all__ = ["Completion", "attach_images", "format_messages", "parse_completion"]
-
 
 def format_messages(
     messages: Iterable[Message | dict[str, Any]], *, supports_images: bool = True, model: str = ""

@@ -47,8 +47,6 @@ if TYPE_CHECKING:
     from app.config import LLMSettings
     from app.llm.refusals import Refusals
 
-__all__ = ["OpenAIChatModel"]
-
 #: Builds the request body, streamed (True) or plain (False).
 BodyBuilder = Callable[[bool], bytes]
 

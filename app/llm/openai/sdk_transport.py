@@ -15,8 +15,6 @@ from app.llm.openai.http_transport import decode_completion, finish_stream
 from app.llm.openai.streaming import StreamAssembler
 from app.llm.openai.transport import ChatRequest, NoStream, Transport, deliver
 
-__all__ = ["OpenAITransport"]
-
 
 class OpenAITransport(Transport):
     """Chat requests through ``openai.AsyncOpenAI`` / ``AsyncAzureOpenAI``."""

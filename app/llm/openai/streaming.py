@@ -9,8 +9,6 @@ from app.exceptions import LLMError, LLMResponseError
 from app.llm.arguments import loads_safely
 from app.text import clean_text
 
-__all__ = ["DeltaRelay", "StreamAssembler", "ThinkFilter"]
-
 
 class StreamAssembler:
     """Collects chat-completion chunks into one completion dict. Tool calls are keyed by

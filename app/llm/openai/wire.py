@@ -15,8 +15,6 @@ from pydantic_core import PydanticSerializationError, to_json
 from app.schema import ROLE_VALUES, Message, nested_edit_count
 from app.tokens import REPLY_PRIMING
 
-__all__ = ["WireEntry", "count_tokens", "dumps", "encode_body", "wire_entry"]
-
 
 class WireEntry:
     """One message's wire form: the dict sent (without its image), the image, the JSON text

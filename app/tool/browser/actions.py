@@ -13,8 +13,6 @@ from app.tool.browser.extract import extract_with_llm, page_markdown
 from app.tool.browser.state import current_title, refresh_selector_map
 from app.tool.browser.urls import check_url_resolved, is_blocked, own_server
 
-__all__ = ["ACTIONS", "REQUIRED", "Action", "BrowserActions"]
-
 Action = Literal[
     "go_to_url",
     "click_element",

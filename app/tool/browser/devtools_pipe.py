@@ -14,8 +14,6 @@ from typing import Any
 
 from app.logger import register_secret
 
-__all__ = ["PipeRelay"]
-
 #: The id of our own readiness probe (browser-use numbers its commands from 1).
 _PROBE_ID = 2_000_000_000
 

@@ -11,8 +11,6 @@ from app.exceptions import LLMError, ToolError
 from app.logger import redact
 from app.schema import Message
 
-__all__ = ["EXTRACTION_TOOL", "extract_with_llm", "page_markdown"]
-
 EXTRACTION_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {

@@ -12,8 +12,6 @@ from app import own_servers
 from app.logger import logger
 from app.tool.browser.urls import is_blocked, own_server, own_server_resolved
 
-__all__ = ["BLOCKED_PATTERNS", "LocalRequestGuard", "blocked_note", "request_patterns"]
-
 #: What the browser pauses for us: every spelling reaches here canonical (lower-case scheme).
 BLOCKED_PATTERNS: tuple[dict[str, str], ...] = (
     {"urlPattern": "file:*"},

@@ -20,16 +20,6 @@ from app.sandbox.environment import scrub_environment
 from app.sandbox.processes import terminate_group
 from app.tool.browser.devtools_pipe import PipeRelay
 
-__all__ = [
-    "BROWSER_USER",
-    "CANDIDATE_BROWSERS",
-    "QUIET_ARGS",
-    "ChromiumProcess",
-    "browser_user",
-    "find_chromium",
-    "private_dir",
-]
-
 #: Names and paths tried, in order, when ``chrome_instance_path`` is not set.
 CANDIDATE_BROWSERS: tuple[str, ...] = (
     "chromium",

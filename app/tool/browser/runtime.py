@@ -20,8 +20,6 @@ from app.logger import logger
 from app.tool.browser.guard import LocalRequestGuard
 from app.tool.browser.launcher import ChromiumProcess, find_chromium, private_dir
 
-__all__ = ["RESTART_NOTE", "BrowserRuntime", "load_browser_use"]
-
 RESTART_NOTE = (
     "Note: the browser had stopped (it crashed or was closed), so a new browser was started. "
     "Tabs, pages and form input from before are gone."

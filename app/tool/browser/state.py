@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-__all__ = ["STATE_HELP", "current_title", "read_state", "refresh_selector_map"]
-
 STATE_HELP = (
     "[n] in interactive_elements is the index to pass to click_element, input_text, "
     "get_dropdown_options and select_dropdown_option. Only elements in or near the visible "

@@ -11,16 +11,6 @@ from app import own_servers
 from app.exceptions import ToolError
 from app.own_servers import OwnServer
 
-__all__ = [
-    "ALLOWED_SCHEMES",
-    "check_url",
-    "check_url_resolved",
-    "is_blocked",
-    "own_server",
-    "own_server_refusal",
-    "own_server_resolved",
-]
-
 ALLOWED_SCHEMES = frozenset({"http", "https", "data"})
 _WRAPPERS = frozenset({"view-source", "filesystem", "blob", "jar"})
 #: Schemes refused even without ``//`` (``file:/etc/passwd``, ``javascript:...``).

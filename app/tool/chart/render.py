@@ -20,8 +20,6 @@ from typing import Any
 from app.exceptions import ToolError
 from app.tool.chart.spec import ChartSpec, Table
 
-__all__ = ["ChartFiles", "chart_slug", "matplotlib_available", "render_chart"]
-
 _DRAW_LOCK = threading.Lock()
 
 _PHRASES = {

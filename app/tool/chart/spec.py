@@ -14,8 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from app.exceptions import ToolError
 from app.sandbox.files import FileAccessPolicy
 
-__all__ = ["CHART_TYPES", "MAX_ROWS", "ChartSpec", "Table", "load_table", "parse_specs"]
-
 CHART_TYPES = ("auto", "line", "bar", "scatter", "pie", "area", "histogram")
 MAX_ROWS = 200_000
 _MAX_CSV_BYTES = 50 * 1024 * 1024

@@ -20,8 +20,6 @@ from app.tool.chart.spec import load_table, parse_specs
 from app.tool.declared import ToolArgs
 from app.tool.python_execute import PythonExecute
 
-__all__ = ["OUTPUT_TYPES", "DataVisualization", "VisualizationPrepare"]
-
 OUTPUT_TYPES = ("png", "html", "both")
 _MAX_JSON_BYTES = 5 * 1024 * 1024
 

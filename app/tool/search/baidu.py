@@ -6,8 +6,6 @@ from typing import Any
 
 from app.tool.search.base import SearchItem, WebSearchEngine
 
-__all__ = ["BaiduSearchEngine"]
-
 
 class BaiduSearchEngine(WebSearchEngine):
     name = "Baidu"

@@ -11,15 +11,6 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from bs4.element import Tag
 
-__all__ = [
-    "USER_AGENT",
-    "SearchEngineError",
-    "SearchItem",
-    "WebSearchEngine",
-    "clean_text",
-    "link_target",
-]
-
 USER_AGENT = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/124.0 Safari/537.36"

@@ -8,8 +8,6 @@ from urllib.parse import parse_qs, urlparse
 
 from app.tool.search.base import SearchItem, WebSearchEngine
 
-__all__ = ["BingSearchEngine"]
-
 
 def _unwrap(href: str) -> str:
     """Bing may wrap links as ``/ck/a?...&u=a1<base64url of the target>``."""

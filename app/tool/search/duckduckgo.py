@@ -7,8 +7,6 @@ from urllib.parse import parse_qs, urlparse
 
 from app.tool.search.base import SearchEngineError, SearchItem, WebSearchEngine
 
-__all__ = ["DuckDuckGoSearchEngine"]
-
 
 def _unwrap(href: str) -> str:
     """Result links may go through ``//duckduckgo.com/l/?uddg=<target>``."""

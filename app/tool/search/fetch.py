@@ -8,8 +8,6 @@ from app.exceptions import ToolError
 from app.install_hint import pip_install
 from app.tool.search.base import USER_AGENT
 
-__all__ = ["MAX_BYTES", "MAX_CHARS", "fetch_page_text", "html_to_text", "import_httpx"]
-
 MAX_BYTES = 2_000_000
 MAX_CHARS = 10_000
 _NOISE = ("script", "style", "noscript", "nav", "header", "footer", "aside", "form", "svg")

@@ -13,8 +13,6 @@ from app.tool.search.base import (
     link_target,
 )
 
-__all__ = ["GoogleSearchEngine"]
-
 
 def _target(href: str) -> str | None:
     """Google wraps result links as ``/url?q=<target>&sa=...``."""

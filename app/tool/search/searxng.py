@@ -8,8 +8,6 @@ from typing import Any
 
 from app.tool.search.base import SearchEngineError, SearchItem, WebSearchEngine, clean_text
 
-__all__ = ["SearXNGSearchEngine"]
-
 
 class SearXNGSearchEngine(WebSearchEngine):
     name = "SearXNG"
