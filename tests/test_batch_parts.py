@@ -15,7 +15,7 @@ from app.batch.scoring import answers_match
 from app.config import LLMSettings
 from app.llm import LLM
 from app.testing import KeyedScripts, ScriptedLLMServer, text
-from app.testing.scripted import CapturedRequest
+from app.testing.wire import CapturedRequest
 
 
 def result(task_id: str, status: str = "done") -> TaskResult:

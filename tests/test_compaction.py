@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from app.agent.compaction import Compactor, known_window
+from app.agent.compaction import Compactor
 from app.agent.toolcall import ToolCallAgent
 from app.config import CompactionSettings
 from app.events import Compacted
 from app.llm.openai.wire import count_tokens
+from app.llm.windows import known_window
 from app.schema import AgentState
 from app.testing import call, error, text, tool_calls
 from app.tool.base import BaseTool

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
-from app.testing.scripted import CapturedRequest
+from app.testing.wire import CapturedRequest
 from tests.proc_utils import processes_in
 from tests.test_run_flow_e2e import plan_call
 from tests.web_fixtures import WebServer

@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 from app.config import CompactionSettings
 from app.events import Compacted
 from app.exceptions import ContextWindowExceededError, LLMError, LLMResponseError
-from app.llm.windows import KNOWN_WINDOWS, known_window
+from app.llm.windows import known_window
 from app.logger import logger
 from app.prompt.compaction import SUMMARY_INTRO, SUMMARY_REQUEST, SUMMARY_SYSTEM, TRUNCATED_NOTE
 from app.schema import Message
 
 if TYPE_CHECKING:  # the agent imports this module
     from app.agent.toolcall import ToolCallAgent
-
-__all__ = ["KNOWN_WINDOWS", "Compactor", "known_window", "shorten_tool_outputs"]
 
 _STUB_HEAD = 200
 _CHARS_PER_TOKEN_BOUND = 2  # text has at least this many characters per token (a safe bound)

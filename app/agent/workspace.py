@@ -9,8 +9,6 @@ from typing import Any
 
 from app.sandbox.files import resolve_workspace
 
-__all__ = ["attach_workspace", "resolve_workspace"]
-
 
 def attach_workspace(agent: Any, build_tools: Callable[[Path], Any]) -> None:
     """Resolve ``agent.workspace``, fill ``{directory}`` in its system prompt, and give it

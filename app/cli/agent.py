@@ -7,17 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli.common import EXIT_CONFIG, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from app.cli.options import add_common_options, add_prompt_option, check_common_args, run_program
-
-__all__ = [
-    "EXIT_CONFIG",
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "build_parser",
-    "main",
-]
 
 
 def build_parser() -> argparse.ArgumentParser:

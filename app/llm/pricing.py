@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from app.config import ModelPrice
 from app.llm.usage import Usage
 
-__all__ = ["ModelPrice", "cost_of", "price_for", "priced"]
-
 _MILLION = 1_000_000
 
 

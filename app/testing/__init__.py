@@ -33,8 +33,9 @@ from app.testing.replies import (
     text,
     tool_calls,
 )
-from app.testing.scripted import CapturedRequest, ScriptedLLMServer
+from app.testing.scripted import ScriptedLLMServer
 from app.testing.test_model import TestModel, example_arguments
+from app.testing.wire import CapturedRequest
 
 __all__ = [
     "CapturedRequest",

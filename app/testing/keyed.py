@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from app.testing.replies import Reply, coerce_reply, error
-from app.testing.scripted import CapturedRequest, ScriptedLLMServer
+from app.testing.scripted import ScriptedLLMServer
+from app.testing.wire import CapturedRequest
 
 KeyFunction = Callable[[CapturedRequest], str | None]
 

@@ -40,8 +40,6 @@ from app.testing.wire import (
     usage_for,
 )
 
-__all__ = ["CapturedRequest", "Responder", "ScriptedLLMServer"]
-
 #: Called (on the server's thread) for a chat request when the script is empty.
 Responder = Callable[["CapturedRequest"], Any]
 

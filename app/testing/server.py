@@ -10,7 +10,8 @@ import sys
 import threading
 
 from app.testing.replies import load_script
-from app.testing.scripted import CapturedRequest, ScriptedLLMServer
+from app.testing.scripted import ScriptedLLMServer
+from app.testing.wire import CapturedRequest
 
 #: Request headers whose values ``--log`` leaves out: a log file is shared more freely than
 #: the key the client under test was given.

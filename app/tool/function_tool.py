@@ -19,8 +19,6 @@ from pydantic import BaseModel, Field, PrivateAttr, create_model
 from app.tool.base import BaseTool
 from app.tool.declared import ToolArgs, schema_of
 
-__all__ = ["FunctionTool", "arguments_model", "schema_of", "tool"]
-
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _ARG_LINE = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 _SECTION = re.compile(r"^\s*[A-Z][A-Za-z ]*:\s*$")  # Returns:, Raises:, Examples: ...

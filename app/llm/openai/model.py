@@ -25,13 +25,12 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.capabilities import model_flags
-from app.llm.model import ModelParams, ModelResponse, ToolDefinition
+from app.llm.model import DeltaCallback, ModelParams, ModelResponse, ToolDefinition
 from app.llm.openai.formatting import Formatted, prepare_messages
 from app.llm.openai.messages import Completion, parse_completion
 from app.llm.openai.streaming import DeltaRelay, ThinkFilter
 from app.llm.openai.transport import (
     ChatRequest,
-    DeltaCallback,
     NoStream,
     Transport,
     deliver,

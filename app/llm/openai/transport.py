@@ -12,16 +12,6 @@ from typing import Any
 
 from app.llm.model import DeltaCallback
 
-__all__ = [
-    "ChatRequest",
-    "DeltaCallback",
-    "NoStream",
-    "Transport",
-    "Wrapper",
-    "deliver",
-    "innermost",
-]
-
 
 @dataclass(slots=True)
 class ChatRequest:
