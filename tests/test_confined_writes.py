@@ -383,7 +383,7 @@ async def test_a_full_disk_is_a_clear_chart_error(small_tmpfs: Path) -> None:
 async def test_sandbox_copies_never_follow_a_planted_link(backend: str, tmp_path: Path) -> None:
     """``copy_from`` into the workspace and ``write_file`` go through the confined writer."""
     from app.config import SandboxSettings
-    from app.sandbox.client import UpstreamSandbox
+    from app.sandbox.core.sandbox import UpstreamSandbox
 
     outside, keys = _outside(tmp_path)
     before = _snapshot(outside)

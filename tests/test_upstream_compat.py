@@ -542,7 +542,7 @@ def test_local_sandbox_client_round_trip_and_timeout(tmp_path: Path) -> None:
 
 
 def test_volume_bindings_other_than_the_workspace_are_refused(tmp_path: Path) -> None:
-    from app.sandbox.client import UpstreamSandbox
+    from app.sandbox.core.sandbox import UpstreamSandbox
 
     with pytest.raises(UnsupportedFeatureError, match="work_dir"):
         UpstreamSandbox(local_settings(), {str(tmp_path): "/data"})

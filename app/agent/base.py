@@ -309,7 +309,7 @@ class BaseAgent(StrictModel, ABC):
         """The run's answer for library callers; agents that know better override this."""
         return None
 
-    async def _report_usage(self, usage: Usage | None) -> None:
+    async def report_usage(self, usage: Usage | None) -> None:
         """Add one LLM call's usage to this run's total and tell the listeners (per step and
         per run). The usage comes with the call's response (``ModelResponse.usage``)."""
         if usage is None:

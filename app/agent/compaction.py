@@ -8,7 +8,7 @@ results) is kept or condensed whole. The full account is docs/sessions-and-event
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from app.config import CompactionSettings
 from app.events import Compacted
@@ -18,8 +18,35 @@ from app.logger import logger
 from app.prompt.compaction import SUMMARY_INTRO, SUMMARY_REQUEST, SUMMARY_SYSTEM, TRUNCATED_NOTE
 from app.schema import Message
 
-if TYPE_CHECKING:  # the agent imports this module
-    from app.agent.toolcall import ToolCallAgent
+if TYPE_CHECKING:
+    from app.events import EventBus
+    from app.llm import LLM
+    from app.llm.usage import Usage
+    from app.schema import Memory
+
+
+class Compactable(Protocol):
+    """What compaction needs of an agent (``ToolCallAgent`` has it), so that this module does
+    not import the agent that uses it."""
+
+    name: str
+    llm: LLM
+    memory: Memory
+    current_step: int
+
+    @property
+    def system_prompt(self) -> str | None: ...
+    @property
+    def events(self) -> EventBus: ...
+    @property
+    def last_usage(self) -> Usage | None: ...
+
+    def compaction_request(
+        self, memory: list[Message]
+    ) -> tuple[list[Message], list[Message] | None, list[dict[str, Any]]]: ...
+
+    async def report_usage(self, usage: Usage | None) -> None: ...
+
 
 _STUB_HEAD = 200
 _CHARS_PER_TOKEN_BOUND = 2  # text has at least this many characters per token (a safe bound)
@@ -39,7 +66,7 @@ class Compactor:
         self._rest_until = 0  # no compaction before this step (after one that fell short)
         self._seen = 0  # memory length at the last check
 
-    def window(self, agent: ToolCallAgent) -> int | None:
+    def window(self, agent: Compactable) -> int | None:
         """The context window in input tokens: ``max_input_tokens``, else what the LLM knows
         (``context_window``), else a known window for the model; never more than an overflow
         showed it to be."""
@@ -54,7 +81,7 @@ class Compactor:
             self._window = window
         return self._window
 
-    async def maybe_compact(self, agent: ToolCallAgent) -> Compacted | None:
+    async def maybe_compact(self, agent: Compactable) -> Compacted | None:
         """Compact ``agent``'s memory if its next request would pass the trigger."""
         if not self.settings.enabled:
             return None
@@ -75,7 +102,7 @@ class Compactor:
         return await self._compact(agent, before, window)
 
     async def compact_after_overflow(
-        self, agent: ToolCallAgent, error: ContextWindowExceededError
+        self, agent: Compactable, error: ContextWindowExceededError
     ) -> Compacted | None:
         """The endpoint refused a request as too long: learn the window from ``error`` and
         compact to it now. None when compaction is off or could not make the request smaller
@@ -96,7 +123,7 @@ class Compactor:
         event = await self._compact(agent, counted, self.window(agent) or window)
         return event if event.after_tokens < event.before_tokens else None
 
-    def _clearly_below(self, agent: ToolCallAgent, trigger: int) -> bool:
+    def _clearly_below(self, agent: Compactable, trigger: int) -> bool:
         """A cheap upper bound: the last request's prompt tokens plus the text added since
         (or, before any request, the text itself with room left for the tool schemas)."""
         messages = agent.memory.messages
@@ -118,11 +145,11 @@ class Compactor:
         self._seen = len(messages)
         return base + added // _CHARS_PER_TOKEN_BOUND < limit
 
-    async def _count(self, agent: ToolCallAgent, memory: list[Message]) -> int:
-        messages, system, tools = agent._compaction_request(memory)
+    async def _count(self, agent: Compactable, memory: list[Message]) -> int:
+        messages, system, tools = agent.compaction_request(memory)
         return await agent.llm.count_request_tokens(messages, system, tools)
 
-    async def _compact(self, agent: ToolCallAgent, before: int, window: int) -> Compacted:
+    async def _compact(self, agent: Compactable, before: int, window: int) -> Compacted:
         settings = self.settings
         target = int(window * settings.target)
         messages = list(agent.memory.messages)
@@ -176,7 +203,7 @@ class Compactor:
         return event
 
     async def _plan_summary(
-        self, agent: ToolCallAgent, messages: list[Message], target: int
+        self, agent: Compactable, messages: list[Message], target: int
     ) -> tuple[list[Message], int, int, int] | None:
         """Where a summary should start and how long it may be so the request reaches
         ``target``: keeps as many recent turns as fit. None when no summary can reach it
@@ -198,7 +225,7 @@ class Compactor:
 
     async def _summarize(
         self,
-        agent: ToolCallAgent,
+        agent: Compactable,
         messages: list[Message],
         start: int,
         window: int,
@@ -227,7 +254,7 @@ class Compactor:
                 system_msgs=[Message.system_message(SUMMARY_SYSTEM)],
                 **limit,
             )
-            await agent._report_usage(reply.usage)
+            await agent.report_usage(reply.usage)
             summary = (reply.message.content or "").strip()
             if not summary:
                 raise LLMResponseError("the summary came back empty", model=agent.llm.model)

@@ -126,7 +126,7 @@ class ToolCallAgent(ReActAgent):
     def _system_messages(self) -> list[Message] | None:
         return [_prompt_message("system", self.system_prompt)] if self.system_prompt else None
 
-    def _compaction_request(
+    def compaction_request(
         self, memory: list[Message]
     ) -> tuple[list[Message], list[Message] | None, list[dict[str, Any]]]:
         """What a request over ``memory`` would hold: messages, system prompt and tools."""
@@ -206,7 +206,7 @@ class ToolCallAgent(ReActAgent):
         choice = _choice_value(self.tool_choices)
         bus = self._events
         self._last_usage = reply.usage
-        await self._report_usage(reply.usage)
+        await self.report_usage(reply.usage)
         response = reply.message
         watched = bus.active  # listeners show progress; the log then stays quiet
         reasoning = (reply.reasoning or "").strip()

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from app.exceptions import SandboxError, ToolError
-from app.sandbox.client import SANDBOX_CLIENT, UpstreamSandbox
+from app.sandbox.client import SANDBOX_CLIENT
+from app.sandbox.core.sandbox import UpstreamSandbox
 
 __all__ = ["FileOperator", "LocalFileOperator", "PathLike", "SandboxFileOperator"]
 

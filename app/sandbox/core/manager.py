@@ -12,8 +12,9 @@ from typing import Any
 
 from app.config import SandboxSettings
 from app.logger import logger
-from app.sandbox.client import UpstreamSandbox, open_sandbox
+from app.sandbox.client import open_sandbox
 from app.sandbox.core.exceptions import SandboxLimitError
+from app.sandbox.core.sandbox import UpstreamSandbox
 from app.sandbox.docker import docker_client
 
 __all__ = ["SandboxManager"]

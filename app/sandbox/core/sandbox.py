@@ -14,16 +14,112 @@ import socket
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from app.config import SandboxSettings
-from app.exceptions import SandboxError, SandboxTimeoutError
+from app.exceptions import SandboxError, SandboxTimeoutError, UnsupportedFeatureError
 from app.sandbox.archive import MAX_ARCHIVE_BYTES, make_tar, safe_extract
-from app.sandbox.client import UpstreamSandbox, copy_out
 from app.sandbox.core.terminal import AsyncDockerizedTerminal
 from app.sandbox.docker import DockerSandbox as DockerBackend
+from app.sandbox.factory import create_sandbox, current_settings
+from app.sandbox.files import write_confined
 
-__all__ = ["DockerSandbox", "SandboxSettings"]
+if TYPE_CHECKING:
+    from app.sandbox.base import Sandbox
+
+__all__ = ["DockerSandbox", "SandboxSettings", "UpstreamSandbox", "copy_out"]
+
+
+def _workspace_from_bindings(
+    settings: SandboxSettings, volume_bindings: dict[str, str] | None
+) -> str | None:
+    """Upstream mounted ``{host_dir: container_dir}``; ours mounts one workspace at work_dir."""
+    if not volume_bindings:
+        return None
+    if len(volume_bindings) == 1:
+        host, inside = next(iter(volume_bindings.items()))
+        if inside.rstrip("/") == settings.work_dir.rstrip("/"):
+            return host
+    raise UnsupportedFeatureError(
+        f"volume_bindings {volume_bindings!r}: this sandbox mounts one workspace directory at "
+        f"[sandbox] work_dir ({settings.work_dir}); pass {{host_dir: {settings.work_dir!r}}} "
+        "or set the workspace instead"
+    )
+
+
+class UpstreamSandbox:
+    """One of our sandboxes behind upstream's method names (``create``, ``run_command``,
+    text ``read_file``/``write_file``, ``copy_from``/``copy_to``, ``cleanup``)."""
+
+    def __init__(
+        self,
+        config: SandboxSettings | None = None,
+        volume_bindings: dict[str, str] | None = None,
+        *,
+        backend: str | None = None,
+    ) -> None:
+        self.config = config if config is not None else current_settings()
+        workspace = _workspace_from_bindings(self.config, volume_bindings)
+        self.sandbox: Sandbox = create_sandbox(self.config, workspace, backend=backend)
+
+    async def create(self) -> Self:
+        await self.sandbox.start()
+        return self
+
+    async def run_command(self, cmd: str, timeout: int | None = None) -> str:
+        """Run ``cmd`` with bash; its output (stdout then stderr). Raises on timeout."""
+        result = await self.sandbox.run(cmd, timeout=timeout)
+        if result.timed_out:
+            limit = timeout or self.sandbox.limits.timeout
+            raise SandboxTimeoutError(f"Command timed out after {limit} seconds: {cmd}")
+        return result.stdout + result.stderr
+
+    async def read_file(self, path: str) -> str:
+        try:
+            data = await self.sandbox.read_file(path)
+        except OSError as e:
+            raise SandboxError(f"Failed to read {path}: {e}") from e
+        return data.decode("utf-8", errors="replace")
+
+    async def write_file(self, path: str, content: str) -> None:
+        try:
+            await self.sandbox.write_file(path, content.encode("utf-8"))
+        except OSError as e:
+            raise SandboxError(f"Failed to write {path}: {e}") from e
+
+    async def copy_from(self, src_path: str, dst_path: str) -> None:
+        """A workspace file of the sandbox copied to ``dst_path`` on the host (:func:`copy_out`)."""
+        data = await self.sandbox.read_file(src_path)
+        await asyncio.to_thread(
+            copy_out, data, Path(dst_path), self.sandbox.workspace, self.sandbox.file_owner
+        )
+
+    async def copy_to(self, src_path: str, dst_path: str) -> None:
+        """A host file copied into the sandbox's workspace as ``dst_path``."""
+        data = await asyncio.to_thread(Path(src_path).read_bytes)
+        await self.sandbox.write_file(dst_path, data)
+
+    async def cleanup(self) -> None:
+        await self.sandbox.cleanup()
+
+    async def __aenter__(self) -> Self:
+        return await self.create()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.cleanup()
+
+
+def copy_out(data: bytes, target: Path, workspace: Path, owner: tuple[int, int] | None) -> None:
+    """Write a file copied out of a sandbox: confined beneath the workspace when it lands
+    there (sandboxed code may have planted links), else in the operator's own directory."""
+    target = Path(os.path.abspath(target))
+    for root in (Path(os.path.abspath(workspace)), Path(os.path.realpath(workspace))):
+        if target != root and target.is_relative_to(root):
+            write_confined(root, target.relative_to(root).parts, data, owner=owner)
+            return
+    target.parent.mkdir(parents=True, exist_ok=True)  # the operator's own directory
+    write_confined(target.parent, (target.name,), data)
+
 
 #: Largest file read_file returns (a hostile container could offer an endless one).
 MAX_READ_BYTES = 64 * 1024 * 1024
