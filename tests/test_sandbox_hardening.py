@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from app.sandbox.bubblewrap import NOBODY
 from app.sandbox.guard import ProcessGuard
 from app.sandbox.handover import adopt_tree
 from app.sandbox.launcher import LaunchOptions, launcher_argv
+from app.sandbox.processes import ProcessScope, group_members
 from app.tool.bash import Bash
 from app.tool.mcp import MCPClients
 from tests.mcp_helpers import http_server, write_config
@@ -353,3 +355,39 @@ async def test_a_cgroup_full_of_unreaped_processes_is_replaced(workspace: Path) 
         await guard.close()
         await proc.wait()
     assert not old.exists()
+
+
+@pytest.mark.e2e
+async def test_the_watchdog_outlives_a_moment_without_threads(monkeypatch) -> None:
+    """A fork bomb can leave the machine out of processes, so that Python cannot start a worker
+    thread for a while: the process watchdog waits that out and still kills what is over the
+    limit (it used to end there, and a bomb then ran until the command's timeout)."""
+    loop = asyncio.get_running_loop()
+    executor = ThreadPoolExecutor(2)  # no idle worker yet: the first scans need new threads
+    loop.set_default_executor(executor)
+    real_start, refused, exhausted = threading.Thread.start, [], asyncio.Event()
+
+    def start(thread: threading.Thread) -> None:
+        if len(refused) < 5:
+            refused.append(thread)
+            if len(refused) == 5:
+                exhausted.set()
+            raise RuntimeError("can't start new thread")
+        real_start(thread)
+
+    group = await asyncio.create_subprocess_exec(
+        "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 60 & done; wait", start_new_session=True
+    )
+    monkeypatch.setattr(threading.Thread, "start", start)
+    guard = ProcessGuard(4, use_cgroup=False)
+    try:
+        guard.track(ProcessScope(group.pid))
+        await asyncio.wait_for(exhausted.wait(), 10)
+        assert await until(lambda: not group_members(group.pid), timeout=20)
+        assert guard.limit_kills >= 1
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            group.kill()
+        await group.wait()
+        await guard.close()
+        executor.shutdown(wait=False)

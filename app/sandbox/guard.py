@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from app.logger import logger
-from app.sandbox.processes import ProcessScope
+from app.sandbox.processes import ProcessScope, in_thread
 
 _counter = itertools.count(1)
 _swept: set[Path] = set()  # hierarchies already swept for orphans by this process
@@ -240,7 +240,7 @@ class ProcessGuard:
         while self._scopes:
             scopes = list(self._scopes)
             try:
-                counts = await asyncio.to_thread(_count_each, scopes)
+                counts = await in_thread(_count_each, scopes)
             except RuntimeError:  # no executor any more (interpreter shutting down)
                 return
             gone = {id(s) for s, found in zip(scopes, counts, strict=True) if found == []}

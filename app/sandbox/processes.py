@@ -11,10 +11,25 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from app.logger import logger
 
 _PROC = Path("/proc")
+_T = TypeVar("_T")
+
+
+async def in_thread(fn: Callable[..., _T], *args: Any) -> _T:
+    """``asyncio.to_thread`` for the process watch's reads (a retry may run one twice): while a
+    fork bomb has the machine out of processes no worker thread starts, and the watch goes on.
+    Raises ``RuntimeError`` only when the executor is shut down (the interpreter is exiting)."""
+    while True:
+        try:
+            return await asyncio.to_thread(fn, *args)
+        except RuntimeError as e:
+            if "new thread" not in str(e):
+                raise
+        await asyncio.sleep(0.05)
 
 
 class OutputBuffer:
@@ -235,7 +250,7 @@ class ProcessScope:
         pause = 0.002
         while True:
             delivered = self.signal(signal.SIGKILL)
-            members = await asyncio.to_thread(self.members)
+            members = await in_thread(self.members)
             # Zombies are not members (harmless, waiting to be reaped); without /proc (None)
             # a signal that reached nobody is the only sign.
             if members == [] or (members is None and not delivered):
@@ -262,7 +277,7 @@ class ProcessScope:
         sandbox's cgroup lets it have, so reaching it means a fork was or will be refused."""
         while True:
             try:
-                members = await asyncio.to_thread(self.members)
+                members = await in_thread(self.members)
             except RuntimeError:  # no executor any more (interpreter shutting down)
                 members = None
             if members is None:

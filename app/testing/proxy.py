@@ -206,8 +206,8 @@ class RecordingProxy(LoopServer):
                     kept += chunk[: max(0, _KEEP_RESPONSE - len(kept))]
                     conn.send_data(chunk)
                     await conn.drain()
+                exchange.response = bytes(kept)  # before the client can see the end
                 conn.end()
-                exchange.response = bytes(kept)
         except ConnectionError:
             exchange.client_left.set()  # leaving the stream above closed the upstream
         except _UPSTREAM_ERRORS as e:

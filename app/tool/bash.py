@@ -30,6 +30,7 @@ from app.sandbox.processes import (
     describe_returncode,
     finish_run,
     format_seconds,
+    in_thread,
     signal_group,
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
@@ -224,9 +225,9 @@ class _Session:
         # The killed processes count against the limit until they are reaped: wait for room,
         # so the next command's shell can fork (or start the sandbox's cgroup afresh).
         give_up = loop.time() + 1.0
-        while not await asyncio.to_thread(guard.has_room):
+        while not await in_thread(guard.has_room):
             if loop.time() >= give_up:
-                await asyncio.to_thread(guard.make_room)
+                await in_thread(guard.make_room)
                 break
             await asyncio.sleep(_BUSY_POLL)
 
@@ -234,12 +235,12 @@ class _Session:
         """A command starts: remember the limit's state, to tell whether it was hit since."""
         self.busy = True
         if self._guard is not None:
-            self._pressure = await asyncio.to_thread(self._guard.pressure)
+            self._pressure = await in_thread(self._guard.pressure)
 
     async def pressure_changed(self) -> bool:
         """Whether the limit was hit (a fork refused, a kill for it) since the command began."""
         guard = self._guard
-        return guard is not None and await asyncio.to_thread(guard.pressure) != self._pressure
+        return guard is not None and await in_thread(guard.pressure) != self._pressure
 
     async def settle(self, last_job: int | None) -> bool:
         """After a command: True if processes it left in the background multiply up to the
@@ -247,7 +248,7 @@ class _Session:
         running (a loaded machine stalls a bomb too) and no fork was refused meanwhile.
         ``last_job`` is the shell's ``$!``: a new one means the command started a background
         job (a bomb's first generation may be gone already)."""
-        count = await asyncio.to_thread(self.scope.members)
+        count = await in_thread(self.scope.members)
         if count is None or self._guard is None:
             return False
         started, self.last_job = last_job != self.last_job, last_job
@@ -259,9 +260,9 @@ class _Session:
                 await asyncio.wait_for(self.limit_hit.wait(), _BUSY_POLL)
             if self.limit_hit.is_set():
                 return True
-            members = await asyncio.to_thread(self.scope.members) or []
+            members = await in_thread(self.scope.members) or []
             now = len(members)
-            if now != last or await asyncio.to_thread(any_running, members):
+            if now != last or await in_thread(any_running, members):
                 steady_since = loop.time()  # a busy process may be a bomb the CPU holds back
             last = now
             if loop.time() - steady_since >= _STEADY and not await self.pressure_changed():
@@ -321,7 +322,7 @@ async def _watch_limit(
         guard = guard_ref()
         if guard is None:
             return
-        seen = await asyncio.to_thread(guard.pressure)
+        seen = await in_thread(guard.pressure)
         del guard
         while True:
             session = session_ref()
@@ -333,13 +334,13 @@ async def _watch_limit(
             session, guard = session_ref(), guard_ref()
             if session is None or guard is None or session.closed:
                 return
-            now = await asyncio.to_thread(guard.pressure)
+            now = await in_thread(guard.pressure)
             if now != seen or session.busy:
-                mine = await asyncio.to_thread(session.scope.members) or []
+                mine = await in_thread(session.scope.members) or []
                 count = 0
                 if now != seen:
                     killed, seen = now[1] != seen[1], now
-                    total = await asyncio.to_thread(guard.current)
+                    total = await in_thread(guard.current)
                     if killed or len(mine) * 2 > total:
                         count = max(len(mine), 1)
                 if session.busy and len(mine) >= limit:
@@ -557,7 +558,7 @@ class Bash(BaseTool):
         stderr.take()
         limit = self._process_limit()
         if limit is not None:
-            members = await asyncio.to_thread(scope.members)
+            members = await in_thread(scope.members)
             session.resting = len(members or [])
             session.watch_limit(sandbox.guard, limit)
         return session
