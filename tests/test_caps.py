@@ -180,8 +180,9 @@ def test_progress_flood_is_coalesced_and_the_call_ends_by_its_total_deadline(
     assert path.stat().st_size < 100_000  # uncapped: 14 MB of progress records
     events = [r["event"] for r in records(path) if r["type"] == "event"]
     progress = [e for e in events if e["kind"] == "tool_progress"]
-    # At most one report per 0.5 s ([mcp] progress_interval) of a call of at most 4 s.
-    assert 1 <= len(progress) <= 4 / 0.5 + 2
+    # At most one report per 0.5 s ([mcp] progress_interval) of a call of at most 4 s (20,000
+    # were sent): 8, plus the first and the last.
+    assert 1 <= len(progress) <= 10, len(progress)
     times = {r["event"]["kind"]: r["t"] for r in records(path) if r["type"] == "event"}
     # The call ended by its total deadline (max_timeout), however often progress came.
     assert times["tool_result"] - times["tool_call"] < 4 + 2

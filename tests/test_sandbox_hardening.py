@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,7 +196,7 @@ while time.monotonic() < give_up:
         try:
             os.rename(name, name + ".real")
             os.symlink(target, name)
-            time.sleep(0.0002)
+            time.sleep(0.0002)  # the attack: the link stays a moment before the swap back
             os.unlink(name)
             os.rename(name + ".real", name)
         except OSError:
@@ -358,27 +359,28 @@ async def test_a_cgroup_full_of_unreaped_processes_is_replaced(workspace: Path) 
 
 
 @pytest.mark.e2e
-async def test_the_watchdog_outlives_a_moment_without_threads(monkeypatch) -> None:
+async def test_the_watchdog_outlives_a_moment_without_threads() -> None:
     """A fork bomb can leave the machine out of processes, so that Python cannot start a worker
     thread for a while: the process watchdog waits that out and still kills what is over the
     limit (it used to end there, and a bomb then ran until the command's timeout)."""
-    loop = asyncio.get_running_loop()
-    executor = ThreadPoolExecutor(2)  # no idle worker yet: the first scans need new threads
-    loop.set_default_executor(executor)
-    real_start, refused, exhausted = threading.Thread.start, [], asyncio.Event()
+    refused, exhausted = [], asyncio.Event()
 
-    def start(thread: threading.Thread) -> None:
-        if len(refused) < 5:
-            refused.append(thread)
-            if len(refused) == 5:
-                exhausted.set()
-            raise RuntimeError("can't start new thread")
-        real_start(thread)
+    class OutOfThreads(ThreadPoolExecutor):
+        """What ``run_in_executor`` meets when no worker thread can start, five times."""
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if len(refused) < 5:
+                refused.append(fn)
+                if len(refused) == 5:
+                    exhausted.set()
+                raise RuntimeError("can't start new thread")
+            return super().submit(fn, *args, **kwargs)
 
     group = await asyncio.create_subprocess_exec(
         "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 60 & done; wait", start_new_session=True
     )
-    monkeypatch.setattr(threading.Thread, "start", start)
+    executor = OutOfThreads(2)
+    asyncio.get_running_loop().set_default_executor(executor)
     guard = ProcessGuard(4, use_cgroup=False)
     try:
         guard.track(ProcessScope(group.pid))

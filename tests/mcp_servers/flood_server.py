@@ -63,7 +63,7 @@ async def serve(args: argparse.Namespace) -> None:
         if params.name == "flood":
             for i in range(args.progress):
                 await ctx.session.report_progress(i, args.progress, f"step {i} of {args.progress}")
-            await asyncio.sleep(3600)  # never answers
+            await asyncio.Event().wait()  # never answers: the client's deadline ends the call
         text = TERMINATE_OUTPUT if params.name == "terminate" else f"{params.name} ran"
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
