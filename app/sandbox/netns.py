@@ -19,7 +19,7 @@ READY_TIMEOUT = 20.0
 #: Launcher code (:mod:`.launcher`) run first, before it joins the cgroup, when
 #: ``opts["network"]`` is set: the pipes bwrap inherits, and the helper.
 SETUP = r"""
-import select, subprocess, time
+import fcntl, select, subprocess, time
 net = opts["network"]
 info_fd, block_fd, sync_fd = net["fds"]
 info_r, info_w = os.pipe()
@@ -58,8 +58,8 @@ def helper():
             kill(child)
         time.sleep(0.002)
     try:
-        user_ns = os.open(f"/proc/{child}/ns/user", os.O_RDONLY)
         net_ns = os.open(f"/proc/{child}/ns/net", os.O_RDONLY)
+        user_ns = fcntl.ioctl(net_ns, 0xB701)  # NS_GET_USERNS: the one owning it, not the child's
     except OSError as exc:
         say(f"cannot open the sandbox's namespaces: {exc.strerror}")
         kill(child)
