@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +15,13 @@ import pytest
 from app.config import SandboxSettings
 from app.sandbox.base import Sandbox
 from app.sandbox.factory import create_sandbox
+from app.sandbox.guard import empty_and_remove, find_pids_hierarchy
 
 __all__ = [
     "BACKENDS",
     "DOCKER_IMAGE",
     "DOCKER_PROBLEM",
+    "fenced",
     "make_sandbox",
     "processes_under",
     "requires_bwrap",
@@ -111,3 +116,37 @@ def processes_under(directory: Path, command: str | None = None) -> list[int]:
                     continue
             found.append(int(name))
     return found
+
+
+def _enter_fence(base: Path, limit: int) -> Path | None:
+    """A new pids cgroup under ``base`` holding at most ``limit`` tasks, with this process
+    moved into it (None: the kernel refused one of the steps)."""
+    fence = base / f"test-fence-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        fence.mkdir()
+        (fence / "pids.max").write_text(str(limit))
+        (fence / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        with contextlib.suppress(OSError):
+            fence.rmdir()
+        return None
+    return fence
+
+
+@contextlib.contextmanager
+def fenced(limit: int) -> Iterator[None]:
+    """Run this test process (and so everything it starts) inside a pids cgroup of its own
+    holding at most ``limit`` processes and threads.
+
+    A fork bomb under the watchdog (no cgroup of the sandbox's own) grows until the watchdog
+    kills it: without a fence it takes the machine's last process numbers, and the other test
+    worker fails to start a thread or a shell. Where no pids hierarchy is writable this fences
+    nothing, as before."""
+    base = find_pids_hierarchy()
+    fence = _enter_fence(base, limit) if base is not None else None
+    try:
+        yield
+    finally:
+        if base is not None and fence is not None:
+            (base / "cgroup.procs").write_text(str(os.getpid()))
+            empty_and_remove(fence, deadline=30)

@@ -161,7 +161,7 @@ class ProcessGuard:
             self._finalizer.detach()
         # A sandbox dropped without cleanup() (a tool nobody cleaned up) still leaves no
         # cgroup and no process behind: at garbage collection, or at the latest at exit.
-        self._finalizer = weakref.finalize(self, _empty_and_remove, path)
+        self._finalizer = weakref.finalize(self, empty_and_remove, path)
 
     def track(self, scope: ProcessScope) -> None:
         """Count ``scope``'s processes from now on (watchdog mode) and make sure it runs."""
@@ -272,7 +272,7 @@ class ProcessGuard:
             self._refused_before += await asyncio.to_thread(_refused_in, cgroup)
         retired, self._retired = self._retired, []
         for old in [*retired, *([cgroup] if cgroup is not None else [])]:
-            await asyncio.to_thread(_empty_and_remove, old)
+            await asyncio.to_thread(empty_and_remove, old)
 
 
 def sweep_orphans(parent: Path) -> list[Path]:
@@ -286,7 +286,7 @@ def sweep_orphans(parent: Path) -> list[Path]:
         owner = cgroup.name.split("-")[1]
         if not owner.isdigit() or int(owner) == os.getpid() or Path(f"/proc/{owner}").exists():
             continue
-        _empty_and_remove(cgroup, deadline=1.0)
+        empty_and_remove(cgroup, deadline=1.0)
         if not cgroup.exists():
             removed.append(cgroup)
     if removed:
@@ -294,7 +294,7 @@ def sweep_orphans(parent: Path) -> list[Path]:
     return removed
 
 
-def _empty_and_remove(cgroup: Path, deadline: float = 5.0) -> None:
+def empty_and_remove(cgroup: Path, deadline: float = 5.0) -> None:
     give_up = time.monotonic() + deadline
     pause = 0.002
     while True:
