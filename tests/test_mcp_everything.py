@@ -16,7 +16,7 @@ import pytest
 
 from app.agent.toolcall import ToolCallAgent
 from app.cli.render import EventRenderer
-from app.config import MCPServerConfig
+from app.config import MCPServerConfig, MCPSettings
 from app.events import ToolProgress, ToolResultEvent
 from app.logger import logger
 from app.testing import call, text, tool_calls
@@ -202,6 +202,9 @@ async def test_progress_events_and_the_timeout_they_extend(everything, llm_serve
     """Each step takes 0.5 s, the call 1.5 s; a 0.9 s timeout holds because progress
     notifications restart it. The agent turns them into ToolProgress events."""
     clients = everything.clients
+    # Every report is passed on: at the default 0.5 s, reports 0.5 s apart are coalesced when
+    # the machine delays one (test_caps.py tests the coalescing).
+    clients.limits = MCPSettings(progress_interval=0)
     await everything.connect(timeout=0.9)
     llm_server.push(
         tool_calls(call(LONG, {"duration": 1.5, "steps": 3}, id="call_long")), text("done")
