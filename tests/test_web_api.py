@@ -1,6 +1,5 @@
 """The web UI's HTTP API against hostile input: unknown ids, path escapes, wrong Host/Origin,
-missing tokens, oversized uploads, dropped streams; and the AG-UI stream against the
-protocol's own event models (``ag-ui-protocol``)."""
+missing tokens, oversized uploads, dropped streams (AG-UI: tests/test_agui.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import pytest
 
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
 from tests.conftest import TEST_API_KEY
-from tests.test_run_flow_e2e import plan_call
 from tests.web_ui_helpers import WebApp, sse_entries
 
 httpx = pytest.importorskip("httpx")  # the browser and search extras install it
@@ -503,111 +501,3 @@ def test_secrets_never_reach_the_page(client, app, llm) -> None:
         raw = json.dumps([e for _, e in sse_entries(stream)])
     assert TEST_API_KEY not in raw and "***" in raw
     assert TEST_API_KEY not in client.get("/api/sessions").text
-
-
-# ---- AG-UI ---------------------------------------------------------------------------------------
-
-
-def agui_events(client: httpx.Client, body: dict) -> list[dict]:
-    events = []
-    with client.stream("POST", "/api/agui", json=body) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("data: "):
-                events.append(json.loads(line[6:]))
-    return events
-
-
-def run_input(prompt: str, thread: str = "thread-1", **extra: object) -> dict:
-    return {
-        "threadId": thread,
-        "runId": "run-1",
-        "state": {},
-        "tools": [],
-        "context": [],
-        "forwardedProps": {},
-        **extra,
-        "messages": [{"id": "m1", "role": "user", "content": prompt}],
-    }
-
-
-def validate(events: list[dict]) -> list[str]:
-    import ag_ui.core as agui  # the protocol's own event models (the dev extra installs them)
-    from pydantic import TypeAdapter
-
-    adapter = TypeAdapter(agui.Event)
-    for event in events:
-        adapter.validate_python(event)  # raises on anything off the protocol's schema
-    return [e["type"] for e in events]
-
-
-def test_agui_stream_follows_the_protocol(client, llm) -> None:
-    llm.push(
-        tool_calls(call("bash", {"command": "echo agui"}), content="Running it."),
-        text("All done via AG-UI."),
-    )
-    events = agui_events(client, run_input("say hi"))
-    types = validate(events)
-    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
-    assert events[0]["threadId"] == "thread-1" and events[-1]["result"] == "All done via AG-UI."
-    for kind in (
-        "TEXT_MESSAGE_START",
-        "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END",
-        "TOOL_CALL_START",
-        "TOOL_CALL_ARGS",
-        "TOOL_CALL_END",
-        "TOOL_CALL_RESULT",
-        "STEP_STARTED",
-        "STEP_FINISHED",
-    ):
-        assert kind in types, kind
-    assert (
-        types.index("TOOL_CALL_START")
-        < types.index("TOOL_CALL_END")
-        < types.index("TOOL_CALL_RESULT")
-    )
-    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
-    assert "agui" in result["content"]
-    text_out = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
-    assert "Running it." in text_out and "All done via AG-UI." in text_out
-    starts = [e["stepName"] for e in events if e["type"] == "STEP_STARTED"]
-    ends = [e["stepName"] for e in events if e["type"] == "STEP_FINISHED"]
-    assert sorted(starts) == sorted(ends)
-    # The same thread continues the same conversation.
-    llm.push(text("Second run."))
-    second = agui_events(client, run_input("again"))
-    assert validate(second)[-1] == "RUN_FINISHED"
-    assert "say hi" in str(llm.requests[-1].messages)
-
-
-def test_agui_flow_state_and_errors(client, llm) -> None:
-    llm.push(
-        plan_call("[MANUS] One", "[MANUS] Two"),
-        tool_calls(call("terminate", {"status": "success"}), content="one done"),
-        tool_calls(call("terminate", {"status": "success"}), content="two done"),
-        text("Flow summary."),
-    )
-    events = agui_events(
-        client, run_input("plan it", thread="flow-thread", forwardedProps={"mode": "flow"})
-    )
-    types = validate(events)
-    assert "STATE_SNAPSHOT" in types and "STATE_DELTA" in types
-    snapshot = next(e for e in events if e["type"] == "STATE_SNAPSHOT")["snapshot"]
-    assert snapshot["plan"]["steps"] == ["[MANUS] One", "[MANUS] Two"]
-    paths = [op["path"] for e in events if e["type"] == "STATE_DELTA" for op in e["delta"]]
-    assert "/plan/step_statuses/1" in paths
-    assert types[-1] == "RUN_FINISHED"
-    # A run that fails (the model cannot be reached) ends in RUN_ERROR.
-    llm.push(tool_calls(call("bash", {"command": "echo 1"})))
-    failed = agui_events(client, run_input("loop", thread="fail-thread"))
-    assert validate(failed)[-1] == "RUN_ERROR"
-    assert failed[-1]["message"]
-    for bad in [
-        {},
-        {"threadId": "t", "runId": "r", "messages": []},
-        [1],
-        {"threadId": "t", "runId": "r", "messages": [{"role": "user", "content": ""}]},
-        run_input("x", forwardedProps={"mode": "robot"}),
-    ]:
-        assert_error(client.post("/api/agui", json=bad), 422 if isinstance(bad, dict) else 400)

@@ -28,7 +28,6 @@ class SessionManager:
         self.options = dict(options or {})
         self.store = SessionStore(root / ".sessions")
         self.sessions: dict[str, WebSession] = {}
-        self.threads: dict[str, str] = {}  # AG-UI thread id -> session id
         self._opening: dict[str, asyncio.Lock] = {}
 
     def check_id(self, session_id: str) -> str:

@@ -34,7 +34,8 @@ from app import __version__
 from app.config import config
 from app.exceptions import SessionBusyError, SessionError
 from app.logger import logger
-from app.web.agui import AguiInputError, AguiTranslator, parse_run_input
+from app.web import agui as agui_protocol
+from app.web.agui import AguiInputError, AguiThread, AguiTranslator, parse_run_input
 from app.web.files import Workspace
 from app.web.manager import SessionManager, UnknownSession
 from app.web.security import AccessPolicy, cookie_name
@@ -134,15 +135,17 @@ _LOGIN_PAGE = """<!doctype html>
 _LOGIN_CSP = "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+async def _json_body(
+    request: Request, limit: int = _MAX_JSON, too_large: str = "The JSON body is too large."
+) -> dict[str, Any]:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > _MAX_JSON:
-        raise HTTPException(413, "The JSON body is too large.")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise HTTPException(413, too_large)
     raw = bytearray()
     async for chunk in request.stream():
         raw += chunk
-        if len(raw) > _MAX_JSON:
-            raise HTTPException(413, "The JSON body is too large.")
+        if len(raw) > limit:
+            raise HTTPException(413, too_large)
     if not raw:
         return {}
     try:
@@ -354,27 +357,46 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
             headers={"cache-control": "no-store", "content-security-policy": _FILE_CSP},
         )
 
+    threads: dict[str, AguiThread] = {}  # AG-UI thread id -> its session and state
+
     async def agui(request: Request) -> Response:
-        body = await _json_body(request)
+        body = await _json_body(request, agui_protocol.MAX_BODY, _AGUI_TOO_LARGE)
+        thread_id = body.get("threadId", body.get("thread_id"))
+        thread = threads.get(thread_id) if isinstance(thread_id, str) else None
         try:
-            thread, run, prompt, mode = parse_run_input(body)
+            run = parse_run_input(body, thread.seen if thread is not None else ())
         except AguiInputError as e:
             raise HTTPException(422, str(e)) from None
-        sid = manager.threads.get(thread, thread)
+        new = False
+        if thread is None or thread.session.id not in manager.sessions:
+            try:  # a thread id that is a session id opens that session (also after a restart)
+                session = await manager.open(thread.session.id if thread else run.thread_id)
+            except UnknownSession:
+                session, new = await manager.create(run.mode), True
+            except SessionBusyError as e:
+                raise HTTPException(409, str(e)) from None
+            if thread is None:  # (two first runs at once: one thread, the other gets a 409)
+                thread = threads.setdefault(run.thread_id, AguiThread(run.thread_id, session))
+            else:
+                thread.session = session
         try:
-            session = await manager.open(sid)
-        except UnknownSession:
-            session = await manager.create(mode)
-            manager.threads[thread] = session.id
+            start = await thread.begin(run, new=new)
+        except AguiInputError as e:
+            raise HTTPException(422, str(e)) from None
         except SessionBusyError as e:
             raise HTTPException(409, str(e)) from None
-        start = session.log.last_id
-        session.start(prompt)
-        translator = AguiTranslator(thread, run)
+        thread.seen.update(run.message_ids)
+        translator = AguiTranslator(
+            run.thread_id,
+            run.run_id,
+            client_tools=thread.tool_names,
+            answered=thread.answered,
+            emitted_ids=thread.seen,
+        )
         return StreamingResponse(
-            _agui_stream(session, start, translator, request),
+            _agui_stream(thread, start, translator, request),
             media_type="text/event-stream",
-            headers={"cache-control": "no-store"},
+            headers={"cache-control": "no-store", "x-accel-buffering": "no"},
         )
 
     async def page(request: Request) -> Response:
@@ -472,14 +494,35 @@ async def _stream(session: WebSession, last_id: int, request: Request) -> AsyncI
 
 
 async def _agui_stream(
-    session: WebSession, last_id: int, translator: AguiTranslator, request: Request
+    thread: AguiThread, last_id: int, translator: AguiTranslator, request: Request
 ) -> AsyncIterator[bytes]:
-    async with aclosing(_follow(session, last_id, request)) as batches:
-        async for batch in batches:
-            for entry in batch or ():
-                for event in translator.translate(entry):
-                    yield f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n".encode()
-                if translator.finished:
-                    return
-            if batch is None:
-                yield b": ping\n\n"
+    """The run's events until RUN_FINISHED / RUN_ERROR (or a pause for the client's tools);
+    a client that closes the stream first (``abortRun()``) stops the task."""
+    thread.released.clear()
+    try:
+        for event in translator.start():
+            yield _agui_data(event)
+        async with aclosing(_follow(thread.session, last_id, request)) as batches:
+            async for batch in batches:
+                for entry in batch or ():
+                    for event in translator.translate(entry):
+                        yield _agui_data(event)
+                    if translator.finished:
+                        return
+                if batch is None:
+                    yield b": ping\n\n"
+    finally:
+        thread.released.set()
+        if not translator.finished and not thread.session.log.closed:
+            thread.abort()
+
+
+def _agui_data(event: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n".encode()
+
+
+_AGUI_TOO_LARGE = (
+    f"The RunAgentInput is larger than the {agui_protocol.MAX_BODY >> 20} MiB /api/agui "
+    "accepts. The server keeps each thread's history: send only the messages since the "
+    "last run (or start a new thread)."
+)

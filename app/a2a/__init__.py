@@ -1,0 +1,6 @@
+"""Manus as an Agent2Agent (A2A) agent: ``python -m protocol.a2a.app.main`` (docs/a2a.md).
+
+The official ``a2a-sdk`` serves the protocol (the ``a2a`` extra: ``pip install -e '.[a2a]'``);
+:mod:`app.a2a.executor` runs our agent behind it and :mod:`app.a2a.server` builds the agent card
+and the HTTP app. Nothing here is imported by the terminal programs.
+"""

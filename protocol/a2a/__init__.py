@@ -1,0 +1,1 @@
+"""Upstream compatibility: upstream's ``protocol.a2a`` package (docs/a2a.md)."""
