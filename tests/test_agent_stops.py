@@ -82,12 +82,13 @@ async def test_a_target_the_fixed_part_and_newest_turn_fill_spends_no_summary_ca
     result = events[-1].result
 
     summaries = [r for r in llm_server.requests if is_summary(r)]
+    # The target cannot be reached: no call is spent on it; one summary at most, when a
+    # request would not fit the window otherwise (issue 29: compact to what fits).
     assert len(summaries) <= 1
-    assert len(summaries) == 0  # the target cannot be reached: no call is spent on it
-    assert len(llm_server.requests) == 10  # one request per step, nothing else
+    assert len(llm_server.requests) == 10 + len(summaries)  # one request per step, that's all
     assert result.steps == 10 and result.stop_reason is StopReason.MAX_STEPS
     compactions = [e for e in events if isinstance(e, Compacted)]
-    assert compactions and all(c.summarized == 0 for c in compactions)
+    assert compactions and sum(c.summarized > 0 for c in compactions) == len(summaries)
     # It rests after falling short: not every step compacts.
     assert len(compactions) < 10
     assert sum(c.stubbed for c in compactions) > 0  # long outputs were still shortened

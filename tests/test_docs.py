@@ -36,6 +36,7 @@ from app.config import (
     RunflowSettings,
     SandboxSettings,
     SearchSettings,
+    TracingSettings,
     WebSettings,
 )
 from app.testing.netguard import SITE_DIR
@@ -61,6 +62,7 @@ SECTIONS: dict[type[BaseModel], tuple[str, frozenset[str]]] = {
     ModelPrice: ("## `[pricing]`", frozenset()),
     CompactionSettings: ("## `[compaction]`", frozenset()),
     LimitsSettings: ("## `[limits]`", frozenset()),
+    TracingSettings: ("## `[tracing]`", frozenset()),
     DaytonaSettings: ("## `[daytona]`", frozenset()),
 }
 #: AppConfig fields that are not a TOML section of their own.
@@ -268,6 +270,7 @@ PROGRAMS = {
     "app.batch": ["-m", "app.batch"],
     "app.web": ["-m", "app.web"],
     "bench": ["-m", "bench"],
+    "protocol.a2a.app.main": ["-m", "protocol.a2a.app.main"],
 }
 PAGES = {
     "main.py": "getting-started.md",
@@ -277,6 +280,7 @@ PAGES = {
     "app.batch": "batch.md",
     "app.web": "web-ui.md",
     "bench": "performance.md",
+    "protocol.a2a.app.main": "a2a.md",
 }
 
 

@@ -37,6 +37,8 @@ from app.testing import ScriptedLLMServer, call, cut, drop, error, raw, stall, t
 from tests.conftest import TEST_API_KEY, llm_settings
 
 USER = [Message.user_message("hi")]
+#: A request as big as the overflows below say (a smaller one would contradict their numbers).
+LONG = [Message.user_message("hello " * 1800)]
 #: What a web server (not an LLM API) answers: a whole page.
 PAGE = (
     "<!DOCTYPE html>\n<html><head><title>Welcome to\n nginx!</title>"
@@ -283,7 +285,7 @@ async def test_context_overflow_carries_and_teaches_the_window(llm_server, make_
     llm = make_llm(model="local-smollm")
     assert llm.context_window is None  # not configured, not known by name
     with pytest.raises(ContextWindowExceededError) as info:
-        await llm.request(USER, tools=TOOLS)
+        await llm.request(LONG, tools=TOOLS)
     assert (info.value.limit, info.value.tokens) == (2048, 2100)
     assert llm.context_window == 2048
     assert len(llm_server.requests) == 1  # never retried
@@ -303,7 +305,7 @@ async def test_llama_cpp_overflow_body_fields(llm_server, make_llm):
     }
     llm_server.push(raw(400, json.dumps(body)))
     with pytest.raises(ContextWindowExceededError) as info:
-        await make_llm(model="local").request(USER)
+        await make_llm(model="local").request(LONG)
     assert (info.value.limit, info.value.tokens) == (4096, 5000)
 
 
@@ -413,7 +415,7 @@ async def test_an_empty_stream_that_was_an_overflow_is_not_taken_for_a_refusal(
     llm_server.responder = respond
     llm = make_llm(model="local", stream=True)
     with pytest.raises(ContextWindowExceededError):
-        await llm.request(USER, tools=TOOLS)
+        await llm.request(LONG, tools=TOOLS)
     assert llm.refused_features == frozenset()
     assert make_llm(model="local").refused_features == frozenset()  # nothing was remembered
     # The next (smaller) turn is streamed again.
@@ -729,3 +731,96 @@ def test_excerpts_of_bodies_that_are_not_json():
     assert body_excerpt(b"  plain\n\n  text  ") == "plain text"
     assert body_excerpt("x" * 1000) == "x" * (EXCERPT_CHARS - 3) + "..."
     assert body_excerpt("<html></html>") == "an empty HTML page"
+
+
+# --- issue 29: llama-cpp-python's refusal recognised at once; timeouts that do not queue ------
+
+#: What llama-cpp-python (0.3.x, ``chatml-function-calling``) sent for a streamed request with
+#: tools once it had evaluated the prompt and chosen a call: keep-alive pings, then the end.
+REFUSED_STREAM = raw(
+    200,
+    b": ping - 2026-11-26 07:37:37.278524+00:00\n\n: ping - 2026-11-26 07:37:52.292823+00:00\n\n",
+    content_type="text/event-stream; charset=utf-8",
+)
+#: Its plain answer when the tool arguments it generated ran into the window (max_tokens is
+#: ignored there): the "prompt" it names is the one it grew itself.
+RUNAWAY = raw(
+    400,
+    b'{"error":{"message":"This model\'s maximum context length is 4096 tokens. However, you '
+    b"requested 4608 tokens (4096 in the messages, 512 in the completion). Please reduce the "
+    b'length of the messages or completion.","type":"invalid_request_error","param":"messages",'
+    b'"code":"context_length_exceeded"}}',
+)
+
+
+def _chatml_function_calling(server: ScriptedLLMServer, *plain: Any) -> None:
+    """Streams with tools are refused as llama-cpp-python refuses them; plain requests get
+    ``plain`` in turn, then a call."""
+    answers = list(plain)
+
+    def respond(request: Any) -> Any:
+        if request.stream and request.tools:
+            return REFUSED_STREAM
+        if answers:
+            return answers.pop(0)
+        return tool_calls(call("echo", {"text": "x"})) if request.tools else text("plain")
+
+    server.responder = respond
+
+
+async def test_a_refused_tool_stream_is_recognised_even_when_the_plain_turn_runs_away(
+    llm_server, make_llm
+):
+    """First contact: the streamed turn is refused, its plain retry comes back with the
+    runaway overflow, which the LLM asks again as a server fault. That repeat goes plain (no
+    second streamed probe, which would cost the server another prompt evaluation), and the
+    refusal is remembered: the next turn is plain too."""
+    _chatml_function_calling(llm_server, RUNAWAY)
+    llm = make_llm(model="local", max_tokens=512, max_retries=0)
+    reply = await llm.request(USER, tools=TOOLS)
+    assert reply.message.tool_calls[0].function.name == "echo"
+    assert [r.stream for r in llm_server.requests] == [True, False, False]
+    assert "stream_tools" in llm.refused_features
+    await llm.request(USER, tools=TOOLS, on_delta=lambda _: None)
+    assert [r.stream for r in llm_server.requests] == [True, False, False, False]
+
+
+async def test_a_refused_tool_stream_is_recognised_when_the_plain_turn_times_out(
+    llm_server, make_llm
+):
+    """The plain retry was taken and outlived its timeout: no overflow, so the empty stream
+    was the refusal, remembered although the turn failed; the next turn is not streamed."""
+    _chatml_function_calling(llm_server, stall(text("slow"), after=0, seconds=30))
+    llm = make_llm(model="local", timeout=0.5, max_retries=0)
+    with pytest.raises(LLMTimeoutError):
+        await llm.request(USER, tools=TOOLS)
+    assert "stream_tools" in llm.refused_features
+    await llm.request(USER, tools=TOOLS, on_delta=lambda _: None)
+    assert [r.stream for r in llm_server.requests] == [True, False, False]
+
+
+@pytest.mark.parametrize("transport", ["httpx", "openai"])
+async def test_a_plain_request_that_times_out_is_retried_once_not_queued(
+    llm_server, make_llm, transport
+):
+    """An endpoint that gets plain requests only (here ``stream = false``; also one that
+    refused streaming tools): each timed-out attempt is hung up, and it is asked again once,
+    not max_retries times, since every retry would wait behind the answers left behind."""
+    llm_server.push(*[stall(text("slow"), after=0, seconds=30)] * 6)
+    llm = make_llm(stream=False, timeout=0.3, max_retries=5, transport=transport)
+    with pytest.raises(LLMTimeoutError, match="gave up after 2 attempts"):
+        await llm.request(USER)
+    assert len(llm_server.requests) == 2
+    assert await asyncio.to_thread(llm_server.wait_for_disconnects, 2, 5.0)
+    await llm.aclose()
+
+
+async def test_a_timed_out_plain_request_that_can_stream_is_retried_streamed(llm_server, make_llm):
+    """With ``stream = "auto"`` the retry of a timed-out plain request is streamed (its
+    ``timeout`` then bounds the silence between chunks, and a stream can be stopped)."""
+    llm_server.push(text("warm-up"), stall(text("slow"), after=0, seconds=30), text("streamed"))
+    llm = make_llm(timeout=0.5, max_retries=2)
+    await llm.request(USER, stream=True)  # a fast first turn: the next one goes plain
+    reply = await llm.request(USER)
+    assert reply.message.content == "streamed"
+    assert [r.stream for r in llm_server.requests] == [True, False, True]

@@ -161,3 +161,49 @@ def test_main_ends_in_a_documented_state_whatever_the_model_writes(tmp_path, rec
     assert len(proxy.chat_requests()) <= 2 * (2 + 1)
     if proc.returncode == 1:
         assert "error:" in proc.stderr or "without finishing" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_run_failed_by_an_outage_resumes_with_its_own_budget(tmp_path, recording_proxy):
+    """Issue 29 items 5 and 7: main.py started with ``--max-steps 4`` fails at once (nothing
+    listens at the endpoint: an outage). ``--resume`` with no new prompt, the server back,
+    carries the task on within the recorded budget (step 1/4, not 1/20) instead of printing
+    "Resumed session" and exiting 0; the server is asked with the original prompt."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def main(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(MAIN), "--config", str(config), "-w", str(workspace)]
+        return subprocess.run(
+            [*command, *args],
+            capture_output=True,
+            text=True,
+            env=child_env(tmp_path),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            timeout=240,
+        )
+
+    config = write_config(tmp_path / "config.toml", down)
+    failed = main(config, "--max-steps", "4", "-p", "Say hello, then finish.")
+    assert failed.returncode not in (0, 2), failed.stderr[-3000:]
+    assert "Traceback" not in failed.stderr
+    [session_file] = (workspace / ".sessions").glob("*.jsonl")
+
+    def call_terminate(body: dict) -> dict:
+        return {**body, "tool_choice": {"type": "function", "function": {"name": "terminate"}}}
+
+    proxy = recording_proxy("smollm2-fc", rewrite=call_terminate)
+    write_config(config, proxy.base_url, max_tokens=64)
+    resumed = main(config, "--resume", session_file.stem)
+    assert "Carrying on the task that failed" in resumed.stderr, resumed.stderr[-3000:]
+    assert "Executing step 1/4" in resumed.stderr
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    [chat] = proxy.chat_requests()
+    assert [m["content"] for m in chat.messages if m["role"] == "user"][:1] == [
+        "Say hello, then finish."
+    ]

@@ -155,3 +155,28 @@ async def test_streamed_overflow_is_not_mistaken_for_a_refused_stream(real_llm, 
         "one overflow made the framework stop streaming to this endpoint"
     )
     assert deltas
+
+
+async def test_a_plain_request_that_times_out_is_hung_up_and_retried_once(llama_pool):
+    """Issue 29 item 6 on an endpoint that gets plain requests only (``stream = false``, as
+    after a refused tool stream): each attempt that outlives ``timeout`` is hung up, and the
+    request is asked again once, not ``max_retries`` times: llama-cpp-python goes on generating
+    a plain answer whose client left, so every further retry would wait behind another one."""
+    server = llama_pool.start_private("smollm2", "plain-timeout", n_ctx=8192)
+    try:
+        proxy = RecordingProxy(server.base_url).start()
+        llm = LLM.create(
+            llm_config=real_settings(proxy.base_url, max_tokens=6000, stream=False, max_retries=4)
+        )
+        prompt = "Repeat these words: " + " ".join(f"w{i}" for i in range(300))
+        started = time.monotonic()
+        with pytest.raises(LLMTimeoutError, match="gave up after 2 attempts"):
+            await llm.request(user(prompt), timeout=2.0, logit_bias=SMOLLM2_NO_EOS)
+        assert time.monotonic() - started < 2 * 2.0 + 10.0
+        chats = proxy.chat_requests()
+        assert [e.stream for e in chats] == [False, False]
+        for exchange in chats:
+            assert exchange.client_left.wait(timeout=10), "the framework kept a connection open"
+    finally:
+        proxy.stop()
+        server.stop()

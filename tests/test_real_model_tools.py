@@ -18,7 +18,9 @@ import pytest
 from app.agent.toolcall import ToolCallAgent
 from app.config import CompactionSettings
 from app.llm import LLM
-from app.schema import AgentState
+from app.schema import AgentState, Message
+from app.testing.proxy import RecordingProxy
+from app.tool.python_execute import PythonExecute
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 from tests.real_model_fixtures import ROOT, child_env, real_settings
@@ -26,6 +28,7 @@ from tests.real_model_fixtures import ROOT, child_env, real_settings
 pytestmark = pytest.mark.real_model
 
 TERMINATE = Terminate().to_param()
+PYTHON = PythonExecute().to_param()
 
 #: A tool call written as text, in the form the text tool-calling mode reads.
 TEXT_CALL = '<tool_call>{"name": "terminate", "arguments": {"status": "success"}}</tool_call>'
@@ -180,3 +183,77 @@ async def test_auto_never_runs_or_remembers_a_call_written_as_prose(
     assert len(chats) >= 2 and all(e.has_tools for e in chats)
     assert llm.refused_features == frozenset()
     assert not (tmp_path / "cache" / "endpoints.json").exists()
+
+
+# ---- issue 29: an echoed tag is no tool call; chatml-function-calling's refusal at once --------
+
+#: What a small model wrote after reading our old prompt: its prose sentence, echoed.
+ECHO = "An answer with no <tool_call> block is your final answer. The tools are listed below."
+
+
+def force_in_turns(*texts: str):
+    """A proxy rewrite: the n-th chat request may only be answered with ``texts[n]`` (the
+    last one for every request after)."""
+    served: list[str] = []
+
+    def rewrite(body: dict) -> dict:
+        text = texts[min(len(served), len(texts) - 1)]
+        served.append(text)
+        return {**body, "grammar": literal_grammar(text)}
+
+    return rewrite
+
+
+async def test_an_echoed_call_tag_is_answered_as_an_unknown_tool_and_not_shown(
+    real_llm, recording_proxy
+):
+    """The server writes the echo (forced by a grammar), then a real call. The echo's tag makes
+    a nameless call: not shown as a tool call (no event), answered like an unknown tool (the
+    model can correct itself), never "Invalid command format"; our own prompt names the tag
+    only in its example."""
+    from app.events import ToolCallEvent, ToolResultEvent
+
+    proxy = recording_proxy("smollm2", rewrite=force_in_turns(ECHO, TEXT_CALL))
+    llm = real_llm("smollm2", base_url=proxy.base_url, tool_calling="text", max_tokens=96)
+    agent = agent_on(llm, max_steps=3)
+    events: list[object] = []
+    agent.subscribe(events.append)
+    result = await agent.run("Finish the task.")
+    chats = proxy.chat_requests()
+    assert chats[0].completion()["content"] == ECHO  # the server wrote the echo
+    assert chats[0].messages[0]["content"].count("<tool_call>") == 1  # ours: the example only
+    assert result.state == AgentState.FINISHED and result.steps == 2, repr(result)
+    shown = [e.name for e in events if isinstance(e, ToolCallEvent | ToolResultEvent)]
+    assert shown == ["terminate", "terminate"]
+    answer = next(m.content for m in agent.memory.messages if m.role == "tool")
+    assert answer.startswith("Error: Unknown tool '' (the call names no tool)."), answer
+    assert "Invalid command format" not in answer
+
+
+async def test_first_contact_with_chatml_function_calling_costs_one_refused_stream(
+    llama_pool, tmp_path
+):
+    """A fresh process meets a ``chatml-function-calling`` server: its first streamed turn
+    with tools is refused (after the server evaluated the prompt), asked again plainly, and
+    the next turn is plain: one refusal in the server's log, no second streamed probe."""
+    server = llama_pool.get("smollm2-fc")
+    proxy = RecordingProxy(server.base_url).start()
+    logged = len(server.log_text())
+    try:
+        llm = LLM.create(llm_config=real_settings(proxy.base_url, max_tokens=24))
+        for task in ("Use python_execute to print 6*7.", "Use python_execute to print 7*8."):
+            await llm.request(
+                [Message.user_message(task)],
+                tools=[PYTHON],
+                on_delta=lambda _: None,  # watched: the turn would stream if it could
+            )
+    finally:
+        proxy.stop()
+    chats = proxy.chat_requests()
+    assert [(e.stream, e.status) for e in chats] == [(True, 200), (False, 200), (False, 200)]
+    assert b"data: {" not in chats[0].response  # the refusal: pings at most
+    log = server.log_text()[logged:]
+    assert log.count('"POST /v1/chat/completions HTTP/1.1"') == 3
+    assert log.count("Exception in ASGI application") == 1  # the one refusal
+    assert "Automatic streaming tool choice is not supported" in log
+    assert "stream_tools" in llm.refused_features

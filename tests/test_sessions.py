@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from app.agent.toolcall import ToolCallAgent
 from app.flow import FlowFactory, FlowType
 from app.schema import AgentState
 from app.session import SessionStore, read_session
-from app.testing import call, slow, text, tool_calls
+from app.testing import call, error, slow, text, tool_calls
 from tests.conftest import TEST_API_KEY
 from tests.test_main_e2e import MAIN, child_env, run_main, write_config
 
@@ -257,3 +258,126 @@ def test_no_session_writes_nothing(tmp_path, llm_server):
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok"
     assert not (tmp_path / "ws" / ".sessions").exists()
+
+
+@pytest.mark.e2e
+def test_resume_keeps_the_recorded_step_budget(tmp_path, llm_server):
+    """Issue 29 item 5: a run started with ``--max-steps 6`` resumes with what is left of 6,
+    not with the agent's default."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    llm_server.push(
+        tool_calls(call("python_execute", {"code": "print(1)"}), content="One."),
+        tool_calls(call("python_execute", {"code": "print(2)"}), content="Two."),
+        slow(60, text("never sent: the process is killed while waiting")),
+    )
+    cfg = write_config(tmp_path, llm_server.base_url)
+    args = [sys.executable, str(MAIN), "-c", str(cfg), "-w", str(workspace)]
+    proc = subprocess.Popen(
+        [*args, "--max-steps", "6", "-p", "count"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=tmp_path,
+    )
+    try:
+        assert llm_server.wait_for_requests(3, timeout=60)  # steps 1 and 2 are on file
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=30)
+    [session_file] = (workspace / ".sessions").glob("*.jsonl")
+
+    llm_server.push(tool_calls(call("python_execute", {"code": "print(3)"})), text("x"))
+    resumed = run_main(tmp_path, *args[2:], "--resume", session_file.stem)
+    assert "Executing step 3/6" in resumed.stderr, resumed.stderr
+    assert not re.search(r"step \d+/20", resumed.stderr)
+    assert "Executing step 1/" not in resumed.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_session(session_file).snapshot().max_steps == 6
+
+
+@pytest.mark.e2e
+def test_resuming_a_failed_session_without_a_prompt_carries_the_task_on(tmp_path, llm_server):
+    """Issue 29 item 7: an endpoint outage fails the run; ``--resume`` without a prompt asks
+    the failed step again (same budget, same memory) instead of exiting 0 doing nothing."""
+    workspace = tmp_path / "ws"
+    cfg = write_config(tmp_path, llm_server.base_url)
+    llm_server.push(
+        tool_calls(call("python_execute", {"code": "print(6 * 7)"}), content="Computing."),
+        error(503, "upstream is down"),
+    )
+    args = ["-c", str(cfg), "-w", str(workspace)]
+    first = run_main(tmp_path, *args, "--max-steps", "5", "-p", "compute it")
+    assert first.returncode != 0 and "503" in first.stderr
+    [session_file] = (workspace / ".sessions").glob("*.jsonl")
+    listed = run_main(tmp_path, *args, "--list-sessions")
+    assert "failed" in listed.stdout
+
+    llm_server.push(tool_calls(call("terminate", {"status": "success"}), content="It is 42."))
+    resumed = run_main(tmp_path, *args, "--resume", session_file.stem)
+    assert "Carrying on the task that failed" in resumed.stderr
+    assert "Executing step 2/5" in resumed.stderr, resumed.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "It is 42."
+    messages = llm_server.requests[-1].body["messages"]
+    assert [m["role"] for m in messages[1:4]] == ["user", "assistant", "tool"]
+    assert messages[1]["content"] == "compute it" and "42" in messages[3]["content"]
+    assert read_session(session_file).state == "finished"
+
+
+@pytest.mark.e2e
+def test_resuming_a_failed_flow_tries_its_blocked_steps_again(tmp_path, llm_server):
+    """The endpoint goes down after planning: the step is blocked and run_flow.py fails.
+    ``--resume`` without a prompt tries the blocked step again and finishes the plan."""
+    from tests.test_run_flow_e2e import plan_call, run_flow
+
+    workspace = tmp_path / "ws"
+    cfg = write_config(tmp_path, llm_server.base_url)
+    args = ["-c", str(cfg), "-w", str(workspace)]
+    llm_server.push(plan_call("the only step"))
+    llm_server.responder = lambda _request: error(503, "upstream is down")
+    first = run_flow(tmp_path, *args, "-p", "do it")
+    assert first.returncode != 0, first.stderr
+    [session_file] = (workspace / ".sessions").glob("*.jsonl")
+    assert read_session(session_file).state == "failed"
+
+    llm_server.responder = None
+    llm_server.push(
+        tool_calls(call("terminate", {"status": "success"}), content="Step done."),
+        text("All done."),
+    )
+    resumed = run_flow(tmp_path, *args, "--resume", session_file.stem)
+    assert "Carrying on the task that failed" in resumed.stderr
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "All done."
+    assert read_session(session_file).state == "finished"
+
+
+@pytest.mark.e2e
+def test_resuming_a_flow_whose_planning_failed_plans_the_task_again(tmp_path, llm_server):
+    from tests.test_run_flow_e2e import plan_call, run_flow
+
+    workspace = tmp_path / "ws"
+    cfg = write_config(tmp_path, llm_server.base_url)
+    args = ["-c", str(cfg), "-w", str(workspace)]
+    llm_server.responder = lambda _request: error(503, "upstream is down")
+    first = run_flow(tmp_path, *args, "-p", "do it")
+    assert first.returncode != 0, first.stderr
+    [session_file] = (workspace / ".sessions").glob("*.jsonl")
+    assert read_session(session_file).state == "failed"
+
+    llm_server.responder = None
+    llm_server.push(
+        plan_call("the only step"),
+        tool_calls(call("terminate", {"status": "success"}), content="Step done."),
+        text("All done."),
+    )
+    resumed = run_flow(tmp_path, *args, "--resume", session_file.stem)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.strip() == "All done."
+    assert "do it" in json.dumps(llm_server.requests[-3].body["messages"])

@@ -405,3 +405,62 @@ def test_tool_result_rendering_cannot_be_closed_early() -> None:
         render_tool_result("bash", "call_2", "")
         == '<tool_response name="bash" id="call_2">\n\n</tool_response>'
     )
+
+
+# ---- issue 29: nothing of our prompt a small model can echo into a call ------------------------
+
+#: A small model echoing our old prompt's prose, then rambling on: the tag it repeated made the
+#: rest of its answer a nameless "call" (5 KB in the run that found it).
+ECHOED = (
+    "Sure. An answer with no <tool_call> block is your final answer. "
+    + "The list of tools is long and every tool has arguments to give. " * 80
+)
+
+
+def test_the_prompt_names_the_call_tag_only_in_its_example() -> None:
+    """Prose that names the tag is what a small model echoes; only the example has it."""
+    prompt = render_tool_prompt([{"type": "function", "function": {"name": "bash"}}])
+    assert prompt.count("<tool_call>") == 1
+    [example] = [line for line in prompt.splitlines() if "<tool_call>" in line]
+    assert example.startswith("<tool_call>{") and example.endswith("</tool_call>")
+    # Echoing any sentence of it, or all of it, is no call to a real tool.
+    for line in prompt.splitlines():
+        if line != example:
+            assert not parse_tool_calls(line, NAMES).calls, line
+
+
+def test_a_nameless_call_keeps_only_a_short_text() -> None:
+    """The echo still reads as a nameless call (the agent answers it as an unknown tool), but
+    its text, which goes back in every later request, is cut short."""
+    [call] = parse_tool_calls(ECHOED, NAMES).calls
+    assert call.function.name == ""
+    assert len(call.function.arguments) <= 301
+    assert call.function.arguments.startswith("block is your final answer.")
+
+
+async def test_the_agent_answers_a_nameless_call_as_an_unknown_tool_and_does_not_show_it() -> None:
+    from app.agent.toolcall import ToolCallAgent
+    from app.config import LLMSettings
+    from app.events import ToolCallEvent, ToolResultEvent
+    from app.llm import LLM
+    from app.testing import FunctionModel
+    from app.tool.terminate import Terminate
+    from app.tool.tool_collection import ToolCollection
+
+    replies = iter(
+        [ECHOED, '<tool_call>{"name": "terminate", "arguments": {"status": "success"}}</tool_call>']
+    )
+    settings = LLMSettings(model="local", api_key="sk-test", tool_calling="text")
+    llm = LLM.create(llm_config=settings, transport=FunctionModel(lambda _m, _i: next(replies)))
+    agent = ToolCallAgent(llm=llm, available_tools=ToolCollection(Terminate()), max_steps=3)
+    events: list[object] = []
+    agent.subscribe(events.append)
+    result = await agent.run("Finish the task.")
+    assert result.steps == 2 and result.ok, repr(result)
+    calls = [e.name for e in events if isinstance(e, ToolCallEvent)]
+    results = [e.name for e in events if isinstance(e, ToolResultEvent)]
+    assert calls == ["terminate"] and results == ["terminate"]  # the nameless one not shown
+    [first, _] = [m for m in agent.memory.messages if m.role == "tool"]
+    assert first.content.startswith("Error: Unknown tool '' (the call names no tool).")
+    assert "Available tools: terminate" in first.content
+    assert "Invalid command format" not in first.content

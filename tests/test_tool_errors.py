@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.agent.compaction import shorten_tool_outputs
+from app.agent.compaction import shorten_long_parts
 from app.agent.toolcall import ToolCallAgent
 from app.exceptions import ToolError
 from app.llm import LLM
@@ -110,7 +110,7 @@ def test_compaction_keeps_the_flag() -> None:
         Message.tool_message(long, name="raises", tool_call_id="c1", is_error=True),
         Message.tool_message(long, name="works", tool_call_id="c2"),
     ]
-    shortened, count = shorten_tool_outputs(messages, end=2, limit=100)
+    shortened, count = shorten_long_parts(messages, end=2, limit=100)
     assert count == 2
     assert [m.is_error for m in shortened] == [True, False]
     assert all(len(m.content or "") < 1000 for m in shortened)

@@ -180,7 +180,7 @@ class BaseAgent(StrictModel, ABC):
                 while self.current_step < self.max_steps and self.state == AgentState.RUNNING:
                     self.current_step += 1
                     # When someone listens, they show the progress; the log keeps it at DEBUG.
-                    level = "DEBUG" if bus.active else "INFO"
+                    level = "DEBUG" if bus.watched else "INFO"
                     if log_enabled(level):
                         logger.log(level, f"Executing step {self.current_step}/{self.max_steps}")
                     if bus.active:
@@ -309,9 +309,17 @@ class BaseAgent(StrictModel, ABC):
         """The run's answer for library callers; agents that know better override this."""
         return None
 
-    async def report_usage(self, usage: Usage | None) -> None:
+    async def report_usage(
+        self,
+        usage: Usage | None,
+        *,
+        model: str = "",
+        finish_reason: str | None = None,
+        duration: float | None = None,
+    ) -> None:
         """Add one LLM call's usage to this run's total and tell the listeners (per step and
-        per run). The usage comes with the call's response (``ModelResponse.usage``)."""
+        per run). The usage comes with the call's response (``ModelResponse.usage``); the
+        call's ``model``, ``finish_reason`` and ``duration`` go to the listeners (traces)."""
         if usage is None:
             return
         self._run_usage.add(usage)
@@ -325,6 +333,9 @@ class BaseAgent(StrictModel, ABC):
                     run_usage=run,
                     cost=usage.cost,
                     run_cost=run.cost,
+                    model=model,
+                    finish_reason=finish_reason,
+                    duration=duration,
                 )
             )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from contextvars import ContextVar
 from dataclasses import replace
 from functools import lru_cache
@@ -86,6 +87,8 @@ class ToolCallAgent(ReActAgent):
     _final_answer: str | None = PrivateAttr(default=None)
     _last_text: str | None = PrivateAttr(default=None)
     _last_usage: Usage | None = PrivateAttr(default=None)
+    _call_seconds: float | None = PrivateAttr(default=None)  # the last model call's
+    _tool_seconds: dict[str, float] = PrivateAttr(default_factory=dict)  # by call id
     _notes: list[str] = PrivateAttr()  # one-off notes for the next request
     _step_notes: list[str] = PrivateAttr()  # ... taken for this step
     _step_note: str | None = PrivateAttr(default=None)  # the step log line when think is False
@@ -170,13 +173,17 @@ class ToolCallAgent(ReActAgent):
             if not self.compactor.settings.enabled:
                 raise
             logger.warning(
-                f"The request of '{self.name}' does not fit the context window "
-                f"({e}); compacting and retrying once"
+                f"The request of '{self.name}' does not fit the context window ({e}); compacting"
             )
-            if await self.compactor.compact_after_overflow(self, e) is None:
+            compacted = await self.compactor.compact_after_overflow(self, e)
+            if compacted is None:
                 raise _overflow(
                     e, "and compacting the conversation could not make it smaller"
                 ) from e
+            logger.info(
+                f"Retrying the request of '{self.name}' once, compacted to "
+                f"{compacted.after_tokens} tokens"
+            )
         try:
             return await self._ask(choice)
         except ContextWindowExceededError as e:
@@ -185,20 +192,23 @@ class ToolCallAgent(ReActAgent):
     async def _ask(self, choice: str) -> ModelResponse:
         bus = self._events
         extra: dict[str, Any] = {}
-        if bus.active:  # someone watches: stream the text to them as it is written
+        if bus.watched:  # someone watches: stream the text to them as it is written
             name, step = self.name, self.current_step
 
             async def on_delta(text: str) -> None:
                 await bus.emit(TextDelta(name, step=step, text=text))
 
             extra["on_delta"] = on_delta
-        return await self.llm.request(
+        started = time.monotonic()
+        reply = await self.llm.request(
             self._request_messages(),
             system_msgs=self._system_messages(),
             tools=self.available_tools.to_params(),
             tool_choice=choice,
             **extra,
         )
+        self._call_seconds = time.monotonic() - started
+        return reply
 
     async def process_reply(self, reply: ModelResponse) -> bool:
         """Take one model turn into the run: record it, show it, and decide whether there is
@@ -206,14 +216,20 @@ class ToolCallAgent(ReActAgent):
         choice = _choice_value(self.tool_choices)
         bus = self._events
         self._last_usage = reply.usage
-        await self.report_usage(reply.usage)
+        seconds, self._call_seconds = self._call_seconds, None
+        await self.report_usage(
+            reply.usage,
+            model=self.llm.model,
+            finish_reason=reply.finish_reason,
+            duration=seconds,
+        )
         response = reply.message
-        watched = bus.active  # listeners show progress; the log then stays quiet
+        watched = bus.watched  # listeners show progress; the log then stays quiet
         reasoning = (reply.reasoning or "").strip()
         if reasoning:  # shown as thinking; never the answer, never stored
-            if watched:
+            if bus.active:
                 await bus.emit(Reasoning(self.name, step=self.current_step, text=reasoning))
-            elif log_enabled("INFO"):
+            if not watched and log_enabled("INFO"):
                 logger.info(f"💭 {self.name} is thinking: {_preview(reasoning)}")
 
         tool_calls = list(response.tool_calls or [])
@@ -234,10 +250,15 @@ class ToolCallAgent(ReActAgent):
             self._last_text = answer
         if content and not watched and log_enabled("INFO"):
             logger.info(f"✨ {self.name}'s thoughts: {content}")
-        if tool_calls and not watched and log_enabled("INFO"):
-            names = ", ".join(call.function.name for call in tool_calls)
-            logger.info(f"🛠️ {self.name} selected {len(tool_calls)} tool(s): {names}")
-            for call in tool_calls:
+        # A call naming no tool (a small model's garbled text) is no tool call to show: it
+        # is answered as an unknown tool, so the model can correct itself.
+        shown = [call for call in tool_calls if call.function.name.strip()]
+        if len(shown) < len(tool_calls):
+            logger.warning(f"{self.name}: the model wrote a tool call that names no tool")
+        if shown and not watched and log_enabled("INFO"):
+            names = ", ".join(call.function.name for call in shown)
+            logger.info(f"🛠️ {self.name} selected {len(shown)} tool(s): {names}")
+            for call in shown:
                 logger.info(
                     f"🔧 {call.function.name} arguments: {_preview(call.function.arguments)}"
                 )
@@ -250,7 +271,7 @@ class ToolCallAgent(ReActAgent):
         if bus.active:
             if content:
                 await bus.emit(Thought(self.name, step=self.current_step, text=content))
-            for call in tool_calls:
+            for call in shown:
                 await bus.emit(
                     ToolCallEvent(
                         self.name,
@@ -335,7 +356,8 @@ class ToolCallAgent(ReActAgent):
                 result, image = outcome.text, outcome.image
                 if self.max_observe and isinstance(self.max_observe, int):
                     result = _truncate(result, self.max_observe)
-                if not self._events.active and log_enabled("INFO"):
+                shown = bool(command.function.name.strip())
+                if shown and not self._events.watched and log_enabled("INFO"):
                     logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
                 await self._record_result(command, result, outcome.failed, image)
                 results.append(result)
@@ -357,7 +379,7 @@ class ToolCallAgent(ReActAgent):
                 is_error=failed,
             )
         )
-        if self._events.active:
+        if self._events.active and name.strip():  # a nameless call is not shown (think)
             await self._events.emit(
                 ToolResultEvent(
                     self.name,
@@ -366,6 +388,7 @@ class ToolCallAgent(ReActAgent):
                     name=name,
                     output=text,
                     error=failed,
+                    duration=self._tool_seconds.pop(command.id, None),
                     image=image,
                 )
             )
@@ -395,7 +418,10 @@ class ToolCallAgent(ReActAgent):
         """One call, typed: its text, image and whether it failed. Concurrent calls run as
         separate tasks, each with its own context, so each sees only its own image."""
         _CURRENT_IMAGE.set(None)  # what the ``_current_base64_image`` property sets
+        started = time.monotonic()
         outcome = await self.run_tool(command)
+        if self._events.active:  # how long it ran, for traces
+            self._tool_seconds[command.id] = time.monotonic() - started
         if outcome.image is None:
             image = _CURRENT_IMAGE.get()
             if image:
@@ -418,13 +444,14 @@ class ToolCallAgent(ReActAgent):
 
     async def run_tool(self, command: ToolCall) -> ToolOutcome:
         """Run one tool call; problems become failed outcomes with text for the model."""
-        if not command or not command.function or not command.function.name:
+        if not command or not command.function:
             return ToolOutcome("Error: Invalid command format", failed=True)
         name = command.function.name
         if name not in self.available_tools.tool_map:
             known = ", ".join(self.available_tools.tool_map) or "none"
+            nameless = "" if name.strip() else " (the call names no tool)"
             return ToolOutcome(
-                f"Error: Unknown tool '{name}'. Available tools: {known}.", failed=True
+                f"Error: Unknown tool '{name}'{nameless}. Available tools: {known}.", failed=True
             )
         try:
             args = parse_arguments(command.function.arguments)

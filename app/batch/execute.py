@@ -13,6 +13,7 @@ import hashlib
 import re
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from app.batch.agents import build_agent
 from app.batch.flows import run_flow
 from app.batch.models import FAILED, FINISHED, BatchTask, TaskResult
 from app.batch.scoring import answers_match
+from app.config import config
 from app.llm.context import RequestGate, llm_scope
 from app.llm.usage import Usage
 from app.logger import logger
@@ -177,11 +179,13 @@ async def _run(
     )
     _no_human(agent)
     try:
-        if task.flow:
-            return await run_flow(task.flow, agent, task.prompt, recorder=recorder)
-        if recorder is not None:
-            recorder.attach_agent(agent)
-        result = await agent.run(task.prompt)
+        with _traced(task) as watch:
+            if task.flow:
+                return await run_flow(task.flow, agent, task.prompt, recorder=recorder, watch=watch)
+            if recorder is not None:
+                recorder.attach_agent(agent)
+            watch(agent)
+            result = await agent.run(task.prompt)
     finally:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(agent.cleanup(), settings.cleanup_timeout)
@@ -197,6 +201,25 @@ async def _run(
     elif result.state.value != "FINISHED":
         fields["error"] = f"stopped at max_steps ({result.steps}) without finishing"
     return fields
+
+
+@contextlib.contextmanager
+def _traced(task: BatchTask) -> Iterator[Callable[[Any], None]]:
+    """With ``[tracing] enabled``: a span for the task, around the runs of what ``watch``
+    is given (its agent, or its flow)."""
+    if not (config.is_loaded and config.tracing.enabled):
+        yield lambda target: None
+        return
+    from app import tracing  # the optional otel extra: loaded only when tracing is on
+
+    stops: list[Callable[[], None]] = []
+    attributes = {"openmanus.batch.task_id": task.id, "openmanus.batch.agent": task.agent or ""}
+    with tracing.task_span(f"batch task {task.id}", attributes) as (parent, _span):
+        try:
+            yield lambda target: stops.append(tracing.trace(target, parent=parent))
+        finally:
+            for stop in stops:
+                stop()
 
 
 def _no_human(agent: BaseAgent) -> None:

@@ -3,6 +3,7 @@ reported before the batch starts rather than as a failure of every such task."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import ConfigError
@@ -29,7 +30,11 @@ def check_flow_name(name: str) -> None:
 
 
 async def run_flow(
-    name: str, agent: BaseAgent, prompt: str, recorder: SessionRecorder | None = None
+    name: str,
+    agent: BaseAgent,
+    prompt: str,
+    recorder: SessionRecorder | None = None,
+    watch: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """Run flow ``name`` with the task's agent as its executor.
 
@@ -39,6 +44,8 @@ async def run_flow(
     flow = FlowFactory.create_flow(_flow_type(name), agents={agent.name.lower(): agent})
     if recorder is not None:  # the task's session file (a SessionRecorder)
         recorder.attach_flow(flow)
+    if watch is not None:  # traces of the flow (its plan steps and its agent's runs)
+        watch(flow)
     result = await flow.execute(prompt)
     if not isinstance(result, FlowResult):  # a flow that reports text only
         return {"state": "FINISHED", "final_answer": str(result), "steps": 0}

@@ -24,8 +24,8 @@ def add_common_options(
     short_config: bool = True,
     workspace_help: str = WORKSPACE_HELP,
 ) -> None:
-    """``--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``
-    and the session options, in that order. ``short_config=False`` leaves ``-c`` to the
+    """``--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``,
+    ``--trace`` and the session options, in that order. ``short_config=False`` leaves ``-c`` to the
     program (``run_mcp.py``'s ``--connection``)."""
     flags = ("-c", "--config") if short_config else ("--config",)
     parser.add_argument(
@@ -41,6 +41,11 @@ def add_common_options(
         "-q", "--quiet", action="store_true", help="show only warnings, errors and the answer"
     )
     parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="send OpenTelemetry traces of the runs ([tracing] in the config; docs/tracing.md)",
+    )
     add_session_options(parser)
 
 

@@ -90,8 +90,8 @@ class EventRenderer:
         if isinstance(event, Compacted):
             return (
                 f"{who}🗜  Context compacted: {event.before_tokens} → {event.after_tokens} "
-                f"tokens (window {event.window}; {event.stubbed} tool outputs shortened, "
-                f"{event.summarized} messages summarized)"
+                f"tokens (window {event.window}; {event.stubbed} tool outputs or arguments "
+                f"shortened, {event.summarized} messages summarized or dropped)"
             )
         if isinstance(event, UsageReport) and self.show_usage:
             return f"{who}   tokens: {event.usage}"

@@ -51,6 +51,7 @@ from app.exceptions import (
 )
 from app.flow.planning import PlanningFlow
 from app.flow.result import FlowResult
+from app.install_hint import pip_install
 from app.llm.context import llm_scope
 from app.llm.recording import recording, replaying
 from app.llm.usage import Usage
@@ -58,6 +59,7 @@ from app.logger import define_log_level, logger
 from app.session import SessionData, SessionRecorder, SessionStore
 from app.tool.ask_human import StdinInputProvider, set_input_provider
 from app.tool.chart.render import matplotlib_available
+from app.tool.planning import PlanStepStatus
 
 
 class TerminalSession(ABC):
@@ -76,6 +78,7 @@ class TerminalSession(ABC):
         self.reader: Any = None
         self.recorder: SessionRecorder | None = None
         self.task_usage: Usage | None = None
+        self._untrace: Callable[[], None] | None = None
 
     @abstractmethod
     async def build(self) -> None:
@@ -165,6 +168,7 @@ class TerminalSession(ABC):
                 await self.build()
                 resumed = self._open_session()
                 self._watch()
+                self._trace()
             except (ConfigError, SessionError, ReplayError, MCPServerError) as e:
                 say(f"error: {e}")
                 if isinstance(e, SessionBusyError):
@@ -173,6 +177,11 @@ class TerminalSession(ABC):
                 return EXIT_FAILED if isinstance(e, MCPServerError) else EXIT_CONFIG
             if resumed is not None and resumed.incomplete:
                 say("Carrying on the task that was cut short...")
+                code = await self._run_task(None, self.continue_task)
+                if self.args.prompt is None:
+                    return code
+            elif resumed is not None and resumed.failed and self.args.prompt is None:
+                say("Carrying on the task that failed...")
                 code = await self._run_task(None, self.continue_task)
                 if self.args.prompt is None:
                     return code
@@ -187,6 +196,9 @@ class TerminalSession(ABC):
             if self.recorder is not None:
                 with contextlib.suppress(Exception, asyncio.CancelledError):
                     await self.recorder.close()
+            if self._untrace is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await self._stop_tracing()
             tape.close()
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
@@ -276,6 +288,26 @@ class TerminalSession(ABC):
         if bus is not None and not self.args.quiet:
             flow = self.session_kind == "flow"
             bus.subscribe(EventRenderer(show_source=flow, show_usage=bool(self.args.verbose)))
+
+    def _trace(self) -> None:
+        """Traces of the runs (``--trace`` or ``[tracing] enabled``; docs/tracing.md)."""
+        if not (getattr(self.args, "trace", False) or config.tracing.enabled):
+            return
+        try:
+            from app import tracing  # the optional otel extra: loaded only when tracing is on
+        except ImportError as e:
+            say(f"warning: no traces ({e.name} is missing): {pip_install('otel')}")
+            return
+        target = getattr(self, "flow", None) or getattr(self, "agent", None)
+        self._untrace = tracing.trace(target if target is not None else self.event_bus())
+
+    async def _stop_tracing(self) -> None:
+        """End open spans and send the queued ones (waits at most ``export_timeout``)."""
+        from app import tracing  # loaded already by _trace
+
+        assert self._untrace is not None
+        self._untrace()
+        await asyncio.to_thread(tracing.shutdown)
 
     def _setup(self) -> None:
         level = "DEBUG" if self.args.verbose else "WARNING" if self.args.quiet else "INFO"
@@ -376,6 +408,8 @@ class AgentSession(TerminalSession):
     def restore_session(self, data: SessionData) -> None:
         assert self.agent is not None
         data.restore_agent(self.agent, self.agent.name if self.agent.name in data.agents else None)
+        if self.args.max_steps is not None:  # said again on resuming: it wins over the record
+            self.agent.max_steps = self.args.max_steps
 
     def continue_task(self) -> Awaitable[Any]:
         assert self.agent is not None
@@ -409,6 +443,7 @@ class FlowSession(TerminalSession):
         super().__init__(args)
         self.agents: dict[str, BaseAgent] = {}
         self.flow: PlanningFlow | None = None
+        self.last_task: str | None = None  # of a resumed session
 
     async def build(self) -> None:
         kwargs = self.agent_options()
@@ -445,9 +480,22 @@ class FlowSession(TerminalSession):
     def restore_session(self, data: SessionData) -> None:
         assert self.flow is not None
         data.restore_flow(self.flow)
+        self.last_task = data.tasks[-1] if data.tasks else None
+        if self.args.max_steps is not None:  # said again on resuming: it wins over the record
+            for agent in self.agents.values():
+                agent.max_steps = self.args.max_steps
 
     def continue_task(self) -> Awaitable[Any]:
+        """Carry on the active plan; after a failure, its blocked steps are tried again (or,
+        when planning failed, the task is planned again)."""
         assert self.flow is not None
+        plan = self.flow.planning_tool.plans.get(self.flow.active_plan_id or "")
+        if plan is None:
+            return self.flow.execute(self.last_task or "")
+        statuses = plan["step_statuses"]
+        if not any(s in PlanStepStatus.get_active_statuses() for s in statuses):
+            blocked, fresh = PlanStepStatus.BLOCKED.value, PlanStepStatus.NOT_STARTED.value
+            statuses[:] = [fresh if s == blocked else s for s in statuses]
         return self.flow.execute("")
 
     def report(self, result: FlowResult) -> int:

@@ -31,6 +31,7 @@ from app.config.settings import (
     RunflowSettings,
     SandboxSettings,
     SearchSettings,
+    TracingSettings,
     WebSettings,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "RunflowSettings",
     "SandboxSettings",
     "SearchSettings",
+    "TracingSettings",
     "WebSettings",
     "config",
     "find_config_path",

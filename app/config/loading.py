@@ -37,6 +37,7 @@ from app.config.settings import (
     RunflowSettings,
     SandboxSettings,
     SearchSettings,
+    TracingSettings,
     WebSettings,
 )
 from app.exceptions import ConfigError
@@ -83,6 +84,7 @@ _SECTIONS: dict[str, tuple[str, type[BaseModel]]] = {
     "limits": ("limits", LimitsSettings),
     "daytona": ("daytona_config", DaytonaSettings),
     "web": ("web", WebSettings),
+    "tracing": ("tracing", TracingSettings),
 }
 _TOP_LEVEL_KEYS = ("strict", "llm", "pricing", "workspace_root", *_SECTIONS)
 
@@ -581,6 +583,7 @@ class Config:
     compaction = _Section[CompactionSettings]("compaction")
     daytona = _Section[DaytonaSettings]("daytona_config")
     web = _Section[WebSettings]("web")
+    tracing = _Section[TracingSettings]("tracing")
     config_path = _Section[Path | None]("config_path")
 
     @property

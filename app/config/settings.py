@@ -152,7 +152,8 @@ class CompactionSettings(SettingsModel):
     target: float = Field(default=0.6, gt=0.0, le=1.0)
     #: Newest turns (a model answer with its tool results) always kept word for word.
     keep_recent_turns: PositiveInt = 3
-    #: Older tool outputs longer than this many characters are shortened to a stub first.
+    #: Older tool outputs and tool-call arguments longer than this many characters are shortened
+    #: to a stub first.
     stub_chars: PositiveInt = 800
     #: Longest summary the model may write, in tokens.
     summary_max_tokens: PositiveInt = 1024
@@ -326,6 +327,25 @@ class WebSettings(SettingsModel):
     allowed_hosts: list[str] = []
 
 
+class TracingSettings(SettingsModel):
+    """OpenTelemetry traces of runs (the ``otel`` extra; docs/tracing.md). Endpoint and service
+    name fall back to ``OTEL_EXPORTER_OTLP_ENDPOINT`` and ``OTEL_SERVICE_NAME``."""
+
+    enabled: bool = False
+    #: OTLP/HTTP base URL (``/v1/traces`` is added); None: the variable, else localhost:4318.
+    endpoint: str | None = None
+    #: ``service.name`` of the spans; None: ``OTEL_SERVICE_NAME``, else "openmanus".
+    service_name: str | None = None
+    #: Record prompts, answers, tool arguments and results (secrets redacted); off: only sizes.
+    record_content: bool = False
+    #: Longest text recorded in one attribute when ``record_content`` is on.
+    max_content_chars: PositiveInt = 4000
+    #: Seconds one export may take, and the longest a program waits for spans at exit.
+    export_timeout: PositiveFloat = 3.0
+    #: Extra HTTP headers for the exporter (an API key of a hosted backend, for example).
+    headers: dict[str, str] = Field(default={}, repr=False)
+
+
 class DaytonaSettings(SettingsModel):
     """Upstream's ``[daytona]``, accepted so its files load; Daytona is unsupported here."""
 
@@ -353,6 +373,7 @@ class AppConfig(BaseModel):
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
     daytona_config: DaytonaSettings = Field(default_factory=DaytonaSettings)
     web: WebSettings = Field(default_factory=WebSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     workspace_root: Path = PROJECT_ROOT / "workspace"
     config_path: Path | None = None
 

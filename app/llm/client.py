@@ -11,7 +11,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, ClassVar, cast
 
 from app.config import LLMSettings
-from app.exceptions import ContextWindowExceededError, ImagesNotSupportedError, LLMResponseError
+from app.exceptions import (
+    ContextWindowExceededError,
+    ImagesNotSupportedError,
+    LLMResponseError,
+    LLMServerError,
+)
 from app.llm.capabilities import model_flags
 from app.llm.context import usage_sink
 from app.llm.endpoint_memory import PROCESS_MEMORIES, EndpointMemories
@@ -25,7 +30,7 @@ from app.llm.openai.wire import count_tokens
 from app.llm.pricing import cost_of, price_for
 from app.llm.stack import CONNECTION_FIELDS, build_model, wrap_model
 from app.llm.usage import Usage
-from app.llm.windows import known_window
+from app.llm.windows import ServerCounts, known_window
 from app.logger import log_enabled, logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 from app.tokens import TokenCounter
@@ -141,6 +146,7 @@ class LLM:
         self.last_usage: Usage | None = None
         self._learned_window: int | None = None
         self._known_window: tuple[str, int | None] | None = None
+        self._counts: ServerCounts | None = None
         self._tools: tuple[list[dict[str, Any]], tuple[ToolDefinition, ...]] | None = None
         self._custom = custom
         self._transport = transport  # given in code: kept through changes, never remembered
@@ -154,10 +160,14 @@ class LLM:
         register_secret(settings.api_key)  # also for settings built in code, not loaded from a file
         self._counter: TokenCounter | None = None  # the model's tokenizer, loaded on use
         self.is_reasoning_model, self.supports_images = model_flags(settings)
+        memories = self.registry.memories if self._transport is None else None
+        where = (settings.base_url or "", settings.model)
+        if self._counts is None or self._counts.key != where:  # how this endpoint counts
+            kept = memories if settings.capability_cache and self._custom is None else None
+            self._counts = ServerCounts(*where, kept)
         if self._custom is not None:
             self._model = wrap_model(self._custom, settings)
         else:
-            memories = self.registry.memories if self._transport is None else None
             self._model, self._endpoint = build_model(
                 settings, memories, self._transport, self._endpoint
             )
@@ -232,6 +242,12 @@ class LLM:
         return self.token_counter.count_messages(messages)
 
     @property
+    def server_counts(self) -> ServerCounts:
+        """How the endpoint counts prompts compared to us, learned from its answers."""
+        assert self._counts is not None
+        return self._counts
+
+    @property
     def context_window(self) -> int | None:
         """Input tokens a request may take: ``max_input_tokens``, else the window the server
         named when it rejected an oversized request, else a known window for the model."""
@@ -272,8 +288,19 @@ class LLM:
         system_msgs: Messages | None = None,
         tools: list[dict[str, Any]] | None = None,
     ) -> int:
-        """Input tokens a request over these messages, system prompt and tools would take."""
-        formatted = self._formatted([*system_msgs, *messages] if system_msgs else messages)
+        """Input tokens a request over these messages, system prompt and tools would take:
+        an estimate is scaled to the server's counts once an answer reported them."""
+        conversation = [*system_msgs, *messages] if system_msgs else messages
+        tokens = await self._own_count(conversation, tools)
+        if (await self._loaded_counter()).exact:
+            return tokens
+        counts = self.server_counts
+        await counts.settle(self._own_count)
+        return counts.scale(tokens, tools=bool(tools))
+
+    async def _own_count(self, conversation: Messages, tools: list[dict[str, Any]] | None) -> int:
+        """Our count of a request (unscaled)."""
+        formatted = self._formatted(conversation)
         counter = await self._loaded_counter()
         tokens = count_tokens(counter, formatted.messages, formatted.entries)
         return tokens + counter.count_tools(tools)
@@ -358,9 +385,7 @@ class LLM:
         try:
             response = await self._model.request(cast(Sequence[Message], conversation), params)
         except ContextWindowExceededError as e:
-            if e.limit and not self.max_input_tokens:
-                self._learned_window = e.limit
-            raise
+            response = await self._overflowed(e, conversation, tools, params)
         if not isinstance(response, ModelResponse):
             raise TypeError(
                 f"{type(self._custom).__name__}.request() returned {type(response).__name__}, "
@@ -371,6 +396,10 @@ class LLM:
         usage = response.usage
         if usage.requests or usage.total_tokens:
             usage.requests = usage.requests or 1
+            if usage.prompt_tokens > 0 and not usage.estimated:
+                counts = self.server_counts
+                counts.answered(conversation, tools, usage.prompt_tokens)
+                await counts.save()
         else:  # the model reported none: estimate, and say so
             prompt = await self.count_request_tokens(conversation)
             completion = self.count_tokens(_produced_text(response.message))
@@ -383,6 +412,44 @@ class LLM:
             )
         self._record_usage(usage)
         return response
+
+    async def _overflowed(
+        self,
+        error: ContextWindowExceededError,
+        conversation: Messages,
+        tools: list[dict[str, Any]] | None,
+        params: ModelParams,
+    ) -> ModelResponse:
+        """A real overflow teaches the window and how the server counts, and is raised. One
+        whose numbers contradict what was sent is a server fault: asked once more, and if
+        it recurs raised as :class:`LLMServerError` (nothing learned from it)."""
+        counter = await self._loaded_counter()
+        sent = await self._own_count(conversation, tools)
+        counts = self.server_counts
+        if not counter.exact:
+            await counts.settle(self._own_count)  # the answered request before this one
+        with_tools = bool(tools)
+        if why := counts.contradiction(error, sent, counter.exact, tools=with_tools):
+            logger.warning(
+                f"Model '{self.model}' answered with a context overflow that cannot be true of "
+                f"the request ({why}): a server fault, asking once more"
+            )
+            try:
+                return await self._model.request(cast(Sequence[Message], conversation), params)
+            except ContextWindowExceededError as again:
+                error = again
+            if why := counts.contradiction(error, sent, counter.exact, tools=with_tools):
+                raise LLMServerError(
+                    f"Model '{self.model}' answered twice with a context overflow that cannot "
+                    f"be true of the request ({why}): {error.message}",
+                    status_code=error.status_code,
+                    model=self.model,
+                ) from error
+        counts.overflowed(error, sent, counter.exact, tools=with_tools)
+        await counts.save()
+        if error.limit and not self.max_input_tokens:
+            self._learned_window = error.limit
+        raise error
 
     def _definitions(self, tools: list[dict[str, Any]] | None) -> tuple[ToolDefinition, ...]:
         """The tools as definitions, the same tuple while they stay equal (reused encoding)."""

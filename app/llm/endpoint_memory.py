@@ -1,4 +1,5 @@
-"""What an endpoint refused, remembered across processes in a JSON file (docs/local-models.md).
+"""What an endpoint refused, and how it counts tokens, remembered across processes in a JSON
+file (docs/local-models.md).
 
 Writes are atomic, under a ``flock``, after re-reading the file (concurrent processes keep
 each other's entries); an unusable file is logged once and the memory keeps to this process.
@@ -16,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,8 +32,30 @@ _VERSION = 1
 _MAX_FILE_BYTES = 1 << 20  # a bigger file is not ours to parse
 _MAX_ENTRIES = 500  # oldest entries beyond this are dropped on write
 _FUTURE_SLACK = 24 * 3600.0  # timestamps further ahead than this are treated as invalid
+#: Bounds of a believable count ratio (server tokens per token we count); outside: ignored.
+MIN_RATIO, MAX_RATIO = 0.2, 5.0
 
 _Entries = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class CountFacts:
+    """How an endpoint counts: ``ratio`` = its prompt tokens per token we count (None: not
+    learned), ``accepted`` = the largest prompt (its tokens) it answered (0: none yet)."""
+
+    ratio: float | None = None
+    accepted: int = 0
+
+
+def _ratio(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if MIN_RATIO <= value <= MAX_RATIO:
+            return float(value)
+    return None
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def default_cache_path() -> Path:
@@ -65,7 +89,8 @@ def _key(base_url: str, model: str) -> str:
 
 
 class EndpointMemory:
-    """Features each (base URL, model) refused, shared by every process of this user."""
+    """Features each (base URL, model) refused and how it counts tokens (:class:`CountFacts`),
+    shared by every process of this user."""
 
     def __init__(
         self,
@@ -100,6 +125,39 @@ class EndpointMemory:
                 return frozenset()
             now = self._clock()
             return frozenset(f for f, at in entry["features"].items() if self._fresh(at, now))
+
+    def counts(self, base_url: str, model: str) -> CountFacts | None:
+        """How the endpoint counted tokens, learned within the TTL; None when nothing is."""
+        with self._lock:
+            self._refresh()
+            entry = self._entries.get(_key(base_url, model))
+            counts = entry.get("counts") if entry else None
+            if not counts or not self._fresh(counts["at"], self._clock()):
+                return None
+            return CountFacts(_ratio(counts.get("ratio")), _count(counts.get("accepted")))
+
+    def remember_counts(
+        self, base_url: str, model: str, *, ratio: float | None = None, accepted: int = 0
+    ) -> None:
+        """Record the endpoint's count ratio and the largest prompt it accepted (``accepted``
+        0: forget it, the server changed); a ratio of None keeps the old one."""
+        key, now = _key(base_url, model), self._clock()
+        ratio = _ratio(ratio)
+
+        def change(entries: _Entries) -> None:
+            entry = entries.setdefault(
+                key,
+                {"base_url": normalize_base_url(base_url), "model": model.strip(), "features": {}},
+            )
+            old = entry.get("counts") or {}
+            counts: dict[str, Any] = {"at": now}
+            if (kept := ratio if ratio is not None else _ratio(old.get("ratio"))) is not None:
+                counts["ratio"] = kept
+            if _count(accepted):
+                counts["accepted"] = accepted
+            entry["counts"] = counts
+
+        self._update(change)
 
     def remember(self, base_url: str, model: str, feature: str) -> None:
         """Record that the endpoint refused ``feature`` (one of :data:`FEATURES`)."""
@@ -192,23 +250,36 @@ class EndpointMemory:
         now = self._clock()
         entries: _Entries = {}
         for key, entry in endpoints.items():
-            if not isinstance(entry, dict) or not isinstance(entry.get("features"), dict):
+            if not isinstance(entry, dict) or not isinstance(entry.get("features", {}), dict):
                 continue
             features = {
                 f: float(at)
-                for f, at in entry["features"].items()
-                if f in FEATURES
-                and isinstance(at, int | float)
-                and not isinstance(at, bool)
-                and self._fresh(float(at), now)
+                for f, at in entry.get("features", {}).items()
+                if f in FEATURES and self._valid_time(at, now)
             }
-            if features:
+            counts = self._parse_counts(entry.get("counts"), now)
+            if features or counts:
                 entries[str(key)] = {
                     "base_url": str(entry.get("base_url", "")),
                     "model": str(entry.get("model", "")),
                     "features": features,
+                    **({"counts": counts} if counts else {}),
                 }
         return entries
+
+    def _valid_time(self, at: Any, now: float) -> bool:
+        return isinstance(at, int | float) and not isinstance(at, bool) and self._fresh(at, now)
+
+    def _parse_counts(self, counts: Any, now: float) -> dict[str, Any] | None:
+        """The valid, fresh part of an entry's ``counts``; None when nothing is."""
+        if not isinstance(counts, dict) or not self._valid_time(counts.get("at"), now):
+            return None
+        parsed: dict[str, Any] = {"at": float(counts["at"])}
+        if (ratio := _ratio(counts.get("ratio"))) is not None:
+            parsed["ratio"] = ratio
+        if accepted := _count(counts.get("accepted")):
+            parsed["accepted"] = accepted
+        return parsed if len(parsed) > 1 else None
 
     def _go_local(self, kind: str, message: str) -> None:
         self._warn_once(kind, message)
@@ -258,9 +329,15 @@ class EndpointMemory:
             entry["features"] = {
                 f: at for f, at in entry["features"].items() if self._fresh(at, now)
             }
-        live = {k: e for k, e in entries.items() if e["features"]}
+            if "counts" in entry and not self._fresh(entry["counts"]["at"], now):
+                del entry["counts"]
+        live = {k: e for k, e in entries.items() if e["features"] or "counts" in e}
+
+        def learned_at(entry: dict[str, Any]) -> float:
+            return max([*entry["features"].values(), entry.get("counts", {}).get("at", 0.0)])
+
         if len(live) > _MAX_ENTRIES:
-            newest = sorted(live, key=lambda k: max(live[k]["features"].values()), reverse=True)
+            newest = sorted(live, key=lambda k: learned_at(live[k]), reverse=True)
             live = {k: live[k] for k in newest[:_MAX_ENTRIES]}
         entries.clear()
         entries.update(live)

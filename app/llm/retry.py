@@ -30,12 +30,16 @@ MAX_RESPONSE_RETRIES = 2
 
 
 async def with_retries(
-    attempt: Callable[[], Awaitable[T]], *, max_retries: int, settings: LLMSettings
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    max_retries: int,
+    settings: LLMSettings,
+    give_up: Callable[[LLMTransientError], bool] | None = None,
 ) -> T:
     """Run ``attempt`` again on transient failures, at most ``max_retries`` times (malformed
     replies at most ``MAX_RESPONSE_RETRIES`` times, never past a Retry-After over
-    ``MAX_RETRY_AFTER``), waiting as :func:`retry_delay` says. The error that ends the loop
-    says how many attempts were made.
+    ``MAX_RETRY_AFTER``, never once ``give_up(error)`` says so), waiting as
+    :func:`retry_delay` says. The error that ends the loop says how many attempts were made.
 
     The first attempt runs outside tenacity (nearly every request succeeds at once, and a
     step should not pay for a retry loop); its failure is replayed as tenacity's first attempt.
@@ -55,6 +59,8 @@ async def with_retries(
         error = _error_of(state)
         retry_after = getattr(error, "retry_after", None)
         if state.attempt_number > max_retries or (retry_after or 0) > MAX_RETRY_AFTER:
+            return True
+        if give_up is not None and give_up(error):
             return True
         return isinstance(error, LLMResponseError) and malformed >= MAX_RESPONSE_RETRIES
 

@@ -43,6 +43,7 @@ _SCAN_WINDOW = 200_000  # characters a bracket scan may cover from its start
 _SCAN_BUDGET = 400_000  # bracket-scan tokens for one whole answer
 #: Texts longer than this get no lenient (slower) repair, only strict JSON.
 _REPAIR_LIMIT = 64_000
+_NAMELESS_KEEP = 300  # characters of a nameless call's text kept as its arguments
 _MAX_DEPTH = 64  # nesting accepted from Python-literal syntax
 
 
@@ -511,7 +512,9 @@ class _Parser:
             if args.startswith("(") and args.endswith(")"):
                 args = args[1:-1].strip()
             return self.explicit_name(leading.group(1)), args
-        return "", text
+        # No name: answered as an unknown tool; the text (often the rest of the answer,
+        # after an echoed tag) is kept short, since it goes back in every later request.
+        return "", text if len(text) <= _NAMELESS_KEEP else text[:_NAMELESS_KEEP] + "…"
 
     # Readers of explicit blocks: the calls between the opener and the body's end.
     def body_calls(self, text: str, opened: re.Match[str], body_end: int) -> list[Any]:

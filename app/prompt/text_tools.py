@@ -10,8 +10,10 @@ TOOL_PROMPT_INTRO = (
     '<tool_call>{"name": "tool_name", "arguments": {"argument": "value"}}</tool_call>\n'
     "Use one block per call; several blocks in one answer are allowed. After your blocks, "
     "stop and wait: each result comes back to you in a <tool_response> block. "
-    "An answer with no <tool_call> block is your final answer."
+    "An answer without a tool call block is your final answer."
 )
+# The call tag appears once only, in the example: a small model echoing a sentence that named
+# it wrote a nameless "call" holding the rest of its answer (issue 29).
 
 #: Introduces the list of tools; each tool follows as ``- name: description`` with its
 #: arguments indented below it (``* required`` marks the ones that must be given).

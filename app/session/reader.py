@@ -78,6 +78,12 @@ class SessionData:
         return any(snapshot.running for snapshot in self.agents.values())
 
     @property
+    def failed(self) -> bool:
+        """Whether the last task ended in failure (an endpoint outage...): ``--resume``
+        without a prompt carries it on."""
+        return self.state == "failed"
+
+    @property
     def state(self) -> str:
         """``interrupted`` (a task was cut short: Ctrl-C, a kill or a crash; ``--resume``
         carries it on), ``finished``, ``failed``, ``stopped`` (max steps) or ``empty``; a
@@ -88,8 +94,8 @@ class SessionData:
             return "interrupted"
         if self.kind == "flow":
             plan = self.plans.get(self.active_plan_id or "")
-            if plan is None:
-                return "empty"
+            if plan is None:  # a task whose planning failed, or none yet
+                return "failed" if self.tasks else "empty"
             statuses = plan.get("step_statuses", [])
             return "finished" if statuses and all(s == "completed" for s in statuses) else "failed"
         states = [s.state for s in self.agents.values() if s.messages]
@@ -104,8 +110,9 @@ class SessionData:
         return next(iter(self.agents.values()), None)
 
     def restore_agent(self, agent: BaseAgent, key: str | None = None) -> AgentSnapshot | None:
-        """Put ``agent`` back as it was at the last checkpoint: memory, step count (of a cut-off
-        run) and usage. Returns the snapshot used (None when the session has none)."""
+        """Put ``agent`` back as it was at the last checkpoint: memory, step count and budget
+        (of a run cut off or failed, to be carried on) and usage. Returns the snapshot used
+        (None when the session has none)."""
 
         snapshot = self.snapshot(key)
         if snapshot is None:
@@ -115,9 +122,13 @@ class SessionData:
             for data in snapshot.messages
         ]
         agent.state = AgentState.IDLE
-        agent.current_step = snapshot.step if snapshot.running else 0
-        if snapshot.max_steps and snapshot.running:
-            agent.max_steps = max(agent.max_steps, snapshot.max_steps)
+        agent.current_step = 0
+        if snapshot.running or snapshot.state == "ERROR":
+            # The run goes on within its own budget: a failed step is asked again.
+            failed = not snapshot.running and snapshot.step > 0
+            agent.current_step = snapshot.step - 1 if failed else snapshot.step
+            if snapshot.max_steps:
+                agent.max_steps = snapshot.max_steps
         if snapshot.usage:
             agent._run_usage = Usage(**snapshot.usage)
         return snapshot

@@ -4,9 +4,10 @@ they change), sent through the transport ``connect`` makes.
 
 With ``stream = "auto"`` a turn is streamed when someone watches its text or the endpoint is
 slow (the first turn, and after one that took ``stream_after`` seconds): a fast endpoint gets
-plain requests, cheaper for both ends. A plain request that timed out is retried streamed, so
-the retry does not queue behind the abandoned answer. A refusal to stream is remembered
-(``Refusals``) and the turn asked again plainly.
+plain requests, cheaper for both ends. A plain request that timed out is hung up and retried
+streamed, or plainly once only where it cannot stream (a server such as llama-cpp-python
+finishes an abandoned plain answer before the retry: docs/local-models.md). A refusal to
+stream is remembered (``Refusals``) and the turn asked again plainly.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from app.exceptions import (
     ContextWindowExceededError,
     LLMBadRequestError,
+    LLMError,
     LLMResponseError,
     LLMTimeoutError,
     ToolsNotSupportedError,
@@ -75,6 +77,8 @@ class OpenAIChatModel:
         self._tools_cache: tuple[Sequence[ToolDefinition], bytes] | None = None
         self._fields_cache: tuple[dict[str, Any], tuple[type, ...], bytes] | None = None
         self._warned_images = False
+        #: (feature, why, plain body) of a turn whose empty stream may have been an overflow.
+        self._unresolved: tuple[str, str, bytes] | None = None
 
     @property
     def layers(self) -> Transport:
@@ -218,13 +222,15 @@ class OpenAIChatModel:
     ) -> Completion:
         """One request, retried on transient failures (a malformed reply too); streamed text
         goes through ``relay``. With ``upgrade``, a plain attempt that timed out is retried
-        streamed."""
+        streamed; one that cannot be is retried plainly once only (the server may still be
+        generating the abandoned answer, and every retry would queue behind it)."""
         model = self.settings.model
         body = build(stream)
         upgraded = False
+        plain_timeouts = 0
 
         async def attempt() -> Completion:
-            nonlocal stream, body, upgraded
+            nonlocal stream, body, upgraded, plain_timeouts
             on_delta: DeltaCallback | None = None
             if relay is not None and stream:
                 relay.attempt()
@@ -241,6 +247,8 @@ class OpenAIChatModel:
             except LLMTimeoutError:
                 if upgrade and not stream:
                     stream, body, upgraded = True, build(True), True
+                elif not stream:
+                    plain_timeouts += 1
                 raise
             except NoStream as e:
                 if not upgraded:  # the caller handles a refused first stream
@@ -253,8 +261,17 @@ class OpenAIChatModel:
                 self.last_seconds = time.monotonic() - start
             return parse_completion(data, model)
 
+        def give_up(error: Exception) -> bool:
+            if isinstance(error, LLMTimeoutError) and plain_timeouts > 1:
+                logger.warning(
+                    f"Model '{model}' timed out twice on a plain request; not asking again: "
+                    "the server may still be generating the answers left behind"
+                )
+                return True
+            return False
+
         return await with_retries(
-            attempt, max_retries=self.settings.max_retries, settings=self.settings
+            attempt, max_retries=self.settings.max_retries, settings=self.settings, give_up=give_up
         )
 
     async def _exchange(
@@ -271,7 +288,14 @@ class OpenAIChatModel:
         model = self.settings.model
         pending: tuple[str, str] | None = None
         feature = "stream_tools" if tools else "stream"
-        if self.streams(tools=tools, watched=relay is not None, asked=stream):
+        unresolved, self._unresolved = self._unresolved, None
+        if unresolved is not None and unresolved[0] == feature and unresolved[2] == build(False):
+            # The same turn asked again after an empty stream and an overflow: only a caller
+            # that judged the overflow false does that (llama-cpp-python's runaway tool
+            # arguments), so the empty stream was the refusal; a second streamed probe would
+            # cost the server another prompt evaluation.
+            await self.refusals.refuse(unresolved[0], unresolved[1])
+        elif self.streams(tools=tools, watched=relay is not None, asked=stream):
             try:
                 return await self._send(build, stream=True, timeout=timeout, relay=relay)
             except NoStream as e:
@@ -298,9 +322,21 @@ class OpenAIChatModel:
             and self.settings.stream == "auto"
             and self.refusals.may_stream(tools=tools, allowed=True)
         )
-        completion = await self._send(
-            build, stream=False, timeout=timeout, relay=None, upgrade=upgrade
-        )
+        try:
+            completion = await self._send(
+                build, stream=False, timeout=timeout, relay=None, upgrade=upgrade
+            )
+        except ContextWindowExceededError:
+            if pending is not None:  # an overflow explains the empty stream too: not yet known
+                self._unresolved = (*pending, build(False))
+            raise
+        except LLMError as e:
+            # The server took the plain request (it answered, or kept generating): the empty
+            # stream was no overflow, so it was the refusal.
+            answered = isinstance(e, LLMTimeoutError) or e.status_code is not None
+            if pending is not None and pending[0] == "stream_tools" and answered:
+                await self.refusals.refuse(*pending)
+            raise
         if pending is not None:
             await self.refusals.refuse(*pending)
         return completion
