@@ -308,6 +308,13 @@ class RunTracer:
                 attributes["openmanus.usage.estimated"] = True
         if event.cost is not None:
             attributes["openmanus.cost"] = event.cost
+        if event.source not in self._runs:  # the flow's own call: planning or its summary
+            flow = otel.set_span_in_context(self._flow_span(event.source))
+            span = self.tracer.start_span(
+                f"chat {model}", flow, SpanKind.CLIENT, attributes, start_time=start
+            )
+            span.end(end_time=now)
+            return
         span = self.tracer.start_span(
             f"chat {model}",
             context=self._context_for(event.source) or Context(),
@@ -408,14 +415,17 @@ class RunTracer:
                 self._error(span, event.stop_reason or "Error", event.failure or "the run failed")
         self._end_run(event.source)
 
-    def _plan(self, event: PlanChanged) -> None:
+    def _flow_span(self, source: str) -> Span:
         if self._flow is None:
             self._flow = self.tracer.start_span(
-                f"flow {event.source}",
+                f"flow {source}",
                 context=self.parent or Context(),
-                attributes={"openinference.span.kind": "CHAIN", "openmanus.flow": event.source},
+                attributes={"openinference.span.kind": "CHAIN", "openmanus.flow": source},
             )
-        flow = self._flow
+        return self._flow
+
+    def _plan(self, event: PlanChanged) -> None:
+        flow = self._flow_span(event.source)
         if event.change == "plan_created":
             flow.set_attribute("openmanus.plan.id", event.plan_id)
             flow.set_attribute("openmanus.plan.total_steps", event.total_steps)

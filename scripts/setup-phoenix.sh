@@ -15,10 +15,15 @@ STAMP="$PVENV/.ready-arize-phoenix-$PHOENIX_VERSION"
 if [ -f "$STAMP" ] && [ -x "$PVENV/bin/phoenix" ]; then
   exit 0
 fi
-PY="${PYTHON:-}"
-for cand in python3.13 python3.12 python3.11 python3; do
-  [ -n "$PY" ] && break
-  command -v "$cand" >/dev/null 2>&1 && PY="$cand"
+# A Python that runs (a pyenv shim for a version that is not selected exists but fails).
+PY=python3
+for cand in "${PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+  [ -n "$cand" ] || continue
+  if command -v "$cand" >/dev/null 2>&1 &&
+     "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    PY="$cand"
+    break
+  fi
 done
 if { [ -x "$PVENV/bin/python" ] || "$PY" -m venv "$PVENV"; } &&
    "$PVENV/bin/python" -m pip install -q --disable-pip-version-check \

@@ -67,6 +67,14 @@ def _fresh_llm_singletons() -> Iterator[None]:
     LLM.reset_instances()
 
 
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLMServer]:
+    """One scripted model server for a whole module (the web UI, AG-UI and browser tests,
+    whose server program is started once per module); a module may define its own."""
+    with ScriptedLLMServer() as server:
+        yield server
+
+
 @pytest.fixture
 def llm_server() -> Iterator[ScriptedLLMServer]:
     server = ScriptedLLMServer()

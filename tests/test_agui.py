@@ -24,12 +24,6 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
     web = WebApp(tmp_path_factory.mktemp("agui"), llm.base_url).start()
     yield web

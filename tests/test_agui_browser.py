@@ -68,12 +68,6 @@ SCENARIO = """async () => {
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
     web = WebApp(tmp_path_factory.mktemp("agui-page"), llm.base_url).start()
     yield web

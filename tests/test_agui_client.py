@@ -22,12 +22,6 @@ SCRIPT = Path(__file__).with_name("agui_client.mjs")
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
     web = WebApp(tmp_path_factory.mktemp("agui-node"), llm.base_url).start()
     yield web

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -94,12 +93,6 @@ def loopback_names() -> list[str]:
         if len(fields) >= 2 and fields[0].startswith("127."):
             names += [n for n in fields[1:] if "localhost" not in n]
     return names[:2]
-
-
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
-        yield server
 
 
 def test_a_hostile_model_cannot_read_other_sessions_through_the_browser(

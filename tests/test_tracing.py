@@ -243,6 +243,10 @@ async def test_a_flow_traces_each_plan_step_with_its_agent(llm_server, make_llm,
     runs = names["invoke_agent Manus"]
     assert [parent_of(r, finished).name for r in runs] == ["plan step 0", "plan step 1"]
     assert len({s.context.trace_id for s in finished}) == 1
+    # The flow's own model calls (planning, the summary) are model calls of the flow.
+    flow_calls = [s for s in names[f"chat {flow.llm.model}"] if parent_of(s, finished) is root]
+    assert len(flow_calls) == 2, [s.name for s in finished]
+    assert all(s.attributes["gen_ai.operation.name"] == "chat" for s in flow_calls)
 
 
 async def test_tracing_alone_leaves_the_run_as_if_nobody_watched(llm_server, make_llm, spans):

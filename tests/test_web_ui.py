@@ -45,12 +45,6 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> Iterator[WebApp]:
     web = WebApp(tmp_path_factory.mktemp("webui"), llm.base_url, extra_config=APP_CONFIG).start()
     yield web

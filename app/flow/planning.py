@@ -17,7 +17,7 @@ from pydantic import Field, model_validator
 
 from app.agent.base import BaseAgent
 from app.config import config
-from app.events import PlanChange, PlanChanged
+from app.events import PlanChange, PlanChanged, UsageReport
 from app.exceptions import LLMError, ToolError
 from app.flow.base import BaseFlow
 from app.flow.result import FlowResult, StepOutcome
@@ -172,12 +172,14 @@ class PlanningFlow(BaseFlow):
         """One LLM call offering only the planning tool; applies its first usable ``command``
         call to the active plan (True) or none (False)."""
         assert self.llm is not None
+        started = time.monotonic()
         response = await self.llm.ask_tool(
             messages=[Message.user_message(prompt + self._agents_prompt())],
             system_msgs=[Message.system_message(PLANNING_SYSTEM_PROMPT)],
             tools=[self.planning_tool.to_param()],
             tool_choice=ToolChoice.AUTO,
         )
+        await self._report_usage(time.monotonic() - started)
         for call in response.tool_calls or []:
             if call.function.name != self.planning_tool.name:
                 continue
@@ -349,12 +351,15 @@ class PlanningFlow(BaseFlow):
         title = request.strip() or plan["title"]
         prompt = SUMMARY_PROMPT.format(request=title, plan=self._plan_text())
         assert self.llm is not None
+        started = time.monotonic()
         try:
-            return await self.llm.ask(
+            summary = await self.llm.ask(
                 [Message.user_message(prompt)],
                 system_msgs=[Message.system_message(SUMMARY_SYSTEM_PROMPT)],
                 stream=False,
             )
+            await self._report_usage(time.monotonic() - started)
+            return summary
         except LLMError as e:
             logger.warning(f"Could not get a summary from the model ({e})")
             return self._local_summary()
@@ -405,6 +410,22 @@ class PlanningFlow(BaseFlow):
         base = f"plan_{int(time.time())}"
         candidates = itertools.chain([base], (f"{base}_{n}" for n in itertools.count(2)))
         return next(c for c in candidates if c not in self.planning_tool.plans)
+
+    async def _report_usage(self, seconds: float) -> None:
+        """Tell the flow's listeners the tokens of the flow's own model call (planning or the
+        summary): a trace shows it as a model call of the flow, the web UI adds its cost."""
+        usage = self.llm.last_usage if self.llm is not None else None
+        if usage is None or not self._events.active:
+            return
+        await self._events.emit(
+            UsageReport(
+                "flow",
+                usage=usage.model_copy(),
+                cost=usage.cost,
+                model=self.llm.model if self.llm is not None else "",
+                duration=seconds,
+            )
+        )
 
     async def _emit(self, change: PlanChange, **fields: Any) -> None:
         """Tell the flow's listeners (``flow.events``) how the plan changed; ``fields``: the
