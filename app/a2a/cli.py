@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
+from app.a2a import EXIT_CONFIG, TOKEN_ENV, say
 from app.web.security import is_loopback
-
-TOKEN_ENV = "OPENMANUS_A2A_TOKEN"
-EXIT_CONFIG = 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,28 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Read once and removed, so the agents' own processes do not inherit it.
     token = os.environ.pop(TOKEN_ENV, "") or None
     if not is_loopback(args.host) and not (args.allow_remote and token):
-        _say(
+        say(
             f"error: {args.host} is not a loopback address; other machines could drive your "
             f"agent. Pass --allow-remote and set {TOKEN_ENV} to do it anyway."
         )
         return EXIT_CONFIG
     if args.max_steps is not None and args.max_steps < 1:
-        _say("error: --max-steps must be at least 1")
+        say("error: --max-steps must be at least 1")
         return EXIT_CONFIG
     if not args.idle_timeout > 0:
-        _say("error: --idle-timeout must be more than 0 seconds")
+        say("error: --idle-timeout must be more than 0 seconds")
         return EXIT_CONFIG
     if not 0 <= args.port <= 65535:
-        _say("error: --port must be between 0 and 65535")
+        say("error: --port must be between 0 and 65535")
         return EXIT_CONFIG
     try:
         # The a2a extra and the agent load once the options are checked: ``--help`` takes
@@ -84,6 +77,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         from app.install_hint import pip_install  # loads the config package: only when needed
 
-        _say(f"error: the A2A server needs its extra: {pip_install('a2a')}")
+        say(f"error: the A2A server needs its extra: {pip_install('a2a')}")
         return EXIT_CONFIG
     return serve(args, token)

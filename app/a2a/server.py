@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import contextlib
 import socket
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -47,7 +46,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 
 from app import __version__, own_servers
-from app.a2a.cli import EXIT_CONFIG, TOKEN_ENV
+from app.a2a import EXIT_CONFIG, TOKEN_ENV, say
 from app.a2a.executor import ManusExecutor, manus_factory
 from app.config import config
 from app.exceptions import ConfigError
@@ -219,7 +218,7 @@ def serve(args: argparse.Namespace, token: str | None) -> int:
         config.load(args.config)
         config.llm  # noqa: B018 - the LLM section is checked now, with one clear message
     except ConfigError as e:
-        _say(f"error: {e}")
+        say(f"error: {e}")
         return EXIT_CONFIG
     host, port = args.host, args.port
     if token is not None:
@@ -235,7 +234,7 @@ def serve(args: argparse.Namespace, token: str | None) -> int:
         sock.bind((host.strip("[]"), port))
         sock.listen(2048)
     except OSError as e:
-        _say(f"error: cannot listen on {host}:{port}: {e.strerror or e}")
+        say(f"error: cannot listen on {host}:{port}: {e.strerror or e}")
         sock.close()
         return EXIT_CONFIG
     port = sock.getsockname()[1]
@@ -248,7 +247,7 @@ def serve(args: argparse.Namespace, token: str | None) -> int:
     app, _ = create_app(executor, agent_card(url, token=token is not None), policy)
     print(f"OpenManus A2A agent: {url}", flush=True)
     if token is None:
-        _say(f"note: no {TOKEN_ENV}: any program on this machine can send tasks")
+        say(f"note: no {TOKEN_ENV}: any program on this machine can send tasks")
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     )
@@ -260,7 +259,3 @@ def serve(args: argparse.Namespace, token: str | None) -> int:
     finally:
         sock.close()
     return 0
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
