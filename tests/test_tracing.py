@@ -359,15 +359,20 @@ def closed_port() -> int:
         return sock.getsockname()[1]  # closed again when the socket is
 
 
-def run_program(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def run_program(
+    tmp_path: Path, *args: str, program: str = "main.py", cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """One of our programs (``program``: a file in the repository, or ``-m module``), run to
+    its end with no stdin; its result and how long it took."""
+    argv = program.split() if program.startswith("-m ") else [str(ROOT / program)]
     started = time.monotonic()
     out = subprocess.run(
-        [sys.executable, str(ROOT / "main.py"), *args],
+        [sys.executable, *argv, *args],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         env=child_env(tmp_path),
-        cwd=tmp_path,
+        cwd=cwd or tmp_path,
         timeout=120,
     )
     return out, time.monotonic() - started
@@ -509,14 +514,8 @@ def test_a_flow_and_a_batch_seen_in_phoenix(phoenix: Phoenix, llm_server, tmp_pa
         text("All done."),
     )
     config = traced_config(tmp_path, llm_server.base_url, phoenix, "t-flow")
-    flow = subprocess.run(
-        [sys.executable, str(ROOT / "run_flow.py"), "-c", str(config), "-p", "greet", "--trace"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
+    flow, _ = run_program(
+        tmp_path, "-c", str(config), "-p", "greet", "--trace", program="run_flow.py"
     )
     assert flow.returncode == 0, flow.stderr
 
@@ -531,26 +530,12 @@ def test_a_flow_and_a_batch_seen_in_phoenix(phoenix: Phoenix, llm_server, tmp_pa
     )
     llm_server.push(text("0"), text("1"))
     batch_config = traced_config(batch_dir, llm_server.base_url, phoenix, "t-batch", enabled="true")
-    batch = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "app.batch",
-            str(tasks),
-            "-o",
-            str(batch_dir / "out.jsonl"),
-            "-c",
-            str(batch_config),
-            "-j",
-            "1",
-            "--no-progress",
-        ],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
+    batch, _ = run_program(
+        tmp_path,
+        *(str(tasks), "-o", str(batch_dir / "out.jsonl"), "-c", str(batch_config)),
+        *("-j", "1", "--no-progress"),
+        program="-m app.batch",
         cwd=ROOT,
-        timeout=120,
     )
     assert batch.returncode == 0, batch.stderr
 
@@ -582,22 +567,8 @@ def test_an_mcp_tool_call_carries_its_server_in_phoenix(phoenix: Phoenix, llm_se
         tool_calls(call("mcp_openmanus_terminate", {"status": "success"}, id="t"), content="ok"),
     )
     config = traced_config(tmp_path, llm_server.base_url, phoenix, "t-mcp")
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "run_mcp.py"),
-            "--config",
-            str(config),
-            "-p",
-            "echo",
-            "--trace",
-        ],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
+    out, _ = run_program(
+        tmp_path, "--config", str(config), "-p", "echo", "--trace", program="run_mcp.py"
     )
     assert out.returncode == 0, out.stderr
     spans = wait_for_spans(
