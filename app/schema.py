@@ -4,6 +4,8 @@ constructors. Memory trimming drops whole turns: the API rejects orphaned ``tool
 
 from __future__ import annotations
 
+import json
+import uuid
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -74,9 +76,45 @@ class ToolCall(BaseModel):
     type: str = "function"
     function: Function
 
+    @classmethod
+    def function_call(
+        cls, name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None
+    ) -> ToolCall:
+        """A call of tool ``name``, as a model of your own writes one: ``arguments`` as a dict
+        (encoded to JSON here) or as JSON text; the id is generated unless given."""
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+        call_id = id or f"call_{uuid.uuid4().hex[:24]}"
+        return cls(id=call_id, function=Function(name=name, arguments=text))
+
     def __setattr__(self, name: str, value: Any) -> None:
         _Edits.count += 1
         super().__setattr__(name, value)
+
+
+class ThinkingBlock(BaseModel):
+    """A block of the model's own reasoning that must go back to it unchanged on the next turn
+    (Anthropic's ``thinking`` and ``redacted_thinking``, Bedrock's ``reasoningContent``): the
+    APIs check the ``signature`` (or the opaque ``data`` of a redacted block). ``provider``
+    says whose it is; another provider's blocks are not sent."""
+
+    provider: str
+    text: str = ""
+    signature: str | None = None
+    #: A redacted block's opaque payload (its ``text`` is empty).
+    data: str | None = None
+
+    @property
+    def redacted(self) -> bool:
+        return self.data is not None
+
+
+class ImagePart(BaseModel):
+    """An image in a message beside ``base64_image`` (``ask_with_images`` attaches several):
+    a ``data:`` URL, an ``http(s)`` URL (for models that fetch it), or bare base64. ``detail``
+    is a hint some APIs take (``low``, ``high``, ``auto``)."""
+
+    url: str
+    detail: str | None = None
 
 
 class Message(BaseModel):
@@ -90,6 +128,10 @@ class Message(BaseModel):
     base64_image: str | None = Field(default=None)
     #: A tool message reporting a failure (never sent to the model: the text says so).
     is_error: bool = Field(default=False)
+    #: The reasoning blocks of an assistant turn, kept to be sent back as they came.
+    thinking_blocks: list[ThinkingBlock] | None = Field(default=None)
+    #: Images besides ``base64_image`` (never stored in sessions: their size).
+    images: list[ImagePart] | None = Field(default=None)
 
     # A slot for the wire form, encoded once (app.llm.openai.wire; checked against the fields on
     # every use). Not a PrivateAttr: those make every Message creation ~3x slower, and a slot
@@ -132,6 +174,10 @@ class Message(BaseModel):
             data["tool_calls"] = [call.model_dump() for call in self.tool_calls]
         if self.is_error:
             data["is_error"] = True
+        if self.thinking_blocks:
+            data["thinking_blocks"] = [block.model_dump() for block in self.thinking_blocks]
+        if self.images:
+            data["images"] = [image.model_dump(exclude_none=True) for image in self.images]
         return data
 
     @classmethod
@@ -208,8 +254,6 @@ def _args_text(arguments: Any) -> str:
         return ""
     if isinstance(arguments, str):
         return arguments
-    import json
-
     return json.dumps(arguments, ensure_ascii=False)
 
 

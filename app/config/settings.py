@@ -140,6 +140,9 @@ class ModelPrice(SettingsModel):
     output: NonNegativeFloat
     #: Prompt tokens served from the provider's cache; unset means the ``input`` price.
     cached_input: NonNegativeFloat | None = None
+    #: Prompt tokens written to the provider's cache (Anthropic, Bedrock: dearer than
+    #: ``input``); unset means the ``input`` price.
+    cache_write: NonNegativeFloat | None = None
 
 
 class CompactionSettings(SettingsModel):

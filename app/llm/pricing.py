@@ -5,14 +5,16 @@
 input = 2.50          # per million prompt tokens
 output = 10.00        # per million completion tokens
 cached_input = 1.25   # per million cached prompt tokens (default: the input price)
+cache_write = 3.75    # per million prompt tokens written to the cache (default: the input price)
 
 [pricing."claude-*"]  # a trailing * matches every model name starting with "claude-"
 input = 3.0
 output = 15.0
 ```
 
-Prompt tokens the provider served from its cache are charged at ``cached_input``; the rest
-at ``input``. Models without a price have no cost (``None``), never a made-up one.
+Prompt tokens the provider served from its cache are charged at ``cached_input``, those it
+wrote to its cache at ``cache_write``; the rest at ``input``. Models without a price have no
+cost (``None``), never a made-up one.
 """
 
 from __future__ import annotations
@@ -58,10 +60,13 @@ def price_for(model: str, table: Mapping[str, ModelPrice] | None = None) -> Mode
 def cost_of(usage: Usage, price: ModelPrice) -> float:
     """The cost of ``usage`` at ``price``."""
     cached = min(max(usage.cached_tokens, 0), usage.prompt_tokens)
+    written = min(max(usage.cache_write_tokens, 0), usage.prompt_tokens - cached)
     cached_price = price.input if price.cached_input is None else price.cached_input
+    write_price = price.input if price.cache_write is None else price.cache_write
     return (
-        (usage.prompt_tokens - cached) * price.input
+        (usage.prompt_tokens - cached - written) * price.input
         + cached * cached_price
+        + written * write_price
         + usage.completion_tokens * price.output
     ) / _MILLION
 

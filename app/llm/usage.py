@@ -6,21 +6,32 @@ from typing import Any
 
 from pydantic import BaseModel
 
-_SUMMED = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens", "requests")
+_SUMMED = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "requests",
+)
 _SUMMED_SET = frozenset(_SUMMED)
 
 
 class Usage(BaseModel):
     """Tokens spent. ``estimated`` is set when any part was counted locally, not reported.
 
-    ``cost`` is set when the model's prices are configured (``[pricing]``); a sum is priced
-    when any of its parts was.
+    ``prompt_tokens`` is every input token of the request, cached ones included;
+    ``cached_tokens`` of them were read from the provider's prompt cache and
+    ``cache_write_tokens`` were written to it (billed at their own prices). ``cost`` is set
+    when the model's prices are configured (``[pricing]``); a sum is priced when any of its
+    parts was.
     """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
     requests: int = 0
     estimated: bool = False
     cost: float | None = None
@@ -51,6 +62,7 @@ class Usage(BaseModel):
             completion_tokens=self.completion_tokens - other.completion_tokens,
             total_tokens=self.total_tokens - other.total_tokens,
             cached_tokens=self.cached_tokens - other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens - other.cache_write_tokens,
             requests=self.requests - other.requests,
             estimated=self.estimated,
             cost=None if self.cost is None else self.cost - (other.cost or 0.0),
@@ -75,6 +87,8 @@ class Usage(BaseModel):
     def __str__(self) -> str:
         mark = " (estimated)" if self.estimated else ""
         cached = f", {self.cached_tokens} cached" if self.cached_tokens else ""
+        if self.cache_write_tokens:
+            cached += f", {self.cache_write_tokens} written to cache"
         cost = f", cost ${self.cost:.4f}" if self.cost is not None else ""
         return (
             f"{self.prompt_tokens} prompt + {self.completion_tokens} completion = "

@@ -19,7 +19,15 @@ from app.text import clean_tree
 if TYPE_CHECKING:
     from app.agent.base import BaseAgent
 
-_MESSAGE_FIELDS = ("role", "content", "tool_calls", "name", "tool_call_id", "is_error")
+_MESSAGE_FIELDS = (
+    "role",
+    "content",
+    "tool_calls",
+    "name",
+    "tool_call_id",
+    "is_error",
+    "thinking_blocks",
+)
 
 
 @dataclass

@@ -39,7 +39,8 @@ STORED_CUT = "… [cut for storage: {total} characters in all]"
 def message_record(message: Message) -> dict[str, Any]:
     """A message as stored: its wire fields; an image is noted, not stored (size)."""
     data = message.to_dict()
-    if data.pop("base64_image", None):
+    dropped = [data.pop("base64_image", None), data.pop("images", None)]
+    if any(dropped):
         data["image_omitted"] = True
     return data
 

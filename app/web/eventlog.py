@@ -14,9 +14,8 @@ import contextlib
 import time
 from typing import Any
 
+from app import redaction
 from app.events import Event, PlanChanged
-from app.logger import redact
-from app.text import clean_text
 
 #: Oldest entries are dropped past this many (a page then starts at the oldest kept).
 MAX_ENTRIES = 50_000
@@ -25,15 +24,8 @@ MAX_STRING = 200_000
 
 
 def redact_tree(value: Any) -> Any:
-    """``value`` with every string redacted (dicts and lists walked)."""
-    if isinstance(value, str):
-        text = clean_text(redact(value))  # valid UTF-8, or the event stream cannot send it
-        return text if len(text) <= MAX_STRING else text[:MAX_STRING] + "\n…(cut)"
-    if isinstance(value, dict):
-        return {str(k): redact_tree(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [redact_tree(v) for v in value]
-    return value
+    """``value`` redacted for the page (:func:`app.redaction.redact_tree`), long strings cut."""
+    return redaction.redact_tree(value, MAX_STRING)
 
 
 def render_event(event: Event, plan: dict[str, Any] | None = None) -> dict[str, Any]:
