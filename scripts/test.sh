@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
-source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs,a2a,otel
+source scripts/setup-venv.sh dev,data,docker,browser,search,ray,web,docs,a2a,otel,bedrock,anthropic
 # shellcheck source=scripts/setup-chromium.sh
 source scripts/setup-chromium.sh
 

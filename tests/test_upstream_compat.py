@@ -447,19 +447,18 @@ def config_error(tmp_path: Path, body: str) -> str:
     return str(caught.value)
 
 
-def test_aws_api_type_is_refused_at_load(tmp_path: Path) -> None:
-    # Upstream's example: a Bedrock host without a scheme. One message, about Bedrock.
-    message = config_error(
+def test_aws_api_type_loads_with_a_scheme_less_base_url(tmp_path: Path) -> None:
+    # Upstream's example: a Bedrock host without a scheme (tests/test_llm_stack.py: the rest).
+    settings = load(
         tmp_path,
         (
             '[llm]\nmodel = "m"\n[llm.bedrock]\napi_type = "aws"\n'
             'model = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"\n'
             'base_url = "bedrock-runtime.us-west-2.amazonaws.com"\n'
         ),
-    )
-    assert "[llm.bedrock]" in message
-    assert "api_type 'aws' (Bedrock) is not supported yet" in message
-    assert "base_url must" not in message
+    ).llm["bedrock"]
+    assert settings.api_type == "aws"
+    assert settings.base_url == "https://bedrock-runtime.us-west-2.amazonaws.com"
 
 
 @pytest.mark.parametrize("url", ["llm.example.invalid/v1", "localhost:11434/v1", "ftp://x/v1"])

@@ -318,11 +318,20 @@ def _load_llm(raw: dict[str, Any], problems: Problems) -> dict[str, LLMSettings]
     return profiles
 
 
+#: The environment variable a profile's missing api_key comes from, by api_type (default:
+#: OPENAI_API_KEY). Bedrock takes its credentials from the AWS chain, not from api_key.
+_KEY_VARIABLES: dict[str, str | None] = {
+    "azure": "AZURE_OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "aws": None,
+}
+
+
 def _with_env_key(settings: LLMSettings) -> LLMSettings:
     """Fill a missing api_key from the environment; local servers may legitimately have none."""
-    if settings.api_key:
+    variable = _KEY_VARIABLES.get(settings.api_type, "OPENAI_API_KEY")
+    if settings.api_key or variable is None:
         return settings
-    variable = "AZURE_OPENAI_API_KEY" if settings.api_type == "azure" else "OPENAI_API_KEY"
     value = os.environ.get(variable, "").strip()
     if not value:
         return settings

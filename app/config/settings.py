@@ -20,7 +20,7 @@ from pydantic import (
 )
 
 from app.config.report import suggest
-from app.exceptions import BEDROCK_MESSAGE, ConfigError
+from app.exceptions import ConfigError
 from app.utils.sizes import parse_size
 
 PROJECT_ROOT: Path = Path(__file__).resolve().parent.parent.parent
@@ -76,6 +76,14 @@ _Blank = BeforeValidator(_blank_to_none)
 _Lower = BeforeValidator(_lower)
 
 
+#: Keys that only some api_types use: set for another, they are a mistake worth saying.
+_API_TYPE_KEYS = {
+    "aws_region": ("aws",),
+    "aws_profile": ("aws",),
+    "thinking_budget": ("anthropic", "aws"),
+}
+
+
 class LLMSettings(SettingsModel):
     """One model profile: which endpoint to call and how patiently."""
 
@@ -106,15 +114,27 @@ class LLMSettings(SettingsModel):
     capability_cache: bool = True
     #: Requests one LLM instance has in flight at once; more wait their turn.
     max_concurrent_requests: PositiveInt = 100
+    #: Bedrock (``api_type = "aws"``): the region, when neither base_url's host nor the AWS
+    #: chain (``AWS_REGION``, the profile) names it.
+    aws_region: _Text = None
+    #: Bedrock: a named profile of ``~/.aws/config`` to take credentials and region from.
+    aws_profile: _Text = None
+    #: Extended thinking (``"anthropic"``, and Claude on ``"aws"``): tokens the model may
+    #: think before answering; unset: no thinking. At least 1024, below ``max_tokens``.
+    thinking_budget: Annotated[int | None, Field(ge=1024)] = None
+    #: Prompt caching (``"anthropic"``, ``"aws"``): cache breakpoints on the stable prefix.
+    prompt_cache: bool = True
 
     @model_validator(mode="before")
     @classmethod
-    def _refuse_bedrock(cls, data: Any) -> Any:
-        # Upstream's aws api_type meant Bedrock's own API; sent as OpenAI requests it would only
-        # fail later, so say so now (before base_url, which for Bedrock has no scheme).
-        kind = data.get("api_type") if isinstance(data, Mapping) else None
-        if isinstance(kind, str) and kind.strip().lower() == "aws":
-            raise ValueError(BEDROCK_MESSAGE)
+    def _bedrock_host(cls, data: Any) -> Any:
+        # Upstream's Bedrock block names the endpoint by its host alone
+        # ("bedrock-runtime.us-west-2.amazonaws.com"): it loads as written, as https.
+        if not isinstance(data, Mapping) or _api_type(data.get("api_type")) != "aws":
+            return data
+        url = _blank_to_none(_strip(data.get("base_url")))
+        if isinstance(url, str) and "://" not in url:
+            return {**data, "base_url": f"https://{url}"}
         return data
 
     @model_validator(mode="after")
@@ -125,6 +145,16 @@ class LLMSettings(SettingsModel):
             )
         if self.api_type == "azure" and self.transport == "httpx":
             raise ValueError('api_type "azure" needs the openai SDK: use transport = "openai"')
+        for key, kinds in _API_TYPE_KEYS.items():
+            if getattr(self, key) is not None and self.api_type not in kinds:
+                wanted = " or ".join(f'"{kind}"' for kind in kinds)
+                raise ValueError(f"{key} applies to api_type {wanted}, not {self.api_type!r}")
+        budget = self.thinking_budget
+        if budget is not None and budget >= self.max_tokens:
+            raise ValueError(
+                f"thinking_budget ({budget}) must be below max_tokens ({self.max_tokens}): "
+                "the thinking is part of the answer's tokens"
+            )
         if self.retry_max_wait < self.retry_min_wait:
             raise ValueError(
                 f"retry_max_wait ({self.retry_max_wait}) is smaller than retry_min_wait "

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from app.exceptions import ConfigError
+from app.install_hint import pip_install
 from app.llm.context import RateGate, Timed
 from app.llm.model import Model
 from app.llm.openai.model import OpenAIChatModel
@@ -46,11 +48,14 @@ def build_model(
     memories: EndpointMemories | None,
     transport: Transport | None = None,
     previous: OpenAIChatModel | None = None,
-) -> tuple[Model, OpenAIChatModel]:
-    """The stack for a profile, and its endpoint model. What the endpoint refuses is kept in
-    ``memories`` unless the profile says ``capability_cache = false``. Rebuilt after a change
-    of settings, the ``previous`` endpoint's transport is kept while it is reached the same
-    way, and what it refused while it is the same endpoint and model."""
+) -> tuple[Model, OpenAIChatModel | None]:
+    """The stack for a profile, and its endpoint model when it is an OpenAI-compatible one.
+    What the endpoint refuses is kept in ``memories`` unless the profile says
+    ``capability_cache = false``. Rebuilt after a change of settings, the ``previous``
+    endpoint's transport is kept while it is reached the same way, and what it refused while
+    it is the same endpoint and model."""
+    if settings.api_type in NATIVE_APIS:
+        return Retrying(native_model(settings), settings), None
     old = previous.settings if previous is not None else None
 
     def same(*fields: str) -> bool:
@@ -69,6 +74,39 @@ def build_model(
 
     endpoint = OpenAIChatModel(settings, refusals, connect)
     return TextToolCalls(endpoint, refusals, settings.tool_calling), endpoint
+
+
+#: api_types with a wire model of their own (not OpenAI's chat completions), and the extra
+#: that installs its SDK.
+NATIVE_APIS = {"aws": "bedrock", "anthropic": "anthropic"}
+
+
+def native_model(settings: LLMSettings) -> Model:
+    """The wire model of a native API, imported on first use: ``import app.agent.manus``
+    loads neither boto3 nor the anthropic SDK unless a profile asks for them."""
+    extra = NATIVE_APIS[settings.api_type]
+    try:
+        if settings.api_type == "aws":
+            from app.llm.bedrock import BedrockModel  # type: ignore[import-not-found,attr-defined,unused-ignore]
+
+            model: Model = BedrockModel.from_settings(settings)
+        else:
+            from app.llm.anthropic import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
+                AnthropicModel,
+            )
+
+            model = AnthropicModel.from_settings(settings)
+    except ModuleNotFoundError as e:
+        if (e.name or "").startswith("app."):
+            raise ConfigError(
+                f"api_type {settings.api_type!r} is not available in this version of "
+                f"OpenManus-py ({e.name} is missing)"
+            ) from e
+        raise ConfigError(
+            f"api_type {settings.api_type!r} (model {settings.model!r}) needs the {extra} "
+            f"extra ({e.name} is not installed): {pip_install(extra)}"
+        ) from e
+    return model
 
 
 def wrap_model(model: Model, settings: LLMSettings) -> Model:
