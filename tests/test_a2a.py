@@ -1,8 +1,8 @@
 """Manus as an A2A agent (``python -m protocol.a2a.app.main``), driven over real HTTP on
 127.0.0.1 by the official clients, ``a2a-sdk``'s (Python) and ``@a2a-js/sdk``'s (Node, installed
 by scripts/setup-npm-tools.sh), against the scripted model: the card, send, stream, cancel, a
-second turn, an ``ask_human`` round trip, two tasks at once, push notifications, and the Host,
-Origin and token rules."""
+second turn, an ``ask_human`` round trip, two tasks at once, and the Host, Origin and token
+rules. Callers' isolation, limits, webhooks and redaction have test_a2a_*.py of their own."""
 
 from __future__ import annotations
 
@@ -10,41 +10,38 @@ import asyncio
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from a2a.client import ClientConfig, create_client  # the a2a extra (scripts/test.sh installs it)
-from a2a.types import (
-    CancelTaskRequest,
-    GetTaskRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
-    StreamResponse,
-    Task,
-    TaskPushNotificationConfig,
-    TaskState,
-)
+from a2a.types import CancelTaskRequest, GetTaskRequest, TaskState
 
 from app.session import SessionStore
 from app.testing import ScriptedLLMServer, call, error, keyed_server, slow, text, tool_calls
+from tests.a2a_support import (
+    ROOT,
+    STOPPED,
+    A2AServer,
+    answer,
+    drain,
+    events,
+    finished,
+    kinds,
+    run,
+    states,
+    user,
+)
 from tests.npm_tools import NPM_DIR, node_env, npm_bin
 from tests.test_main_e2e import child_env, write_config
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
 PY = "print(6 * 7)"
 ASK = call("ask_human", {"inquire": "Which color?"})
 WRITE = "open('out.txt', 'w').write({!r})"
@@ -68,7 +65,6 @@ SCRIPTS: dict[str, list[Any]] = {
     "task A": [slow(1, tool_calls(call("python_execute", {"code": WRITE.format("A")}))), "A."],
     "task B": [slow(1, tool_calls(call("python_execute", {"code": WRITE.format("B")}))), "B."],
     "token task": ["Authorized."],
-    "push task": ["Pushed."],
     "legacy send": ["Old clients work."],
     "What is 6 times 7? Check it with Python.": [
         tool_calls(call("python_execute", {"code": PY}), content="Checking."),
@@ -81,53 +77,6 @@ SCRIPTS: dict[str, list[Any]] = {
     "js ask": [tool_calls(ASK), "Green it is."],
     "js slow": [slow(60, text("too late"))],
 }
-
-
-#: How a server stopped by SIGTERM exits: uvicorn shuts down, then re-raises the signal.
-STOPPED = (0, -signal.SIGTERM)
-
-
-class A2AServer:
-    """One ``python -m protocol.a2a.app.main`` on a free port of 127.0.0.1."""
-
-    def __init__(
-        self,
-        tmp: Path,
-        base_url: str,
-        env: dict[str, str] | None = None,
-        args: tuple[str, ...] = (),
-    ) -> None:
-        self.tmp = tmp
-        self.workspace = tmp / "ws"
-        config = write_config(tmp, base_url)
-        where = ["--host", "127.0.0.1", "--port", "0", "-w", str(self.workspace)]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "protocol.a2a.app.main", "-c", str(config), *where, *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env={**child_env(tmp), **(env or {})},
-            cwd=ROOT,
-        )
-        self.stderr: list[str] = []
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        threading.Thread(target=self.stderr.extend, args=(self.proc.stderr,), daemon=True).start()
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("OpenManus A2A agent: "):
-            self.proc.wait(10)
-            raise AssertionError(f"the server did not start: {line!r} {''.join(self.stderr)}")
-        self.url = line.split(": ", 1)[1]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="module")
@@ -147,49 +96,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLMServer) -> 
 async def client(server: A2AServer) -> AsyncIterator[Any]:
     async with httpx.AsyncClient(timeout=60) as http:
         yield await create_client(server.url, ClientConfig(streaming=True, httpx_client=http))
-
-
-def user(text: str, *, task_id: str = "", context_id: str = "") -> SendMessageRequest:
-    message = Message(
-        role=Role.ROLE_USER,
-        message_id=f"m-{time.monotonic_ns()}",
-        parts=[Part(text=text)],
-        task_id=task_id,
-        context_id=context_id,
-    )
-    return SendMessageRequest(message=message)
-
-
-async def events(client: Any, request: SendMessageRequest) -> list[StreamResponse]:
-    return [event async for event in client.send_message(request)]
-
-
-async def run(client: Any, request: SendMessageRequest) -> tuple[list[StreamResponse], Task]:
-    """The events of one request, and the task as the server holds it afterwards."""
-    seen = await events(client, request)
-    first = seen[0]
-    task_id = first.task.id if first.HasField("task") else first.status_update.task_id
-    return seen, await client.get_task(GetTaskRequest(id=task_id))
-
-
-async def finished(client: Any, request: SendMessageRequest) -> Task:
-    return (await run(client, request))[1]
-
-
-def answer(task: Task) -> str:
-    return "".join(p.text for a in task.artifacts for p in a.parts)
-
-
-def states(seen: list[StreamResponse]) -> list[int]:
-    return [e.status_update.status.state for e in seen if e.HasField("status_update")]
-
-
-def kinds(seen: list[StreamResponse]) -> list[str]:
-    found = []
-    for e in seen:
-        if e.HasField("status_update") and e.status_update.status.message.HasField("metadata"):
-            found.append(e.status_update.status.message.metadata["kind"])
-    return found
 
 
 # ---- the card ----------------------------------------------------------------------------------
@@ -319,14 +225,10 @@ async def test_cancel_stops_the_run_promptly(client, llm) -> None:
     assert time.monotonic() - started < 5
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert await asyncio.to_thread(llm.wait_for_disconnects, 1, 10)  # the model call was dropped
-    rest = await asyncio.wait_for(_drain(stream), 10)  # the stream ends
+    rest = await asyncio.wait_for(drain(stream), 10)  # the stream ends
     assert TaskState.TASK_STATE_COMPLETED not in states(rest)
     task = await client.get_task(GetTaskRequest(id=task_id))
     assert task.status.state == TaskState.TASK_STATE_CANCELED
-
-
-async def _drain(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
-    return [event async for event in stream]
 
 
 async def test_a_conversation_runs_one_task_at_a_time(client, llm) -> None:
@@ -339,7 +241,7 @@ async def test_a_conversation_runs_one_task_at_a_time(client, llm) -> None:
     assert f"busy with task {first.id}" in second.status.message.parts[0].text
     canceled = await client.cancel_task(CancelTaskRequest(id=first.id))
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
-    await asyncio.wait_for(_drain(stream), 10)
+    await asyncio.wait_for(drain(stream), 10)
 
 
 async def test_a_run_that_fails_fails_the_task_and_says_why(client) -> None:
@@ -363,43 +265,6 @@ async def test_two_tasks_at_once_each_in_its_own_workspace(client, server) -> No
         assert [(f.name, f.parts[0].raw, f.parts[0].media_type) for f in files] == [
             ("out.txt", content, "text/plain")
         ]
-
-
-async def test_push_notifications_reach_the_clients_webhook(server) -> None:
-    received: list[tuple[dict[str, Any], str | None]] = []
-
-    class Hook(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["content-length"]))
-            received.append((json.loads(body), self.headers.get("x-a2a-notification-token")))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    hook = ThreadingHTTPServer(("127.0.0.1", 0), Hook)
-    threading.Thread(target=hook.serve_forever, daemon=True).start()
-    try:
-        push = TaskPushNotificationConfig(
-            url=f"http://127.0.0.1:{hook.server_address[1]}/hook", token="secret-7"
-        )
-        request = user("push task")
-        request.configuration.CopyFrom(SendMessageConfiguration(task_push_notification_config=push))
-        async with httpx.AsyncClient(timeout=60) as http:
-            plain = await create_client(
-                server.url, ClientConfig(streaming=False, httpx_client=http)
-            )
-            task = (await events(plain, request))[0].task
-        assert task.status.state == TaskState.TASK_STATE_COMPLETED
-        deadline = time.monotonic() + 10
-        while not any("COMPLETED" in json.dumps(b) for b, _ in received):
-            assert time.monotonic() < deadline, received
-            await asyncio.sleep(0.05)  # polls the webhook's record; noqa: sleep-ok
-        assert {t for _, t in received} == {"secret-7"}
-        assert all(task.id in json.dumps(b) for b, _ in received)
-    finally:
-        hook.shutdown()
 
 
 def test_the_legacy_json_rpc_names_still_work(server: A2AServer) -> None:

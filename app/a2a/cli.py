@@ -1,6 +1,8 @@
 """``python -m protocol.a2a.app.main``: start Manus as an A2A agent (docs/a2a.md).
 
-Loopback (``localhost``) unless ``--allow-remote``, which needs a token (``OPENMANUS_A2A_TOKEN``).
+Loopback (``localhost``) unless ``--allow-remote``, which needs a token (``OPENMANUS_A2A_TOKEN``
+or ``--tokens-file``). The options that need the ``a2a`` extra to check are checked by
+:func:`app.a2a.server.serve`.
 """
 
 from __future__ import annotations
@@ -44,7 +46,56 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-remote",
         action="store_true",
-        help=f"allow a non-loopback --host (then {TOKEN_ENV} must be set)",
+        help=f"allow a non-loopback --host (then {TOKEN_ENV} or --tokens-file must be set)",
+    )
+    parser.add_argument(
+        "--tokens-file",
+        type=Path,
+        metavar="PATH",
+        help="callers, one '<name> <token>' a line: each sees only its own tasks, "
+        "conversations, webhooks and workspaces",
+    )
+    parser.add_argument(
+        "--max-body",
+        type=float,
+        default=4.0,
+        metavar="MIB",
+        help="largest request body, in MiB; larger ones get 413 (default: 4)",
+    )
+    parser.add_argument(
+        "--max-tasks",
+        type=int,
+        default=1000,
+        help="finished tasks beyond this many are forgotten, oldest first (default: 1000)",
+    )
+    parser.add_argument(
+        "--task-memory",
+        type=float,
+        default=256.0,
+        metavar="MIB",
+        help="finished tasks beyond this much memory are forgotten, oldest first (default: 256)",
+    )
+    parser.add_argument(
+        "--task-ttl",
+        type=float,
+        default=86400.0,
+        metavar="SECONDS",
+        help="a finished task is forgotten this long after its last update (default: 86400)",
+    )
+    parser.add_argument(
+        "--allow-push-target",
+        action="append",
+        default=[],
+        metavar="ADDRESS[/PREFIX][:PORT]",
+        help="let webhooks reach this non-public network (or address, or address and port); "
+        "repeatable (default: public addresses only)",
+    )
+    parser.add_argument(
+        "--push-resolve",
+        action="append",
+        default=[],
+        metavar="HOST=ADDRESS",
+        help="resolve this webhook host name to this address, without DNS; repeatable",
     )
     return parser
 
@@ -53,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Read once and removed, so the agents' own processes do not inherit it.
     token = os.environ.pop(TOKEN_ENV, "") or None
-    if not is_loopback(args.host) and not (args.allow_remote and token):
+    if not is_loopback(args.host) and not (args.allow_remote and (token or args.tokens_file)):
         say(
             f"error: {args.host} is not a loopback address; other machines could drive your "
-            f"agent. Pass --allow-remote and set {TOKEN_ENV} to do it anyway."
+            f"agent. Pass --allow-remote and set {TOKEN_ENV} (or --tokens-file) to do it anyway."
         )
         return EXIT_CONFIG
     if args.max_steps is not None and args.max_steps < 1:

@@ -1,11 +1,12 @@
 """The A2A server: Manus's agent card, the JSON-RPC endpoint (A2A 1.0, and 0.3's
-``message/send`` / ``message/stream`` names), push notifications, and the same Host, Origin and
-token rules as the web UI (:mod:`app.web.security`); ``python -m protocol.a2a.app.main``
-(:mod:`app.a2a.cli`) starts it.
+``message/send`` / ``message/stream`` names), push notifications, each caller's tasks in a
+bounded store, all behind the guard (Host, Origin, tokens, body size: :mod:`app.a2a.guard`);
+``python -m protocol.a2a.app.main`` (:mod:`app.a2a.cli`) starts it.
 
 The card is public at ``/.well-known/agent-card.json`` (and upstream's older
-``/.well-known/agent.json``) so a client can learn how to authenticate; with a token set
-(``OPENMANUS_A2A_TOKEN``) every other request needs ``Authorization: Bearer <token>``.
+``/.well-known/agent.json``) so a client can learn how to authenticate; with tokens set
+(``OPENMANUS_A2A_TOKEN``, ``--tokens-file``) every other request needs
+``Authorization: Bearer <token>``, and the token says which caller it is.
 """
 
 from __future__ import annotations
@@ -13,19 +14,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import uvicorn
+from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import (
-    BasePushNotificationSender,
-    InMemoryPushNotificationConfigStore,
-    InMemoryTaskStore,
-)
+from a2a.server.routes import create_agent_card_routes
+from a2a.server.tasks import BasePushNotificationSender
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -42,12 +40,15 @@ from a2a.utils.constants import (
     PROTOCOL_VERSION_CURRENT,
 )
 from starlette.applications import Starlette
-from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 
 from app import __version__, own_servers
 from app.a2a import EXIT_CONFIG, TOKEN_ENV, say
-from app.a2a.executor import ManusExecutor, manus_factory
+from app.a2a.executor import ContextFromTask, ManusExecutor, manus_factory
+from app.a2a.guard import DEFAULT_MAX_BODY, AccessGuard
+from app.a2a.identity import Caller, Callers, CallerUser
+from app.a2a.jsonrpc import jsonrpc_route
+from app.a2a.push import PushConfigStore, PushTargets, TargetRule, push_client
+from app.a2a.store import BoundedTaskStore, StoreLimits
 from app.config import config
 from app.exceptions import ConfigError
 from app.logger import define_log_level, register_secret
@@ -57,6 +58,7 @@ from app.web.security import AccessPolicy
 #: Where upstream's a2a-sdk 0.2 served the card (its README's ``curl``); still answered.
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 CARD_PATHS = (AGENT_CARD_WELL_KNOWN_PATH, LEGACY_CARD_PATH)
+MIB = 1 << 20
 #: Upstream's content types (``A2AManus.SUPPORTED_CONTENT_TYPES``).
 CONTENT_TYPES = ["text", "text/plain"]
 
@@ -130,70 +132,40 @@ def agent_card(url: str, *, token: bool = False) -> AgentCard:
     return card
 
 
-class AccessGuard:
-    """Refuses a request before the SDK sees it: a Host not naming this server (DNS
-    rebinding), a foreign Origin, a cross-site fetch, or (a token set) no valid Bearer token;
-    the card alone needs no token."""
-
-    def __init__(self, app: Any, policy: AccessPolicy) -> None:
-        self.app = app
-        self.policy = policy
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        refusal = self._refusal(scope) if scope["type"] == "http" else None
-        await (refusal or self.app)(scope, receive, send)
-
-    def _refusal(self, scope: Any) -> JSONResponse | None:
-        headers, policy = Headers(scope=scope), self.policy
-        host = headers.get("host", "")
-        if not policy.host_ok(host):
-            why = "This server does not answer to that Host name (DNS rebinding protection)."
-            return _error(421 if host else 400, why)
-        origin = headers.get("origin")
-        if origin is not None and not policy.origin_ok(origin, host):
-            return _error(403, "Cross-origin requests are refused.")
-        if headers.get("sec-fetch-site") == "cross-site":
-            return _error(403, "Cross-site requests are refused.")
-        if policy.token is None or (scope["method"] == "GET" and scope["path"] in CARD_PATHS):
-            return None
-        auth = headers.get("authorization", "")
-        token = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-        if not policy.token_ok(token):
-            why = f"A valid access token is required: 'Authorization: Bearer <{TOKEN_ENV}>'."
-            return _error(401, why, {"www-authenticate": "Bearer"})
-        return None
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status, headers=headers)
-
-
-async def _allowed_push_url(url: str) -> bool:
-    """Push notifications go to http(s) URLs only. Local receivers are allowed: whoever may
-    send tasks already runs code through the agent, so a POST to localhost gives them nothing."""
-    return url.startswith(("http://", "https://"))
-
-
 def create_app(
-    executor: ManusExecutor, card: AgentCard, policy: AccessPolicy
+    executor: ManusExecutor,
+    card: AgentCard,
+    policy: AccessPolicy,
+    callers: Callers,
+    *,
+    tasks: BoundedTaskStore,
+    targets: PushTargets,
+    max_body: int = DEFAULT_MAX_BODY,
 ) -> tuple[Any, DefaultRequestHandler]:
-    """The ASGI app (guarded) and its request handler."""
-    push_client = httpx.AsyncClient(timeout=10)
-    push_configs = InMemoryPushNotificationConfigStore()
+    """The ASGI app (behind the guard) and its request handler."""
+    push_client_ = push_client(targets)
+    push_configs = PushConfigStore()
+
+    async def drop_push_configs(owner: str, task_id: str) -> None:
+        call = ServerCallContext(user=CallerUser(Caller(owner or "default", owner)))
+        await push_configs.delete_info(task_id, call)
+
+    tasks.on_drop = drop_push_configs
     handler = DefaultRequestHandler(
         agent_executor=executor,
-        task_store=InMemoryTaskStore(),
+        task_store=tasks,
         agent_card=card,
         push_config_store=push_configs,
-        push_sender=BasePushNotificationSender(
-            push_client, push_configs, push_url_validator=_allowed_push_url
-        ),
-        push_url_validator=_allowed_push_url,
+        # Where a webhook may go is checked when it is set (a clear error) and again, by the
+        # client's transport, at every connection.
+        push_sender=BasePushNotificationSender(push_client_, push_configs),
+        push_url_validator=targets.validate,
+        request_context_builder=ContextFromTask(tasks),
     )
     routes = [
         *create_agent_card_routes(card),
         *create_agent_card_routes(card, card_url=LEGACY_CARD_PATH),
-        *create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True),
+        jsonrpc_route(handler, "/"),
     ]
 
     @contextlib.asynccontextmanager
@@ -206,23 +178,57 @@ def create_app(
             await executor.close()
             with contextlib.suppress(Exception):
                 await handler.aclose()
-            await push_client.aclose()
+            await push_client_.aclose()
 
-    return AccessGuard(Starlette(routes=routes, lifespan=lifespan), policy), handler
+    app = Starlette(routes=routes, lifespan=lifespan)
+    guard = AccessGuard(app, policy, callers, public_paths=CARD_PATHS, max_body=max_body)
+    return guard, handler
+
+
+def _settings(
+    args: argparse.Namespace, token: str | None
+) -> tuple[Callers, PushTargets, StoreLimits, int]:
+    """The options that need the extra to check: the callers, the webhook rules, the store's
+    bounds and the body limit (``ConfigError`` saying what is wrong)."""
+    callers = Callers.load(token, args.tokens_file)
+    try:
+        rules = [TargetRule.parse(text) for text in args.allow_push_target]
+    except ValueError as e:
+        raise ConfigError(f"--allow-push-target: {e}") from None
+    pinned = {}
+    for text in args.push_resolve:
+        name, _, address = text.partition("=")
+        try:
+            pinned[name] = str(ipaddress.ip_address(address.strip("[]")))
+        except ValueError:
+            raise ConfigError(f"--push-resolve {text!r}: expected HOST=ADDRESS") from None
+    for option, value in (
+        ("--max-body", args.max_body),
+        ("--max-tasks", args.max_tasks),
+        ("--task-memory", args.task_memory),
+        ("--task-ttl", args.task_ttl),
+    ):
+        if not value > 0:
+            raise ConfigError(f"{option} must be more than 0")
+    limits = StoreLimits(
+        max_tasks=args.max_tasks, max_bytes=int(args.task_memory * MIB), max_age=args.task_ttl
+    )
+    return callers, PushTargets(rules, pinned), limits, int(args.max_body * MIB)
 
 
 def serve(args: argparse.Namespace, token: str | None) -> int:
     """Run the server ``app.a2a.cli`` was asked for, until it is stopped."""
     define_log_level(print_level="INFO", name="openmanus_a2a", compact=True)
     try:
+        callers, targets, limits, max_body = _settings(args, token)
         config.load(args.config)
         config.llm  # noqa: B018 - the LLM section is checked now, with one clear message
     except ConfigError as e:
         say(f"error: {e}")
         return EXIT_CONFIG
     host, port = args.host, args.port
-    if token is not None:
-        register_secret(token)
+    for caller in callers.callers:
+        register_secret(caller.token)
     # A tool built outside a conversation (none should be) gets no terminal: nobody is there.
     set_input_provider(CallbackInputProvider(lambda question: None))
     workspace = config.workspace_root
@@ -240,14 +246,23 @@ def serve(args: argparse.Namespace, token: str | None) -> int:
     port = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
-    policy = AccessPolicy(host=host, port=port, token=token)
+    policy = AccessPolicy(host=host, port=port)
+    tasks = BoundedTaskStore(limits)
     executor = ManusExecutor(
-        workspace / "a2a", manus_factory(args.max_steps), idle_timeout=args.idle_timeout
+        workspace / "a2a",
+        manus_factory(args.max_steps),
+        idle_timeout=args.idle_timeout,
+        tasks=tasks,
     )
-    app, _ = create_app(executor, agent_card(url, token=token is not None), policy)
+    card = agent_card(url, token=callers.required)
+    app, _ = create_app(
+        executor, card, policy, callers, tasks=tasks, targets=targets, max_body=max_body
+    )
     print(f"OpenManus A2A agent: {url}", flush=True)
-    if token is None:
+    if not callers.required:
         say(f"note: no {TOKEN_ENV}: any program on this machine can send tasks")
+    elif len(callers) > 1:
+        say(f"callers: {', '.join(c.name for c in callers.callers)}")
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     )
