@@ -4,7 +4,9 @@ Each agent run is one trace: a span for the run, each step, each model call and 
 call, named and attributed after the OpenTelemetry GenAI semantic conventions (plus
 OpenInference's span kinds and token counts, which Phoenix shows). A flow adds its plan steps,
 a batch its tasks. Prompts, answers, tool arguments and results are recorded only with
-``[tracing] record_content = true``, and always pass the secret redaction.
+``[tracing] record_content = true``; without it an error says only its type and HTTP status.
+Every span name, attribute, event and status passes the outward redactor
+(:mod:`app.redaction`) on its way to the tracer, whoever's provider that is.
 
 This module is imported only when tracing is on (``[tracing] enabled``, ``--trace``): with it
 off nothing from opentelemetry is loaded and a step costs what it did.
@@ -17,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,7 +31,8 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AnyValue, Attributes, AttributeValue
 
 from app import __version__
 from app.config import TracingSettings, config
@@ -47,7 +51,8 @@ from app.events import (
     ToolResultEvent,
     UsageReport,
 )
-from app.logger import logger, redact, register_secret
+from app.logger import logger, register_secret
+from app.redaction import redact_text
 
 #: The instrumentation scope our spans carry.
 SCOPE = "openmanus"
@@ -133,18 +138,18 @@ def _settings(settings: TracingSettings | None) -> TracingSettings:
     return config.tracing if config.is_loaded else TracingSettings()
 
 
-def get_tracer(settings: TracingSettings | None = None) -> Tracer:
-    """Our tracer: from the tracer provider the application set up when there is one (used
-    as it is, never replaced), else from one exporting over OTLP/HTTP, made once."""
+def get_tracer(settings: TracingSettings | None = None) -> RedactingTracer:
+    """Our tracer, redacting: from the tracer provider the application set up when there is
+    one (used as it is, never replaced), else from one exporting over OTLP/HTTP, made once."""
     global _own
     current = otel.get_tracer_provider()
     if not isinstance(current, otel.ProxyTracerProvider):  # the application's own
-        return current.get_tracer(SCOPE, __version__)
+        return redacting(current.get_tracer(SCOPE, __version__))
     with _lock:
         if _own is None:
             _own = _make_provider(_settings(settings))
             atexit.register(shutdown)
-        return _own[0].get_tracer(SCOPE, __version__)
+        return redacting(_own[0].get_tracer(SCOPE, __version__))
 
 
 def shutdown(timeout: float | None = None) -> None:
@@ -168,15 +173,149 @@ def shutdown(timeout: float | None = None) -> None:
     closer.join(0.5)
 
 
+# ---- redaction -------------------------------------------------------------------------------
+
+
+def _clean(value: AnyValue) -> AnyValue:
+    """An attribute value redacted: strings (and bytes) of any nesting, mapping keys too."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, bytes):
+        return redact_text(value.decode("utf-8", "replace")).encode("utf-8")
+    if isinstance(value, Mapping):
+        return {redact_text(str(k)): _clean(v) for k, v in value.items()}
+    if isinstance(value, Sequence):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _cleaned(attributes: Attributes) -> dict[str, AnyValue] | None:
+    if attributes is None:
+        return None
+    return {redact_text(key): _clean(value) for key, value in attributes.items()}
+
+
+class RedactedSpan(Span):
+    """A span whose name, attributes, events, links and status pass the outward redactor
+    before the span (the SDK's, or the application's own) sees them."""
+
+    def __init__(self, inner: Span) -> None:
+        self.inner = inner
+
+    def end(self, end_time: int | None = None) -> None:
+        self.inner.end(end_time)
+
+    def get_span_context(self) -> SpanContext:
+        return self.inner.get_span_context()
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        self.inner.set_attributes(_cleaned(attributes) or {})
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        self.inner.set_attribute(redact_text(key), _clean(value))
+
+    def add_event(
+        self, name: str, attributes: Attributes = None, timestamp: int | None = None
+    ) -> None:
+        self.inner.add_event(redact_text(name), _cleaned(attributes), timestamp)
+
+    def add_link(self, context: SpanContext, attributes: Attributes = None) -> None:
+        self.inner.add_link(context, _cleaned(attributes))
+
+    def update_name(self, name: str) -> None:
+        self.inner.update_name(redact_text(name))
+
+    def is_recording(self) -> bool:
+        return self.inner.is_recording()
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        if isinstance(status, Status):
+            text = status.description
+            status = Status(status.status_code, redact_text(text) if text else text)
+        self.inner.set_status(status, redact_text(description) if description else description)
+
+    def record_exception(
+        self,
+        exception: BaseException,
+        attributes: Attributes = None,
+        timestamp: int | None = None,
+        escaped: bool = False,
+    ) -> None:
+        """The exception's type and redacted message (no stack trace: its lines are code and
+        values nobody redacted)."""
+        event = {
+            "exception.type": type(exception).__name__,
+            "exception.message": str(exception),
+            "exception.escaped": str(escaped),
+            **(attributes or {}),
+        }
+        self.add_event("exception", event, timestamp)
+
+
+class RedactingTracer(Tracer):
+    """A tracer (any provider's) whose spans are :class:`RedactedSpan`."""
+
+    def __init__(self, inner: Tracer) -> None:
+        self.inner = inner
+
+    def start_span(
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+    ) -> Span:
+        if links:
+            links = [Link(link.context, _cleaned(link.attributes)) for link in links]
+        span = self.inner.start_span(
+            redact_text(name),
+            context,
+            kind,
+            _cleaned(attributes),
+            links,
+            start_time,
+            record_exception,
+            set_status_on_exception,
+        )
+        return RedactedSpan(span)
+
+    # The API types this with its own private context-manager decorator.
+    @contextlib.contextmanager
+    def start_as_current_span(  # type: ignore[override]
+        self,
+        name: str,
+        context: Context | None = None,
+        kind: SpanKind = SpanKind.INTERNAL,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        start_time: int | None = None,
+        record_exception: bool = True,
+        set_status_on_exception: bool = True,
+        end_on_exit: bool = True,
+    ) -> Iterator[Span]:
+        span = self.start_span(name, context, kind, attributes, links, start_time)
+        with otel.use_span(span, end_on_exit, record_exception, set_status_on_exception):
+            yield span
+
+
+def redacting(tracer: Tracer) -> RedactingTracer:
+    """``tracer`` with every span it makes redacted (as it is when it already is)."""
+    return tracer if isinstance(tracer, RedactingTracer) else RedactingTracer(tracer)
+
+
 # ---- the spans -----------------------------------------------------------------------------------
 
 
 class RunTracer:
     """A listener turning one event stream (an agent's or a flow's) into spans.
 
-    ``agents`` maps agent names to agents, to find which MCP server a tool call went to;
-    ``parent`` is the context runs start under (a batch task's span), else each run is the
-    root of its own trace."""
+    ``tracer`` is used through :func:`redacting`; ``agents`` maps agent names to agents, to
+    find which MCP server a tool call went to; ``parent`` is the context runs start under (a
+    batch task's span), else each run is the root of its own trace."""
 
     #: Records without showing: the run streams and logs as if nobody listened.
     passive = True
@@ -188,7 +327,7 @@ class RunTracer:
         agents: Mapping[str, Any] | None = None,
         parent: Context | None = None,
     ) -> None:
-        self.tracer = tracer
+        self.tracer = redacting(tracer)
         self.content = settings.record_content
         self.max_chars = settings.max_content_chars
         self.agents = dict(agents or {})
@@ -205,7 +344,7 @@ class RunTracer:
     # ---- helpers --------------------------------------------------------------------------------
 
     def _text(self, text: str | None) -> str:
-        text = redact(text or "")
+        text = redact_text(text or "")
         if len(text) > self.max_chars:
             text = text[: self.max_chars] + f"... [{len(text) - self.max_chars} more chars]"
         return text
@@ -219,8 +358,10 @@ class RunTracer:
         span = self._steps.get(source) or self._runs.get(source)
         return otel.set_span_in_context(span) if span is not None else self.parent
 
-    def _error(self, span: Span, kind: str, message: str) -> None:
-        text = self._text(message)
+    def _error(self, span: Span, kind: str, message: str, status_code: int | None = None) -> None:
+        """An error status and event: the message when contents are recorded, else only the
+        type and HTTP status (a model server's error may quote the prompt)."""
+        text = self._text(message) if self.content else _summary(kind, status_code)
         span.set_status(Status(StatusCode.ERROR, text or kind))
         span.add_event("exception", {"exception.type": kind, "exception.message": text})
 
@@ -374,8 +515,7 @@ class RunTracer:
         self._record(span, "gen_ai.tool.call.result", event.output)
         self._record(span, "output.value", event.output)
         if event.error:
-            message = event.output if self.content else "the tool reported an error"
-            self._error(span, "ToolError", message)
+            self._error(span, "ToolError", event.output)
         span.end()
 
     def _step_finished(self, event: StepFinished) -> None:
@@ -397,7 +537,7 @@ class RunTracer:
         self._finish_model(event.source)
         span = self._steps.get(event.source) or self._runs.get(event.source)
         if span is not None:
-            self._error(span, event.error_type or "Error", event.message)
+            self._error(span, event.error_type or "Error", event.message, _status_in(event.message))
 
     def _run_finished(self, event: RunFinished) -> None:
         span = self._runs.get(event.source)
@@ -412,7 +552,10 @@ class RunTracer:
             span.set_attribute("openmanus.stop_reason", event.stop_reason or "interrupted")
             self._record(span, "output.value", event.final_answer)
             if event.state == "ERROR":
-                self._error(span, event.stop_reason or "Error", event.failure or "the run failed")
+                error = event.result.error if event.result is not None else None
+                kind = type(error).__name__ if error is not None else event.stop_reason
+                code = getattr(error, "status_code", None)
+                self._error(span, kind or "Error", event.failure or "the run failed", code)
         self._end_run(event.source)
 
     def _flow_span(self, source: str) -> Span:
@@ -497,6 +640,21 @@ class RunTracer:
         if self._flow is not None:
             self._flow.end()
             self._flow = None
+
+
+#: How our model errors give the server's status, before the server's own text.
+_HTTP_STATUS = re.compile(r"\(HTTP (\d{3})\)")
+
+
+def _status_in(message: str) -> int | None:
+    """The HTTP status an error event's message gives (``... (HTTP 400): ...``), if any."""
+    found = _HTTP_STATUS.search(message)
+    return int(found.group(1)) if found else None
+
+
+def _summary(kind: str, status_code: int | None) -> str:
+    """An error without its text: ``LLMBadRequestError (HTTP 400)``."""
+    return f"{kind} (HTTP {status_code})" if status_code else kind
 
 
 def _agents_of(target: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """What the terminal programs share before the framework is loaded: exit codes and output.
-Answers go to stdout, everything else to stderr; a closed stdout (``| head -1``) is quiet.
+Answers go to stdout, everything else to stderr; a closed stdout (``| head -1``) is quiet;
+both are redacted (:mod:`app.redaction`, light to import).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from app.text import clean_text
+from app.redaction import redact_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -18,7 +19,7 @@ EXIT_SESSION_BUSY = 3  # --resume of a session another process is running
 EXIT_SESSION_WRITE = 4  # the session file could not be written (disk full...)
 EXIT_INTERRUPTED = 130
 EXIT_WORDS = frozenset({"exit", "quit"})
-#: Where ``run_mcp.py`` finds a running server for ``-c sse`` / ``-c http`` without a URL.
+#: Where ``run_mcp.py --connection sse|http`` finds a running server without ``--server-url``.
 DEFAULT_URLS = {"sse": "http://127.0.0.1:8000/sse", "http": "http://127.0.0.1:8000/mcp"}
 
 
@@ -28,15 +29,15 @@ def exit_code_for(stop_reason: Any) -> int:
 
 
 def say(message: str) -> None:
-    """A line for the user on stderr (stdout is kept for answers)."""
-    print(clean_text(message), file=sys.stderr, flush=True)
+    """A line for the user on stderr (stdout is kept for answers), redacted."""
+    print(redact_text(message), file=sys.stderr, flush=True)
 
 
 def answer(text: str) -> None:
-    """A task's answer on stdout. It is the model's text: a lone surrogate in it (which has
-    no UTF-8 encoding) is printed as U+FFFD, and a character the terminal's encoding lacks as
-    ``?``, rather than failing the run at its very end."""
-    text = clean_text(text)
+    """A task's answer on stdout, redacted. It is the model's text: a lone surrogate in it
+    (which has no UTF-8 encoding) is printed as U+FFFD, and a character the terminal's
+    encoding lacks as ``?``, rather than failing the run at its very end."""
+    text = redact_text(text)
     try:
         try:
             print(text, flush=True)

@@ -1,5 +1,6 @@
 """The terminal view of a run, drawn on stderr from its events (the same ones a library
-receives); answers go to stdout, printed by the programs themselves.
+receives), redacted as every outward channel is (:mod:`app.redaction`); answers go to stdout,
+printed by the programs themselves.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from app.events import (
     ToolResultEvent,
     UsageReport,
 )
+from app.redaction import EventRedactor
 
 _PREVIEW = 300
 
@@ -36,12 +38,17 @@ class EventRenderer:
         self.show_usage = show_usage
         self._open_line: tuple[str, int] | None = None  # (source, step) of streamed text
         self._streamed: set[tuple[str, int]] = set()
+        self._redact = EventRedactor(TextDelta)
 
     @property
     def stream(self) -> IO[str]:
         return self._stream or sys.stderr
 
     def __call__(self, event: Event) -> None:
+        for shown in self._redact(event):
+            self._show(shown)
+
+    def _show(self, event: Event) -> None:
         if isinstance(event, TextDelta):
             self._delta(event)
             return

@@ -15,15 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from app.exceptions import SessionWriteError
-from app.logger import logger, redact_registered
+from app.logger import logger
+from app.redaction import redact_text
 from app.session.files import open_session_dir, open_session_file
 from app.text import clean_text
 
 
 def encode_record(record: dict[str, Any]) -> str:
-    """One line of JSON with every registered secret (API keys...) replaced by ``***``."""
+    """One line of JSON with every registered secret (API keys..., in any encoding) replaced
+    by ``***``: the outward redactor, registered secrets only (a resumed model reads this
+    conversation back, so credential-shaped text it wrote stays as written)."""
     text = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
-    return redact_registered(text) + "\n"
+    return redact_text(text, registered_only=True) + "\n"
 
 
 class SessionWriter:

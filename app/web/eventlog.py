@@ -1,8 +1,9 @@
 """Each web session's numbered event log: what the page (and AG-UI clients) are sent.
 
 Entries are JSON-able dicts numbered from 1; a reader asks for everything after the last number
-it saw (SSE ``Last-Event-ID``), so a page that reconnects misses nothing. Everything is redacted
-on the way in: the page never receives a configured secret or anything shaped like one.
+it saw (SSE ``Last-Event-ID``), so a page that reconnects misses nothing. Every entry is redacted
+as it is appended (:mod:`app.redaction`, the one outward redactor): the page and AG-UI clients
+never receive a configured secret, in any encoding, or anything shaped like a credential.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def redact_tree(value: Any) -> Any:
 
 
 def render_event(event: Event, plan: dict[str, Any] | None = None) -> dict[str, Any]:
-    """An agent or flow event as a log entry (``plan``: the flow's plan, for plan events)."""
+    """An agent or flow event as a log entry (``plan``: the flow's plan, for plan events);
+    redacted when appended."""
     data = event.to_json()
     if isinstance(event, PlanChanged) and plan is not None:
         lists = {key: list(plan.get(key, [])) for key in ("steps", "step_statuses", "step_notes")}
         data["plan"] = {"title": plan.get("title", ""), **lists}
-    return redact_tree(data)
+    return data
 
 
 def decode_image(image: str | None) -> bytes | None:
@@ -62,7 +64,8 @@ class EventLog:
         return self._next - 1
 
     def append(self, entry: dict[str, Any]) -> dict[str, Any]:
-        """Number ``entry``, keep it and wake the readers; returns it."""
+        """Keep ``entry`` redacted and numbered, wake the readers; returns what was kept."""
+        entry = redact_tree(entry)
         entry["id"] = self._next
         entry.setdefault("t", round(time.time(), 3))
         self._next += 1

@@ -24,6 +24,7 @@ from app.events import (
     Event,
     PlanChanged,
     RunStarted,
+    TextDelta,
     ToolCallEvent,
     ToolResultEvent,
     UsageReport,
@@ -33,6 +34,7 @@ from app.flow.planning import PlanningFlow
 from app.llm.context import llm_scope
 from app.llm.usage import Usage
 from app.logger import logger
+from app.redaction import EventRedactor
 from app.tool.ask_human import CallbackInputProvider
 from app.web.eventlog import EventLog, decode_image, redact_tree, render_event
 
@@ -54,6 +56,8 @@ class WebSession:
         self.workspace = workspace
         self.options = options
         self.log = EventLog()
+        #: Streamed text redacted as a whole (the log redacts every entry it is given).
+        self._streams = EventRedactor(TextDelta, fields=False)
         self.agent: BaseAgent | None = None
         self.agents: dict[str, BaseAgent] = {}
         self.flow: PlanningFlow | None = None
@@ -135,6 +139,10 @@ class WebSession:
     # ---- events ------------------------------------------------------------------------------
 
     def _on_event(self, event: Event) -> None:
+        for outward in self._streams(event):
+            self._log_event(outward)
+
+    def _log_event(self, event: Event) -> None:
         plan = None
         if isinstance(event, PlanChanged) and self.flow is not None:
             plan = self.flow.planning_tool.plans.get(event.plan_id)
@@ -145,7 +153,7 @@ class WebSession:
         if isinstance(event, ToolCallEvent) and event.name == "browser_use":
             element = _element_of(event.arguments, self.browser_elements)
             if element:
-                entry["element"] = redact_tree(element)
+                entry["element"] = element
         if isinstance(event, UsageReport):
             if event.cost is not None:
                 self.task_cost = (self.task_cost or 0.0) + event.cost
@@ -173,11 +181,11 @@ class WebSession:
             self.screenshots += 1
         url, title = str(state.get("url") or ""), str(state.get("title") or "")
         shot = {"kind": "screenshot", "n": self.screenshots if picture else None, "url": url}
-        self.log.append(redact_tree({**shot, "title": title, "run": self.runs}))
+        self.log.append({**shot, "title": title, "run": self.runs})
 
     def note(self, kind: str, **fields: Any) -> dict[str, Any]:
         """A web entry of our own (task started/finished, questions), redacted."""
-        return self.log.append(redact_tree({"kind": kind, **fields}))
+        return self.log.append({"kind": kind, **fields})
 
     # ---- questions ---------------------------------------------------------------------------
 
