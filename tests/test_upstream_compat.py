@@ -406,19 +406,6 @@ def test_daytona_names_import_but_every_use_says_what_is_needed() -> None:
     assert ThreadMessage("user", {"text": "hi"}).to_dict()["metadata"] == {}
 
 
-def test_bedrock_module_imports_and_refuses_use() -> None:
-    from app import bedrock
-
-    for cls in (
-        bedrock.BedrockClient,
-        bedrock.Chat,
-        bedrock.ChatCompletions,
-        bedrock.OpenAIResponse,
-    ):
-        with pytest.raises(UnsupportedFeatureError, match="'aws' \\(Bedrock\\) is not supported"):
-            cls()
-
-
 def test_upstream_terminal_without_an_engine_is_a_clear_error(monkeypatch, tmp_path) -> None:
     pytest.importorskip("docker")
     from app.exceptions import SandboxUnavailableError
