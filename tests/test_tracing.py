@@ -34,6 +34,7 @@ from app.testing import call, error, text, tool_calls
 from app.tool.base import BaseTool
 from app.tool.tool_collection import ToolCollection
 from app.tracing import RunTracer
+from tests.hostile_model import final_turn, hostile_config, hostile_turn, leaks
 from tests.phoenix import Phoenix, start_phoenix
 from tests.test_main_e2e import child_env, write_config
 
@@ -578,3 +579,32 @@ def test_an_mcp_tool_call_carries_its_server_in_phoenix(phoenix: Phoenix, llm_se
     assert tools["b"]["attributes"]["mcp.server.name"] == "openmanus"
     assert tools["b"]["attributes"]["gen_ai.tool.name"] == "mcp_openmanus_bash"
     assert tools["b"]["status_code"] != "ERROR"
+
+
+@pytest.mark.e2e
+def test_a_hostile_run_stored_by_phoenix_holds_no_key(phoenix: Phoenix, llm_server, tmp_path):
+    """The hostile model of tests/hostile_model.py (the key in its text, tool names, call ids,
+    arguments and finish reasons, raw and encoded), contents on: what Phoenix stored and
+    serves back has the key nowhere (tests/test_tracing_redaction.py checks the bytes)."""
+    llm_server.push(hostile_turn(), final_turn())
+    extra = f'[tracing]\nendpoint = "{phoenix.endpoint}"\nservice_name = "t-hostile"\n'
+    config = hostile_config(tmp_path, llm_server.base_url, extra + "record_content = true\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    out, _ = run_program(tmp_path, "-c", str(config), "-w", str(workspace), "-p", "go", "--trace")
+    assert out.returncode == 0, out.stderr
+    spans = wait_for_spans(
+        phoenix,
+        "t-hostile",
+        lambda s: (
+            any(x["parent_id"] is None for x in s) and sum(x["span_kind"] == "TOOL" for x in s) >= 4
+        ),
+    )
+    tools = {s["name"] for s in spans if s["span_kind"] == "TOOL"}
+    assert tools == {
+        "execute_tool ***",
+        "execute_tool str_replace_editor",
+        "execute_tool bash",
+        "execute_tool terminate",
+    }, tools
+    assert leaks(json.dumps(spans)) == []
