@@ -100,6 +100,11 @@ class TextReply(Reply):
     content: str
     usage: UsageSpec = None
     finish_reason: str = "stop"
+    #: The model's thinking before the answer (servers that speak a thinking API send it
+    #: when the request enables thinking: ``ScriptedAnthropicServer``; the OpenAI one ignores it).
+    thinking: str | None = None
+    #: A redacted thinking block's content (sent encrypted, as the real API does).
+    redacted_thinking: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,9 @@ class ToolCallsReply(Reply):
     content: str | None = None
     usage: UsageSpec = None
     finish_reason: str = "tool_calls"
+    #: As on :class:`TextReply`.
+    thinking: str | None = None
+    redacted_thinking: str | None = None
 
 
 _DEFAULT_ERRORS: dict[int, tuple[str, str, str | None]] = {
@@ -176,6 +184,7 @@ _DEFAULT_ERRORS: dict[int, tuple[str, str, str | None]] = {
     502: ("Bad gateway (scripted).", "server_error", None),
     503: ("The engine is overloaded (scripted).", "server_error", None),
     504: ("Gateway timeout (scripted).", "server_error", None),
+    529: ("Overloaded (scripted).", "overloaded_error", None),
 }
 
 
@@ -258,6 +267,19 @@ class CutReply(Reply):
 
 
 @dataclass(frozen=True)
+class StreamErrorReply(Reply):
+    """A streamed answer that sends ``after`` events of ``reply`` (none without one), then
+    ``error`` as an ``error`` event and ends, as Anthropic's API does when it overloads
+    mid-answer; a plain request gets ``error`` as an HTTP error. Anthropic server only."""
+
+    kind: ClassVar[str] = "stream_error"
+
+    error: ErrorReply
+    reply: Reply | None = None
+    after: int = 0
+
+
+@dataclass(frozen=True)
 class RawReply(Reply):
     """Any response at all, e.g. a malformed body or a hand-written event stream."""
 
@@ -286,11 +308,31 @@ def _check_status(status: int) -> int:
 # --- factories ----------------------------------------------------------------------------
 
 
-def text(content: str, *, usage: Any = None, finish_reason: str = "stop") -> TextReply:
-    """A plain text answer; ``usage=False`` reports no usage, a dict reports fixed counts."""
+def text(
+    content: str,
+    *,
+    usage: Any = None,
+    finish_reason: str = "stop",
+    thinking: str | None = None,
+    redacted_thinking: str | None = None,
+) -> TextReply:
+    """A plain text answer; ``usage=False`` reports no usage, a dict reports fixed counts;
+    ``thinking`` / ``redacted_thinking`` come before it where the server speaks thinking."""
     if not isinstance(content, str):
         raise TypeError(f"text() needs a str, not {type(content).__name__}")
-    return TextReply(content=content, usage=_usage_spec(usage), finish_reason=finish_reason)
+    return TextReply(
+        content=content,
+        usage=_usage_spec(usage),
+        finish_reason=finish_reason,
+        thinking=_optional_text("thinking", thinking),
+        redacted_thinking=_optional_text("redacted_thinking", redacted_thinking),
+    )
+
+
+def _optional_text(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
 
 
 def call(
@@ -320,15 +362,22 @@ def tool_calls(
     content: str | None = None,
     usage: Any = None,
     finish_reason: str = "tool_calls",
+    thinking: str | None = None,
+    redacted_thinking: str | None = None,
 ) -> ToolCallsReply:
-    """An assistant message with one or more tool calls."""
+    """An assistant message with one or more tool calls (``thinking`` as in :func:`text`)."""
     if not calls:
         raise ValueError("tool_calls() needs at least one call(...)")
     for item in calls:
         if not isinstance(item, ToolCall):
             raise TypeError(f"tool_calls() takes call(...) objects, not {type(item).__name__}")
     return ToolCallsReply(
-        calls=tuple(calls), content=content, usage=_usage_spec(usage), finish_reason=finish_reason
+        calls=tuple(calls),
+        content=content,
+        usage=_usage_spec(usage),
+        finish_reason=finish_reason,
+        thinking=_optional_text("thinking", thinking),
+        redacted_thinking=_optional_text("redacted_thinking", redacted_thinking),
     )
 
 
@@ -387,6 +436,20 @@ def cut(reply: Reply | str, *, after: int) -> CutReply:
     return CutReply(reply=inner, after=int(after))
 
 
+def stream_error(
+    err: ErrorReply | int, *, reply: Reply | str | None = None, after: int = 0
+) -> StreamErrorReply:
+    """Stream ``after`` events of ``reply``, then ``err`` (an :func:`error` or a status) as
+    an ``error`` event (Anthropic server only)."""
+    failure = err if isinstance(err, ErrorReply) else error(err)
+    inner = None if reply is None else coerce_reply(reply)
+    if inner is not None and not isinstance(inner, TextReply | ToolCallsReply):
+        raise TypeError("stream_error() needs a text or tool_calls reply")
+    if after < 0:
+        raise ValueError("stream_error() needs a non-negative event count")
+    return StreamErrorReply(error=failure, reply=inner, after=int(after))
+
+
 def raw(
     status: int,
     body: bytes | str,
@@ -410,7 +473,16 @@ def _read_calls(data: Mapping[str, Any]) -> ToolCallsReply:
         content=data.get("content"),
         usage=data.get("usage"),
         finish_reason=str(data.get("finish_reason", "tool_calls")),
+        thinking=data.get("thinking"),
+        redacted_thinking=data.get("redacted_thinking"),
     )
+
+
+def _read_error(data: Any) -> ErrorReply:
+    reply = Reply.from_json(data)
+    if not isinstance(reply, ErrorReply):
+        raise ValueError("'error' of a stream_error reply must be an error reply")
+    return reply
 
 
 def _read_raw(data: Mapping[str, Any]) -> RawReply:
@@ -431,6 +503,8 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
         str(d.get("content", "")),
         usage=d.get("usage"),
         finish_reason=str(d.get("finish_reason", "stop")),
+        thinking=d.get("thinking"),
+        redacted_thinking=d.get("redacted_thinking"),
     ),
     "tool_calls": _read_calls,
     "error": lambda d: error(
@@ -446,6 +520,11 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Reply]] = {
         Reply.from_json(d["reply"]), after=int(d["after"]), seconds=float(d["seconds"])
     ),
     "cut": lambda d: cut(Reply.from_json(d["reply"]), after=int(d["after"])),
+    "stream_error": lambda d: stream_error(
+        _read_error(d["error"]),
+        reply=None if d.get("reply") is None else Reply.from_json(d["reply"]),
+        after=int(d.get("after", 0)),
+    ),
     "raw": _read_raw,
 }
 
