@@ -264,10 +264,16 @@ class ToolCallAgent(ReActAgent):
                 )
 
         self.tool_calls = tool_calls  # none when tools are disabled (see above)
+        # Thinking blocks go back to the model unchanged on the next turn (the API checks).
+        thinking = response.thinking_blocks
         if tool_calls:
-            self.memory.add_message(Message.from_tool_calls(tool_calls, content=content))
+            self.memory.add_message(
+                Message.from_tool_calls(tool_calls, content=content, thinking_blocks=thinking)
+            )
         elif content:
-            self.memory.add_message(Message.assistant_message(content))
+            self.memory.add_message(
+                Message(role="assistant", content=content, thinking_blocks=thinking)
+            )
         if bus.active:
             if content:
                 await bus.emit(Thought(self.name, step=self.current_step, text=content))
