@@ -2,8 +2,9 @@
 ``api_type = "aws"``).
 
 A turn is one Converse request, or one ConverseStream request when its text is watched
-(``on_delta``) or a stream is asked for (``ModelParams.stream``): a plain answer is cheaper
-to read and cannot be cut mid-way, a stream shows the text as it is written. One attempt per
+(``on_delta``) or a stream is asked for (``ModelParams.stream``, the profile's ``stream``):
+a plain answer is cheaper to read and cannot be cut mid-way, a stream shows the text as it
+is written. One attempt per
 request: retrying is the ``Retrying`` wrapper's, the one retry path. The request is signed
 with SigV4 (or a Bedrock API key) by :mod:`.credentials` and sent with httpx2; botocore
 provides the credential chain, the signer and the event-stream parser, never the transport.
@@ -52,6 +53,7 @@ class BedrockModel:
         max_connections: int = 100,
         thinking_budget: int | None = None,
         prompt_cache: bool = True,
+        stream: bool | str = "auto",
     ) -> None:
         if endpoint.region is None:
             raise missing_region()
@@ -61,6 +63,8 @@ class BedrockModel:
         self.endpoint = endpoint.base
         self.timeout = timeout
         self.thinking_budget = thinking_budget
+        #: The profile's ``stream``: true always, false never, "auto" when the text is watched.
+        self.stream = stream
         #: Whether requests carry cache points: asked for, and a model Bedrock caches for.
         self.prompt_cache = prompt_cache and caches_prompts(model_id)
         self.auth = AwsAuth(endpoint.region, endpoint.profile)
@@ -93,6 +97,7 @@ class BedrockModel:
             max_connections=int(getattr(settings, "max_concurrent_requests", 100)),
             thinking_budget=getattr(settings, "thinking_budget", None),
             prompt_cache=bool(getattr(settings, "prompt_cache", True)),
+            stream=getattr(settings, "stream", "auto"),
         )
 
     def __repr__(self) -> str:
@@ -101,7 +106,9 @@ class BedrockModel:
     async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
         timeout = params.timeout or self.timeout
         await self._ready()
-        stream = params.stream if params.stream is not None else params.on_delta is not None
+        stream = params.stream
+        if stream is None:
+            stream = self.stream if isinstance(self.stream, bool) else params.on_delta is not None
         converse = converse_request(
             messages,
             params,
