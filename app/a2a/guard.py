@@ -2,9 +2,10 @@
 
 A Host not naming this server (DNS rebinding), a foreign Origin or a cross-site fetch (the web
 UI's rules, :class:`app.web.security.AccessPolicy`); a token matching no caller; a body over
-the size limit, refused with a ``413`` before anything parses it (a declared length at once, a
-chunked body as soon as it grows past the limit). The caller a request comes from goes into
-the ASGI scope for :mod:`app.a2a.jsonrpc`.
+the size limit, refused with a ``413`` before anything parses it or keeps more than the limit
+(a declared length at once, a chunked body as soon as it grows past the limit; the rest of a
+moderately larger one is read and dropped, so the client sees the 413). The caller a request
+comes from goes into the ASGI scope for :mod:`app.a2a.jsonrpc`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 CALLER_KEY = "a2a_caller"
 #: The default body limit (``--max-body``): a text task with room to spare.
 DEFAULT_MAX_BODY = 4 << 20
+#: A refused body up to this size (or four times the limit) is read and dropped, not cut.
+DISCARD_AT_LEAST = 16 << 20
 
 
 def caller_of(scope: Scope) -> Caller | None:
@@ -67,10 +70,13 @@ class AccessGuard:
         scope.setdefault("state", {})[CALLER_KEY] = caller
         declared = Headers(scope=scope).get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
+            if int(declared) <= self._discard_limit:
+                await _discard(receive, self._discard_limit)
             await self._too_large()(scope, receive, send)
             return
         outcome, body = await _read_body(receive, self.max_body)
         if outcome == "too large":
+            await _discard(receive, self._discard_limit)
             await self._too_large()(scope, receive, send)
         elif outcome == "read":
             await self.app(scope, _replay(body, receive), send)
@@ -94,11 +100,29 @@ class AccessGuard:
             return _error(401, why, {"www-authenticate": "Bearer"}), None
         return None, caller
 
+    @property
+    def _discard_limit(self) -> int:
+        """A body over the limit but under this is read and dropped before the 413, so that a
+        client still sending it sees the answer, not a reset connection; a larger one is cut."""
+        return max(4 * self.max_body, DISCARD_AT_LEAST)
+
     def _too_large(self) -> JSONResponse:
         limit = self.max_body
         shown = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
         why = f"The request body is larger than this server's limit of {shown} (--max-body)."
-        return _error(413, why, {"connection": "close"})
+        return _error(413, why)
+
+
+async def _discard(receive: Receive, budget: int) -> None:
+    """Read and drop the rest of a body, up to ``budget`` bytes (nothing is kept)."""
+    seen = 0
+    while seen <= budget:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        seen += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _read_body(
@@ -137,4 +161,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status, headers=headers)
+    """A refusal; the connection closes after it, so a body left unread is never read."""
+    closing = {**(headers or {}), "connection": "close"}
+    return JSONResponse({"error": message}, status, headers=closing)
