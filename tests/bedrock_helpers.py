@@ -5,6 +5,7 @@ suite uses; ``bedrock`` the fixture for a fresh server per test."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,17 +55,20 @@ def bedrock_on(
     """A Bedrock model on ``server`` (started), signing with the server's key pair."""
     isolate_aws(monkeypatch, home)
     for name, value in server.env().items():
-        if name != "AWS_ENDPOINT_URL_BEDROCK_RUNTIME":  # base_url names it
+        if name != "AWS_ENDPOINT_URL_BEDROCK_RUNTIME":
             monkeypatch.setenv(name, value)
     return BedrockModel.from_settings(settings_for(server, **overrides))
 
 
-@pytest.fixture
-def bedrock(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ScriptedBedrockServer]:
-    """A scripted Bedrock server, the environment isolated and holding its key pair."""
-    with ScriptedBedrockServer() as server:
-        isolate_aws(monkeypatch, tmp_path)
+@contextlib.contextmanager
+def scripted_bedrock(
+    monkeypatch: pytest.MonkeyPatch, home: Path, **options: Any
+) -> Iterator[ScriptedBedrockServer]:
+    """A scripted Bedrock server (``options`` as its constructor takes them), the environment
+    isolated and holding its key pair; a test module's fixture yields from it."""
+    with ScriptedBedrockServer(**options) as server:
+        isolate_aws(monkeypatch, home)
         for name, value in server.env().items():
-            if name != "AWS_ENDPOINT_URL_BEDROCK_RUNTIME":
+            if name != "AWS_ENDPOINT_URL_BEDROCK_RUNTIME":  # base_url names it
                 monkeypatch.setenv(name, value)
         yield server

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from app.testing import call, cut, drop, error, raw, stall, text, tool_calls
 from app.testing.bedrock_server import ScriptedBedrockServer
 from app.testing.replies import stream_error
 from app.tool import Terminate, ToolCollection, tool
-from tests.bedrock_helpers import MODEL_ID, bedrock, bedrock_on, settings_for  # noqa: F401
+from tests.bedrock_helpers import bedrock_on, scripted_bedrock, settings_for
 
 ADD = ToolDefinition(
     "add",
@@ -38,6 +39,12 @@ ADD = ToolDefinition(
 )
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 32).decode()
 JPEG = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\x00" * 32).decode()
+
+
+@pytest.fixture
+def bedrock(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ScriptedBedrockServer]:
+    with scripted_bedrock(monkeypatch, tmp_path) as server:
+        yield server
 
 
 def model_for(server: ScriptedBedrockServer, **overrides: object) -> BedrockModel:
