@@ -509,6 +509,7 @@ def _check_messages(messages: Any, seal: Seal, thinking: bool) -> None:
         if isinstance(content, str):
             if not content.strip() and not (i == last and role == "assistant"):
                 raise InvalidRequest(f"{where}: text content blocks must be non-empty")
+            _check_answered(previous_calls, [], i)
             previous_calls = []
             continue
         if not isinstance(content, list):
@@ -549,14 +550,7 @@ def _check_messages(messages: Any, seal: Seal, thinking: bool) -> None:
                     raise InvalidRequest(f"{at}: Invalid `signature` in `thinking` block")
             elif kind == "redacted_thinking" and not seal.valid_seal(block.get("data")):
                 raise InvalidRequest(f"{at}: Invalid `data` in `redacted_thinking` block")
-        if previous_calls:
-            missing = [c for c in previous_calls if c not in results]
-            if missing:
-                raise InvalidRequest(
-                    f"messages.{i - 1}: `tool_use` ids were found without `tool_result` "
-                    f"blocks immediately after: {', '.join(missing)}. Each `tool_use` block "
-                    "must have a corresponding `tool_result` block in the next message."
-                )
+        _check_answered(previous_calls, results, i)
         previous_calls = calls
         if thinking and role == "assistant" and calls and i < last:
             follows = _blocks(messages[i + 1].get("content"))
@@ -572,6 +566,16 @@ def _check_messages(messages: Any, seal: Seal, thinking: bool) -> None:
                     "`tool_use` and `tool_result` blocks). We recommend you include thinking "
                     "blocks from previous turns. To avoid this requirement, disable `thinking`."
                 )
+
+
+def _check_answered(calls: list[str], results: list[str], index: int) -> None:
+    missing = [c for c in calls if c not in results]
+    if missing:
+        raise InvalidRequest(
+            f"messages.{index - 1}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+            "corresponding `tool_result` block in the next message."
+        )
 
 
 def _check_text(block: dict[str, Any], at: str) -> None:
@@ -803,9 +807,12 @@ def error_json(error_type: str, message: str, request_id: str) -> dict[str, Any]
 
 
 def error_type_of(reply: ErrorReply) -> str:
-    """The API's error type for a scripted error (an OpenAI-style type is mapped)."""
-    if reply.error_type is not None and reply.error_type in _ERROR_TYPES.values():
-        return reply.error_type
+    """The API's error type for a scripted error: the status decides, unless the script names
+    another of the API's types (an OpenAI-style default, such as 401's
+    ``invalid_request_error``, does not count)."""
+    named = reply.error_type
+    if named in _ERROR_TYPES.values() and named != "invalid_request_error":
+        return str(named)
     if reply.status in _ERROR_TYPES:
         return _ERROR_TYPES[reply.status]
     return "api_error" if reply.status >= 500 else "invalid_request_error"
