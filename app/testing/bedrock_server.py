@@ -101,6 +101,15 @@ MAX_CACHE_POINTS = 4
 
 Responder = Callable[["BedrockRequest"], Any]
 
+_START = (
+    "A conversation must start with a user message. Try again with a conversation that starts "
+    "with a user message."
+)
+_ALTERNATE = (
+    "A conversation must alternate between user and assistant roles. Make sure the "
+    "conversation alternates between user and assistant roles and try again."
+)
+
 
 # --- the event-stream encoding --------------------------------------------------------------
 
@@ -532,9 +541,7 @@ class ScriptedBedrockServer(LoopServer):
             raise invalid("The request body must be a JSON object.")
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
-            raise invalid(
-                "A conversation must start with a user message. Try again with a conversation that starts with a user message."
-            )
+            raise invalid(_START)
         config = body.get("toolConfig")
         names = self._check_tools(config, invalid)
         inference = body.get("inferenceConfig") or {}
@@ -567,27 +574,26 @@ class ScriptedBedrockServer(LoopServer):
             role = message["role"]
             content = message.get("content")
             if i == 0 and role != "user":
-                raise invalid(
-                    "A conversation must start with a user message. Try again with a conversation that starts with a user message."
-                )
+                raise invalid(_START)
             if i > 0 and messages[i - 1].get("role") == role:
-                raise invalid(
-                    "A conversation must alternate between user and assistant roles. Make sure the conversation alternates between user and assistant roles and try again."
-                )
+                raise invalid(_ALTERNATE)
             if not isinstance(content, list) or not content:
                 raise invalid(
-                    f"The content field in the Message object at messages.{i} is empty. Add a ContentBlock object to the content field and try again."
+                    f"The content field in the Message object at messages.{i} is empty. "
+                    "Add a ContentBlock object to the content field and try again."
                 )
             uses, results = self._check_blocks(i, role, content, names is not None, invalid)
             if role == "user" and (previous_uses or results):
                 missing = [u for u in previous_uses if u not in results]
                 if missing:
                     raise invalid(
-                        f"Expected toolResult blocks at messages.{i}.content for the following Ids: {', '.join(missing)}"
+                        f"Expected toolResult blocks at messages.{i}.content for the "
+                        f"following Ids: {', '.join(missing)}"
                     )
                 if extra := [r for r in results if r not in previous_uses]:
                     raise invalid(
-                        f"The toolResult blocks at messages.{i}.content name toolUse ids of no previous turn: {', '.join(extra)}"
+                        f"The toolResult blocks at messages.{i}.content name toolUse ids of no "
+                        f"previous turn: {', '.join(extra)}"
                     )
             previous_uses = uses if role == "assistant" else []
             if role == "assistant":
@@ -656,16 +662,19 @@ class ScriptedBedrockServer(LoopServer):
             if kind == "text":
                 if not isinstance(value, str) or not value.strip():
                     raise invalid(
-                        f"The text field in the ContentBlock object at {where} is blank. Add text to the text field, and try again."
+                        f"The text field in the ContentBlock object at {where} is blank. "
+                        "Add text to the text field, and try again."
                     )
             elif kind in ("toolUse", "toolResult"):
                 if not tools:
                     raise invalid(
-                        "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+                        "The toolConfig field must be defined when using toolUse and toolResult "
+                        "content blocks."
                     )
                 if (kind == "toolUse") != (role == "assistant"):
                     raise invalid(
-                        f"{where}: {kind} blocks belong to {'assistant' if kind == 'toolUse' else 'user'} turns."
+                        f"{where}: {kind} blocks belong to "
+                        f"{'assistant' if kind == 'toolUse' else 'user'} turns."
                     )
                 if kind == "toolUse" and not isinstance(value.get("input"), dict):
                     raise invalid(f"{where}.toolUse.input must be a JSON object.")
@@ -695,7 +704,8 @@ class ScriptedBedrockServer(LoopServer):
             str(text.get("signature") or ""), self._sign(str(text.get("text", "")))
         ):
             raise invalid(
-                f"{where}: Invalid signature in the reasoning block: it must be sent back unchanged."
+                f"{where}: Invalid signature in the reasoning block: it must be sent back "
+                "unchanged."
             )
 
     def _check_thinking_turn(
@@ -706,9 +716,9 @@ class ScriptedBedrockServer(LoopServer):
             expected = self._thoughts.get(use)
             if expected and list(expected) != sent[: len(expected)]:
                 raise invalid(
-                    f"messages.{i}.content: Expected the reasoning blocks of this turn before its toolUse "
-                    "blocks: with thinking enabled, an assistant turn that uses tools must start with "
-                    "the reasoning it came with, unchanged."
+                    f"messages.{i}.content: Expected the reasoning blocks of this turn before its "
+                    "toolUse blocks: with thinking enabled, an assistant turn that uses tools must "
+                    "start with the reasoning it came with, unchanged."
                 )
 
     def _sign(self, text: str) -> str:
@@ -1021,7 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python -m app.testing.bedrock_server",
-        description="Scripted Bedrock runtime (Converse, ConverseStream); prints its URL, then serves.",
+        description="Scripted Bedrock runtime (Converse, ConverseStream); prints its URL, "
+        "then serves.",
     )
     parser.add_argument("--script", required=True, help="JSON file holding a list of replies")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free)")
@@ -1070,7 +1081,8 @@ def main(argv: list[str] | None = None) -> int:
         if log_file is not None:
             log_file.close()
     print(
-        f"scripted Bedrock server: {len(server.requests)} requests, {server.remaining} replies unused",
+        f"scripted Bedrock server: {len(server.requests)} requests, "
+        f"{server.remaining} replies unused",
         file=sys.stderr,
     )
     return 0
