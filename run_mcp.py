@@ -1,4 +1,4 @@
-"""Run the MCP agent: `python run_mcp.py -p "task"`, `-i` for a session, `-c http --server-url`."""
+"""Run the MCP agent: `python run_mcp.py -p "task"`, `-i` for a session, `--connection http`."""
 
 import sys
 

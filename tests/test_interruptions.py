@@ -16,7 +16,7 @@ import pytest
 from app.session import SessionStore
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
 from tests.sandbox_utils import processes_under, requires_bwrap
-from tests.test_main_e2e import MAIN, child_env, run_main, write_config
+from tests.test_main_e2e import MAIN, as_from_a_terminal, child_env, run_main, write_config
 from tests.test_run_flow_e2e import RUN_FLOW, plan_call, run_flow
 
 pytestmark = pytest.mark.e2e
@@ -40,8 +40,9 @@ def until(predicate, timeout: float = 30.0) -> bool:
 
 
 def start(program: Path, tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """``program`` as a terminal starts it (SIGINT not ignored, however the suite was started)."""
     return subprocess.Popen(
-        [sys.executable, str(program), *args],
+        as_from_a_terminal(str(program), *args),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

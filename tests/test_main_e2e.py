@@ -61,10 +61,27 @@ def run_main(tmp_path: Path, *args: str, stdin: str | None = None, timeout: floa
     )
 
 
+#: Starts a program with SIGINT at its default disposition, as a terminal does. A suite
+#: started in the background (``nohup bash scripts/test.sh &``, or from a script) runs with
+#: SIGINT ignored, and an ignored signal stays ignored across fork and exec: a test that
+#: presses Ctrl-C must not let that decide what it tests.
+_SIGINT_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+def as_from_a_terminal(*argv: str) -> list[str]:
+    """The command line that runs the Python program ``argv`` as a terminal would start it
+    (same process: the pid is the program's)."""
+    return [sys.executable, "-c", _SIGINT_DEFAULT, *argv]
+
+
 def start_main(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
-    """main.py with pipes on all three streams, for tests that talk to it while it runs."""
+    """main.py with pipes on all three streams, for tests that talk to it while it runs (and
+    press Ctrl-C: see :func:`as_from_a_terminal`)."""
     return subprocess.Popen(
-        [sys.executable, str(MAIN), *args],
+        as_from_a_terminal(str(MAIN), *args),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -320,21 +337,39 @@ def test_ctrl_c_stops_the_task_and_returns_to_the_prompt(tmp_path, workspace, ll
     assert any(m["role"] == "tool" for m in second)
 
 
-def test_second_ctrl_c_at_the_prompt_exits_130(tmp_path, workspace, llm_server):
+def test_ctrl_c_at_the_prompt_exits_130(tmp_path, workspace, llm_server):
+    llm_server.push(text("first answer"))
     cfg = write_config(tmp_path, llm_server.base_url)
     proc = start_main(tmp_path, "-c", str(cfg), "-w", str(workspace))
     try:
-        proc.stdin.write("\n")  # an empty line is skipped; the prompt then waits for input
+        proc.stdin.write("\n  \nfirst task\n")  # blank lines are skipped
         proc.stdin.flush()
-        for line in proc.stderr:
-            if "Manus ready" in line:
-                break
+        assert proc.stdout.readline() == "first answer\n"  # the prompt now waits for a task
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+        proc.communicate(timeout=30)
+    [session] = workspace.glob(".sessions/*.jsonl")  # the task's, and no other
+    assert "first task" in session.read_text()
+
+
+def test_sigint_reaches_a_program_started_with_it_ignored(tmp_path):
+    """The control for :func:`as_from_a_terminal`: what it starts handles SIGINT by default,
+    even when the test process ignores SIGINT (as a suite started in the background does)."""
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        plain, wrapped = (
+            subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
+            ).stdout
+            for argv in ([sys.executable, "-c", code], as_from_a_terminal("-c", code))
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (plain, wrapped) == ("False\n", "True\n")
 
 
 def test_help_is_fast_and_imports_nothing_heavy():
@@ -349,7 +384,14 @@ def test_help_is_fast_and_imports_nothing_heavy():
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "usage: main.py" in proc.stdout
 

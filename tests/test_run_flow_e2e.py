@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.testing import call, error, slow, text, tool_calls
-from tests.test_main_e2e import child_env, write_config
+from tests.test_main_e2e import as_from_a_terminal, child_env, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +121,7 @@ def test_failed_step_is_shown_blocked_and_exits_1(tmp_path, workspace, llm_serve
     assert proc.stdout.strip() == "Report done; fetching failed."
     assert "✗ Step 0 blocked — failed:" in proc.stderr
     assert "✓ Step 1 completed — reported" in proc.stderr
-    assert "Not every step was completed (blocked: 0)" in proc.stderr
+    assert "error: not every step was completed (blocked: 0)" in proc.stderr
 
 
 def test_timeout_stops_the_flow(tmp_path, workspace, llm_server):
@@ -142,7 +142,7 @@ def test_ctrl_c_stops_the_flow_cleanly(tmp_path, workspace, llm_server):
     llm_server.push(plan_call("[MANUS] Long"), slow(60, text("late")))
     cfg = flow_config(tmp_path, llm_server.base_url)
     proc = subprocess.Popen(
-        [sys.executable, str(RUN_FLOW), "-p", "long", "-c", str(cfg), "-w", str(workspace)],
+        as_from_a_terminal(str(RUN_FLOW), "-p", "long", "-c", str(cfg), "-w", str(workspace)),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -183,6 +183,13 @@ def test_help_is_fast_and_imports_nothing_heavy():
         " if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "usage: run_flow.py" in proc.stdout and "--timeout" in proc.stdout

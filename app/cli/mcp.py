@@ -1,5 +1,5 @@
 """``run_mcp.py``: the MCP agent in the terminal, connected to an MCP server: our own over
-stdio by default, or a running one (``-c sse``/``-c http`` with ``--server-url``).
+stdio by default, or a running one (``--connection sse|http`` with ``--server-url``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ def build_parser() -> argparse.ArgumentParser:
         "over stdio). Without --prompt or --interactive, reads one task from stdin.",
     )
     parser.add_argument(
-        "-c",
         "--connection",
         default="stdio",
         choices=sorted(_CONNECTIONS),
@@ -39,16 +38,27 @@ def build_parser() -> argparse.ArgumentParser:
     add_common_options(
         parser,
         max_steps_help="step budget per task (default: 20)",
-        short_config=False,  # -c is --connection, as upstream's run_mcp.py has it
         workspace_help="directory the started server's tools work in (stdio only)",
     )
     return parser
 
 
+def connection_as_config(args: argparse.Namespace) -> str | None:
+    """Upstream's ``run_mcp.py`` spelled ``--connection`` ``-c``; here ``-c`` is ``--config``
+    as in every program, so ``-c sse`` (no such file) gets a pointer, not a missing config."""
+    value = args.config
+    if value is None or str(value) not in _CONNECTIONS or value.exists():
+        return None
+    return (
+        f"-c is --config (a config file) in run_mcp.py, as in main.py and run_flow.py; "
+        f"for the connection type use --connection {value}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.connection = _CONNECTIONS[args.connection]
-    problem = check_common_args(args)
+    problem = connection_as_config(args) or check_common_args(args)
     if problem is None and args.connection == "stdio" and args.server_url:
         problem = "--server-url needs --connection sse or http"
     return run_program("MCPSession", args, problem)

@@ -21,15 +21,14 @@ def add_common_options(
     parser: argparse.ArgumentParser,
     *,
     max_steps_help: str,
-    short_config: bool = True,
     workspace_help: str = WORKSPACE_HELP,
 ) -> None:
-    """``--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``,
-    ``--trace`` and the session options, in that order. ``short_config=False`` leaves ``-c`` to the
-    program (``run_mcp.py``'s ``--connection``)."""
-    flags = ("-c", "--config") if short_config else ("--config",)
+    """``-c/--config``, ``--max-steps``, ``--workspace``, ``--verbose/--quiet``, ``--version``,
+    ``--trace`` and the session options, in that order: one meaning per letter in every
+    program."""
     parser.add_argument(
-        *flags,
+        "-c",
+        "--config",
         type=Path,
         help="config file (default: $OPENMANUS_CONFIG, else config/config.toml)",
     )

@@ -68,7 +68,7 @@ class TerminalSession(ABC):
     log_name = "openmanus"
     session_kind = "agent"
     exit_words: frozenset[str] = EXIT_WORDS
-    banner = "OpenManus ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
+    banner = "OpenManus: type a task and press Enter; 'exit' or Ctrl-D to leave."
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -79,6 +79,8 @@ class TerminalSession(ABC):
         self.recorder: SessionRecorder | None = None
         self.task_usage: Usage | None = None
         self._untrace: Callable[[], None] | None = None
+        self._greeted = False  # the banner is shown once, before the first prompt
+        self._left = False  # the user typed an exit word (not: the input ended)
 
     @abstractmethod
     async def build(self) -> None:
@@ -134,7 +136,7 @@ class TerminalSession(ABC):
             if self.task.cancelling():
                 self._quit()  # second Ctrl-C while the task is still stopping
                 return
-            say("\n⏹  Stopping the task... (press Ctrl-C again to quit)")
+            self.note("\n⏹  Stopping the task... (press Ctrl-C again to quit)")
             self.task.cancel()
             return
         self._quit()
@@ -164,6 +166,13 @@ class TerminalSession(ABC):
             try:
                 self._setup()
                 self._check_resume()
+                first: str | None = None
+                if self.args.prompt is None and not getattr(self.args, "resume", None):
+                    # Read before anything is built: no task, no agent, no session file.
+                    task = await self.first_task()
+                    if isinstance(task, int):
+                        return task
+                    first = task
                 self._start_tape(tape)
                 await self.build()
                 resumed = self._open_session()
@@ -176,18 +185,18 @@ class TerminalSession(ABC):
                 # MCPServerError: run_mcp.py's server cannot be reached
                 return EXIT_FAILED if isinstance(e, MCPServerError) else EXIT_CONFIG
             if resumed is not None and resumed.incomplete:
-                say("Carrying on the task that was cut short...")
+                self.note("Carrying on the task that was cut short...")
                 code = await self._run_task(None, self.continue_task)
                 if self.args.prompt is None:
                     return code
             elif resumed is not None and resumed.failed and self.args.prompt is None:
-                say("Carrying on the task that failed...")
+                self.note("Carrying on the task that failed...")
                 code = await self._run_task(None, self.continue_task)
                 if self.args.prompt is None:
                     return code
             if self.args.prompt is not None:  # not empty: checked above
                 return await self._run_task(self.args.prompt)
-            return await self._interactive()
+            return await self._interactive(first)
         except asyncio.CancelledError:
             return EXIT_INTERRUPTED
         finally:
@@ -203,6 +212,48 @@ class TerminalSession(ABC):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGINT)
                 loop.remove_signal_handler(signal.SIGTERM)
+
+    # ---- reading tasks ---------------------------------------------------------------------------
+
+    def note(self, message: str) -> None:
+        """A progress line on stderr; ``--quiet`` hides it (only warnings, errors and the
+        answer are shown then)."""
+        if not self.args.quiet:
+            say(message)
+
+    async def first_task(self) -> str | int:
+        """The first task from stdin, or the exit code when there is none: 0 when the user
+        leaves a terminal (or types an exit word), 2 when the input ends without a task."""
+        task = await self._read_task()
+        if task is not None:
+            return task
+        if self._left or stdin_is_tty():
+            self._goodbye()
+            return EXIT_OK
+        say('error: no task given: the input ended without one (or give it with -p "task")')
+        return EXIT_CONFIG
+
+    async def _read_task(self) -> str | None:
+        """The next task typed, blank lines skipped; None at the end of the input or at an
+        exit word."""
+        tty = stdin_is_tty()
+        if tty and not self._greeted:
+            self._greeted = True
+            self.note(self.banner)
+        while True:
+            line = await self.reader.read_line("\nEnter your prompt: " if tty else "")
+            if line is None:
+                return None
+            text = line.strip()
+            if text.lower() in self.exit_words:
+                self._left = True
+                return None
+            if text:
+                return text
+
+    def _goodbye(self) -> None:
+        if stdin_is_tty():
+            self.note("Goodbye.")
 
     # ---- sessions, recording, the terminal view --------------------------------------------------
 
@@ -265,7 +316,7 @@ class TerminalSession(ABC):
                 say(f"warning: session {data.id}: {problem}")
             self.restore_session(data)
             self.attach_session(self.recorder, already_written=True)
-            say(f"Resumed session {data.id} ({data.state}; {self.recorder.path})")
+            self.note(f"Resumed session {data.id} ({data.state}; {self.recorder.path})")
             return data
         try:
             self.recorder = store.start(
@@ -278,8 +329,7 @@ class TerminalSession(ABC):
             say(f"warning: no session file ({e})")
             return None
         self.attach_session(self.recorder, already_written=False)
-        if not self.args.quiet:
-            say(f"Session {self.recorder.session_id} ({self.recorder.path})")
+        self.note(f"Session {self.recorder.session_id} ({self.recorder.path})")
         return None
 
     def _watch(self) -> None:
@@ -340,7 +390,7 @@ class TerminalSession(ABC):
             if self.quitting:
                 raise
             # Ctrl-C cancelled only the task; the session itself goes on.
-            say("Task interrupted.")
+            self.note("Task interrupted.")
             return EXIT_INTERRUPTED
         finally:
             self.task = None
@@ -354,23 +404,17 @@ class TerminalSession(ABC):
         say(f"error: {self.recorder.error}")
         return EXIT_SESSION_WRITE
 
-    async def _interactive(self) -> int:
-        interactive = stdin_is_tty()
-        if interactive:
-            say(self.banner)
-        prompt = "\nEnter your prompt: " if interactive else ""
+    async def _interactive(self, first: str | None = None) -> int:
+        """Tasks one per line until the input ends or an exit word; ``first`` was read already."""
+        task = first
         while not self.quitting:
-            line = await self.reader.read_line(prompt)
-            if line is None:  # end of input
-                break
-            text = line.strip()
-            if not text:
-                continue
-            if text.lower() in self.exit_words:
-                break
-            await self._run_task(text)
-        if interactive:
-            say("Goodbye.")
+            if task is None:
+                task = await self._read_task()
+                if task is None:
+                    break
+            await self._run_task(task)
+            task = None
+        self._goodbye()
         if self.quitting:
             return EXIT_INTERRUPTED
         failed = self.recorder is not None and self.recorder.error is not None
@@ -421,8 +465,8 @@ class AgentSession(TerminalSession):
         if result.ok and result.final_answer:
             answer(result.final_answer)
         elif result.ok:
-            say("(the task finished without a written answer)")
-        say(f"Tokens: {result.usage}")
+            self.note("(the task finished without a written answer)")
+        self.note(f"Tokens: {result.usage}")
         if not result.ok:
             say(f"error: {result.failure} (stop reason: {result.stop_reason})")
         return exit_code_for(result.stop_reason)
@@ -437,7 +481,7 @@ class FlowSession(TerminalSession):
 
     log_name = "openmanus_flow"
     session_kind = "flow"
-    banner = "OpenManus flow ready. Type a task and press Enter; 'exit' or Ctrl-D to leave."
+    banner = "OpenManus flow: type a task and press Enter; 'exit' or Ctrl-D to leave."
 
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args)
@@ -502,7 +546,7 @@ class FlowSession(TerminalSession):
         if result.summary:
             answer(result.summary)
         if self.task_usage is not None and self.task_usage.requests:
-            say(f"Tokens: {self.task_usage}")
+            self.note(f"Tokens: {self.task_usage}")
         if result.error is not None:
             say(f"error: {result.error}")
             return EXIT_FAILED
@@ -513,7 +557,7 @@ class FlowSession(TerminalSession):
             blocked = [
                 i for i, s in enumerate(result.plan.get("step_statuses", [])) if s != "completed"
             ]
-            say(f"Not every step was completed (blocked: {', '.join(map(str, blocked))})")
+            say(f"error: not every step was completed (blocked: {', '.join(map(str, blocked))})")
             return EXIT_FAILED
         return EXIT_OK
 
@@ -526,13 +570,14 @@ class MCPSession(AgentSession):
     """``main.py``'s session with an ``MCPAgent`` instead of Manus."""
 
     exit_words = EXIT_WORDS | {"q"}
+    banner = "OpenManus MCP agent: type a task and press Enter; 'q' or Ctrl-D to leave."
 
     async def build(self) -> None:
         # The workspace goes to the MCP server (below), not to the agent.
         agent = MCPAgent(**self.agent_options(workspace=False))
         self.agent = agent  # cleaned up by the session even if connecting fails half-way
         if self.args.connection == "stdio":
-            server_args = ["-m", config.mcp_config.server_reference]
+            server_args = ["-I", "-m", config.mcp_config.server_reference]  # isolated
             if config.config_path is not None:
                 server_args += ["--config", str(config.config_path)]
             if self.args.workspace is not None:
@@ -548,11 +593,31 @@ class MCPSession(AgentSession):
             f"{len(agent.available_tools)} tools over {self.args.connection})"
         )
 
-    async def _interactive(self) -> int:
+    async def first_task(self) -> str | int:
         if self.args.interactive:
-            return await super()._interactive()
-        # Upstream's default mode: read one task, run it, leave.
-        line = await self.reader.read_line("Enter your request: " if sys.stdin.isatty() else "")
-        if line is None or not line.strip():
-            return EXIT_OK
-        return await self._run_task(line.strip())
+            return await super().first_task()
+        # Upstream's default mode: one task from stdin (blank is an empty task, as -p "").
+        line = await self._read_line()
+        if line is None:
+            say('error: no task given: the input ended without one (or give it with -p "task")')
+            return EXIT_CONFIG
+        if not line.strip():
+            say("error: the task is empty")
+            return EXIT_CONFIG
+        return line.strip()
+
+    async def _interactive(self, first: str | None = None) -> int:
+        if self.args.interactive:
+            return await super()._interactive(first)
+        if first is None:  # --resume without a task: one more from stdin, if there is one
+            line = await self._read_line()
+            if line is None or not line.strip():
+                return EXIT_OK
+            first = line.strip()
+        return await self._run_task(first)
+
+    async def _read_line(self) -> str | None:
+        line: str | None = await self.reader.read_line(
+            "Enter your request: " if stdin_is_tty() else ""
+        )
+        return line
