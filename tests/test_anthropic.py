@@ -30,7 +30,7 @@ from app.llm.pricing import cost_of
 from app.schema import AgentState, ImagePart, Message, ThinkingBlock
 from app.session import SessionStore
 from app.testing import call, error, text, tool_calls
-from app.testing.anthropic_server import SCRIPTED_API_KEY, ScriptedAnthropicServer
+from app.testing.anthropic_server import API_VERSIONS, SCRIPTED_API_KEY, ScriptedAnthropicServer
 from app.testing.replies import stream_error
 from tests.anthropic_helpers import (
     MODEL,
@@ -79,8 +79,10 @@ async def test_a_text_answer_through_the_sdk_with_the_api_headers_and_usage() ->
     assert response.message.content == "Hello there."
     assert response.finish_reason == "stop" and response.reasoning is None
     (request,) = server.message_requests
-    assert request.headers["x-api-key"] == SCRIPTED_API_KEY
-    assert request.headers["anthropic-version"] == "2023-06-01"
+    # The SDK 1.x sends x-api-key and version 2023-06-01; 2.x a bearer token and 2026-10-21.
+    headers = request.headers
+    key = headers.get("x-api-key") or headers["authorization"].removeprefix("Bearer ")
+    assert key == SCRIPTED_API_KEY and headers["anthropic-version"] in API_VERSIONS
     body = request.body
     assert body["system"] == [{"type": "text", "text": "Be brief."}]
     assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
