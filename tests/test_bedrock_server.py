@@ -455,3 +455,20 @@ def test_the_command_line_serves_a_script_to_boto3(tmp_path: Path) -> None:
     logged = json.loads(line)
     assert logged["headers"]["authorization"] == "AWS4-HMAC-SHA256 ***"
     assert TEST_SECRET_KEY not in line
+
+
+def test_the_documented_example_runs(
+    bedrock: ScriptedBedrockServer,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/bedrock.md's example, as written (it starts a server of its own, and sets the
+    environment, restored here)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", "restored after the test")
+    page = (ROOT / "docs" / "bedrock.md").read_text(encoding="utf-8")
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/bedrock.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out.splitlines() == [
+        "Hello from Bedrock",
+        "2 requests: the throttled one was retried",
+    ]
