@@ -22,7 +22,7 @@ import pytest
 from app.events import RunFinished, TextDelta, Thought, ToolCallEvent, ToolResultEvent
 from app.logger import register_secret
 from app.redaction import EventRedactor, StreamRedactor, redact_event, redact_text
-from app.testing import ScriptedLLMServer
+from app.testing import ScriptedLLMServer, call, text, tool_calls
 from tests.hostile_model import (
     KEY,
     PROMPT_WORDS,
@@ -161,6 +161,32 @@ def test_main_py_keeps_the_key_out_of_every_channel(tmp_path: Path) -> None:
     logs = list((tmp_path / "logs").glob("*.log"))
     assert logs and all(leaks(log.read_text()) == [] for log in logs)
     assert len(spans) >= 6 and leaks(body) == []
+
+
+@pytest.mark.e2e
+def test_run_flow_py_keeps_the_key_out_of_its_plan_steps_and_summary(tmp_path: Path) -> None:
+    """The planner's plan (title and steps), the agent's turns and the summary all carry the
+    key: the plan lines, step lines and the summary on stdout are redacted."""
+    plan = {"command": "create", "plan_id": "p", "title": f"Plan {KEY}", "steps": [f"use {KEY}"]}
+    with ScriptedLLMServer() as server:
+        server.push(
+            tool_calls(call("planning", plan), content=KEY),
+            hostile_turn(),
+            final_turn(),
+            text(f"Summary: the key was {KEY} ({encoded()})"),
+        )
+        config = hostile_config(tmp_path, server.base_url)
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        args = ("-c", str(config), "-w", str(workspace), "-p", PROMPT)
+        out = run_program(tmp_path, *args, program="run_flow.py")
+        assert out.returncode == 0, out.stderr
+        assert server.remaining == 0
+    assert "Summary: the key was ***" in out.stdout
+    assert "Plan ***" in out.stderr and "use ***" in out.stderr  # the plan was shown
+    assert leaks(out.stdout) == [] and leaks(out.stderr) == []
+    (session,) = (workspace / ".sessions").glob("*.jsonl")
+    assert leaks(session.read_text()) == []
 
 
 def read_sse(response: Any, until: set[str], field: str) -> tuple[str, list[dict[str, Any]]]:
