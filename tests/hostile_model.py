@@ -13,16 +13,11 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
 from app.logger import MIN_SECRET_LENGTH, secret_forms
 from app.testing import ToolCallsReply, call, tool_calls
-from tests.test_main_e2e import child_env
-
-ROOT = Path(__file__).resolve().parent.parent
 
 __all__ = [
     "KEY",
@@ -32,7 +27,6 @@ __all__ = [
     "hostile_config",
     "hostile_turn",
     "leaks",
-    "run_program",
 ]
 
 KEY = 'hostile-Key/x+"q"\\tail-0123456789'
@@ -96,18 +90,3 @@ def hostile_config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
     ]
     path.write_text("\n".join(lines) + "\n" + extra)
     return path
-
-
-def run_program(
-    tmp_path: Path, *args: str, program: str = "main.py"
-) -> subprocess.CompletedProcess[str]:
-    """One of our programs run to its end as a subprocess, no stdin, in ``tmp_path``."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / program), *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=tmp_path,
-        timeout=180,
-    )

@@ -31,9 +31,9 @@ from tests.hostile_model import (
     hostile_config,
     hostile_turn,
     leaks,
-    run_program,
 )
 from tests.otlp_receiver import OtlpReceiver
+from tests.test_tracing import run_program
 
 PROMPT = f"Summarise the {PROMPT_WORDS}; my key is {KEY}"
 
@@ -143,7 +143,7 @@ def test_main_py_keeps_the_key_out_of_every_channel(tmp_path: Path) -> None:
         workspace = tmp_path / "ws"
         workspace.mkdir()
         args = ("-c", str(config), "-w", str(workspace), "-p", PROMPT, "--trace", "--verbose")
-        out = run_program(tmp_path, *args)
+        out, _ = run_program(tmp_path, *args)
         assert out.returncode == 0, out.stderr
         assert server.remaining == 0
         # The model really got the key as its API key, and really asked for the tools.
@@ -179,7 +179,7 @@ def test_run_flow_py_keeps_the_key_out_of_its_plan_steps_and_summary(tmp_path: P
         workspace = tmp_path / "ws"
         workspace.mkdir()
         args = ("-c", str(config), "-w", str(workspace), "-p", PROMPT)
-        out = run_program(tmp_path, *args, program="run_flow.py")
+        out, _ = run_program(tmp_path, *args, program="run_flow.py")
         assert out.returncode == 0, out.stderr
         assert server.remaining == 0
     assert "Summary: the key was ***" in out.stdout

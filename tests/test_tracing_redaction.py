@@ -28,9 +28,9 @@ from tests.hostile_model import (
     hostile_config,
     hostile_turn,
     leaks,
-    run_program,
 )
 from tests.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.test_tracing import run_program
 
 PROMPT = f"Summarise the {PROMPT_WORDS}; my key is {KEY}"
 
@@ -46,7 +46,7 @@ def traced_run(tmp_path: Path, content: bool) -> tuple[list[ReceivedSpan], bytes
         config = hostile_config(tmp_path, server.base_url, tracing)
         workspace = tmp_path / "ws"
         workspace.mkdir()
-        out = run_program(
+        out, _ = run_program(
             tmp_path, "-c", str(config), "-w", str(workspace), "-p", PROMPT, "--trace"
         )
         assert out.returncode == 1, out.stderr  # the run failed on the 400
