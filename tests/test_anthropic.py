@@ -22,6 +22,7 @@ from app.exceptions import (
     LLMEndpointError,
     LLMNotFoundError,
     LLMRateLimitError,
+    LLMResponseError,
     LLMServerError,
 )
 from app.llm import LLM, ModelParams, ToolDefinition
@@ -29,7 +30,7 @@ from app.llm.anthropic import AnthropicModel
 from app.llm.pricing import cost_of
 from app.schema import AgentState, ImagePart, Message, ThinkingBlock
 from app.session import SessionStore
-from app.testing import call, error, text, tool_calls
+from app.testing import call, error, raw, text, tool_calls
 from app.testing.anthropic_server import API_VERSIONS, SCRIPTED_API_KEY, ScriptedAnthropicServer
 from app.testing.replies import stream_error
 from tests.anthropic_helpers import (
@@ -51,9 +52,8 @@ ADD = ToolDefinition(
 
 def facade(model: AnthropicModel, **overrides: object) -> LLM:
     """The LLM facade over ``model``, retrying at once (no backoff wait)."""
-    return LLM.from_model(
-        model, max_retries=3, retry_min_wait=0.001, retry_max_wait=0.01, **overrides
-    )
+    settings = {"max_retries": 3, "retry_min_wait": 0.001, "retry_max_wait": 0.01}
+    return LLM.from_model(model, **{**settings, **overrides})
 
 
 def marks(body: dict) -> int:
@@ -550,3 +550,56 @@ def test_importing_manus_does_not_import_the_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert proc.stdout.strip() == "False"
+
+
+# ---- a hostile or broken server -----------------------------------------------------------
+
+
+async def test_answers_that_are_no_json_are_retried_a_bounded_number_of_times() -> None:
+    garbage = raw(200, "<html>not an answer</html>", content_type="application/json")
+    with anthropic_stack([garbage] * 6) as (server, model):
+        with pytest.raises(LLMResponseError, match="Unusable response"):
+            await facade(model, max_retries=5).request([Message.user_message("x")])
+    assert len(server.message_requests) == 3  # the first try and two more, not six
+
+
+async def test_a_stream_that_ends_without_message_stop_is_malformed() -> None:
+    start = {"type": "message_start", "message": {"usage": {"input_tokens": 1}}}
+    half = raw(200, f"event: message_start\ndata: {json.dumps(start)}\n\n", "text/event-stream")
+    with anthropic_stack([half]) as (_, model):
+        with pytest.raises(LLMResponseError, match="before its message_stop"):
+            await model.request([Message.user_message("x")], ModelParams(stream=True))
+
+
+async def test_a_key_echoed_back_in_an_error_is_redacted() -> None:
+    echo = error(400, f"The key {SCRIPTED_API_KEY} may not do that")
+    with anthropic_stack([echo]) as (_, model):
+        with pytest.raises(LLMBadRequestError) as caught:
+            await model.request([Message.user_message("x")], ModelParams())
+    assert SCRIPTED_API_KEY not in str(caught.value) and "***" in str(caught.value)
+
+
+async def test_a_call_id_a_hostile_server_invents_still_pairs_on_the_next_turn() -> None:
+    odd = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "../../etc/passwd:1", "name": "add", "input": {}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 5, "output_tokens": 5},
+    }
+    with anthropic_stack([raw(200, json.dumps(odd)), text("fine")]) as (server, model):
+        first = await model.request([Message.user_message("x")], ModelParams(tools=[ADD]))
+        call_id = first.message.tool_calls[0].id
+        history = [
+            Message.user_message("x"),
+            first.message,
+            Message.tool_message("2", "add", call_id),
+        ]
+        second = await model.request(history, ModelParams(tools=[ADD]))
+    assert call_id == "../../etc/passwd:1" and second.message.content == "fine"
+    turns = server.message_requests[1].body["messages"]
+    assert (
+        turns[1]["content"][0]["id"]
+        == turns[2]["content"][0]["tool_use_id"]
+        == "______etc_passwd_1"
+    )

@@ -105,6 +105,14 @@ def stream_broken(error: Exception, *, model: str, endpoint: str, events: int) -
     )
 
 
+def malformed(error: Exception, *, model: str, endpoint: str) -> LLMError:
+    """Our error for an answer that is no JSON (retried a bounded number of times)."""
+    where = f" ({endpoint})" if endpoint else ""
+    return _clean(
+        LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
+    )
+
+
 def error_from_body(
     status: int | None, body: Any, headers: Any = None, *, model: str, endpoint: str = ""
 ) -> LLMError:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from app.exceptions import ConfigError, LLMAuthenticationError
 from app.install_hint import pip_install
 from app.llm.anthropic.caching import mark_breakpoints
-from app.llm.anthropic.errors import error_from_body, stream_broken, translate_error
+from app.llm.anthropic.errors import error_from_body, malformed, stream_broken, translate_error
 from app.llm.anthropic.messages import Conversation, format_conversation
 from app.llm.anthropic.response import StreamAssembly, response_from_message
 from app.llm.model import DeltaCallback, ModelParams, ModelResponse, ToolDefinition
@@ -127,7 +127,9 @@ class AnthropicModel:
             message = await client.messages.create(**body, timeout=timeout)
         except anthropic.APIError as e:
             raise translate_error(e, model=self.name, endpoint=self.endpoint) from e
-        response = response_from_message(message.to_dict(), self.name)
+        except ValueError as e:  # a body or an event that is no JSON
+            raise malformed(e, model=self.name, endpoint=self.endpoint) from e
+        response = response_from_message(message.to_dict(warnings=False), self.name)
         await _deliver(params.on_delta, response.message.content)
         return response
 
@@ -140,7 +142,7 @@ class AnthropicModel:
         stream = await client.messages.create(**body, stream=True, timeout=timeout)
         try:
             async for event in stream:
-                data = event.to_dict()
+                data = event.to_dict(warnings=False)
                 if data.get("type") == "error":  # an SDK that hands it over as an event
                     raise error_from_body(None, data, model=self.name, endpoint=self.endpoint)
                 piece = assembly.feed(data)
