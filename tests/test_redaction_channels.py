@@ -142,7 +142,8 @@ def test_main_py_keeps_the_key_out_of_every_channel(tmp_path: Path) -> None:
         config = hostile_config(tmp_path, server.base_url, tracing)
         workspace = tmp_path / "ws"
         workspace.mkdir()
-        args = ("-c", str(config), "-w", str(workspace), "-p", PROMPT, "--trace", "--verbose")
+        prompt = f"password=hunter2hunter2 {PROMPT}"
+        args = ("-c", str(config), "-w", str(workspace), "-p", prompt, "--trace", "--verbose")
         out, _ = run_program(tmp_path, *args)
         assert out.returncode == 0, out.stderr
         assert server.remaining == 0
@@ -158,6 +159,11 @@ def test_main_py_keeps_the_key_out_of_every_channel(tmp_path: Path) -> None:
     (session,) = (workspace / ".sessions").glob("*.jsonl")
     assert '"call_id":"***"' in session.read_text()
     assert leaks(session.read_text()) == []
+    # The session keeps credential-shaped text for the model (resume); its listing does not.
+    assert "password=hunter2hunter2" in session.read_text()
+    listing, _ = run_program(tmp_path, "-c", str(config), "-w", str(workspace), "--list-sessions")
+    assert listing.returncode == 0, listing.stderr
+    assert "password=*** Summarise" in listing.stdout and "hunter2" not in listing.stdout
     logs = list((tmp_path / "logs").glob("*.log"))
     assert logs and all(leaks(log.read_text()) == [] for log in logs)
     assert len(spans) >= 6 and leaks(body) == []

@@ -56,6 +56,7 @@ from app.llm.context import llm_scope
 from app.llm.recording import recording, replaying
 from app.llm.usage import Usage
 from app.logger import define_log_level, logger
+from app.redaction import redact_text
 from app.session import SessionData, SessionRecorder, SessionStore
 from app.tool.ask_human import StdinInputProvider, set_input_provider
 from app.tool.chart.render import matplotlib_available
@@ -286,7 +287,7 @@ class TerminalSession(ABC):
         try:
             for info in infos:
                 when = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.updated))
-                prompt = " ".join((info.first_prompt or "").split())
+                prompt = " ".join(redact_text(info.first_prompt or "").split())  # then cut
                 prompt = prompt if len(prompt) <= 60 else prompt[:59] + "…"
                 damaged = f"  ({'; '.join(info.problems)})" if info.problems else ""
                 print(
