@@ -160,6 +160,17 @@ async def test_a_tool_round_trip_drives_an_agent_to_finished(
     assert all(r.rejected is None for r in bedrock.requests)
 
 
+async def test_an_agent_takes_the_model_itself(bedrock: ScriptedBedrockServer) -> None:
+    """``ToolCallAgent(model=...)``: the model under upstream's facade, retries included."""
+    bedrock.push(error(503), tool_calls(call("terminate", {"status": "success"}), content="Done."))
+    agent = ToolCallAgent(
+        name="direct", model=model_for(bedrock), available_tools=ToolCollection(Terminate())
+    )
+    agent.llm.configure(retry_min_wait=0.001, retry_max_wait=0.01)
+    await agent.run("Finish.")
+    assert agent.state == AgentState.FINISHED and len(bedrock.requests) == 2
+
+
 async def test_tool_choice_maps_to_converse(bedrock: ScriptedBedrockServer) -> None:
     model = model_for(bedrock)
     named = {"type": "function", "function": {"name": "add"}}

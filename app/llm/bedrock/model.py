@@ -17,6 +17,7 @@ import asyncio
 import importlib.util
 import inspect
 import os
+import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -204,6 +205,8 @@ class BedrockModel:
         warm = self._warm
         if warm is not None and warm.done() and not warm.cancelled() and warm.exception() is None:
             return
+        if all(name in sys.modules for name in _PARTS):  # another model imported them
+            return
         if warm is None or warm.done() or warm.get_loop() is not asyncio.get_running_loop():
             warm = self._warm = start_in_thread(_import_parts, name="bedrock-imports")
         await asyncio.shield(warm)
@@ -242,11 +245,13 @@ def caches_prompts(model_id: str) -> bool:
     return any(marker in name for marker in CACHING_MODELS)
 
 
+#: What a request needs, imported off the loop by the first one.
+_PARTS = ("botocore.auth", "botocore.awsrequest", "botocore.eventstream", "httpx2")
+
+
 def _import_parts() -> None:
-    import botocore.auth
-    import botocore.awsrequest
-    import botocore.eventstream  # noqa: F401
-    import httpx2  # noqa: F401
+    for name in _PARTS:
+        importlib.import_module(name)
 
 
 def _profile_region(profile: str | None, environ: Mapping[str, str]) -> str | None:
