@@ -595,3 +595,44 @@ async def test_the_secret_key_and_session_token_never_reach_messages(
     assert server.secret_key not in redact(f"secret={server.secret_key}") and token not in redact(
         token
     )
+
+
+# --- a hostile endpoint -----------------------------------------------------------------------
+
+
+async def test_a_hostile_endpoints_answers_are_contained(bedrock: ScriptedBedrockServer) -> None:
+    from app.exceptions import LLMResponseError
+    from app.testing.bedrock_server import event_frame, frame
+
+    def stream(*frames: bytes) -> object:
+        return raw(200, b"".join(frames), content_type="application/vnd.amazon.eventstream")
+
+    start = event_frame("messageStart", {"role": "assistant"})
+    stop = event_frame("messageStop", {"stopReason": "tool_use"})
+    use = {"toolUse": {"toolUseId": "tooluse_x", "name": "add"}}
+    bedrock.push(
+        raw(500, b"x" * 5_000_000),  # an error body with no sensible end
+        stream(  # broken arguments, an event nobody knows: kept as sent, ignored
+            start,
+            event_frame("contentBlockStart", {"start": use, "contentBlockIndex": 0}),
+            event_frame(
+                "contentBlockDelta",
+                {"delta": {"toolUse": {"input": '{"a": '}}, "contentBlockIndex": 0},
+            ),
+            event_frame("somethingNew", {"x": 1}),
+            stop,
+        ),
+        stream(
+            start,
+            frame([(":event-type", "contentBlockDelta"), (":message-type", "event")], b"{not json"),
+        ),
+    )
+    model = model_for(bedrock)
+    with pytest.raises(LLMServerError) as caught:
+        await model.request([user("x")], ModelParams())
+    assert len(str(caught.value)) < 1000
+    answer = await model.request([user("x")], ModelParams(tools=(ADD,), stream=True))
+    (broken,) = answer.message.tool_calls or []
+    assert (broken.function.name, broken.function.arguments) == ("add", '{"a": ')
+    with pytest.raises(LLMResponseError, match="not JSON"):
+        await model.request([user("x")], ModelParams(stream=True))

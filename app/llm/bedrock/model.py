@@ -37,6 +37,8 @@ from app.llm.model import DeltaCallback, ModelParams, ModelResponse
 from app.logger import logger
 from app.schema import Message
 
+#: Bytes of an error answer that are read (Bedrock's are a short JSON object).
+ERROR_BODY_LIMIT = 64 * 1024
 #: Characters a model id may keep in the URL path (botocore's label encoding).
 _SAFE = "-._~"
 
@@ -147,7 +149,7 @@ class BedrockModel:
                 "POST", url, content=body, headers=headers, timeout=self.http.timeout(timeout)
             ) as reply:
                 if reply.status_code >= 400:
-                    raw = await reply.aread()
+                    raw = await _head(reply, ERROR_BODY_LIMIT)
                     raise error_from_response(
                         reply.status_code,
                         raw,
@@ -270,6 +272,16 @@ def _profile_region(profile: str | None, environ: Mapping[str, str]) -> str | No
         raise ConfigError(f"The AWS config file {path} cannot be read: {e}") from e
     region = profiles.get(name, {}).get("region")
     return region.strip() if isinstance(region, str) and region.strip() else None
+
+
+async def _head(reply: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of a body (an error's: a hostile endpoint may send no end)."""
+    data = bytearray()
+    async for chunk in reply.aiter_bytes():
+        data += chunk
+        if len(data) >= limit:
+            break
+    return bytes(data[:limit])
 
 
 async def _deliver(on_delta: DeltaCallback, text: str | None) -> None:
