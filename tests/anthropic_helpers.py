@@ -10,7 +10,8 @@ from typing import Any
 from app.config import LLMSettings
 from app.llm.anthropic import AnthropicModel
 from app.testing.anthropic_server import SCRIPTED_API_KEY, ScriptedAnthropicServer
-from app.testing.replies import Reply
+from app.testing.replies import Reply, call, tool_calls
+from tests.conftest import llm_settings
 
 #: A current model name (the SDK warns about retired ones).
 MODEL = "claude-sonnet-4-6"
@@ -20,19 +21,24 @@ PRICE = {"input": 3.0, "output": 15.0, "cached_input": 0.3, "cache_write": 3.75}
 
 def anthropic_settings(server: ScriptedAnthropicServer, **overrides: Any) -> LLMSettings:
     """An ``api_type = "anthropic"`` profile on ``server``: fast retries, no backoff wait."""
-    values: dict[str, Any] = {
-        "api_type": "anthropic",
-        "model": MODEL,
-        "base_url": server.base_url,
-        "api_key": SCRIPTED_API_KEY,
-        "max_tokens": 4096,
-        "max_retries": 3,
-        "retry_min_wait": 0.001,
-        "retry_max_wait": 0.01,
-        "timeout": 10.0,
-    }
-    values.update(overrides)
-    return LLMSettings(**values)
+    values = {"api_type": "anthropic", "model": MODEL, "api_key": SCRIPTED_API_KEY}
+    return llm_settings(server, **{**values, "max_tokens": 4096, **overrides})  # type: ignore[arg-type]
+
+
+def notes_script(steps: int) -> list[Reply]:
+    """A Manus run of ``steps`` steps: a note written per step, then terminate."""
+    script: list[Reply] = [
+        tool_calls(
+            call(
+                "str_replace_editor",
+                {"command": "create", "path": f"note_{i}.txt", "file_text": f"note {i}\n"},
+            ),
+            content=f"Writing note {i}.",
+        )
+        for i in range(steps - 1)
+    ]
+    script.append(tool_calls(call("terminate", {"status": "success"}), content="All written."))
+    return script
 
 
 def anthropic_model(server: ScriptedAnthropicServer, **options: Any) -> AnthropicModel:

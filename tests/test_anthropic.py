@@ -39,6 +39,7 @@ from tests.anthropic_helpers import (
     anthropic_model,
     anthropic_settings,
     anthropic_stack,
+    notes_script,
 )
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 32).decode()
@@ -515,17 +516,7 @@ async def test_a_20_step_manus_run_is_billed_mostly_at_the_cached_rate(tmp_path)
     """The acceptance run, in process: 20 steps of Manus on the scripted server read at
     least 80 % of their input tokens from the prompt cache, and cost far less for it."""
     steps = 20
-    script = [
-        tool_calls(
-            call(
-                "str_replace_editor",
-                {"command": "create", "path": f"note_{i}.txt", "file_text": f"note {i}\n"},
-            ),
-            content=f"Writing note {i}.",
-        )
-        for i in range(steps - 1)
-    ]
-    script.append(tool_calls(call("terminate", {"status": "success"}), content="All written."))
+    script = notes_script(steps)
     with anthropic_stack(script) as (server, model):
         agent = Manus(model=model, workspace=tmp_path, max_steps=steps)
         result = await agent.run("write twenty notes")

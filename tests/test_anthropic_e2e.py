@@ -13,9 +13,8 @@ import pytest
 from app.config import ModelPrice
 from app.llm.pricing import cost_of
 from app.llm.usage import Usage
-from app.testing import call, tool_calls
 from app.testing.anthropic_server import SCRIPTED_API_KEY, ScriptedAnthropicServer
-from tests.anthropic_helpers import MODEL, PRICE
+from tests.anthropic_helpers import MODEL, PRICE, notes_script
 from tests.test_main_e2e import MAIN, child_env
 
 pytestmark = pytest.mark.e2e
@@ -49,17 +48,7 @@ timeout = 30
 
 def test_a_20_step_manus_run_in_main_is_billed_mostly_at_the_cached_rate(tmp_path: Path) -> None:
     steps = 20
-    script = [
-        tool_calls(
-            call(
-                "str_replace_editor",
-                {"command": "create", "path": f"note_{i}.txt", "file_text": f"note {i}\n"},
-            ),
-            content=f"Writing note {i}.",
-        )
-        for i in range(steps - 1)
-    ]
-    script.append(tool_calls(call("terminate", {"status": "success"}), content="All written."))
+    script = notes_script(steps)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     env = {k: v for k, v in child_env(tmp_path).items() if not k.startswith("ANTHROPIC")}

@@ -722,76 +722,89 @@ def output_tokens(blocks: list[dict[str, Any]]) -> int:
     return 1 + sum(estimate_tokens(block) for block in blocks)
 
 
-def message_body(
-    message_id: str,
-    model: str,
-    blocks: list[dict[str, Any]],
-    stop_reason: str,
-    usage: dict[str, int],
-) -> dict[str, Any]:
-    return {
-        "id": message_id,
-        "type": "message",
-        "role": "assistant",
-        "model": model,
-        "content": blocks,
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": usage,
-    }
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One answer, sent whole (:meth:`body`) or as server-sent events (:meth:`events`)."""
 
+    message_id: str
+    model: str
+    blocks: list[dict[str, Any]]
+    stop_reason: str
+    usage: dict[str, int]
 
-def stream_events(
-    message_id: str,
-    model: str,
-    blocks: list[dict[str, Any]],
-    stop_reason: str,
-    usage: dict[str, int],
-) -> list[bytes]:
-    """Every server-sent event of a streamed answer: text and thinking in word pieces, a
-    call's input in two or three JSON pieces, the signature in its own delta."""
-    start_usage = {**usage, "output_tokens": 1}
-    start = message_body(message_id, model, [], None, start_usage)  # type: ignore[arg-type]
-    events = [sse("message_start", {"type": "message_start", "message": start})]
-    for index, block in enumerate(blocks):
-        kind = block["type"]
-        opening: dict[str, Any]
-        deltas: list[dict[str, Any]] = []
-        if kind == "text":
-            opening = {"type": "text", "text": ""}
-            deltas = [{"type": "text_delta", "text": p} for p in split_text(block["text"])]
-        elif kind == "thinking":
-            opening = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [
-                {"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"])
-            ]
-            deltas.append({"type": "signature_delta", "signature": block["signature"]})
-        elif kind == "tool_use":
-            opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            text = json.dumps(block["input"], ensure_ascii=False)
-            deltas = [
-                {"type": "input_json_delta", "partial_json": p} for p in split_arguments(text)
-            ]
-        else:
-            opening = block
-        events.append(
-            sse(
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": opening},
+    def body(self) -> dict[str, Any]:
+        return self._message(self.blocks, self.stop_reason, self.usage)
+
+    def _message(
+        self, blocks: list[dict[str, Any]], stop_reason: str | None, usage: dict[str, int]
+    ) -> dict[str, Any]:
+        return {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+
+    def events(self) -> list[bytes]:
+        """Every event of the streamed answer: text and thinking in word pieces, a call's
+        input in two or three JSON pieces, the signature in its own delta."""
+        blocks, stop_reason, usage = self.blocks, self.stop_reason, self.usage
+        start = self._message([], None, {**usage, "output_tokens": 1})
+        events = [sse("message_start", {"type": "message_start", "message": start})]
+        for index, block in enumerate(blocks):
+            kind = block["type"]
+            opening: dict[str, Any]
+            deltas: list[dict[str, Any]] = []
+            if kind == "text":
+                opening = {"type": "text", "text": ""}
+                deltas = [{"type": "text_delta", "text": p} for p in split_text(block["text"])]
+            elif kind == "thinking":
+                opening = {"type": "thinking", "thinking": "", "signature": ""}
+                deltas = [
+                    {"type": "thinking_delta", "thinking": p} for p in split_text(block["thinking"])
+                ]
+                deltas.append({"type": "signature_delta", "signature": block["signature"]})
+            elif kind == "tool_use":
+                opening = {
+                    "type": "tool_use",
+                    "id": block["id"],
+                    "name": block["name"],
+                    "input": {},
+                }
+                text = json.dumps(block["input"], ensure_ascii=False)
+                deltas = [
+                    {"type": "input_json_delta", "partial_json": p} for p in split_arguments(text)
+                ]
+            else:
+                opening = block
+            events.append(
+                sse(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": index, "content_block": opening},
+                )
             )
-        )
-        if index == 0:
-            events.append(sse("ping", {"type": "ping"}))
-        events.extend(
-            sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
-            for d in deltas
-        )
-        events.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
-    final = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}}
-    final["usage"] = usage
-    events.append(sse("message_delta", final))
-    events.append(sse("message_stop", {"type": "message_stop"}))
-    return events
+            if index == 0:
+                events.append(sse("ping", {"type": "ping"}))
+            events.extend(
+                sse(
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": index, "delta": d},
+                )
+                for d in deltas
+            )
+            events.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+        final = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+        }
+        final["usage"] = usage
+        events.append(sse("message_delta", final))
+        events.append(sse("message_stop", {"type": "message_stop"}))
+        return events
 
 
 def sse(event: str, data: Any) -> bytes:
@@ -1081,10 +1094,10 @@ class ScriptedAnthropicServer(LoopServer):
             usage = {"input_tokens": 0, "output_tokens": 0}
         stop_reason = _STOP_REASONS.get(reply.finish_reason, reply.finish_reason)
         message_id = f"msg_scripted_{captured.index + 1:06d}"
-        model = str(body["model"])
+        answer = Answer(message_id, str(body["model"]), blocks, stop_reason, usage)
         head = [("request-id", request_id)]
         if not stream:
-            data = json.dumps(message_body(message_id, model, blocks, stop_reason, usage)).encode()
+            data = json.dumps(answer.body()).encode()
             if isinstance(interruption, CutReply):
                 fields = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
                 conn.send_head(200, [*fields, *head], data[: len(data) // 2])
@@ -1092,8 +1105,7 @@ class ScriptedAnthropicServer(LoopServer):
                 return False
             conn.send_plain(200, data, headers=head)
             return True
-        events = stream_events(message_id, model, blocks, stop_reason, usage)
-        return await self._stream(conn, events, interruption, head, request_id)
+        return await self._stream(conn, answer.events(), interruption, head, request_id)
 
     def _send_error(
         self,
