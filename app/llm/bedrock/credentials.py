@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,8 @@ BEARER_VARIABLE = "AWS_BEARER_TOKEN_BEDROCK"
 SIGNING_NAME = "bedrock"
 #: Temporary credentials closer than this to their expiry are waited for, not used.
 _EXPIRY_MARGIN = 60
+#: Seconds before a failed background refresh is tried again (not once per request).
+_RETRY_REFRESH = 10.0
 
 _CHAIN_ADVICE = (
     "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary "
@@ -52,6 +55,7 @@ class AwsAuth:
         self._lock = threading.Lock()
         self._state: _Resolved | None = None
         self._pending: asyncio.Future[_Resolved] | None = None
+        self._failed_at = -_RETRY_REFRESH  # when a background refresh last failed
 
     def bearer_token(self) -> str | None:
         token = os.environ.get(BEARER_VARIABLE, "").strip()
@@ -87,19 +91,35 @@ class AwsAuth:
         state = self._state
         if state is not None and not _refresh_needed(state.credentials):
             return state
-        loop = asyncio.get_running_loop()
-        pending = self._pending
-        if pending is None or pending.done() or pending.get_loop() is not loop:
-            pending = self._pending = start_in_thread(self._resolve, name="bedrock-credentials")
         if state is not None and not _refresh_needed(state.credentials, _EXPIRY_MARGIN):
-            return state  # still good for a while: the refresh goes on in the background
+            # Good for a while yet: refreshed in the background (not again right after a
+            # failed refresh, or every request would start one).
+            if time.monotonic() - self._failed_at >= _RETRY_REFRESH:
+                self._resolving()
+            return state
         try:
-            return await asyncio.wait_for(asyncio.shield(pending), wait)
+            return await asyncio.wait_for(asyncio.shield(self._resolving()), wait)
         except TimeoutError as e:
             raise LLMConnectionError(
                 f"Resolving AWS credentials for Bedrock took more than {wait:g} s (a slow "
                 "instance-metadata or container endpoint, SSO or credential_process?)"
             ) from e
+
+    def _resolving(self) -> asyncio.Future[_Resolved]:
+        """The resolution under way on this loop, else a new one."""
+        pending = self._pending
+        if (
+            pending is None
+            or pending.done()
+            or pending.get_loop() is not asyncio.get_running_loop()
+        ):
+            pending = self._pending = start_in_thread(self._resolve, name="bedrock-credentials")
+            pending.add_done_callback(self._note_failure)
+        return pending
+
+    def _note_failure(self, done: asyncio.Future[_Resolved]) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            self._failed_at = time.monotonic()
 
     def _resolve(self) -> _Resolved:
         """The credentials, frozen once (refreshed when temporary ones are due); blocking."""
