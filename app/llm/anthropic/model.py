@@ -17,6 +17,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import httpx2
+
 from app.exceptions import ConfigError, LLMAuthenticationError
 from app.install_hint import pip_install
 from app.llm.anthropic.caching import mark_breakpoints
@@ -136,8 +138,6 @@ class AnthropicModel:
     async def _streamed(
         self, client: Any, body: dict[str, Any], timeout: float, on_delta: DeltaCallback | None
     ) -> ModelResponse:
-        import httpx2
-
         assembly = StreamAssembly()
         stream = await client.messages.create(**body, stream=True, timeout=timeout)
         try:
@@ -197,7 +197,6 @@ class AnthropicModel:
             register_secret(key)
             register_secret(token)
             import anthropic
-            import httpx2
 
             # A client of our own: the SDK's default one closes itself from ``__del__`` on
             # whatever loop runs then, which fails for one of a finished loop.
