@@ -7,11 +7,12 @@ whole history at every step, so the marks go where the next request will repeat 
 
 1. the last tool definition (the tools);
 2. the last system block (tools and system prompt);
-3. the end of the newest user turn's stable part: its last ``tool_result`` when it has some
-   (an agent adds its next-step prompt after the results on every request, and that prompt is
-   not part of the history), else its last block. The next request writes nothing new before
-   it, so this is what the next request reads;
-4. the same point of the user turn before, which the previous request marked as its 3: read now.
+3. the end of the newest user turn's history: its last ``tool_result`` when it has some (an
+   agent adds its next-step prompt after the results on every request, and that prompt is
+   not kept in the history), else its last block. The next request repeats everything up to
+   here, so it reads this;
+4. the same point of the user turn before, which the previous request marked as its 3: read
+   now.
 
 Never more than four, the API's limit.
 """
