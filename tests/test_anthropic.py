@@ -594,3 +594,22 @@ async def test_a_call_id_a_hostile_server_invents_still_pairs_on_the_next_turn()
         == turns[2]["content"][0]["tool_use_id"]
         == "______etc_passwd_1"
     )
+
+
+async def test_adaptive_thinking_for_the_newer_models() -> None:
+    script = [tool_calls(call("add", {"a": 1, "b": 1}), thinking="Quick one."), text("2")]
+    with anthropic_stack(script, thinking="adaptive") as (server, model):
+        first = await model.request([Message.user_message("1+1")], ModelParams(tools=[ADD]))
+        history = [
+            Message.user_message("1+1"),
+            first.message,
+            Message.tool_message("2", "add", first.message.tool_calls[0].id),
+        ]
+        second = await model.request(history, ModelParams(tools=[ADD]))
+    assert first.reasoning == "Quick one." and second.message.content == "2"
+    assert [r.body["thinking"] for r in server.message_requests] == [{"type": "adaptive"}] * 2
+
+
+def test_a_thinking_mode_that_is_no_budget_is_a_config_error() -> None:
+    with ScriptedAnthropicServer() as server, pytest.raises(ConfigError, match="adaptive"):
+        anthropic_model(server, thinking="lots")
