@@ -16,6 +16,7 @@ import pytest
 from app.config import LLMSettings
 from app.llm.bedrock import BedrockModel
 from app.testing.bedrock_server import ScriptedBedrockServer
+from tests.conftest import llm_settings
 
 #: Upstream's example model id.
 MODEL_ID = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"
@@ -38,15 +39,9 @@ def settings_for(server: ScriptedBedrockServer, **overrides: Any) -> LLMSettings
         "model": MODEL_ID,
         "api_type": "aws",
         "api_key": "bear",  # upstream's unused key
-        "base_url": server.endpoint_url,
         "aws_region": server.region,
-        "max_retries": 3,
-        "retry_min_wait": 0.001,
-        "retry_max_wait": 0.01,
-        "timeout": 10.0,
     }
-    values.update(overrides)
-    return LLMSettings(**values)
+    return llm_settings(server, **{**values, **overrides})  # type: ignore[arg-type]
 
 
 def bedrock_on(

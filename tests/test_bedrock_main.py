@@ -12,26 +12,17 @@ import pytest
 
 from app.testing import call, tool_calls
 from app.testing.bedrock_server import ScriptedBedrockServer
+from tests.test_llm_stack import UPSTREAM_BEDROCK
 from tests.test_main_e2e import MAIN, child_env
 
 pytestmark = pytest.mark.e2e
-
-UPSTREAM_BLOCK = """\
-[llm] # Amazon Bedrock
-api_type = "aws"                                       # Required
-model = "us.anthropic.claude-3-7-sonnet-20250219-v1:0" # Bedrock supported modelID
-base_url = "bedrock-runtime.us-west-2.amazonaws.com"   # Not used now
-max_tokens = 8192
-temperature = 1.0
-api_key = "bear"                                       # Required but not used for Bedrock
-"""
 
 
 def test_main_runs_a_manus_task_on_bedrock(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     config = tmp_path / "config.toml"
-    config.write_text(UPSTREAM_BLOCK)
+    config.write_text(UPSTREAM_BEDROCK)
     script = [
         tool_calls(
             call(

@@ -296,6 +296,11 @@ class ScriptedBedrockServer(LoopServer):
         boto3's ``endpoint_url``)."""
         return self.root_url
 
+    @property
+    def base_url(self) -> str:
+        """The same URL, as a profile's ``base_url`` takes it."""
+        return self.root_url
+
     def env(self) -> dict[str, str]:
         """Environment variables that point an AWS client here with the server's key pair."""
         values = {
