@@ -51,12 +51,12 @@ def main() -> None:
             f'[tracing]\nendpoint = "{phoenix.url}"\nservice_name = "{PROJECT}"\n'
             "record_content = true\n"
         )
-        program = [sys.executable, str(ROOT / "main.py"), "-c", str(config)]
+        program = [sys.executable, "-I", str(ROOT / "main.py"), "-c", str(config)]
         subprocess.run(
             [*program, "-w", str(work / "ws"), "--trace", "-p", "Sum 0..9 and show /etc/shadow"],
             check=True,
             env=child_env(work),
-            cwd=work,
+            cwd="/",  # isolated, outside the workspace (work/ws)
             stdin=subprocess.DEVNULL,
         )
         llm.stop()

@@ -533,7 +533,7 @@ def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(
     is killed, so what is left is for the sweep.)"""
     agent, sleeper, left = start_agent(workspace, private_pids_cgroup)
     children = Path(f"/proc/{agent.pid}/task/{agent.pid}/children").read_text().split()
-    reapers = [c for c in children if b"killpg" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    reapers = [c for c in children if b"reaper.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
     assert reapers, children
     for reaper in reapers:
         os.kill(int(reaper), signal.SIGKILL)

@@ -1,5 +1,7 @@
 """Sandboxed code with ``network_enabled`` on bubblewrap: a network, but never the host's
-loopback (DevTools, the web UI, the MCP server, a model server listen there).
+loopback (DevTools, the web UI, the MCP server, a model server listen there), and on bubblewrap
+and docker never the cloud's instance metadata service (169.254.169.254 hands out the
+machine's IAM role credentials to anyone who asks).
 
 Replays the attack the way model-written code would make it, through the python tool: scan
 the host's 127.0.0.1 (and slirp's gateway, which would map to it) for a service the test
@@ -25,7 +27,7 @@ import pytest
 from app.exceptions import SandboxUnavailableError
 from app.sandbox.base import Sandbox
 from app.tool.python_execute import PythonExecute
-from tests.sandbox_utils import make_sandbox, requires_bwrap
+from tests.sandbox_utils import make_sandbox, requires_bwrap, requires_docker
 
 pytestmark = [
     pytest.mark.e2e,
@@ -213,3 +215,163 @@ async def test_without_slirp4netns_network_enabled_is_refused(
     with pytest.raises(SandboxUnavailableError, match="slirp4netns"):
         await box.start()
     await box.cleanup()
+
+
+# ---- the instance metadata service ---------------------------------------------------------------
+
+#: Connects to each (host, port) of TARGETS, plain, as an IPv4-mapped IPv6 address and bound to
+#: the interface (SO_BINDTODEVICE); prints JSON {target: [errno name or "connected", seconds]}.
+METADATA_PROBE = """
+import errno, json, socket, time
+results = {}
+def attempt(label, family, address, device=None):
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.settimeout(5)
+    started = time.monotonic()
+    try:
+        if device:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode())
+        sock.connect(address)
+        outcome = "connected"
+    except OSError as exc:
+        outcome = errno.errorcode.get(exc.errno, str(exc))
+    finally:
+        sock.close()
+    results[label] = [outcome, round(time.monotonic() - started, 3)]
+device = next(n for _, n in socket.if_nameindex() if n != "lo")
+for host, port in TARGETS:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    attempt(f"{host}:{port}", family, (host, port))
+    if family == socket.AF_INET:
+        attempt(f"[::ffff:{host}]:{port}", socket.AF_INET6, (f"::ffff:{host}", port))
+        attempt(f"{host}:{port}@{device}", family, (host, port), device)
+print(json.dumps(results))
+"""
+
+#: Runs in a network namespace of its own (the test's, so the host's routes are never
+#: touched): puts 169.254.169.254 and a control address on its loopback with a listener on
+#: each (a stand-in metadata service), checks it reaches them itself (as slirp4netns, which
+#: connects from here, would), then probes both from a bubblewrap sandbox with a network.
+_IN_OWN_NAMESPACE = """
+import asyncio, json, socket, subprocess, sys, tempfile, threading
+for address in ("169.254.169.254/32", "10.77.0.1/32"):
+    subprocess.run(["ip", "addr", "add", address, "dev", "lo"], check=True)
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+accepted = {}
+def serve(host):
+    server = socket.create_server((host, 80))
+    accepted[host] = 0
+    def loop():
+        while True:
+            conn, _ = server.accept()
+            accepted[host] += 1
+            conn.close()
+    threading.Thread(target=loop, daemon=True).start()
+for host in ("169.254.169.254", "10.77.0.1"):
+    serve(host)
+socket.create_connection(("169.254.169.254", 80), timeout=5).close()  # reachable from here
+reached_here = accepted["169.254.169.254"]
+from app.config import SandboxSettings
+from app.sandbox.factory import create_sandbox
+async def main():
+    box = create_sandbox(SandboxSettings(backend="bubblewrap", network_enabled=True,
+                                         memory_limit="256m"), sys.argv[1])
+    try:
+        return await box.run_python(sys.argv[2])
+    finally:
+        await box.cleanup()
+result = asyncio.run(main())
+print(json.dumps({"reached_here": reached_here, "accepted": accepted,
+                  "stdout": result.stdout, "stderr": result.stderr}))
+"""
+
+
+def _metadata_verdict(results: dict[str, list]) -> None:
+    """Both spellings of a metadata address fail at once with EACCES (the prohibit route). A
+    socket bound to the interface skips the routes (the kernel then assumes the address is on
+    the link and asks for it by ARP): nothing on the sandbox's link answers, so no connection
+    either (docs/sandbox.md says where that would not hold)."""
+    blocked = {k: v for k, v in results.items() if k.startswith(("169.254.", "[::ffff:169.254."))}
+    assert len(blocked) == 6, results  # two addresses, three ways each
+    for target, (outcome, seconds) in blocked.items():
+        if "@" in target:
+            assert outcome != "connected", (target, results)
+        else:
+            assert outcome == "EACCES" and seconds < 1.0, (target, results)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("ip") is None,
+                    reason="needs util-linux's unshare and iproute2's ip")  # fmt: skip
+async def test_bubblewrap_with_a_network_cannot_reach_the_instance_metadata_service(
+    workspace: Path,
+) -> None:
+    targets = [("169.254.169.254", 80), ("169.254.170.2", 80), ("10.77.0.1", 80)]
+    probe = f"TARGETS = {targets!r}\n{METADATA_PROBE}"
+    unshare = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "-r", "--net"]
+    driver = await asyncio.create_subprocess_exec(
+        *unshare, sys.executable, "-I", "-c", _IN_OWN_NAMESPACE, str(workspace), probe,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd="/",
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(driver.communicate(), 120)
+    assert driver.returncode == 0, err.decode()
+    seen = json.loads(out.decode().splitlines()[-1])
+    assert seen["reached_here"] == 1, seen  # the stand-in service answers outside the sandbox
+    results = json.loads(seen["stdout"].splitlines()[-1])
+    _metadata_verdict(results)
+    assert results["10.77.0.1:80"][0] == "connected", results  # another address still works
+    assert seen["accepted"]["169.254.169.254"] == 1  # only the driver's own connection, even
+    # from a socket bound to the interface
+    assert seen["accepted"]["10.77.0.1"] >= 1
+
+
+@requires_docker
+async def test_docker_with_a_network_cannot_reach_the_instance_metadata_service(
+    workspace: Path,
+) -> None:
+    box = make_sandbox("docker", workspace, network_enabled=True)
+    try:
+        await box.start()
+        box.container.reload()
+        gateway = box.container.attrs["NetworkSettings"]["Gateway"]  # the host, on the bridge
+        listener = Listener(gateway)
+        try:
+            targets = [("169.254.169.254", 80), ("169.254.170.2", 80), (gateway, listener.port)]
+            result = await box.run_python(f"TARGETS = {targets!r}\n{METADATA_PROBE}")
+            six = await box.run_python(METADATA_PROBE_V6)
+        finally:
+            listener.close()
+    finally:
+        await box.cleanup()
+    assert result.exit_code == 0, result.stderr
+    results = json.loads(result.stdout.splitlines()[-1])
+    _metadata_verdict(results)
+    assert results[f"{gateway}:{listener.port}"][0] == "connected", results
+    assert listener.accepted >= 1
+    outcome = json.loads(six.stdout.splitlines()[-1])
+    assert outcome[0] != "connected" and outcome[1] < 1.0, outcome
+
+
+#: AWS's IPv6 metadata address: no route to it, whether or not the container has IPv6.
+METADATA_PROBE_V6 = """
+import errno, json, socket, time
+sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+sock.settimeout(5)
+started = time.monotonic()
+try:
+    sock.connect(("fd00:ec2::254", 80))
+    outcome = "connected"
+except OSError as exc:
+    outcome = errno.errorcode.get(exc.errno, str(exc))
+print(json.dumps([outcome, round(time.monotonic() - started, 3)]))
+"""
+
+
+async def test_the_blocked_addresses_are_the_metadata_services() -> None:
+    import ipaddress
+
+    from app.sandbox.netblock import blocked_networks
+
+    networks = blocked_networks()
+    for address in ("169.254.169.254", "169.254.170.2", "fd00:ec2::254"):
+        assert any(ipaddress.ip_address(address) in n for n in networks), address
+    assert not any(ipaddress.ip_address("10.0.2.2") in n for n in networks)

@@ -30,6 +30,7 @@ from app.batch.ratelimit import RateSchedule
 from app.config import config
 from app.exceptions import BatchBackendError, ConfigError
 from app.logger import define_log_level
+from app.sandbox.hostside import ray_runtime_env
 
 #: Extra seconds past a task's timeout before its worker counts as unresponsive.
 DEFAULT_GRACE = 30.0
@@ -112,7 +113,9 @@ class RayBackend:
         """Connect or start; True when this backend started Ray (and must stop it)."""
         if ray.is_initialized():
             return False
-        common: dict[str, Any] = {"log_to_driver": False, "runtime_env": self.runtime_env}
+        # Workers run, and import, outside the driver's working directory (a workspace?).
+        runtime_env = ray_runtime_env(self.runtime_env)
+        common: dict[str, Any] = {"log_to_driver": False, "runtime_env": runtime_env}
         try:
             if self.address:
                 ray.init(address=self.address, **common)

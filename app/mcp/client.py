@@ -61,8 +61,12 @@ class MCPConnection:
         call_timeout: float,
         progress_interval: float,
         inherit_env: bool = False,
+        cwd: str | None = None,
     ) -> None:
         self.server_id = server_id
+        #: Working directory of a stdio server (None: ours; our own server gets one outside
+        #: any workspace, see app.tool.mcp).
+        self.cwd = cwd
         #: A server may send thousands of progress notifications a second: each call passes
         #: on at most one per this many seconds (the latest; the last one when it ends).
         self.progress_interval = progress_interval
@@ -225,7 +229,10 @@ class MCPConnection:
 
             base = dict(os.environ) if self.inherit_env else get_default_environment()
             params = StdioServerParameters(
-                command=cfg.command or "", args=list(cfg.args), env={**base, **(cfg.env or {})}
+                command=cfg.command or "",
+                args=list(cfg.args),
+                env={**base, **(cfg.env or {})},
+                cwd=self.cwd,
             )
             return stdio_client(params, errlog=errlog if errlog is not None else sys.stderr)
         if cfg.type == "sse":

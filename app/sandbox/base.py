@@ -12,13 +12,13 @@ import math
 import os
 import shutil
 import signal
-import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
 from app.config import SandboxSettings
+from app.sandbox import hostside
 from app.sandbox.environment import register_environment_secrets, scrub_environment
 from app.sandbox.files import FileAccessPolicy, resolve_workspace
 from app.sandbox.guard import ProcessGuard
@@ -192,8 +192,9 @@ class Sandbox(ABC):
 
     @property
     def python(self) -> str:
-        """The interpreter that runs ``python_execute`` code inside the sandbox."""
-        return sys.executable or "python3"
+        """The interpreter that runs ``python_execute`` code inside the sandbox (the agent's,
+        by a path with no ``..``: a relative start leaves one in ``sys.executable``)."""
+        return hostside.python()
 
     @property
     def shell(self) -> str:

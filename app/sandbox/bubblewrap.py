@@ -17,7 +17,7 @@ from pathlib import Path
 from app.config import SandboxSettings, config
 from app.exceptions import SandboxUnavailableError
 from app.logger import logger
-from app.sandbox import netns
+from app.sandbox import hostside, netns
 from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox
 from app.sandbox.handover import adopt_tree
 from app.sandbox.launcher import launcher_argv
@@ -108,10 +108,13 @@ class BubblewrapSandbox(Sandbox):
         return NamespaceScope(leader, self.bwrap)
 
     def _bind_sources(self) -> list[Path]:
-        """Read-only locations besides the system: the Python running us (and its venv)."""
-        paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix)}
+        """Read-only locations besides the system: the Python running us (and its venv), also
+        by their real paths (the interpreter is run by one: :func:`hostside.python`)."""
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+        paths = {Path(p) for p in prefixes} | {Path(os.path.realpath(p)) for p in prefixes}
         if sys.executable:
             paths.add(Path(os.path.realpath(sys.executable)).parent.parent)
+            paths.add(Path(hostside.python()).parent.parent)
         inside_system = tuple(Path(d) for d in _SYSTEM_DIRS)
         return sorted(
             p for p in paths if p.is_dir() and not any(p.is_relative_to(d) for d in inside_system)

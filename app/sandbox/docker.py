@@ -14,7 +14,7 @@ import os
 import secrets
 import signal
 import socket
-import sys
+import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -23,9 +23,11 @@ from typing import Any
 from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.logger import logger
+from app.sandbox import docker_relay, netblock
 from app.sandbox.base import PRIVATE_ENTRIES, LaunchSpec, Sandbox
 from app.sandbox.files import FileAccessPolicy
 from app.sandbox.guard import ProcessGuard, cgroup_members, pids_cgroup_dirs
+from app.sandbox.hostside import HOST_CWD, python_argv, start_reaper
 from app.sandbox.processes import (
     ProcessScope,
     group_members,
@@ -194,6 +196,41 @@ def check_bindings(bindings: dict[str, str], work_dir: str) -> dict[str, str]:
     return checked
 
 
+def _block_metadata(client: Any, container: Any, image: str) -> None:
+    """Make the instance metadata addresses unreachable from a networked container
+    (:mod:`.netblock`): a one-off container of the same image joins its network namespace
+    with ``NET_ADMIN`` alone and adds the routes, before any command of the model's (whose
+    processes never have that capability; an ``exec`` cannot get more than the container's
+    dropped set). A container where that fails is removed: a network that reaches the
+    metadata service is never handed out."""
+    from docker.errors import DockerException
+
+    try:
+        client.containers.run(
+            image,
+            ["python3", "-I", "-S", "-c", netblock.block_program()],
+            network_mode=f"container:{container.id}",
+            user="0:0",
+            cap_drop=["ALL"],
+            cap_add=["NET_ADMIN"],
+            security_opt=["no-new-privileges"],
+            read_only=True,
+            working_dir="/",
+            labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
+            remove=True,
+            stdout=False,
+            stderr=True,
+        )
+    except DockerException as exc:
+        _remove(container)
+        stderr = getattr(exc, "stderr", None)
+        problem = stderr.decode(errors="replace").strip() if stderr else str(exc)
+        raise SandboxUnavailableError(
+            "sandbox backend 'docker': could not block the cloud instance metadata addresses "
+            f"in the container ({problem}); network_enabled = true needs python3 in the image"
+        ) from exc
+
+
 class ContainerGuard(ProcessGuard):
     """The container's own pids cgroup, read only (the engine enforces ``pids_limit``): refused
     forks and the process count; nothing with a remote engine (DOCKER_HOST)."""
@@ -300,6 +337,7 @@ class DockerSandbox(Sandbox):
         self.guard = self._container_guard
         self._pending_tokens: list[str] = []
         self._has_prlimit = False
+        self._reaper: subprocess.Popen[bytes] | None = None
         #: ``uid:gid`` commands run as in the container: the agent's own (root: no capabilities).
         self.user = f"{os.getuid()}:{os.getgid()}" if os.getuid() != 0 else "0:0"
 
@@ -382,7 +420,14 @@ class DockerSandbox(Sandbox):
                 except BaseException:
                     _remove(created)
                     raise
+            if self.settings.network_enabled:
+                _block_metadata(client, created, image)
             self.container = created
+            # Removes the container as soon as this process is gone, even after kill -9
+            # (later starts would, too, but only if there is a later start).
+            self._reaper = start_reaper(
+                {"container": created.id}, site=True, what="sandbox 'docker'"
+            )
         except SandboxUnavailableError:
             client.close()
             raise
@@ -439,11 +484,19 @@ class DockerSandbox(Sandbox):
 
         self.guard.cgroup = None
 
+        reaper, self._reaper = self._reaper, None
+
         def work() -> None:
             if container is not None:
                 _remove(container)
             if client is not None:
                 client.close()
+            if reaper is not None:
+                with contextlib.suppress(OSError):
+                    if reaper.stdin is not None:
+                        reaper.stdin.close()  # its cue (the container is gone already)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    reaper.wait(10)
 
         await asyncio.to_thread(work)
 
@@ -457,9 +510,11 @@ class DockerSandbox(Sandbox):
         env = {**env, RUN_MARKER: token}
         limits = rlimits if self._has_prlimit else {}
         options = json.dumps({"cwd": cwd, "env": env, "user": self.user, "rlimits": limits})
-        relay = [sys.executable, "-m", "app.sandbox.docker_relay", self.container.id, options]
-        # The relay is ours, not the model's: it keeps the agent's environment (DOCKER_HOST...).
-        return LaunchSpec(argv=[*relay, "--", *argv], env=dict(os.environ), cwd=str(self.workspace))
+        # The relay is ours, not the model's: it keeps the agent's environment (DOCKER_HOST...),
+        # and runs isolated, from its file, outside the workspace (what the model writes there
+        # is never imported on the host: docs/sandbox.md).
+        relay = python_argv(docker_relay.__file__, self.container.id, options, "--", *argv)
+        return LaunchSpec(argv=relay, env=dict(os.environ), cwd=HOST_CWD)
 
     def _tmpfs(self) -> dict[str, str]:
         """The private ``/tmp``, and an empty read-only tmpfs over the session files (which

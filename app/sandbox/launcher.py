@@ -1,15 +1,16 @@
-"""The launch stub every backend on this host uses (``python -I -S -c``, then ``exec``): joins
-the sandbox's cgroup, sets rlimits, as root stages the bound directories in a private mount
-namespace and drops to ``user``, resets signals, and dies with the agent (PDEATHSIG)."""
+"""The launch stub every backend on this host uses (``python -I -S -c``, started in ``/``, then
+``exec``): joins the sandbox's cgroup, sets rlimits, as root stages the bound directories in a
+private mount namespace and drops to ``user``, resets signals, dies with the agent
+(PDEATHSIG) and enters the program's working directory."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 
 from app.sandbox import netns
+from app.sandbox.hostside import python_argv
 
 _HEAD = r"""
 import json, os, signal, sys
@@ -92,6 +93,11 @@ if parent and sys.platform.startswith("linux"):
         pass
     if os.getppid() != parent:  # the agent died before the line above took
         os._exit(126)
+if opts.get("cwd"):
+    try:
+        os.chdir(opts["cwd"])
+    except OSError as exc:
+        fail(f"cannot enter {opts['cwd']}", exc.strerror or exc)
 try:
     os.execvp(argv[0], argv)
 except OSError as exc:
@@ -114,6 +120,9 @@ class LaunchOptions:
     parent: int | None = None
     #: slirp4netns, for a bubblewrap sandbox with a network of its own (:mod:`.netns`).
     network: str | None = None
+    #: The directory to run the program in, entered just before ``exec`` (the stub itself
+    #: starts outside the workspace); None: where the stub was started.
+    cwd: str | None = None
 
 
 def launcher_argv(argv: list[str], options: LaunchOptions) -> list[str]:
@@ -126,6 +135,8 @@ def launcher_argv(argv: list[str], options: LaunchOptions) -> list[str]:
         settings["cgroup"] = options.cgroup
     if options.user is not None:
         settings["user"] = list(options.user)
+    if options.cwd:
+        settings["cwd"] = options.cwd
     if options.stage:
         settings["stage"] = [list(item) for item in options.stage]
         settings["stage_root"] = options.stage_root
@@ -133,5 +144,4 @@ def launcher_argv(argv: list[str], options: LaunchOptions) -> list[str]:
     if options.network:
         settings["network"] = netns.launch_settings(options.network)
         code = _HEAD + netns.SETUP + _LAUNCHER
-    python = sys.executable or "python3"
-    return [python, "-I", "-S", "-c", code, json.dumps(settings), *argv]
+    return python_argv("-S", "-c", code, json.dumps(settings), *argv)

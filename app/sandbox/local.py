@@ -1,6 +1,7 @@
 """``local``: plain subprocesses on this machine, against accidents, not an adversary: scrubbed
-credentials, rlimits, the process limit, and a reaper in its own session that kills what is
-left of the runs when the agent dies, even by ``kill -9``."""
+credentials, rlimits, the process limit, and a reaper (:mod:`.reaper`) that kills what is left
+of the runs when the agent dies, even by ``kill -9``: the sandbox's cgroup where there is one,
+else every process carrying the sandbox's marker in its environment."""
 
 from __future__ import annotations
 
@@ -9,52 +10,19 @@ import contextlib
 import ctypes
 import functools
 import os
+import secrets
 import subprocess
-import sys
+from dataclasses import replace
 
 from app.logger import logger
 from app.sandbox.base import LaunchSpec, Sandbox
+from app.sandbox.hostside import HOST_CWD, start_reaper
 from app.sandbox.launcher import launcher_argv
 from app.sandbox.processes import ProcessScope
 
-#: Reads process group ids (one a line) until its stdin ends, then kills those still alive
-#: and the cgroup (argv[1], if any). Groups found empty are forgotten every second, so a
-#: group id the system hands out again later is never killed by mistake.
-_REAPER = r"""
-import os, select, signal, sys
-for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP"):
-    signal.signal(getattr(signal, name), signal.SIG_IGN)
-cgroup = sys.argv[1] if len(sys.argv) > 1 else ""
-groups, pending = set(), b""
-def alive(group):
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        pass
-    return True
-while True:
-    ready, _, _ = select.select([0], [], [], 1.0)
-    if ready:
-        data = os.read(0, 4096)
-        if not data:
-            break
-        *lines, pending = (pending + data).split(b"\n")
-        groups.update(int(line) for line in lines if line.strip().isdigit())
-    groups = {group for group in groups if alive(group)}
-if cgroup:
-    try:
-        with open(cgroup, "w") as f:
-            f.write("1")
-    except OSError:
-        pass
-for group in groups:
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except OSError:
-        pass
-"""
+#: Environment variable marking every process of a local sandbox (inherited by everything a
+#: run starts, ``setsid`` or not), so that its reaper finds them without a cgroup.
+SANDBOX_MARKER = "OPENMANUS_SANDBOX"
 
 
 @functools.cache  # said once per process
@@ -70,6 +38,7 @@ class LocalSandbox(Sandbox):
 
     backend = "local"
     _reaper: subprocess.Popen[bytes] | None = None
+    _marker: str = ""
 
     async def _start(self) -> None:
         close_own_environ()
@@ -82,7 +51,10 @@ class LocalSandbox(Sandbox):
     def _wrap(
         self, argv: list[str], rlimits: dict[str, int], env: dict[str, str], cwd: str
     ) -> LaunchSpec:
-        return LaunchSpec(argv=launcher_argv(argv, self.launch_options(rlimits)), env=env, cwd=cwd)
+        # The stub starts outside the workspace and enters it just before ``exec``.
+        options = replace(self.launch_options(rlimits), cwd=cwd)
+        env = {**env, SANDBOX_MARKER: self._marker}
+        return LaunchSpec(argv=launcher_argv(argv, options), env=env, cwd=HOST_CWD)
 
     def _scope(self, leader: int) -> ProcessScope:
         """A run (its group id is its pid) is told to the reaper, so it dies with the agent."""
@@ -99,23 +71,13 @@ class LocalSandbox(Sandbox):
         """The process that kills what is left of the runs when the agent dies."""
         if self._reaper is not None and self._reaper.poll() is None:
             return
+        self._marker = secrets.token_hex(8)
         cgroup = self.guard.cgroup
-        argv = [sys.executable or "python3", "-I", "-S", "-c", _REAPER]
-        if cgroup is not None:
-            argv.append(str(cgroup / "cgroup.kill"))
-        try:
-            self._reaper = subprocess.Popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,  # no Ctrl-C from the terminal, not in any run's group
-                close_fds=True,
-                cwd="/",  # not a process "in the workspace"
-            )
-        except OSError as e:
-            self._reaper = None
-            logger.warning(f"sandbox 'local': no reaper, processes may outlive a crash ({e})")
+        options = {
+            "cgroup": str(cgroup) if cgroup is not None else None,
+            "marker": f"{SANDBOX_MARKER}={self._marker}",
+        }
+        self._reaper = start_reaper(options, site=False, what="sandbox 'local'")
 
     async def _cleanup(self) -> None:
         reaper, self._reaper = self._reaper, None

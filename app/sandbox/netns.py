@@ -1,8 +1,9 @@
 """The network of a bubblewrap sandbox with ``network_enabled``: user-mode, never the host's
 (whose loopback serves DevTools, the web UI, model servers). The launcher hands bwrap its
 ``--info-fd``/``--block-fd``/``--sync-fd`` pipes and forks a helper (its own session, not a
-sandbox process) that plugs ``slirp4netns --disable-host-loopback`` into the new namespace and
-releases it; a slirp4netns failure kills the sandbox before the command runs."""
+sandbox process) that plugs ``slirp4netns --disable-host-loopback`` into the new namespace,
+blocks the instance metadata addresses there (:mod:`.netblock`) and releases it; a failure of
+either kills the sandbox before the command runs."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ import os
 import shutil
 
 from app.exceptions import SandboxUnavailableError
+from app.sandbox import netblock
 
 #: Descriptor numbers bwrap gets for its ``--info-fd``, ``--block-fd`` and ``--sync-fd``.
 INFO_FD, BLOCK_FD, SYNC_FD = 60, 61, 62
 #: Seconds slirp4netns may take to bring the interface up before the run is abandoned.
 READY_TIMEOUT = 20.0
 
-#: Launcher code (:mod:`.launcher`) run first, before it joins the cgroup, when
-#: ``opts["network"]`` is set: the pipes bwrap inherits, and the helper.
-SETUP = r"""
+_HELPER = r"""
 import fcntl, select, subprocess, time
 net = opts["network"]
 info_fd, block_fd, sync_fd = net["fds"]
@@ -78,7 +78,7 @@ def helper():
     except OSError as exc:
         say(f"cannot start slirp4netns: {exc.strerror or exc}")
         kill(child)
-    for fd in (ready_w, err_w, sync_r, user_ns, net_ns):
+    for fd in (ready_w, err_w, sync_r):
         os.close(fd)
     errors = b""
     ready = False
@@ -100,6 +100,15 @@ def helper():
         tail = errors.decode(errors="replace").strip().splitlines()[-3:]
         say("slirp4netns could not set up the network: " + (" / ".join(tail) or "timed out"))
         kill(child)
+    # Before the command runs: the instance metadata addresses are unreachable (netblock).
+    problem = block_metadata(user_ns, net_ns)
+    for fd in (user_ns, net_ns):
+        os.close(fd)
+    if problem:
+        slirp.kill()
+        slirp.wait()
+        say("cannot block the instance metadata addresses: " + problem)
+        kill(child)
     os.write(block_w, b"1")
     os.close(block_w)
     null = os.open(os.devnull, os.O_RDWR)
@@ -109,6 +118,35 @@ def helper():
         pass
     slirp.wait()
     os._exit(0)
+
+def block_metadata(user_ns, net_ns):
+    # The blocking routes, added by a child that enters the sandbox's namespaces (their
+    # owner has every capability there); "" or why not.
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        problem = "failed"
+        try:
+            os.close(read_end)
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            for fd, kind, name in ((user_ns, 0x10000000, "user"), (net_ns, 0x40000000, "net")):
+                if libc.setns(fd, kind) != 0:
+                    raise OSError(ctypes.get_errno(), f"entering the {name} namespace")
+            problem = add_blocking_routes([tuple(b) for b in net["blocked"]]) or "ok"
+        except BaseException as exc:
+            problem = f"{exc}"
+        finally:
+            os.write(write_end, problem.encode(errors="replace")[:4096])
+            os._exit(0)
+    os.close(write_end)
+    answer = b""
+    while chunk := os.read(read_end, 4096):
+        answer += chunk
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    text = answer.decode(errors="replace")
+    return "" if text == "ok" else (text or "the helper died")
 
 def lo_is_up(child):
     try:
@@ -134,6 +172,10 @@ if os.fork() == 0:
 for fd in (info_r, block_w, sync_r):
     os.close(fd)
 """
+
+#: Launcher code (:mod:`.launcher`) run first, before it joins the cgroup, when
+#: ``opts["network"]`` is set: the pipes bwrap inherits, and the helper.
+SETUP = netblock.ROUTES + _HELPER
 
 
 def find_slirp4netns() -> str:
@@ -163,4 +205,5 @@ def launch_settings(slirp4netns: str) -> dict[str, object]:
         "fds": [INFO_FD, BLOCK_FD, SYNC_FD],
         "slirp4netns": slirp4netns,
         "timeout": READY_TIMEOUT,
+        "blocked": [list(item) for item in netblock.BLOCKED],
     }

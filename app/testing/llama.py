@@ -155,7 +155,7 @@ class LlamaServer:
 
     def command(self) -> list[str]:
         python = self._python or llama_python()
-        args = [str(python), "-m", "llama_cpp.server", "--model", str(self.model)]
+        args = [str(python), "-I", "-m", "llama_cpp.server", "--model", str(self.model)]
         args += ["--model_alias", self.alias, "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads)]
         if self.chat_format:

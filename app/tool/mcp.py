@@ -33,6 +33,7 @@ from app.mcp.client import (
     MCPConnection,
     MCPConnectionLost,
 )
+from app.sandbox.hostside import HOST_CWD, isolate_args
 from app.tool.base import BaseTool, ToolFailure, ToolResult
 from app.tool.mcp_features import MCPClientFeatures
 from app.tool.progress import current_tool_call
@@ -288,6 +289,7 @@ class MCPClients(ToolCollection):
         """Connect one server and add its tools; returns their names. Raises ``MCPServerError``.
         An empty ``server_id`` becomes the name the server reports (else its command or URL)."""
         config = server if isinstance(server, MCPServerConfig) else MCPServerConfig(**server)
+        own = config.type == "stdio" and _runs_our_server(config.args)
         config = own_server_args(config, self.features)
         label = server_id or _unique_id(_default_id(config), self.connections)
         if label in self.connections:
@@ -298,6 +300,7 @@ class MCPClients(ToolCollection):
             connect_timeout=self.connect_timeout,
             call_timeout=self.call_timeout,
             inherit_env=inherit_env,
+            cwd=HOST_CWD if own else None,
             on_tools_changed=self._on_tools_changed,
             features=self.features,
             progress_interval=self._limits().progress_interval,
@@ -520,10 +523,12 @@ class MCPClients(ToolCollection):
 
 def own_server_args(config: MCPServerConfig, features: MCPClientFeatures) -> MCPServerConfig:
     """Our own server (``python -m app.mcp.server``) started over stdio gets the workspace
-    and config file explicitly: it may not inherit our environment or working directory."""
+    and config file explicitly: it may not inherit our environment or working directory. Its
+    interpreter runs isolated (``-I``) and outside any workspace (``connect``), so nothing the
+    model writes is imported on the host (docs/sandbox.md)."""
     if config.type != "stdio" or not _runs_our_server(config.args):
         return config
-    args = list(config.args)
+    args = isolate_args(list(config.args))
     if not _has_option(args, "-w", "--workspace"):
         args += ["--workspace", str(features.root_path())]
     if not _has_option(args, "-c", "--config") and (path := _config_file()) is not None:
