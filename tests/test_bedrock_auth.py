@@ -5,6 +5,7 @@ out of logs. Every request is checked by the scripted server (SigV4 recomputed b
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import http.server
 import json
@@ -179,9 +180,15 @@ class _Role(http.server.BaseHTTPRequestHandler):
 
     calls: list[str | None] = []
     credentials: dict[str, str] = {}
+    arrived = threading.Event()
+    #: When set, answers wait for it (a slow credentials endpoint).
+    gate: threading.Event | None = None
 
     def do_GET(self) -> None:
         type(self).calls.append(self.headers.get("Authorization"))
+        type(self).arrived.set()
+        if type(self).gate is not None:
+            type(self).gate.wait(30)
         body = json.dumps(type(self).credentials).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -195,7 +202,8 @@ class _Role(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def role(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Role]]:
-    handler = type("Role", (_Role,), {"calls": [], "credentials": {}})
+    attributes = {"calls": [], "credentials": {}, "arrived": threading.Event(), "gate": None}
+    handler = type("Role", (_Role,), attributes)
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -206,6 +214,8 @@ def role(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_Role]]:
     try:
         yield handler
     finally:
+        if handler.gate is not None:
+            handler.gate.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(10)
@@ -242,6 +252,33 @@ async def test_a_container_role_needs_no_key_in_the_config(
     assert token not in redact(f"token={token}") and server.secret_key not in redact(
         server.secret_key
     )
+
+
+async def test_a_request_cancelled_while_credentials_resolve_returns_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, role: type[_Role]
+) -> None:
+    """The chain runs in a thread of its own: the cancelled request does not wait for it, and
+    what it finds serves the next request."""
+    with ScriptedBedrockServer(access_key="ASIAROLEKEY000000003", session_token="s" * 40) as server:
+        role.credentials = {
+            "AccessKeyId": server.access_key or "",
+            "SecretAccessKey": server.secret_key,
+            "Token": "s" * 40,
+            "Expiration": _expiring_in(3600),
+        }
+        role.gate = threading.Event()
+        model = BedrockModel.from_settings(settings_for(server))
+        task = asyncio.create_task(model.request(ASK, ModelParams()))
+        assert await asyncio.to_thread(role.arrived.wait, 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+        assert server.requests == [] and not role.gate.is_set()
+        role.gate.set()  # the endpoint answers after all
+        server.push("with the credentials found meanwhile")
+        answer = await model.request(ASK, ModelParams())
+        assert answer.message.content == "with the credentials found meanwhile"
+        assert len(role.calls) == 1
 
 
 async def test_role_credentials_about_to_expire_are_refreshed(
