@@ -325,6 +325,30 @@ def test_conversations_converse_refuses(
     assert bedrock.remaining == 1 and bedrock.requests[0].rejected == "ValidationException"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        [1, 2],
+        {"messages": "hi"},
+        {"messages": [None]},
+        {"messages": [{"role": "user", "content": [{"toolUse": "x"}]}]},
+        {"messages": [{"role": "user", "content": [{"image": []}]}]},
+        {"messages": USER, "toolConfig": {"tools": [1]}},
+        {"messages": USER, "toolConfig": {**TOOLS, "toolChoice": {"tool": "add"}}},
+        {"messages": USER, "inferenceConfig": []},
+        {"messages": [{"role": "user", "content": [{"text": "a", "image": {}}]}]},
+    ],
+)
+def test_garbage_bodies_are_refused_without_hurting_the_server(
+    bedrock: ScriptedBedrockServer, body: object
+) -> None:
+    bedrock.push("still here")
+    response = send(signed(bedrock, body))  # type: ignore[arg-type]
+    assert rejection(response) == (400, "ValidationException")
+    assert send(signed(bedrock, {"messages": USER})).status_code == 200
+    assert bedrock.errors == []
+
+
 def test_a_paired_tool_result_and_an_image_pass(bedrock: ScriptedBedrockServer) -> None:
     bedrock.push("ok")
     image = {"image": {"format": "png", "source": {"bytes": PNG}}}

@@ -549,7 +549,7 @@ class ScriptedBedrockServer(LoopServer):
             raise invalid(_START)
         config = body.get("toolConfig")
         names = self._check_tools(config, invalid)
-        inference = body.get("inferenceConfig") or {}
+        inference = body.get("inferenceConfig", {})
         if not isinstance(inference, dict):
             raise invalid("inferenceConfig must be an object.")
         temperature = inference.get("temperature")
@@ -645,7 +645,8 @@ class ScriptedBedrockServer(LoopServer):
                 or not set(choice) <= {"auto", "any", "tool"}
             ):
                 raise invalid("toolConfig.toolChoice must be one of auto, any, tool.")
-            if "tool" in choice and choice["tool"].get("name") not in names:
+            named = choice.get("tool")
+            if "tool" in choice and (not isinstance(named, dict) or named.get("name") not in names):
                 raise invalid("toolConfig.toolChoice.tool.name names no tool of the request.")
         return names
 
@@ -664,6 +665,8 @@ class ScriptedBedrockServer(LoopServer):
             if not isinstance(block, dict) or len(block) != 1:
                 raise invalid(f"{where} must hold exactly one content type.")
             kind, value = next(iter(block.items()))
+            if kind != "text" and not isinstance(value, dict):
+                raise invalid(f"{where}.{kind} must be an object.")
             if kind == "text":
                 if not isinstance(value, str) or not value.strip():
                     raise invalid(
