@@ -23,12 +23,14 @@ from app.llm.pricing import price_for
 from app.llm.refusals import Refusals
 from app.schema import Message
 from app.strict import StrictModel
-from app.testing import FunctionModel
+from app.testing import FunctionTransport
 
 
 def _llm(**overrides: Any) -> LLM:
     settings = LLMSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-test-123456")
-    return LLM.create(llm_config=settings, transport=FunctionModel(lambda m, i: "ok"), **overrides)
+    return LLM.create(
+        llm_config=settings, transport=FunctionTransport(lambda m, i: "ok"), **overrides
+    )
 
 
 # ---- private attributes ------------------------------------------------------------------------
@@ -210,6 +212,7 @@ def test_usage_add_sums_and_marks_fields_set():
         "completion_tokens": 2,
         "total_tokens": 6,
         "cached_tokens": 0,
+        "cache_write_tokens": 0,
         "requests": 2,
         "estimated": True,
         "cost": 0.5,

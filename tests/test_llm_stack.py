@@ -110,3 +110,152 @@ def test_importing_the_agent_loads_no_provider_sdk():
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+# ---- one seam: the stack every model gets, and who may import the wire packages -----------
+
+WIRE_PACKAGES = ("app.llm.openai", "app.llm.bedrock", "app.llm.anthropic")
+
+
+def test_only_the_stack_may_import_a_wire_package():
+    """The linter's contract names every other module of app.llm (a new module is covered
+    the day it is added), and the wire packages are exactly the three."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = {c["name"]: c for c in config["tool"]["importlinter"]["contracts"]}
+    forbidden = contracts["Only the stack knows the wire packages"]
+    modules = {"app.llm"} | {
+        f"app.llm.{path.stem}"
+        for path in (ROOT / "app" / "llm").glob("*.py")
+        if path.stem != "__init__"
+    }
+    assert sorted(forbidden["source_modules"]) == sorted(modules - {"app.llm.stack"})
+    assert forbidden["forbidden_modules"] == list(WIRE_PACKAGES)
+    packages = {
+        f"app.llm.{p.name}"
+        for p in (ROOT / "app" / "llm").iterdir()
+        if (p / "__init__.py").exists()
+    }
+    assert packages == set(WIRE_PACKAGES)
+    assert contracts["The wire packages do not know each other"]["modules"] == list(WIRE_PACKAGES)
+
+
+def _chain(model):
+    names = []
+    while model is not None:
+        names.append(type(model).__name__)
+        model = getattr(model, "inner", None)
+    return names
+
+
+def test_every_profile_and_every_model_gets_the_same_wrappers(monkeypatch, tmp_path):
+    from app.llm import LLM
+    from app.testing import FunctionModel
+    from tests.bedrock_helpers import isolate_aws
+
+    isolate_aws(monkeypatch, tmp_path)
+    wrappers = ["Retrying", "Recording", "RateGate", "Timed"]
+    profiles = {
+        "OpenAIChatModel": LLMSettings(model="gpt-4o", base_url="http://127.0.0.1:9/v1"),
+        "AnthropicModel": LLMSettings(model="claude-sonnet-4-6", api_type="anthropic", api_key="k"),
+        "BedrockModel": LLMSettings(
+            model="us.anthropic.claude-3-7-sonnet-20250219-v1:0",
+            api_type="aws",
+            base_url="bedrock-runtime.us-west-2.amazonaws.com",
+        ),
+    }
+    for wire, settings in profiles.items():
+        llm = LLM.create(llm_config=settings)
+        assert _chain(llm._model) == ["TextToolCalls", *wrappers, wire]
+        assert type(llm.endpoint).__name__ == wire and llm.supports_images
+    mine = FunctionModel(lambda messages, info: "ok")
+    assert _chain(LLM.from_model(mine)._model) == [*wrappers, "FunctionModel"]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    ("api_type", "blocked", "extra"),
+    [("aws", ("boto3", "botocore"), "bedrock"), ("anthropic", ("anthropic",), "anthropic")],
+)
+def test_a_missing_extra_is_a_clear_error_naming_it(api_type, blocked, extra):
+    code = (
+        "import sys\n"
+        f"for name in {blocked!r}:\n"
+        "    sys.modules[name] = None  # as if not installed\n"
+        "from app.config import LLMSettings\n"
+        "from app.exceptions import ConfigError\n"
+        "from app.llm import LLM\n"
+        f"settings = LLMSettings(model='m', api_type={api_type!r}, aws_region='us-east-1' "
+        f"if {api_type!r} == 'aws' else None)\n"
+        "try:\n"
+        "    LLM.create(llm_config=settings)\n"
+        "except ConfigError as e:\n"
+        "    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"install -e '.[{extra}]'" in done.stdout, done.stdout
+
+
+# ---- issue 37: keywords that mean nothing are errors; a hopeless request is not sent ------
+
+
+def test_unknown_keywords_are_errors_naming_them():
+    from app.llm import LLM
+    from app.testing import TestModel
+
+    settings = LLMSettings(model="m", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(TypeError, match=r"LLM\(\): settings; accepted: config_name, llm_config"):
+        LLM("tmp-unknown-keyword", settings=settings)
+    assert "tmp-unknown-keyword" not in LLM.registry.instances
+    with pytest.raises(TypeError, match=r"LLM.create\(\): settings;.*llm_config.*base_url"):
+        LLM.create(settings=settings)
+    with pytest.raises(TypeError, match=r"LLM.from_model\(\): max_token;"):
+        LLM.from_model(TestModel(), max_token=5)
+    llm = LLM.create(llm_config=settings, max_tokens=77)
+    assert llm.max_tokens == 77
+    with pytest.raises(ValueError):  # checked as the config file's
+        LLM.create(llm_config=settings, max_tokens=-1)
+
+
+async def test_a_request_that_cannot_fit_by_far_is_refused_before_sending(llm_server, make_llm):
+    """qwen's known 32,768-token window: a task five times larger than any count could be off
+    is refused with what it needs; one over the window by less is sent (the server decides)."""
+    from app.exceptions import ContextWindowExceededError
+    from app.schema import Message
+    from app.testing import text
+
+    llm = make_llm(model="qwen2.5-7b-instruct")
+    huge = Message.user_message("lorem ipsum dolor sit amet " * 36_000)  # ~1 MB
+    with pytest.raises(ContextWindowExceededError) as caught:
+        await llm.request([huge])
+    error = caught.value
+    assert "not sent" in str(error) and "32,768-token context window" in str(error)
+    assert error.limit == 32_768 and error.tokens is not None and error.tokens > 5 * 32_768
+    assert llm_server.requests == []
+    llm_server.push(text("the server decides"))
+    over = Message.user_message("lorem ipsum dolor sit amet " * 12_000)  # about 3x the window
+    assert (await llm.request([over])).message.content == "the server decides"
+
+
+async def test_counts_calibrated_to_the_server_refuse_beyond_twice_the_window(llm_server, make_llm):
+    from app.exceptions import ContextWindowExceededError
+    from app.schema import Message
+    from app.testing import text
+
+    llm = make_llm(model="local-llama", max_input_tokens=2_000)
+    assert llm.token_counter.estimated
+    small = [Message.user_message("one two three four " * 50)]
+    ours = await llm.count_request_tokens(small)
+    llm_server.push(text("ok", usage={"prompt_tokens": ours, "completion_tokens": 1}))
+    await llm.request(small)  # the server counts as we do: a ratio of 1 is learned
+    assert await llm.count_request_tokens(small) == ours
+    assert llm.server_counts.ratio == pytest.approx(1.0)
+    with pytest.raises(ContextWindowExceededError, match="more than 2 times"):
+        await llm.request([Message.user_message("one two three four " * 1_500)])
+    llm_server.push(text("sent"))
+    assert (await llm.ask([Message.user_message("one two three four " * 700)])) == "sent"
+    assert len(llm_server.requests) == 2

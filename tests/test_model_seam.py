@@ -323,7 +323,10 @@ async def test_the_capability_memory_is_the_one_passed_in(tmp_path: Path, monkey
     assert memories.at().refused("http://127.0.0.1:9/v1", "m") == {"tools"}
     assert memories.at() is not EndpointMemories().at()  # each owner has its own
     settings = LLMSettings(model="m", base_url="http://127.0.0.1:9/v1", api_key="sk-x")
-    stack, endpoint = build_model(settings, memories)
-    assert isinstance(stack, TextToolCalls) and stack.inner is endpoint
+    stack = build_model(settings, memories)
+    assert isinstance(stack.model, TextToolCalls) and stack.refusals is stack.model.refusals
+    endpoint = stack.wire
     assert isinstance(endpoint, OpenAIChatModel) and endpoint.refusals.memories is memories
-    assert LLM.create(llm_config=settings).endpoint.refusals.memories is LLM.registry.memories
+    built = LLM.create(llm_config=settings).endpoint
+    assert isinstance(built, OpenAIChatModel)
+    assert built.refusals.memories is LLM.registry.memories

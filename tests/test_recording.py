@@ -213,3 +213,110 @@ def test_pricing_config_errors_are_clear(tmp_path):
     assert loaded.pricing["gpt-4o"].output == 10
     assert loaded.compaction.keep_recent_turns == 5
     assert json.loads(loaded.compaction.model_dump_json())["trigger"] == 0.9
+
+
+# ---- the tape holds our types: one format for every model ---------------------------------
+
+
+def _turns():
+    return [
+        tool_calls(call("python_execute", {"code": "print(6 * 7)"}), content="Computing."),
+        tool_calls(call("terminate", {"status": "success"}), content="It is 42."),
+    ]
+
+
+@pytest.mark.e2e
+async def test_a_run_recorded_on_one_provider_replays_on_another(tmp_path):
+    """Recorded against the scripted Anthropic server (its SDK, its wire format), replayed
+    by an OpenAI-compatible profile whose endpoint is dead: same answers, tools re-run."""
+    from app.agent.toolcall import ToolCallAgent
+    from app.llm import LLM
+    from app.testing.anthropic_server import ScriptedAnthropicServer
+    from app.tool import PythonExecute, Terminate, ToolCollection
+    from tests.anthropic_helpers import anthropic_settings
+
+    tape = tmp_path / "run.jsonl"
+    tools = lambda: ToolCollection(PythonExecute(), Terminate())  # noqa: E731
+    with ScriptedAnthropicServer(_turns()) as server, recording(tape) as recorder:
+        llm = LLM.create(llm_config=anthropic_settings(server))
+        first = await ToolCallAgent(llm=llm, available_tools=tools()).run("What is 6 * 7?")
+        await llm.aclose()
+    assert recorder.count == 2 and first.final_answer == "It is 42."
+    lines = [json.loads(line) for line in tape.read_text().splitlines()]
+    assert lines[0]["version"] == 2 and lines[1]["model"] == "claude-sonnet-4-6"
+    assert lines[1]["response"]["message"]["tool_calls"][0]["function"]["name"] == "python_execute"
+
+    with ScriptedLLMServer() as dead:
+        dead_url = dead.base_url
+    settings = LLMSettings(model="gpt-4o", base_url=dead_url, api_key=TEST_API_KEY)
+    with replaying(tape, strict=True) as replayer:
+        agent = ToolCallAgent(llm=LLM.create(llm_config=settings), available_tools=tools())
+        again = await agent.run("What is 6 * 7?")
+    assert again.final_answer == "It is 42." and replayer.remaining == 0
+    assert "42" in next(m.content for m in agent.memory.messages if m.role == "tool")
+
+
+async def test_a_users_model_is_recorded_and_a_version_1_tape_still_replays(tmp_path):
+    """A model of your own passes the same tape; a tape of the previous format (OpenAI
+    completion bodies) replays."""
+    from app.llm import LLM
+    from app.schema import Message, ToolCall
+    from app.testing import FunctionModel
+
+    tape = tmp_path / "mine.jsonl"
+    model = FunctionModel(lambda messages, info: ToolCall.function_call("echo", {"t": "x"}))
+    with recording(tape):
+        made = await LLM.from_model(model).request([Message.user_message("go")])
+    entry = json.loads(tape.read_text().splitlines()[1])
+    assert entry["model"] == "function"
+    assert entry["request"]["messages"] == [{"role": "user", "content": "go"}]
+    with replaying(tape, strict=True):
+        replayed = await LLM.from_model(FunctionModel(lambda m, i: "unused")).request(
+            [Message.user_message("go")]
+        )
+    assert replayed.message.tool_calls == made.message.tool_calls
+    assert replayed.finish_reason == "tool_calls"
+
+    old = tmp_path / "v1.jsonl"
+    body = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "old answer", "reasoning_content": "r"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
+    }
+    request = {"messages": [{"role": "user", "content": "hi"}]}
+    old.write_text(
+        json.dumps({"type": "header", "format": "openmanus-llm-recording", "version": 1})
+        + "\n"
+        + json.dumps({"type": "exchange", "index": 0, "request": request, "response": body})
+        + "\n"
+    )
+    with replaying(old, strict=True):
+        answer = await LLM.from_model(FunctionModel(lambda m, i: "unused")).request(
+            [Message.user_message("hi")]
+        )
+    assert answer.message.content == "old answer" and answer.reasoning == "r"
+    assert answer.usage.prompt_tokens == 9
+
+
+@pytest.mark.parametrize(
+    "response", [{"message": {"role": 7}}, {"choices": "x"}, ["not", "an", "object"]]
+)
+async def test_a_hand_edited_tape_is_a_replay_error(tmp_path, response):
+    from app.llm import LLM
+    from app.schema import Message
+    from app.testing import FunctionModel
+
+    tape = tmp_path / "bad.jsonl"
+    tape.write_text(
+        json.dumps({"type": "header", "format": "openmanus-llm-recording", "version": 2})
+        + "\n"
+        + json.dumps({"type": "exchange", "request": "?", "response": response})
+        + "\n"
+    )
+    with replaying(tape), pytest.raises(ReplayError, match="is not one"):
+        await LLM.from_model(FunctionModel(lambda m, i: "x")).ask([Message.user_message("hi")])

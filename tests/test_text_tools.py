@@ -443,7 +443,7 @@ async def test_the_agent_answers_a_nameless_call_as_an_unknown_tool_and_does_not
     from app.config import LLMSettings
     from app.events import ToolCallEvent, ToolResultEvent
     from app.llm import LLM
-    from app.testing import FunctionModel
+    from app.testing import FunctionTransport
     from app.tool.terminate import Terminate
     from app.tool.tool_collection import ToolCollection
 
@@ -451,7 +451,7 @@ async def test_the_agent_answers_a_nameless_call_as_an_unknown_tool_and_does_not
         [ECHOED, '<tool_call>{"name": "terminate", "arguments": {"status": "success"}}</tool_call>']
     )
     settings = LLMSettings(model="local", api_key="sk-test", tool_calling="text")
-    llm = LLM.create(llm_config=settings, transport=FunctionModel(lambda _m, _i: next(replies)))
+    llm = LLM.create(llm_config=settings, transport=FunctionTransport(lambda _m, _i: next(replies)))
     agent = ToolCallAgent(llm=llm, available_tools=ToolCollection(Terminate()), max_steps=3)
     events: list[object] = []
     agent.subscribe(events.append)

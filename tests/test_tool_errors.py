@@ -13,7 +13,7 @@ from app.exceptions import ToolError
 from app.llm import LLM
 from app.schema import Message
 from app.session import SessionStore
-from app.testing import FunctionModel, TestModel
+from app.testing import FunctionTransport, TestModel
 from app.tool import Terminate, ToolCollection, ToolFailure, ToolResult, tool
 
 
@@ -89,7 +89,7 @@ async def test_the_flag_never_reaches_the_model() -> None:
         seen.extend(messages)
         return "ok"
 
-    llm = LLM.create(llm_config={"model": "m", "api_key": "k"}, transport=FunctionModel(answer))
+    llm = LLM.create(llm_config={"model": "m", "api_key": "k"}, transport=FunctionTransport(answer))
     history = [
         Message.user_message("go"),
         Message.from_tool_calls(

@@ -1,6 +1,7 @@
-"""The language-model layer: the :class:`Model` seam, its OpenAI-compatible implementation
-(``app.llm.openai``), the wrappers a stack is built from, and upstream's ``LLM`` facade.
-Importing this package does not import the openai SDK."""
+"""The language-model layer: the :class:`Model` seam, the wire models under it
+(``app.llm.openai``, ``app.llm.bedrock``, ``app.llm.anthropic``: only ``app.llm.stack`` picks
+them), the wrappers every model gets, and upstream's ``LLM`` facade. Importing this package
+imports no provider SDK."""
 
 from app.llm.client import LLM, model_argument
 from app.llm.compat import MULTIMODAL_MODELS, REASONING_MODELS

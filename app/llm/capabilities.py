@@ -6,6 +6,7 @@ defaults, so a new model never needs a code change, only a config line.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -44,9 +45,17 @@ _IMAGE_PREFIXES = (
 _IMAGE_MARKERS = ("-vl", "vision", "-omni")
 
 
+#: A Bedrock model id's cross-region prefix and vendor: ``us.anthropic.claude-3-7-sonnet-...``.
+_BEDROCK_ID = re.compile(
+    r"^(?:(?:us|eu|apac|global|us-gov|ca|jp|au)\.)?"
+    r"(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|writer|openai|twelvelabs)\."
+)
+
+
 def base_model_name(model: str) -> str:
-    """``"openai/gpt-4o-mini"`` -> ``"gpt-4o-mini"``: provider prefixes do not change abilities."""
-    return model.rsplit("/", 1)[-1].strip().lower()
+    """``"openai/gpt-4o-mini"`` -> ``"gpt-4o-mini"``, ``"us.anthropic.claude-3-7-sonnet-..."``
+    -> ``"claude-3-7-sonnet-..."``: provider prefixes do not change abilities."""
+    return _BEDROCK_ID.sub("", model.rsplit("/", 1)[-1].strip().lower(), count=1)
 
 
 def default_reasoning_model(model: str) -> bool:

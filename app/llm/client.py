@@ -1,6 +1,9 @@
 """``LLM``: upstream's facade (``ask*``, usage, token counting, one instance per config name)
 over a :class:`~app.llm.Model`: a profile's stack (``app.llm.stack.build_model``) or any
-``Model`` given to ``LLM.from_model``. Every model gets the window check and usage records."""
+``Model`` given to ``LLM.from_model``. Every model gets the window check and usage records,
+and receives typed ``Message``s only (upstream's dicts are converted here, ``app.llm.messages``).
+It knows no wire format: counting asks the model (``CountsTokens``) or estimates over our types.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import asyncio
 import contextlib
 import copy
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from app.config import LLMSettings
 from app.exceptions import (
@@ -19,18 +22,15 @@ from app.exceptions import (
 )
 from app.llm.capabilities import model_flags
 from app.llm.context import usage_sink
+from app.llm.counting import count_request
+from app.llm.deltas import DeltaRelay, deliver
 from app.llm.endpoint_memory import PROCESS_MEMORIES, EndpointMemories
+from app.llm.messages import Measured, attach_images, upstream_dicts
 from app.llm.model import DeltaCallback, Model, ModelParams, ModelResponse, ToolDefinition
-from app.llm.openai.formatting import Formatted, prepare_messages
-from app.llm.openai.messages import attach_images, format_messages
-from app.llm.openai.model import OpenAIChatModel
-from app.llm.openai.streaming import DeltaRelay
-from app.llm.openai.transport import Transport, deliver
-from app.llm.openai.wire import count_tokens
 from app.llm.pricing import cost_of, price_for
-from app.llm.stack import CONNECTION_FIELDS, build_model, wrap_model
+from app.llm.stack import CONNECTION_FIELDS, NATIVE_APIS, Stack, build_model, wrap_model
 from app.llm.usage import Usage
-from app.llm.windows import ServerCounts, known_window
+from app.llm.windows import HOPELESS, ServerCounts, known_window
 from app.logger import log_enabled, logger, register_secret
 from app.schema import TOOL_CHOICE_VALUES, Message, ToolChoice
 from app.tokens import TokenCounter
@@ -74,6 +74,7 @@ class LLM:
     max_retries: int = _setting("max_retries")
 
     def __new__(cls, config_name: str = "default", llm_config: Any = None, **kwargs: Any) -> LLM:
+        _refuse_unknown("LLM()", kwargs, ("config_name", "llm_config"))
         instance = cls.registry.instances.get(config_name)
         if instance is None:
             instance = super().__new__(cls)
@@ -95,27 +96,32 @@ class LLM:
         config_name: str = "default",
         llm_config: Any = None,
         *,
-        transport: Transport | None = None,
+        transport: Any = None,
         **overrides: Any,
     ) -> LLM:
         """An independent instance, not registered. ``llm_config``: ``LLMSettings``, a dict
-        of settings or of profiles; ``overrides`` replace settings; ``transport`` the HTTP one."""
+        of settings or of profiles; ``overrides`` replace settings (checked as the config
+        file's); ``transport`` the one an OpenAI-compatible profile sends through."""
+        accepted = ("config_name", "llm_config", "transport", *LLMSettings.model_fields)
+        _refuse_unknown("LLM.create()", overrides, accepted)
         instance = super().__new__(cls)
         settings = resolve_settings(config_name, llm_config)
         if overrides:
-            settings = settings.model_copy(update=overrides)
+            settings = _updated(settings, overrides)
         instance._setup(config_name, settings, transport)
         return instance
 
     @classmethod
     def from_model(cls, model: Model, **overrides: Any) -> LLM:
         """The facade over any :class:`Model`; ``overrides`` set its settings (``max_tokens``,
-        ``max_retries``, ...), and transient errors are retried as they say."""
+        ``max_retries``, ...), and transient errors are retried as they say. What they leave
+        unset (``max_tokens``, ``temperature``) reaches the model as None."""
         if not isinstance(model, Model):
             raise TypeError(
                 f"{type(model).__name__} is not a Model: it needs a `name` and an async "
                 "`request(messages, params)` (see docs/llm.md, Bring your own model)"
             )
+        _refuse_unknown("LLM.from_model()", overrides, ("model", *LLMSettings.model_fields))
         name = getattr(model, "name", "") or type(model).__name__
         settings = LLMSettings(model=name, **{"capability_cache": False, **overrides})
         instance = super().__new__(cls)
@@ -136,7 +142,7 @@ class LLM:
         self,
         config_name: str,
         settings: LLMSettings,
-        transport: Transport | None = None,
+        transport: Any = None,
         custom: Model | None = None,
     ) -> None:
         self.config_name = config_name
@@ -148,10 +154,11 @@ class LLM:
         self._known_window: tuple[str, int | None] | None = None
         self._counts: ServerCounts | None = None
         self._tools: tuple[list[dict[str, Any]], tuple[ToolDefinition, ...]] | None = None
+        self._measured = Measured()
         self._custom = custom
         self._transport = transport  # given in code: kept through changes, never remembered
-        self._endpoint: OpenAIChatModel | None = None
-        self._retired: list[OpenAIChatModel] = []  # endpoints replaced by configure()
+        self._stack: Stack | None = None
+        self._retired: list[Model] = []  # wire models replaced by configure()
         self._build()
         self._initialized = True
 
@@ -165,24 +172,29 @@ class LLM:
         if self._counts is None or self._counts.key != where:  # how this endpoint counts
             kept = memories if settings.capability_cache and self._custom is None else None
             self._counts = ServerCounts(*where, kept)
+        previous = self._stack
         if self._custom is not None:
-            self._model = wrap_model(self._custom, settings)
+            stack = wrap_model(self._custom, settings)
         else:
-            self._model, self._endpoint = build_model(
-                settings, memories, self._transport, self._endpoint
-            )
+            stack = build_model(settings, memories, self._transport, previous)
+        self._stack, self._model = stack, stack.model
+        count = getattr(stack.wire, "count_tokens", None)  # optional (CountsTokens)
+        self._wire_count = count if callable(count) else None
+        fields = settings.model_fields_set  # what the caller did not set reaches a model as None
+        self._max_tokens = settings.max_tokens if "max_tokens" in fields else None
+        self._temperature = settings.temperature if "temperature" in fields else None
 
     def configure(self, **changes: Any) -> None:
         """Change settings, as upstream code does with ``llm.model = "x"``: the next request
         uses them (checked like the config file's). The endpoint's connections are kept unless
         where or how it is reached changed; replaced ones are closed by :meth:`aclose`."""
-        kind = type(self.settings)
-        if unknown := sorted(set(changes) - set(kind.model_fields)):
-            raise TypeError(f"Unknown LLM setting(s): {', '.join(unknown)}")
-        old, self.settings = self.settings, kind.model_validate({**dict(self.settings), **changes})
+        _refuse_unknown("LLM.configure()", changes, tuple(LLMSettings.model_fields))
+        old, self.settings = self.settings, _updated(self.settings, changes)
         moved = any(getattr(old, f) != getattr(self.settings, f) for f in CONNECTION_FIELDS)
-        if moved and self._endpoint is not None and self._transport is None:
-            self._retired.append(self._endpoint)
+        stack = self._stack
+        if stack is not None and self._custom is None and self._transport is None:
+            if moved or old.api_type in NATIVE_APIS:  # a native wire model is made anew
+                self._retired.append(stack.wire)  # its connections: closed by aclose()
         self._build()
 
     def __repr__(self) -> str:
@@ -251,8 +263,12 @@ class LLM:
     def context_window(self) -> int | None:
         """Input tokens a request may take: ``max_input_tokens``, else the window the server
         named when it rejected an oversized request, else a known window for the model."""
-        if self.max_input_tokens or self._learned_window:
-            return self.max_input_tokens or self._learned_window
+        return self.max_input_tokens or self._learned_window or self._stated_window()
+
+    def _stated_window(self) -> int | None:
+        """``max_input_tokens``, else the known window of the model's name."""
+        if self.max_input_tokens:
+            return self.max_input_tokens
         cached = self._known_window
         if cached is None or cached[0] != self.model:  # looked up once per model, not per step
             cached = self._known_window = (self.model, known_window(self.model))
@@ -268,17 +284,44 @@ class LLM:
             f"{self.max_input_tokens} for model '{self.model}'."
         )
 
-    async def _check_window(self, conversation: Messages, tools: Any) -> None:
-        """Refuse a request before sending it only when ``max_input_tokens`` is set and the
-        count is exact: an offline estimate is a guess, and the server has the last word."""
-        if not (await self._loaded_counter()).exact:
+    async def _check_window(
+        self, conversation: list[Message], tools: tuple[ToolDefinition, ...], chars: int
+    ) -> None:
+        """Refuse a request before sending it when it cannot fit: over ``max_input_tokens``
+        by an exact count, or over the window by far more than any count could be off
+        (``HOPELESS``). Borderline ones are sent: the server has the last word. A request of
+        fewer characters than the window has tokens is never counted here. The window is the
+        profile's or the model's known one, never one learned from an overflow: the server
+        already refused once then, and may have been restarted with a larger window since."""
+        window = self._stated_window()
+        if window is None:
             return
-        needed = await self.count_request_tokens(conversation, tools=tools)
-        if not self.check_token_limit(needed):
+        if self.max_input_tokens is not None and (await self._loaded_counter()).exact:
+            needed = await self._count(conversation, tools)
+            if not self.check_token_limit(needed):
+                raise ContextWindowExceededError(
+                    self.get_limit_error_message(needed),
+                    tokens=needed,
+                    limit=self.max_input_tokens,
+                    model=self.model,
+                )
+            return
+        if chars < window:  # a token is at least a character, near enough: cannot be far over
+            return
+        needed = await self._count(conversation, tools)
+        counter = await self._loaded_counter()
+        calibrated = self.max_input_tokens is not None and (
+            counter.exact or self.server_counts.ratio_of(tools=bool(tools)) is not None
+        )
+        margin = HOPELESS[not calibrated]
+        if needed > window * margin:
             raise ContextWindowExceededError(
-                self.get_limit_error_message(needed),
+                f"The request needs about {needed:,} input tokens, more than {margin:g} times "
+                f"the {window:,}-token context window of model '{self.model}': not sent. "
+                "Shorten the task (or the files and outputs it carries), or use a model "
+                "with a larger window (max_input_tokens).",
                 tokens=needed,
-                limit=self.max_input_tokens,
+                limit=window,
                 model=self.model,
             )
 
@@ -290,7 +333,12 @@ class LLM:
     ) -> int:
         """Input tokens a request over these messages, system prompt and tools would take:
         an estimate is scaled to the server's counts once an answer reported them."""
-        conversation = [*system_msgs, *messages] if system_msgs else messages
+        conversation, _ = self._measured.measure(
+            [*system_msgs, *messages] if system_msgs else messages
+        )
+        return await self._count(conversation, self._definitions(tools))
+
+    async def _count(self, conversation: list[Message], tools: tuple[ToolDefinition, ...]) -> int:
         tokens = await self._own_count(conversation, tools)
         if (await self._loaded_counter()).exact:
             return tokens
@@ -298,52 +346,45 @@ class LLM:
         await counts.settle(self._own_count)
         return counts.scale(tokens, tools=bool(tools))
 
-    async def _own_count(self, conversation: Messages, tools: list[dict[str, Any]] | None) -> int:
-        """Our count of a request (unscaled)."""
-        formatted = self._formatted(conversation)
+    async def _own_count(
+        self, conversation: Sequence[Message], tools: tuple[ToolDefinition, ...]
+    ) -> int:
+        """Our count of a request (unscaled): the wire model's own, else over our types."""
         counter = await self._loaded_counter()
-        tokens = count_tokens(counter, formatted.messages, formatted.entries)
-        return tokens + counter.count_tools(tools)
+        if self._wire_count is not None:
+            return int(self._wire_count(conversation, tools, counter))
+        return count_request(counter, conversation, tools)
 
     def format_messages(
         self, messages: Messages, supports_images: bool | None = None
     ) -> list[dict[str, Any]]:
-        """Wire-format messages (upstream's name), fresh dicts the caller may change."""
-        endpoint = self._endpoint
+        """Upstream's view of ``messages``: plain dicts in OpenAI's chat shape, fresh ones
+        the caller may change (images as content parts when the model takes them)."""
         allowed = supports_images
         if allowed is None:
-            allowed = self.supports_images if endpoint is None else endpoint.images_allowed()
-        formatted, omitted = format_messages(messages, supports_images=allowed, model=self.model)
-        if endpoint is not None:
-            endpoint.warn_omitted(omitted)
-        return formatted
-
-    def _formatted(self, conversation: Messages) -> Formatted:
-        """The conversation in wire form, as the endpoint formats it (for counting tokens)."""
-        if self._endpoint is not None:
-            return self._endpoint.prepare(conversation)
-        return prepare_messages(
-            conversation, supports_images=self.supports_images, model=self.model
-        )
+            allowed = self.supports_images and "images" not in self.refused_features
+        return upstream_dicts(messages, supports_images=allowed)
 
     @property
     def refused_features(self) -> frozenset[str]:
         """What this endpoint and model refused (``stream``, ``stream_tools``, ``tools``,
         ``images``)."""
-        endpoint = self._endpoint
-        return endpoint.refusals.features if endpoint is not None else frozenset()
+        refusals = self._stack.refusals if self._stack is not None else None
+        return refusals.features if refusals is not None else frozenset()
 
     @property
-    def endpoint(self) -> OpenAIChatModel:
-        """The OpenAI-compatible model under this facade (not there over ``from_model``)."""
-        if self._endpoint is None:
+    def endpoint(self) -> Model:
+        """The wire model under the wrappers (``OpenAIChatModel`` for an OpenAI-compatible
+        profile); not there over ``from_model``."""
+        if self._custom is not None or self._stack is None:
             raise AttributeError(f"{self!r} is over a model of its own, not an endpoint")
-        return self._endpoint
+        return self._stack.wire
 
     @property
-    def transport(self) -> Transport:
-        """The transport requests go through (built from the profile on first use)."""
-        return self.endpoint.transport
+    def transport(self) -> Any:
+        """The transport requests go through, for a wire model that has one (built from the
+        profile on first use)."""
+        return getattr(self.endpoint, "transport")  # noqa: B009  # an attribute of some models
 
     async def request(
         self,
@@ -364,28 +405,26 @@ class LLM:
         choice = tool_choice.value if isinstance(tool_choice, ToolChoice) else tool_choice
         if choice not in TOOL_CHOICE_VALUES:
             raise ValueError(f"Invalid tool_choice: {tool_choice!r}")
-        conversation: Messages = [*system_msgs, *messages] if system_msgs else messages
-        if self._custom is not None:
-            conversation = [_typed(m) for m in conversation]
-        if self.max_input_tokens is not None:
-            await self._check_window(conversation, tools)
+        conversation, chars = self._measured.measure(
+            [*system_msgs, *messages] if system_msgs else messages
+        )
+        definitions = self._definitions(tools)
+        await self._check_window(conversation, definitions, chars)
         relay = DeltaRelay(on_delta) if on_delta is not None else None
         params = ModelParams(
-            tools=self._definitions(tools),
+            tools=definitions,
             tool_choice=choice,
-            max_tokens=self.max_tokens,
-            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=self._max_tokens,
+            temperature=self._temperature if temperature is None else temperature,
             timeout=timeout or self.timeout,
-            on_delta=None
-            if relay is None
-            else lambda piece: deliver(on_delta, relay.new_text(piece)),
+            on_delta=None if relay is None else relay.pass_on,
             stream=stream,
             extra=kwargs,
         )
         try:
-            response = await self._model.request(cast(Sequence[Message], conversation), params)
+            response = await self._model.request(conversation, params)
         except ContextWindowExceededError as e:
-            response = await self._overflowed(e, conversation, tools, params)
+            response = await self._overflowed(e, conversation, definitions, params)
         if not isinstance(response, ModelResponse):
             raise TypeError(
                 f"{type(self._custom).__name__}.request() returned {type(response).__name__}, "
@@ -398,10 +437,10 @@ class LLM:
             usage.requests = usage.requests or 1
             if usage.prompt_tokens > 0 and not usage.estimated:
                 counts = self.server_counts
-                counts.answered(conversation, tools, usage.prompt_tokens)
+                counts.answered(conversation, definitions, usage.prompt_tokens)
                 await counts.save()
         else:  # the model reported none: estimate, and say so
-            prompt = await self.count_request_tokens(conversation)
+            prompt = await self._count(conversation, ())
             completion = self.count_tokens(_produced_text(response.message))
             usage = response.usage = Usage(
                 prompt_tokens=prompt,
@@ -416,8 +455,8 @@ class LLM:
     async def _overflowed(
         self,
         error: ContextWindowExceededError,
-        conversation: Messages,
-        tools: list[dict[str, Any]] | None,
+        conversation: list[Message],
+        tools: tuple[ToolDefinition, ...],
         params: ModelParams,
     ) -> ModelResponse:
         """A real overflow teaches the window and how the server counts, and is raised. One
@@ -435,7 +474,7 @@ class LLM:
                 f"the request ({why}): a server fault, asking once more"
             )
             try:
-                return await self._model.request(cast(Sequence[Message], conversation), params)
+                return await self._model.request(conversation, params)
             except ContextWindowExceededError as again:
                 error = again
             if why := counts.contradiction(error, sent, counter.exact, tools=with_tools):
@@ -467,11 +506,14 @@ class LLM:
         return definitions
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool (optional: it is also released at exit)."""
-        for endpoint in [*self._retired, self._endpoint]:
-            if endpoint is not None:
-                await endpoint.aclose()
+        """Close the wire model's connections (optional: they are also released at exit)."""
+        stack = self._stack
+        wires = [*self._retired, stack.wire if stack is not None and self._custom is None else None]
         self._retired.clear()
+        for wire in wires:
+            close = getattr(wire, "aclose", None)  # optional for a model
+            if close is not None:
+                await close()
 
     async def ask(
         self,
@@ -536,8 +578,10 @@ class LLM:
                 "with a vision model, or set supports_images = true if this model accepts them.",
                 model=self.model,
             )
-        dicts = attach_images(messages, images)
-        return await self.ask(dicts, system_msgs, stream=stream, temperature=temperature, **kwargs)
+        attached = attach_images(messages, images)
+        return await self.ask(
+            attached, system_msgs, stream=stream, temperature=temperature, **kwargs
+        )
 
     async def ask_tool(
         self,
@@ -599,9 +643,21 @@ def model_argument(data: Any) -> Any:
     return data
 
 
-def _typed(message: Message | dict[str, Any]) -> Message:
-    """A message as our type (upstream lets callers pass plain dicts)."""
-    return message if isinstance(message, Message) else Message.model_validate(message)
+def _refuse_unknown(where: str, given: dict[str, Any], accepted: Sequence[str]) -> None:
+    """A keyword argument nobody reads is a typo that would silently change nothing (the
+    config file's endpoint used instead of the one meant): a ``TypeError`` naming it."""
+    if unknown := sorted(set(given) - set(accepted)):
+        raise TypeError(
+            f"Unknown LLM setting(s) for {where}: {', '.join(unknown)}; "
+            f"accepted: {', '.join(accepted)}"
+        )
+
+
+def _updated(settings: LLMSettings, changes: dict[str, Any]) -> LLMSettings:
+    """``settings`` with ``changes``, checked as the config file's; what was never set stays
+    unset (so it reaches a model of your own as None)."""
+    kept = {name: getattr(settings, name) for name in settings.model_fields_set}
+    return type(settings).model_validate({**kept, **changes})
 
 
 def _produced_text(message: Message) -> str:

@@ -2,9 +2,17 @@
 
 A model is anything with a ``name`` and one async method,
 ``request(messages, params) -> ModelResponse``, on our typed :class:`~app.schema.Message`:
-the OpenAI-compatible endpoints behind :class:`app.llm.LLM`, an in-process function, a test
-double (:class:`app.testing.TestModel`) or a user's own class. Agents and flows take one as
-``model=`` (``LLM.from_model`` puts upstream's ``ask*`` facade, usage and token counting on top).
+a wire API (``app.llm.openai``, ``app.llm.bedrock``, ``app.llm.anthropic``), an in-process
+function (:class:`app.testing.FunctionModel`), a test double (:class:`app.testing.TestModel`)
+or a user's own class. Agents and flows take one as ``model=`` (``LLM.from_model`` puts
+upstream's ``ask*`` facade, usage and token counting on top).
+
+A model may also offer two optional capabilities, used when present: ``count_tokens``
+(:class:`CountsTokens`: count a request in its own wire format; without it the facade
+estimates over our types) and ``aclose()`` (release connections). One request is one
+attempt: retries, the rate gate and recording are wrappers around every model
+(``app.llm.stack``); a model that must remember something from one attempt of a request to
+the next keeps it in ``params.attempt`` (:class:`Attempt`).
 
 The usage of a call travels with its response instead of through shared mutable state, so
 concurrent callers never see each other's.
@@ -14,10 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from app.llm.usage import Usage
 from app.schema import Message
+
+if TYPE_CHECKING:
+    from app.tokens import TokenCounter
 
 #: ``finish_reason`` values the OpenAI API defines; servers may send others (kept verbatim).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
@@ -82,6 +93,20 @@ class ToolDefinition:
         }
 
 
+@dataclass(slots=True, eq=False)
+class Attempt:
+    """The attempts of one request, as the retry wrapper makes them (``number`` 1 first).
+
+    A wire model keeps what one attempt teaches the next in ``memo`` (keyed by itself): a
+    plain request that timed out is retried streamed, say. Setting ``final`` makes the error
+    the attempt raises the last one (a timed-out plain request is asked again once only).
+    """
+
+    number: int = 1
+    memo: dict[object, Any] = field(default_factory=dict)
+    final: bool = False
+
+
 @dataclass(slots=True)
 class ModelParams:
     """Everything about one request besides the messages.
@@ -92,7 +117,8 @@ class ModelParams:
     one piece). ``max_tokens`` and ``temperature`` of None leave the model's own settings.
     ``stream`` True or False asks for a streamed or a plain request where the model has the
     choice (None: its own policy); ``extra`` holds further request fields (``seed``, ``stop``)
-    for models that understand them.
+    for models that understand them. ``attempt`` is set by the retry wrapper (None when the
+    model is called directly: a single attempt).
     """
 
     tools: Sequence[ToolDefinition] = ()
@@ -103,6 +129,7 @@ class ModelParams:
     on_delta: DeltaCallback | None = None
     stream: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    attempt: Attempt | None = None
 
 
 @runtime_checkable
@@ -112,11 +139,30 @@ class Model(Protocol):
     ``messages`` start with the system prompt when there is one; tool results are
     ``role="tool"`` messages answering the assistant's ``tool_calls`` by id. Raise
     ``app.exceptions.LLMTransientError`` (or a subclass) for a failure worth retrying and
-    another ``LLMError`` for one that is not; any other exception is a bug and ends the run.
+    another ``LLMError`` for one that is not (``ContextWindowExceededError`` for a request
+    too long); any other exception is a bug and ends the run. Make one attempt: the
+    wrappers retry.
     """
 
     name: str
 
     async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
         """One model turn."""
+        ...
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """Optional: a model that counts a request's input tokens in its own wire format (the
+    OpenAI model counts its cached wire messages). ``counter`` is loaded; counting must not
+    block (no network). Without it, the facade estimates over our types
+    (``app.llm.counting``)."""
+
+    def count_tokens(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolDefinition],
+        counter: TokenCounter,
+    ) -> int:
+        """Input tokens of a request over ``messages`` and ``tools``."""
         ...

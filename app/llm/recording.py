@@ -2,8 +2,11 @@
 (the tools really run; the first difference from the recorded request is reported).
 
 The tape is a context variable, so it covers every ``LLM`` the run touches and nothing outside
-the block; each attempt of an ``OpenAIChatModel`` passes through it (the :class:`Recording`
-transport layer) with its exact wire body.
+the block. It sits around every model (the :class:`Recording` wrapper, under the retries: each
+attempt passes through it) and holds our types, not wire bodies: what the model was asked
+(``Message``s, tools, tool choice) and what it answered (a ``ModelResponse``), so a tape is the
+same whichever wire API made it, and a run recorded on one provider replays on any. Wire
+bodies are the recording proxy's business (``app.testing.RecordingProxy``).
 """
 
 from __future__ import annotations
@@ -12,43 +15,93 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
 from app.exceptions import ReplayError
-from app.llm.openai.transport import ChatRequest, Transport, Wrapper, deliver
+from app.llm.deltas import deliver
+from app.llm.messages import typed, upstream_dicts
+from app.llm.model import Model, ModelParams, ModelResponse
+from app.llm.usage import Usage
 from app.logger import logger, redact_registered
+from app.schema import Message
 
 FORMAT = "openmanus-llm-recording"
-_REQUEST_KEYS = ("messages", "tools", "tool_choice")
+#: 2: our types. 1 (still replayed): OpenAI chat-completion bodies.
+VERSION = 2
 
 
 class Tape:
-    """Sits between an ``LLM`` and the endpoint for every exchange."""
+    """Sits between an ``LLM``'s retries and its model for every attempt."""
 
-    async def exchange(self, request: ChatRequest, inner: Transport) -> dict[str, Any]:
+    async def exchange(
+        self, messages: Sequence[Message], params: ModelParams, inner: Model
+    ) -> ModelResponse:
         raise NotImplementedError
 
 
 active_tape: ContextVar[Tape | None] = ContextVar("openmanus_llm_tape", default=None)
 
 
-class Recording(Wrapper):
-    """Passes each attempt through the context's tape, when a block set one."""
+class Recording:
+    """Wraps ``inner``: each attempt goes through the context's tape, when a block set one."""
 
-    async def send(self, request: ChatRequest) -> dict[str, Any]:
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
         tape = active_tape.get()
         if tape is None:
-            return await self.inner.send(request)
-        return await tape.exchange(request, self.inner)
+            return await self.inner.request(messages, params)
+        return await tape.exchange(messages, params, self.inner)
 
 
-def _request_view(body: bytes) -> dict[str, Any]:
-    data = json.loads(body)
-    return {key: data[key] for key in _REQUEST_KEYS if key in data}
+def request_view(
+    messages: Sequence[Message], params: ModelParams, version: int = VERSION
+) -> dict[str, Any]:
+    """What a request asked, as a tape keeps it (``version`` 1: OpenAI's chat shape)."""
+    view: dict[str, Any] = {
+        "messages": [m.to_dict() for m in messages] if version >= 2 else upstream_dicts(messages)
+    }
+    if params.tools:
+        view["tools"] = [tool.to_param() for tool in params.tools]
+        view["tool_choice"] = params.tool_choice
+    return view
+
+
+def response_view(response: ModelResponse) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "message": response.message.to_dict(),
+        "finish_reason": response.finish_reason,
+        "usage": response.usage.model_dump(exclude_defaults=True),
+    }
+    if response.reasoning:
+        view["reasoning"] = response.reasoning
+    return view
+
+
+def recorded_response(data: dict[str, Any]) -> ModelResponse:
+    """A recorded response as a ``ModelResponse`` (also an OpenAI completion body, as
+    version 1 tapes hold)."""
+    if "choices" in data:  # version 1
+        choice = (data.get("choices") or [{}])[0]
+        message = dict(choice.get("message") or {"role": "assistant"})
+        return ModelResponse(
+            message=typed(message),
+            usage=Usage.from_api(data.get("usage")) or Usage(),
+            finish_reason=choice.get("finish_reason"),
+            reasoning=message.get("reasoning_content"),
+        )
+    return ModelResponse(
+        message=Message.model_validate(data.get("message") or {"role": "assistant"}),
+        usage=Usage.model_validate(data.get("usage") or {}),
+        finish_reason=data.get("finish_reason"),
+        reasoning=data.get("reasoning"),
+    )
 
 
 class Recorder(Tape):
@@ -59,18 +112,20 @@ class Recorder(Tape):
         self.count = 0
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        header = {"type": "header", "format": FORMAT, "version": 1, "created": time.time()}
+        header = {"type": "header", "format": FORMAT, "version": VERSION, "created": time.time()}
         self.path.write_text(json.dumps(header) + "\n", encoding="utf-8")
 
-    async def exchange(self, request: ChatRequest, inner: Transport) -> dict[str, Any]:
-        response = await inner.send(request)
+    async def exchange(
+        self, messages: Sequence[Message], params: ModelParams, inner: Model
+    ) -> ModelResponse:
+        response = await inner.request(messages, params)
         self.count += 1
         entry = {
             "type": "exchange",
             "index": self.count - 1,
-            "model": request.model,
-            "request": _request_view(request.body),
-            "response": response,
+            "model": inner.name,
+            "request": request_view(messages, params),
+            "response": response_view(response),
         }
         line = redact_registered(json.dumps(entry, ensure_ascii=False)) + "\n"
         await asyncio.to_thread(self._append, line)
@@ -88,12 +143,14 @@ class Replayer(Tape):
     def __init__(self, path: str | Path, *, strict: bool = False) -> None:
         self.path = Path(path)
         self.strict = strict
-        self.entries = _read_recording(self.path)
+        self.version, self.entries = _read_recording(self.path)
         self.served = 0
         self.mismatches: list[str] = []
 
-    async def exchange(self, request: ChatRequest, inner: Transport) -> dict[str, Any]:
-        model, index = request.model, self.served
+    async def exchange(
+        self, messages: Sequence[Message], params: ModelParams, inner: Model
+    ) -> ModelResponse:
+        model, index = inner.name, self.served
         if index >= len(self.entries):
             raise ReplayError(
                 f"Replay of {self.path}: the run made request {index + 1}, but the recording "
@@ -102,7 +159,14 @@ class Replayer(Tape):
             )
         entry = self.entries[index]
         self.served += 1
-        difference = describe_difference(entry.get("request") or {}, _request_view(request.body))
+        current = request_view(messages, params, self.version)
+        recorded = entry.get("request")
+        try:
+            difference = describe_difference(
+                recorded if isinstance(recorded, dict) else {}, current
+            )
+        except (AttributeError, TypeError):  # a hand-edited tape: not comparable
+            difference = "the recorded request is not readable"
         if difference is not None:
             problem = (
                 f"Replay of {self.path}: request {index + 1} departs from the "
@@ -112,28 +176,28 @@ class Replayer(Tape):
             if self.strict:
                 raise ReplayError(problem, model=model)
             logger.warning(problem)
-        response = entry.get("response") or {}
-        await deliver(request.on_delta, _content(response))
-        return json.loads(json.dumps(response))  # a fresh copy each time
+        try:
+            response = recorded_response(entry.get("response") or {})
+        except (ValueError, TypeError, AttributeError, IndexError) as e:
+            raise ReplayError(
+                f"Replay of {self.path}: recorded response {index + 1} is not one: {e}",
+                model=model,
+            ) from e
+        await deliver(params.on_delta, response.message.content)
+        return response
 
     @property
     def remaining(self) -> int:
         return len(self.entries) - self.served
 
 
-def _content(response: dict[str, Any]) -> str | None:
-    try:
-        return response["choices"][0]["message"].get("content")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
-
-
-def _read_recording(path: Path) -> list[dict[str, Any]]:
+def _read_recording(path: Path) -> tuple[int, list[dict[str, Any]]]:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise ReplayError(f"Cannot read the recording {path}: {e}") from e
     entries: list[dict[str, Any]] = []
+    version = 1
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -147,11 +211,13 @@ def _read_recording(path: Path) -> list[dict[str, Any]]:
         if isinstance(item, dict) and item.get("type") == "header":
             if item.get("format") != FORMAT:
                 raise ReplayError(f"{path} is not an OpenManus LLM recording")
+            stated = item.get("version")
+            version = stated if isinstance(stated, int) and stated >= 1 else 1
         elif isinstance(item, dict) and item.get("type") == "exchange":
             entries.append(item)
     if not entries:
         raise ReplayError(f"{path} holds no recorded exchanges")
-    return entries
+    return version, entries
 
 
 def describe_difference(recorded: dict[str, Any], current: dict[str, Any]) -> str | None:

@@ -1,26 +1,28 @@
-"""Retrying ``LLMTransientError`` (429, 5xx, timeouts, dropped connections, malformed replies
-a bounded number of times) on tenacity; what retrying cannot fix fails at once (docs/llm.md)."""
+"""``Retrying``: the one retry path, around every model. ``LLMTransientError`` (429, 5xx,
+timeouts, dropped connections, malformed replies a bounded number of times) is retried on
+tenacity; what retrying cannot fix fails at once (docs/llm.md).
+
+The attempts of one request share an :class:`~app.llm.model.Attempt` (``params.attempt``):
+a wire model keeps there what one attempt teaches the next, and may make an error the last.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
 
 from app.exceptions import LLMError, LLMRateLimitError, LLMResponseError, LLMTransientError
-from app.llm.model import Model, ModelParams, ModelResponse
-from app.llm.openai.streaming import DeltaRelay
-from app.llm.openai.transport import deliver
+from app.llm.deltas import DeltaRelay
+from app.llm.model import Attempt, Model, ModelParams, ModelResponse
 from app.logger import logger
 from app.schema import Message
 
 if TYPE_CHECKING:
     from app.config import LLMSettings
-
-T = TypeVar("T")
 
 #: A Retry-After longer than this (seconds) is not waited for: the error goes to the caller.
 MAX_RETRY_AFTER = 300.0
@@ -29,72 +31,11 @@ MAX_RETRY_AFTER = 300.0
 MAX_RESPONSE_RETRIES = 2
 
 
-async def with_retries(
-    attempt: Callable[[], Awaitable[T]],
-    *,
-    max_retries: int,
-    settings: LLMSettings,
-    give_up: Callable[[LLMTransientError], bool] | None = None,
-) -> T:
-    """Run ``attempt`` again on transient failures, at most ``max_retries`` times (malformed
-    replies at most ``MAX_RESPONSE_RETRIES`` times, never past a Retry-After over
-    ``MAX_RETRY_AFTER``, never once ``give_up(error)`` says so), waiting as
-    :func:`retry_delay` says. The error that ends the loop says how many attempts were made.
-
-    The first attempt runs outside tenacity (nearly every request succeeds at once, and a
-    step should not pay for a retry loop); its failure is replayed as tenacity's first attempt.
-    """
-    try:
-        return await attempt()
-    except LLMTransientError as error:
-        first: list[LLMTransientError] = [error]
-    malformed = 0
-
-    async def replayed() -> T:
-        if first:
-            raise first.pop()
-        return await attempt()
-
-    def stop(state: RetryCallState) -> bool:
-        error = _error_of(state)
-        retry_after = getattr(error, "retry_after", None)
-        if state.attempt_number > max_retries or (retry_after or 0) > MAX_RETRY_AFTER:
-            return True
-        if give_up is not None and give_up(error):
-            return True
-        return isinstance(error, LLMResponseError) and malformed >= MAX_RESPONSE_RETRIES
-
-    def before_sleep(state: RetryCallState) -> None:
-        nonlocal malformed
-        error = _error_of(state)
-        malformed += isinstance(error, LLMResponseError)
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        logger.warning(
-            f"LLM request failed ({error}); retry {state.attempt_number}/{max_retries} "
-            f"in {delay:.2f}s"
-        )
-
-    retrying = AsyncRetrying(
-        retry=retry_if_exception_type(LLMTransientError),
-        stop=stop,
-        wait=lambda state: retry_delay(settings, state.attempt_number, _error_of(state)),
-        before_sleep=before_sleep,
-        reraise=True,
-    )
-    try:
-        return await retrying(replayed)
-    except LLMTransientError as error:
-        attempts = int(retrying.statistics.get("attempt_number", 1))
-        if attempts > 1 and "(gave up after" not in error.message:
-            error.message = f"{error.message} (gave up after {attempts} attempts)"
-            error.args = (error.message,)
-        error.attempts = attempts
-        raise
-
-
 class Retrying:
-    """Wraps ``inner``: transient failures retried as ``settings`` say (:func:`with_retries`);
-    text a failed attempt already streamed to ``on_delta`` is not streamed again."""
+    """Wraps ``inner``: transient failures retried as ``settings`` say (``max_retries``,
+    backoff between ``retry_min_wait`` and ``retry_max_wait``, a server's Retry-After); text
+    a failed attempt already streamed to ``on_delta`` is not streamed again. The error that
+    ends the loop says how many attempts were made."""
 
     def __init__(self, inner: Model, settings: LLMSettings) -> None:
         self.inner = inner
@@ -102,22 +43,69 @@ class Retrying:
         self.settings = settings
 
     async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        attempt = Attempt()
         relay = DeltaRelay(params.on_delta) if params.on_delta is not None else None
-        if relay is not None:
+        params = dataclasses.replace(
+            params, attempt=attempt, on_delta=relay.pass_on if relay is not None else None
+        )
+        inner = self.inner
+        # The first attempt runs outside tenacity (nearly every request succeeds at once, and
+        # a step should not pay for a retry loop); its failure is replayed as tenacity's first.
+        try:
+            return await inner.request(messages, params)
+        except LLMTransientError as error:
+            first: list[LLMTransientError] = [error]
 
-            async def on_delta(piece: str) -> None:
-                await deliver(relay.target, relay.new_text(piece))
-
-            params = dataclasses.replace(params, on_delta=on_delta)
-
-        async def attempt() -> ModelResponse:
+        async def again() -> ModelResponse:
+            if first:
+                raise first.pop()
+            attempt.number += 1
             if relay is not None:
                 relay.attempt()
-            return await self.inner.request(messages, params)
+            return await inner.request(messages, params)
 
-        return await with_retries(
-            attempt, max_retries=self.settings.max_retries, settings=self.settings
+        return await self._retried(again, attempt)
+
+    async def _retried(self, again: Any, attempt: Attempt) -> ModelResponse:
+        settings, max_retries = self.settings, self.settings.max_retries
+        malformed = 0
+
+        def stop(state: RetryCallState) -> bool:
+            error = _error_of(state)
+            retry_after = getattr(error, "retry_after", None)
+            if state.attempt_number > max_retries or (retry_after or 0) > MAX_RETRY_AFTER:
+                return True
+            if attempt.final:
+                return True
+            return isinstance(error, LLMResponseError) and malformed >= MAX_RESPONSE_RETRIES
+
+        def before_sleep(state: RetryCallState) -> None:
+            nonlocal malformed
+            error = _error_of(state)
+            malformed += isinstance(error, LLMResponseError)
+            delay = state.next_action.sleep if state.next_action is not None else 0.0
+            logger.warning(
+                f"LLM request failed ({error}); retry {state.attempt_number}/{max_retries} "
+                f"in {delay:.2f}s"
+            )
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(LLMTransientError),
+            stop=stop,
+            wait=lambda state: retry_delay(settings, state.attempt_number, _error_of(state)),
+            before_sleep=before_sleep,
+            reraise=True,
         )
+        try:
+            response: ModelResponse = await retrying(again)
+        except LLMTransientError as error:
+            attempts = attempt.number
+            if attempts > 1 and "(gave up after" not in error.message:
+                error.message = f"{error.message} (gave up after {attempts} attempts)"
+                error.args = (error.message,)
+            error.attempts = attempts
+            raise
+        return response
 
 
 def retry_delay(settings: LLMSettings, number: int, error: LLMError) -> float:

@@ -1,21 +1,23 @@
-"""The model stack a profile gets, built in one place.
+"""The model stack, built in one place: the only module of ``app.llm`` outside the wire
+packages that knows them. A profile's ``api_type`` picks the wire model; every model, a
+profile's or a user's own (``LLM.from_model``), then gets the same wrappers::
 
-A request from ``LLM`` goes down this stack, each layer wrapping the next::
-
-    TextToolCalls          tools in the prompt when the endpoint is in text mode
-      OpenAIChatModel      wire format, streaming choice, refusals learned, retries
+    TextToolCalls          tools in the prompt when the endpoint is in text mode (profiles)
+      Retrying             the one retry path: transient errors retried, with backoff
         Recording          the context's recording tape (which may answer instead)
-          RateGate         the context's rate-limit gate
+          RateGate         the context's rate-limit gate, and the in-flight bound
             Timed          the context's request timer
-              transport    HTTP, or the openai SDK
+              wire model   OpenAIChatModel ("openai", "azure", "ollama", any other api_type),
+                           BedrockModel ("aws"), AnthropicModel ("anthropic"); or yours
 
-The transport layers see each attempt (retries included) with its exact wire body. A model
-of your own (``LLM.from_model``) gets :class:`~app.llm.retry.Retrying` around it instead.
+The wrappers below ``Retrying`` see each attempt. Bedrock's and Anthropic's packages, and
+their SDKs, are imported only when a profile names them.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from app.exceptions import ConfigError
 from app.install_hint import pip_install
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from app.config import LLMSettings
     from app.llm.endpoint_memory import EndpointMemories
 
-#: The settings a transport is made from: changing others keeps its connections.
+#: The settings a wire model is reached by: changing others keeps its connections.
 CONNECTION_FIELDS = (
     "base_url",
     "api_key",
@@ -40,78 +42,98 @@ CONNECTION_FIELDS = (
     "api_version",
     "transport",
     "max_concurrent_requests",
+    "aws_region",
+    "aws_profile",
 )
-
-
-def build_model(
-    settings: LLMSettings,
-    memories: EndpointMemories | None,
-    transport: Transport | None = None,
-    previous: OpenAIChatModel | None = None,
-) -> tuple[Model, OpenAIChatModel | None]:
-    """The stack for a profile, and its endpoint model when it is an OpenAI-compatible one.
-    What the endpoint refuses is kept in ``memories`` unless the profile says
-    ``capability_cache = false``. Rebuilt after a change of settings, the ``previous``
-    endpoint's transport is kept while it is reached the same way, and what it refused while
-    it is the same endpoint and model."""
-    if settings.api_type in NATIVE_APIS:
-        return Retrying(native_model(settings), settings), None
-    old = previous.settings if previous is not None else None
-
-    def same(*fields: str) -> bool:
-        return old is not None and all(getattr(old, f) == getattr(settings, f) for f in fields)
-
-    if previous is not None and transport is None and same(*CONNECTION_FIELDS):
-        transport = previous.transport
-    if previous is not None and same("base_url", "model", "capability_cache"):
-        refusals = previous.refusals
-    else:
-        kept = memories if settings.capability_cache else None
-        refusals = Refusals(settings.base_url or "", settings.model, kept)
-
-    def connect() -> Transport:  # on the first request: the SDK alone costs ~0.3 s to import
-        return Recording(RateGate(Timed(transport or transport_for(settings))))
-
-    endpoint = OpenAIChatModel(settings, refusals, connect)
-    return TextToolCalls(endpoint, refusals, settings.tool_calling), endpoint
-
 
 #: api_types with a wire model of their own (not OpenAI's chat completions), and the extra
 #: that installs its SDK.
 NATIVE_APIS = {"aws": "bedrock", "anthropic": "anthropic"}
 
 
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """A built stack: the ``model`` to call, the ``wire`` model at its bottom, and what the
+    endpoint refused (``refusals``; None over a user's model)."""
+
+    model: Model
+    wire: Model
+    refusals: Refusals | None = None
+
+
+def build_model(
+    settings: LLMSettings,
+    memories: EndpointMemories | None,
+    transport: Transport | None = None,
+    previous: Stack | None = None,
+) -> Stack:
+    """The stack for a profile. What the endpoint refuses is kept in ``memories`` unless the
+    profile says ``capability_cache = false``. Rebuilt after a change of settings, the
+    ``previous`` stack's connections are kept while an OpenAI-compatible endpoint is reached
+    the same way, and what it refused while it is the same endpoint and model. ``transport``
+    (OpenAI-compatible profiles only) replaces the one the profile would get."""
+    old: Any = getattr(previous.wire, "settings", None) if previous is not None else None
+
+    def same(*fields: str) -> bool:
+        return old is not None and all(getattr(old, f) == getattr(settings, f) for f in fields)
+
+    if (
+        previous is not None
+        and previous.refusals is not None
+        and same("base_url", "model", "capability_cache")
+    ):
+        refusals = previous.refusals
+    else:
+        kept = memories if settings.capability_cache else None
+        refusals = Refusals(settings.base_url or "", settings.model, kept)
+    wire: Model
+    if settings.api_type in NATIVE_APIS:
+        if transport is not None:
+            raise TypeError(
+                f"transport= is for OpenAI-compatible profiles, not {settings.api_type!r}"
+            )
+        wire = native_model(settings)  # built from all its settings: made anew
+    else:
+        if previous is not None and isinstance(previous.wire, OpenAIChatModel):
+            if transport is None and same(*CONNECTION_FIELDS):
+                transport = previous.wire.transport
+        given = transport
+
+        def connect() -> Transport:  # on the first request: the SDK alone costs ~0.3 s
+            return given or transport_for(settings)
+
+        wire = OpenAIChatModel(settings, refusals, connect)
+    model = TextToolCalls(_wrapped(wire, settings), refusals, settings.tool_calling)
+    return Stack(model, wire, refusals)
+
+
+def wrap_model(model: Model, settings: LLMSettings) -> Stack:
+    """The stack over a user's own model: the same wrappers, without text tool calling."""
+    return Stack(_wrapped(model, settings), model)
+
+
+def _wrapped(wire: Model, settings: LLMSettings) -> Model:
+    return Retrying(Recording(RateGate(Timed(wire), settings.max_concurrent_requests)), settings)
+
+
 def native_model(settings: LLMSettings) -> Model:
-    """The wire model of a native API, imported on first use: ``import app.agent.manus``
-    loads neither boto3 nor the anthropic SDK unless a profile asks for them."""
-    extra = NATIVE_APIS[settings.api_type]
+    """The wire model of a native API, its package imported on first use: ``import
+    app.agent.manus`` loads neither boto3/botocore nor the anthropic SDK unless a profile asks
+    for them. A missing SDK is a ``ConfigError`` naming the extra to install."""
     try:
         if settings.api_type == "aws":
-            from app.llm.bedrock import BedrockModel  # type: ignore[import-not-found,attr-defined,unused-ignore]
+            from app.llm.bedrock import BedrockModel
 
-            model: Model = BedrockModel.from_settings(settings)
-        else:
-            from app.llm.anthropic import (  # type: ignore[import-not-found,attr-defined,unused-ignore]
-                AnthropicModel,
-            )
+            return BedrockModel.from_settings(settings)
+        from app.llm.anthropic import AnthropicModel
 
-            model = AnthropicModel.from_settings(settings)
-    except ModuleNotFoundError as e:
-        if (e.name or "").startswith("app."):
-            raise ConfigError(
-                f"api_type {settings.api_type!r} is not available in this version of "
-                f"OpenManus-py ({e.name} is missing)"
-            ) from e
+        return AnthropicModel.from_settings(settings)
+    except ImportError as e:  # an SDK the package imports at once (they check it first)
+        extra = NATIVE_APIS[settings.api_type]
         raise ConfigError(
             f"api_type {settings.api_type!r} (model {settings.model!r}) needs the {extra} "
-            f"extra ({e.name} is not installed): {pip_install(extra)}"
+            f"extra ({e.name or e} is not installed): {pip_install(extra)}"
         ) from e
-    return model
-
-
-def wrap_model(model: Model, settings: LLMSettings) -> Model:
-    """The stack over a user's own model: its transient errors retried."""
-    return Retrying(model, settings)
 
 
 def transport_for(settings: LLMSettings) -> Transport:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from app.llm.capabilities import base_model_name
 from app.llm.endpoint_memory import MAX_RATIO, MIN_RATIO, CountFacts
 
 if TYPE_CHECKING:
@@ -39,6 +40,11 @@ KNOWN_WINDOWS: dict[str, int] = {
     "llama3": 8_192,
     "llama-3.1": 128_000,
     "llama3.1": 128_000,
+    "llama3.2": 128_000,
+    "llama3.3": 128_000,
+    "llama3-1": 128_000,  # Bedrock's meta.llama3-1-70b-instruct-v1:0...
+    "llama3-2": 128_000,
+    "llama3-3": 128_000,
 }
 
 # Matched case-insensitively with ``re.search`` (compiled on first use, cached by ``re``).
@@ -63,7 +69,7 @@ _TOKENS_PATTERNS = (
 
 def known_window(model: str) -> int | None:
     """The context window of ``model`` from :data:`KNOWN_WINDOWS`, if it is listed."""
-    name = model.lower().rsplit("/", 1)[-1]
+    name = base_model_name(model)
     best = None
     for prefix, window in KNOWN_WINDOWS.items():
         if name.startswith(prefix) and (best is None or len(prefix) > best[0]):
@@ -128,6 +134,15 @@ _CONTRADICTION = (1.3, 2.5)
 _SAME_SIZE = 1.1
 #: A request within this factor of a prompt the endpoint answered is no bigger than it.
 _NO_BIGGER = 1.05
+#: A request counted above its window times this cannot fit, however the server counts, and is
+#: refused before it is sent: [calibrated, not]. An estimate not scaled to the server's counts
+#: may be high by at most 1/MIN_RATIO = 5x (a server counting fewer than MIN_RATIO of our
+#: tokens is not believed), and so may a window known only from the model's name (gpt-4's
+#: 8,192 for gpt-4-32k): 5. Counts calibrated to the server (a learned ratio, or the model's own
+#: tokenizer) against a window the profile names (max_input_tokens) are within a few percent of
+#: the server's; ratios of requests with and without tools differ by up to a fifth, and the
+#: decayed ratio lags a change of workload: twice the window leaves room for both.
+HOPELESS = (2.0, 1 / MIN_RATIO)
 #: Changes worth writing to the endpoint memory: the ratio by 5 %, the accepted size by 10 %.
 _SAVE_RATIO, _SAVE_ACCEPTED = 0.05, 0.10
 

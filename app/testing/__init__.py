@@ -1,12 +1,14 @@
 """Test helpers shipped with the package: a scripted OpenAI-compatible server, a network guard.
 
 They let our tests, and our users' tests, drive agents deterministically over real HTTP, or
-in process with ``FunctionModel`` for fast unit tests. The server's command line is
-``python -m app.testing.server``; child interpreters load the network guard through
-``app/testing/_site`` without importing this package.
+in process with ``FunctionModel`` (a model on our typed messages) or ``TestModel`` for fast
+unit tests; ``FunctionTransport`` is the wire-level double of an OpenAI-compatible endpoint.
+The server's command line is ``python -m app.testing.server``; child interpreters load the
+network guard through ``app/testing/_site`` without importing this package.
 """
 
 from app.testing.function_model import FunctionInfo, FunctionModel
+from app.testing.function_transport import FunctionTransport, TransportInfo
 from app.testing.keyed import KeyedScripts, keyed_server
 from app.testing.llama import LlamaServer, model_path
 from app.testing.proxy import RecordingProxy
@@ -44,6 +46,7 @@ __all__ = [
     "ErrorReply",
     "FunctionInfo",
     "FunctionModel",
+    "FunctionTransport",
     "KeyedScripts",
     "LlamaServer",
     "RawReply",
@@ -56,6 +59,7 @@ __all__ = [
     "TextReply",
     "ToolCall",
     "ToolCallsReply",
+    "TransportInfo",
     "Usage",
     "call",
     "cut",

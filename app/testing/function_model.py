@@ -1,9 +1,15 @@
-"""An in-process model for fast unit tests: a Python function answers each request.
+"""``FunctionModel``: a :class:`~app.llm.Model` answered by a Python function, on our typed
+messages: for fast tests, and for a rule-based model in a few lines (docs/llm.md).
 
-``FunctionModel(fn)`` is a transport that never opens a socket (docs/llm.md): ``fn(messages,
-info)`` returns a ``str``, a ``ModelResponse`` or a ``dict`` (a whole completion or just the
-message), or raises an ``LLMError``; it may be async. Everything above the transport (retries,
-parsing, usage, streaming to ``on_delta``) runs as it does over HTTP.
+``fn(messages, info)`` gets the request's ``Message``s and a :class:`FunctionInfo`, and
+returns the turn: a ``str`` (the answer), a ``ToolCall`` or a list of them (made with
+``ToolCall.function_call("add", {"a": 2, "b": 3})``), a ``Message`` or a whole
+``ModelResponse``; or it raises an ``LLMError`` (an ``LLMTransientError`` is retried like any
+model's). It may be async; a sync one runs on the event loop, so keep it quick. Text goes to
+``on_delta`` word by word; usage the function does not give is estimated (four characters a
+token, deterministic, marked ``estimated``).
+
+    agent = ToolCallAgent(model=FunctionModel(lambda messages, info: "Done."))
 """
 
 from __future__ import annotations
@@ -11,104 +17,99 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from app.llm.model import ModelResponse
-from app.llm.openai.transport import ChatRequest, Transport, deliver
-from app.testing.replies import Usage
+from app.llm.deltas import deliver
+from app.llm.model import ModelParams, ModelResponse, ToolDefinition
+from app.llm.usage import Usage
+from app.schema import Message, ToolCall
 
 _WORDS = re.compile(r"\S+\s*|\s+")
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionInfo:
-    """What the function may want besides the messages."""
+    """What the function may want besides the messages: ``index`` (0 for the first request
+    this model answers), the offered ``tools`` and every other parameter (``params``)."""
 
-    index: int  # 0 for the first request this model answers
-    model: str
-    tools: list[dict[str, Any]] | None
-    tool_choice: Any
-    stream: bool
-    body: dict[str, Any] = field(repr=False)
+    index: int
+    tools: tuple[ToolDefinition, ...]
+    params: ModelParams
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
 
 
-ModelFunction = Callable[[list[dict[str, Any]], FunctionInfo], Any | Awaitable[Any]]
+#: What the function may return for a turn.
+Turn = str | ToolCall | Sequence[ToolCall] | Message | ModelResponse
+ModelFunction = Callable[[list[Message], FunctionInfo], Turn | Awaitable[Turn]]
 
 
-class FunctionModel(Transport):
-    """A transport answered by ``fn``; ``requests`` keeps every request body, in order."""
+class FunctionModel:
+    """A model answered by ``fn``; ``requests`` keeps the messages and params of every
+    request, in order."""
 
-    name = "function"
-    endpoint = "function://"
-
-    def __init__(self, fn: ModelFunction) -> None:
+    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+        self.name = name
         self.fn = fn
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[tuple[list[Message], ModelParams]] = []
 
-    async def send(self, request: ChatRequest) -> dict[str, Any]:
-        body = json.loads(request.body)
-        info = FunctionInfo(
-            index=len(self.requests),
-            model=request.model,
-            tools=body.get("tools"),
-            tool_choice=body.get("tool_choice"),
-            stream=request.stream,
-            body=body,
-        )
-        self.requests.append(body)
-        outcome = self.fn(body.get("messages") or [], info)
+    async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        given = list(messages)
+        info = FunctionInfo(len(self.requests), tuple(params.tools), params)
+        self.requests.append((given, params))
+        outcome = self.fn(list(given), info)
         if inspect.isawaitable(outcome):
             outcome = await outcome
-        data = _completion(outcome, body)
-        if request.stream:
-            choices = data.get("choices")
-            message = (
-                choices[0].get("message")
-                if isinstance(choices, list) and choices and isinstance(choices[0], dict)
-                else None
-            )
-            text = message.get("content") if isinstance(message, dict) else None
-            if isinstance(text, str):
-                for piece in _WORDS.findall(text):
-                    await deliver(request.on_delta, piece)
-        return data
+        response = _response(outcome)
+        text = response.message.content
+        if params.on_delta is not None and text:
+            for piece in _WORDS.findall(text):
+                await deliver(params.on_delta, piece)
+        if not (response.usage.requests or response.usage.total_tokens):
+            response.usage = _estimate(given, response.message)
+        return response
 
 
-def _completion(outcome: Any, body: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(outcome, str):
-        message: dict[str, Any] = {"role": "assistant", "content": outcome}
-        finish: str | None = "stop"
-        usage = None
-    elif isinstance(outcome, ModelResponse):
-        message = outcome.message.to_dict()
-        message.pop("base64_image", None)
-        if outcome.reasoning:
-            message["reasoning_content"] = outcome.reasoning
-        finish = outcome.finish_reason or ("tool_calls" if outcome.message.tool_calls else "stop")
-        usage = (
-            outcome.usage.model_dump(include={"prompt_tokens", "completion_tokens", "total_tokens"})
-            if outcome.usage.requests or outcome.usage.total_tokens
-            else None
-        )
-    elif isinstance(outcome, dict) and "choices" in outcome:
+def _response(outcome: Any) -> ModelResponse:
+    if isinstance(outcome, ModelResponse):
+        if outcome.finish_reason is None:
+            outcome.finish_reason = "tool_calls" if outcome.message.tool_calls else "stop"
         return outcome
-    elif isinstance(outcome, dict):
-        message = {"role": "assistant", **outcome}
-        finish = "tool_calls" if message.get("tool_calls") else "stop"
-        usage = None
+    if isinstance(outcome, str):
+        message = Message.assistant_message(outcome)
+    elif isinstance(outcome, ToolCall):
+        message = Message(role="assistant", tool_calls=[outcome])
+    elif isinstance(outcome, Message):
+        if outcome.role != "assistant":
+            raise TypeError(f"a FunctionModel function returned a {outcome.role} message")
+        message = outcome
+    elif (
+        isinstance(outcome, list | tuple)
+        and outcome
+        and all(isinstance(item, ToolCall) for item in outcome)
+    ):
+        message = Message(role="assistant", tool_calls=list(outcome))
     else:
         raise TypeError(
-            "a FunctionModel function must return a str, a ModelResponse or a dict, not "
-            f"{type(outcome).__name__}"
+            "a FunctionModel function must return a str, a ToolCall (or a list of them), "
+            f"a Message or a ModelResponse, not {type(outcome).__name__}"
         )
-    if usage is None:  # cheap and deterministic: no tokenizer involved
-        prompt = len(json.dumps(body.get("messages") or [])) // 4
-        completion = len(json.dumps(message)) // 4
-        usage = Usage(prompt, completion, prompt + completion).to_json()
-    return {
-        "object": "chat.completion",
-        "usage": usage,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-    }
+    finish = "tool_calls" if message.tool_calls else "stop"
+    return ModelResponse(message=message, finish_reason=finish)
+
+
+def _estimate(messages: list[Message], answer: Message) -> Usage:
+    """Deterministic, tokenizer-free usage: four characters a token."""
+    prompt = len(json.dumps([m.to_dict() for m in messages])) // 4
+    completion = len(json.dumps(answer.to_dict())) // 4
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        requests=1,
+        estimated=True,
+    )

@@ -8,37 +8,33 @@ the same, unedited messages resumes from it (a C-level identity compare of the l
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.llm.messages import image_url
 from app.llm.openai.wire import WireEntry, dumps, wire_entry
 from app.logger import logger
-from app.schema import ROLE_VALUES, Message, nested_edit_count
+from app.schema import Message, nested_edit_count
 
 IMAGE_OMITTED_NOTE = "[an image was omitted here: model '{model}' is not configured for images]"
 _TOOL_IMAGES_INTRO = "Image(s) produced by the tool call(s) above:"
 _NOT_EXECUTED = "Error: this tool call was not executed (the step was interrupted)."
-_WIRE_KEYS = ("role", "content", "tool_calls", "name", "tool_call_id")
 
 
 def image_part(image: str, detail: str | None = None) -> dict[str, Any]:
     """An ``image_url`` content part from a URL, a data URL or bare base64 data."""
-    if image.startswith(("http://", "https://", "data:")):
-        url = image
-    else:
-        url = f"data:{_media_type(image)};base64,{image}"
-    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": url}}
+    part: dict[str, Any] = {"type": "image_url", "image_url": {"url": image_url(image)}}
     if detail:
         part["image_url"]["detail"] = detail
     return part
 
 
-_MEDIA_TYPES = {"iVBOR": "image/png", "R0lGOD": "image/gif", "UklGR": "image/webp"}
-
-
-def _media_type(b64: str) -> str:
-    return next((kind for head, kind in _MEDIA_TYPES.items() if b64.startswith(head)), "image/jpeg")
+def _parts(entry: WireEntry) -> list[dict[str, Any]]:
+    """The image parts of a message: its ``base64_image``, then its ``images``."""
+    parts = [image_part(entry.base64_image)] if entry.base64_image else []
+    parts.extend(image_part(image.url, image.detail) for image in entry.images or ())
+    return parts
 
 
 @dataclass(slots=True)
@@ -62,7 +58,7 @@ class _Pass:
     entries: list[WireEntry | None] = field(default_factory=list)
     fragments: list[bytes] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)  # the last assistant's unanswered calls
-    images: list[str] = field(default_factory=list)  # images of the current tool-result block
+    images: list[dict[str, Any]] = field(default_factory=list)  # parts of the tool results
     omitted: int = 0
 
     @property
@@ -97,29 +93,25 @@ class _Pass:
         if self.images:
             if self.supports_images:
                 parts: list[dict[str, Any]] = [{"type": "text", "text": _TOOL_IMAGES_INTRO}]
-                parts.extend(image_part(img) for img in self.images)
+                parts.extend(self.images)
                 self._emit({"role": "user", "content": parts}, None)
             else:
                 self.omitted += len(self.images)
             self.images.clear()
 
-    def feed(self, raw: Message | dict[str, Any]) -> None:
-        entry: WireEntry | None
-        role: str
-        if isinstance(raw, Message):
-            entry = wire_entry(raw)
-            role, wire, image = entry.role, entry.wire, entry.base64_image
-        else:
-            role, wire, image = _dict_wire(raw)
-            entry = None
+    def feed(self, message: Message) -> None:
+        cached = wire_entry(message)
+        role, wire = cached.role, cached.wire
+        images = _parts(cached) if cached.base64_image or cached.images else []
+        entry: WireEntry | None = cached  # None: sent changed, not as cached
         if role == "tool":
             call_id = wire.get("tool_call_id")
             if call_id not in self.pending:
                 logger.warning(f"Dropping a tool result with no matching tool call ({call_id})")
                 return
             self.pending.remove(call_id)
-            if image:
-                self.images.append(image)
+            if images:
+                self.images.extend(images)
                 if not self.supports_images:
                     note = IMAGE_OMITTED_NOTE.format(model=self.model)
                     wire = {**wire, "content": f"{wire.get('content') or ''}\n{note}"}
@@ -128,40 +120,19 @@ class _Pass:
             return
         if self.pending or self.images:
             self.flush()
-        if image:
+        if images:
             if self.supports_images:
-                wire = {**wire, "content": _with_image(wire.get("content"), image)}
+                wire = {**wire, "content": _with_images(wire.get("content"), images)}
             else:
-                self.omitted += 1
+                self.omitted += len(images)
                 note = IMAGE_OMITTED_NOTE.format(model=self.model)
                 wire = {**wire, "content": _append_text(wire.get("content"), note)}
             entry = None
-        if not self.supports_images and isinstance(wire.get("content"), list):
-            content, dropped = _strip_image_parts(wire["content"], self.model)
-            if dropped:
-                wire = {**wire, "content": content}
-                self.omitted += dropped
-                entry = None
         self._emit(wire, entry)
         if role == "assistant":
             calls = wire.get("tool_calls")
             if calls:
                 self.pending.extend(call.get("id") for call in calls)
-
-
-def _dict_wire(msg: Any) -> tuple[str, dict[str, Any], Any]:
-    if not isinstance(msg, dict):
-        raise TypeError(f"Messages must be Message objects or dicts, not {type(msg).__name__}")
-    if "role" not in msg:
-        raise ValueError("A message dict must have a 'role' key")
-    role = msg["role"]
-    role = role.value if hasattr(role, "value") else role
-    if role not in ROLE_VALUES:
-        raise ValueError(f"Invalid message role: {role!r}")
-    keys = _WIRE_KEYS if role == "tool" else msg
-    wire = {k: msg[k] for k in keys if k in msg and k != "base64_image" and msg[k] is not None}
-    wire["role"] = role
-    return role, wire, msg.get("base64_image")
 
 
 @dataclass(slots=True, eq=False)
@@ -187,16 +158,16 @@ def _resumable(snap: Any, messages: list[Any], supports_images: bool, model: str
 
 
 def prepare_messages(
-    messages: Iterable[Message | dict[str, Any]],
+    messages: Iterable[Message],
     *,
-    system: Iterable[Message | dict[str, Any]] | None = None,
+    system: Sequence[Message] | None = None,
     supports_images: bool = True,
     model: str = "",
 ) -> Formatted:
     """Wire-format ``system`` then ``messages``, reusing cached work; images become a visible
     note when ``supports_images`` is False."""
     head = _plain_head(system)
-    if head is None:  # a system part that needs the whole pass (dicts, images, tool results)
+    if head is None:  # a system part that needs the whole pass (images, tool results)
         head_pass = _Pass(supports_images, model)
         for raw in system or ():
             head_pass.feed(raw)
@@ -209,8 +180,8 @@ def prepare_messages(
     conversation = messages if isinstance(messages, list) else list(messages)
     work = _Pass(supports_images, model)
     first = conversation[0] if conversation else None
-    # The conversation's first message carries the snapshot, when it is a cacheable Message.
-    anchor = wire_entry(first) if isinstance(first, Message) else None
+    # The conversation's first message carries the snapshot.
+    anchor = wire_entry(first) if first is not None else None
     start = 0
     if anchor is not None:
         snap = anchor.snapshot
@@ -218,15 +189,10 @@ def prepare_messages(
             work = snap.state.copy()
             start = len(snap.inputs)
     last = len(conversation) - 1
-    cacheable = anchor is not None
     for index in range(start, last + 1):
-        raw = conversation[index]
-        if index == last and cacheable and index > start:
-            snap = _Snapshot(conversation[:index], work.copy(), nested_edit_count())
-            anchor.snapshot = snap  # type: ignore[union-attr]
-        if cacheable and not isinstance(raw, Message):
-            cacheable = False  # a dict in the conversation: nothing to resume from
-        work.feed(raw)
+        if index == last and anchor is not None and index > start:
+            anchor.snapshot = _Snapshot(conversation[:index], work.copy(), nested_edit_count())
+        work.feed(conversation[index])
     work.flush()
     if not head.messages:
         return work.result()
@@ -238,19 +204,15 @@ def prepare_messages(
     )
 
 
-def _plain_head(system: Iterable[Message | dict[str, Any]] | None) -> Formatted | None:
+def _plain_head(system: Sequence[Message] | None) -> Formatted | None:
     """The system part when it is plain cached messages (the usual one system prompt, with
     no image and no tool result), without a formatting pass; else None."""
     if not system:
         return Formatted()
-    if not isinstance(system, list | tuple):
-        return None
     head = Formatted()
     for raw in system:
-        if not isinstance(raw, Message):
-            return None
         entry = wire_entry(raw)
-        if entry.base64_image or entry.role == "tool" or entry.tool_calls_len > 0:
+        if entry.base64_image or entry.images or entry.role == "tool" or entry.tool_calls_len > 0:
             return None
         if not isinstance(entry.content, str | None):
             return None
@@ -260,32 +222,10 @@ def _plain_head(system: Iterable[Message | dict[str, Any]] | None) -> Formatted 
     return head
 
 
-def _with_image(content: Any, image: str) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]]
-    if content is None or content == "":
-        parts = []
-    elif isinstance(content, str):
-        parts = [{"type": "text", "text": content}]
-    else:
-        parts = list(content)
-    parts.append(image_part(image))
-    return parts
+def _with_images(content: Any, images: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [] if not content else [{"type": "text", "text": content}]
+    return parts + images
 
 
 def _append_text(content: Any, note: str) -> Any:
-    if content is None or content == "":
-        return note
-    if isinstance(content, str):
-        return f"{content}\n{note}"
-    return [*content, {"type": "text", "text": note}]
-
-
-def _strip_image_parts(parts: list[Any], model: str) -> tuple[list[Any], int]:
-    kept, dropped = [], 0
-    for part in parts:
-        if isinstance(part, dict) and part.get("type") == "image_url":
-            dropped += 1
-            kept.append({"type": "text", "text": IMAGE_OMITTED_NOTE.format(model=model)})
-        else:
-            kept.append(part)
-    return kept, dropped
+    return note if not content else f"{content}\n{note}"

@@ -27,9 +27,10 @@ from app.exceptions import (
     LLMTimeoutError,
 )
 from app.llm.arguments import loads_safely
+from app.llm.deltas import deliver
 from app.llm.openai.errors import body_excerpt, endpoint_error, error_from_response
 from app.llm.openai.streaming import StreamAssembler
-from app.llm.openai.transport import ChatRequest, NoStream, Transport, deliver
+from app.llm.openai.transport import ChatRequest, NoStream, Transport
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Connecting is quick or not at all; the request's own timeout covers the rest.

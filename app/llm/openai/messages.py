@@ -12,14 +12,14 @@ from typing import Any
 
 from app.exceptions import LLMResponseError
 from app.llm.arguments import normalize_arguments
-from app.llm.openai.formatting import image_part, prepare_messages
+from app.llm.openai.formatting import prepare_messages
 from app.logger import logger
 from app.schema import Function, Message, ToolCall
 from app.text import clean_text
 
 
 def format_messages(
-    messages: Iterable[Message | dict[str, Any]], *, supports_images: bool = True, model: str = ""
+    messages: Iterable[Message], *, supports_images: bool = True, model: str = ""
 ) -> tuple[list[dict[str, Any]], int]:
     """Wire-format ``messages``; returns them (fresh dicts the caller may change) and the
     number of images left out."""
@@ -38,36 +38,6 @@ def _copy_wire(wire: dict[str, Any]) -> dict[str, Any]:
             for call in calls
         ]
     return copied
-
-
-def attach_images(
-    messages: Iterable[Message | dict[str, Any]], images: list[str | dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Message dicts with ``images`` (URLs, data URLs, base64 or ``{"url": ...}``) added to
-    the last message, which must be the user's."""
-    if not images:
-        raise ValueError("ask_with_images needs at least one image")
-    dicts = [m.to_dict() if isinstance(m, Message) else dict(m) for m in messages]
-    if not dicts or dicts[-1].get("role") != "user":
-        raise ValueError("The last message must be a user message to attach images to")
-    last = dicts[-1]
-    content = last.get("content")
-    parts: list[dict[str, Any]] = (
-        [{"type": "text", "text": content}]
-        if isinstance(content, str) and content
-        else list(content or [])
-    )
-    for image in images:
-        if isinstance(image, dict):
-            nested = image.get("image_url")
-            url = image.get("url") or (nested.get("url") if isinstance(nested, dict) else nested)
-            if not isinstance(url, str) or not url:
-                raise ValueError("An image given as a dict needs a 'url' (or 'image_url.url')")
-            parts.append(image_part(url, image.get("detail")))
-        else:
-            parts.append(image_part(image))
-    last["content"] = parts
-    return dicts
 
 
 @dataclass(slots=True)

@@ -7,15 +7,19 @@ slow (the first turn, and after one that took ``stream_after`` seconds): a fast 
 plain requests, cheaper for both ends. A plain request that timed out is hung up and retried
 streamed, or plainly once only where it cannot stream (a server such as llama-cpp-python
 finishes an abandoned plain answer before the retry: docs/local-models.md). A refusal to
-stream is remembered (``Refusals``) and the turn asked again plainly.
+stream is remembered (``Refusals``) and the turn asked again plainly, in the same attempt.
+
+Each ``request`` is one attempt: the retries are the ``Retrying`` wrapper's. What one attempt
+teaches the next (the timed-out plain request, the ambiguous empty stream) is kept per
+request in ``params.attempt`` (:class:`_Turn`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import (
@@ -27,19 +31,14 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.capabilities import model_flags
+from app.llm.counting import count_tools
+from app.llm.deltas import deliver
 from app.llm.model import DeltaCallback, ModelParams, ModelResponse, ToolDefinition
 from app.llm.openai.formatting import Formatted, prepare_messages
 from app.llm.openai.messages import Completion, parse_completion
-from app.llm.openai.streaming import DeltaRelay, ThinkFilter
-from app.llm.openai.transport import (
-    ChatRequest,
-    NoStream,
-    Transport,
-    deliver,
-    innermost,
-)
-from app.llm.openai.wire import dumps, encode_body
-from app.llm.retry import with_retries
+from app.llm.openai.streaming import ThinkFilter
+from app.llm.openai.transport import ChatRequest, NoStream, Transport
+from app.llm.openai.wire import count_tokens, dumps, encode_body
 from app.llm.usage import Usage
 from app.logger import logger
 from app.schema import Message
@@ -47,6 +46,7 @@ from app.schema import Message
 if TYPE_CHECKING:
     from app.config import LLMSettings
     from app.llm.refusals import Refusals
+    from app.tokens import TokenCounter
 
 #: Builds the request body, streamed (True) or plain (False).
 BodyBuilder = Callable[[bool], bytes]
@@ -55,11 +55,35 @@ BodyBuilder = Callable[[bool], bytes]
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
+@dataclass(slots=True, eq=False)
+class _Turn:
+    """One request across its attempts: its body (built once per form), whether the next
+    attempt streams, and what the last ones showed."""
+
+    build: BodyBuilder
+    feature: str  # "stream_tools" or "stream": what a refused stream refuses
+    timeout: float
+    on_delta: DeltaCallback | None
+    stream: bool = False
+    #: A plain attempt that times out is retried streamed (``stream = "auto"``).
+    upgrade: bool = False
+    #: This streamed attempt is such a retry.
+    upgraded: bool = False
+    plain_timeouts: int = 0
+    #: (feature, why) of an empty stream: a refusal once the plain request is taken.
+    pending: tuple[str, str] | None = None
+    bodies: dict[bool, bytes] = field(default_factory=dict)
+
+    def body(self, stream: bool) -> bytes:
+        body = self.bodies.get(stream)
+        if body is None:
+            body = self.bodies[stream] = self.build(stream)
+        return body
+
+
 class OpenAIChatModel:
     """One endpoint and model of a profile (``settings``); what the endpoint refused is kept
-    in ``refusals``. Messages may also be upstream's plain dicts (``ask_with_images`` sends
-    content parts). Retries are here, not in a transport layer: they hold per-request state
-    (a plain request that timed out is retried streamed)."""
+    in ``refusals``."""
 
     def __init__(
         self, settings: LLMSettings, refusals: Refusals, connect: Callable[[], Transport]
@@ -68,9 +92,7 @@ class OpenAIChatModel:
         self.settings = settings
         self.refusals = refusals
         self._connect = connect
-        self._layers: Transport | None = None
-        self._slots = asyncio.Semaphore(settings.max_concurrent_requests)
-        self._slots_loop: asyncio.AbstractEventLoop | None = None
+        self._transport: Transport | None = None
         #: Seconds the last request took (None before the first one).
         self.last_seconds: float | None = None
         self.is_reasoning_model, self.supports_images = model_flags(settings)
@@ -81,31 +103,25 @@ class OpenAIChatModel:
         self._unresolved: tuple[str, str, bytes] | None = None
 
     @property
-    def layers(self) -> Transport:
-        """The transport with its layers, that requests go through (made on first use)."""
-        if self._layers is None:
-            self._layers = self._connect()
-        return self._layers
-
-    @property
     def transport(self) -> Transport:
-        """The transport under the layers, that reaches the endpoint."""
-        return innermost(self.layers)
+        """The transport that reaches the endpoint (made on first use)."""
+        if self._transport is None:
+            self._transport = self._connect()
+        return self._transport
 
     async def aclose(self) -> None:
-        if self._layers is not None:
-            await self._layers.aclose()
+        if self._transport is not None:
+            await self._transport.aclose()
 
     def images_allowed(self) -> bool:
         return self.supports_images and "images" not in self.refusals.features
 
-    def prepare(self, messages: Sequence[Message | dict[str, Any]]) -> Formatted:
+    def prepare(self, messages: Sequence[Message]) -> Formatted:
         """The messages in wire format (the leading system prompt apart, so the conversation's
         first message keeps the cached formatting of the previous request)."""
         split = 0
         for message in messages:
-            role = message.role if isinstance(message, Message) else message.get("role")
-            if role != "system":
+            if message.role != "system":
                 break
             split += 1
         formatted = prepare_messages(
@@ -117,6 +133,15 @@ class OpenAIChatModel:
         self.warn_omitted(formatted.omitted)
         return formatted
 
+    def count_tokens(
+        self, messages: Sequence[Message], tools: Sequence[ToolDefinition], counter: TokenCounter
+    ) -> int:
+        """Input tokens of the request as it goes on the wire; each cached message is
+        tokenized once per encoding (``CountsTokens``)."""
+        formatted = self.prepare(messages)
+        tokens = count_tokens(counter, formatted.messages, formatted.entries)
+        return tokens + count_tools(counter, tools)
+
     def warn_omitted(self, omitted: int) -> None:
         """Say once that images were left out for a model not configured for them."""
         if omitted and not self._warned_images:
@@ -127,9 +152,27 @@ class OpenAIChatModel:
                 "accepts them."
             )
 
-    async def request(
-        self, messages: Sequence[Message | dict[str, Any]], params: ModelParams
-    ) -> ModelResponse:
+    async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
+        attempt = params.attempt
+        turn = attempt.memo.get(self) if attempt is not None else None
+        if not isinstance(turn, _Turn):
+            turn = await self._start(messages, params)
+            if attempt is not None:
+                attempt.memo[self] = turn
+        completion = await self._attempt(turn, params)
+        message = completion.message
+        if completion.finish_reason == "length" and not message.tool_calls:
+            limit = self.settings.max_tokens if params.max_tokens is None else params.max_tokens
+            logger.warning(f"The answer of model '{self.name}' was cut at max_tokens={limit}")
+        return ModelResponse(
+            message=message,
+            usage=Usage.from_api(completion.usage) or Usage(),
+            finish_reason=completion.finish_reason,
+            reasoning=completion.reasoning,
+        )
+
+    async def _start(self, messages: Sequence[Message], params: ModelParams) -> _Turn:
+        """The request's body and how its first attempt is sent."""
         formatted = self.prepare(messages)
         fields: dict[str, Any] = {"model": self.name}
         max_tokens = self.settings.max_tokens if params.max_tokens is None else params.max_tokens
@@ -153,23 +196,129 @@ class OpenAIChatModel:
                 formatted.fragments, self._fields_json(body if stream else fields), tools
             )
 
-        relay = DeltaRelay(params.on_delta) if params.on_delta is not None else None
-        completion = await self._exchange(
+        turn = _Turn(
             build,
-            tools=tools is not None,
-            timeout=params.timeout or self.settings.timeout,
-            relay=relay,
-            stream=params.stream,
+            "stream_tools" if tools is not None else "stream",
+            params.timeout or self.settings.timeout,
+            params.on_delta,
         )
-        message = completion.message
-        if completion.finish_reason == "length" and not message.tool_calls:
-            logger.warning(f"The answer of model '{self.name}' was cut at max_tokens={max_tokens}")
-        return ModelResponse(
-            message=message,
-            usage=Usage.from_api(completion.usage) or Usage(),
-            finish_reason=completion.finish_reason,
-            reasoning=completion.reasoning,
+        unresolved, self._unresolved = self._unresolved, None
+        if (
+            unresolved is not None
+            and unresolved[0] == turn.feature
+            and unresolved[2] == turn.body(False)
+        ):
+            # The same turn asked again after an empty stream and an overflow: only a caller
+            # that judged the overflow false does that (llama-cpp-python's runaway tool
+            # arguments), so the empty stream was the refusal; a second streamed probe would
+            # cost the server another prompt evaluation.
+            await self.refusals.refuse(unresolved[0], unresolved[1])
+        elif self.streams(
+            tools=tools is not None, watched=turn.on_delta is not None, asked=params.stream
+        ):
+            turn.stream = True
+        else:
+            turn.upgrade = params.stream is None and self._may_upgrade(turn)
+        return turn
+
+    def _may_upgrade(self, turn: _Turn) -> bool:
+        """Whether a plain attempt that times out may be retried streamed."""
+        tools = turn.feature == "stream_tools"
+        return self.settings.stream == "auto" and self.refusals.may_stream(
+            tools=tools, allowed=True
         )
+
+    async def _attempt(self, turn: _Turn, params: ModelParams) -> Completion:
+        """One attempt: streamed or plain as ``turn`` says; a refused stream is remembered
+        and the turn asked plainly at once."""
+        if not turn.stream:
+            return await self._plain(turn, params)
+        try:
+            return await self._send(turn, stream=True)
+        except NoStream as e:
+            if turn.upgraded:  # a streamed retry of a timed-out plain request, answered plainly
+                turn.stream = turn.upgraded = False
+                if e.data is None:
+                    raise LLMResponseError(e.why, model=self.name) from e
+                return parse_completion(e.data, self.name)
+            turn.stream = False
+            if e.data is None:
+                # Ambiguous (llama.cpp also answers an overflow so): a refusal only once the
+                # same turn is taken unstreamed.
+                turn.pending = (turn.feature, e.why)
+            else:
+                await self.refusals.refuse(turn.feature, e.why)
+                try:
+                    return parse_completion(e.data, self.name)
+                except LLMResponseError as bad:
+                    logger.warning(f"{bad}; asking again")
+        except LLMBadRequestError as e:
+            if (
+                isinstance(e, ContextWindowExceededError | ToolsNotSupportedError)
+                or "stream" not in e.message.lower()
+            ):
+                raise
+            await self.refusals.refuse(turn.feature, e.message)
+            turn.stream = False
+        turn.upgrade = turn.pending is None and params.stream is None and self._may_upgrade(turn)
+        return await self._plain(turn, params)
+
+    async def _plain(self, turn: _Turn, params: ModelParams) -> Completion:
+        try:
+            completion = await self._send(turn, stream=False)
+        except ContextWindowExceededError:
+            if turn.pending is not None:  # an overflow explains the empty stream too
+                self._unresolved = (*turn.pending, turn.body(False))
+            raise
+        except LLMError as e:
+            if isinstance(e, LLMTimeoutError):
+                self._timed_out(turn, params)
+            # The server took the plain request (it answered, or kept generating): the empty
+            # stream was no overflow, so it was the refusal.
+            answered = isinstance(e, LLMTimeoutError) or e.status_code is not None
+            pending, turn.pending = turn.pending, None
+            if pending is not None and pending[0] == "stream_tools" and answered:
+                await self.refusals.refuse(*pending)
+            else:
+                turn.pending = pending
+            raise
+        if turn.pending is not None:
+            pending, turn.pending = turn.pending, None
+            await self.refusals.refuse(*pending)
+        return completion
+
+    def _timed_out(self, turn: _Turn, params: ModelParams) -> None:
+        """A plain attempt timed out: the next one streams, or (where it cannot) there is
+        one more at most (the server may still be generating the abandoned answer, and every
+        retry would queue behind it)."""
+        if turn.upgrade:
+            turn.stream = turn.upgraded = True
+            return
+        turn.plain_timeouts += 1
+        if turn.plain_timeouts > 1 and params.attempt is not None and not params.attempt.final:
+            params.attempt.final = True
+            logger.warning(
+                f"Model '{self.name}' timed out twice on a plain request; not asking again: "
+                "the server may still be generating the answers left behind"
+            )
+
+    async def _send(self, turn: _Turn, *, stream: bool) -> Completion:
+        """One HTTP request; streamed text goes to the turn's watcher (reasoning kept out)."""
+        on_delta: DeltaCallback | None = None
+        target = turn.on_delta
+        if stream and target is not None:
+            think = ThinkFilter()
+
+            async def on_delta(piece: str) -> None:
+                await deliver(target, think.feed(piece))
+
+        request = ChatRequest(turn.body(stream), stream, turn.timeout, self.name, on_delta)
+        start = time.monotonic()
+        try:
+            data = await self.transport.send(request)
+        finally:
+            self.last_seconds = time.monotonic() - start
+        return parse_completion(data, self.name)
 
     def _fields_json(self, fields: dict[str, Any]) -> bytes:
         """The body's other fields as JSON, reused while they stay the same plain values
@@ -202,141 +351,3 @@ class OpenAIChatModel:
         if asked is None and mode == "auto" and not watched:
             return self.last_seconds is None or self.last_seconds >= self.settings.stream_after
         return True
-
-    def _slots_here(self) -> asyncio.Semaphore:
-        """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
-        loop = asyncio.get_running_loop()
-        if self._slots_loop is not loop:
-            self._slots = asyncio.Semaphore(self.settings.max_concurrent_requests)
-            self._slots_loop = loop
-        return self._slots
-
-    async def _send(
-        self,
-        build: BodyBuilder,
-        *,
-        stream: bool,
-        timeout: float,
-        relay: DeltaRelay | None,
-        upgrade: bool = False,
-    ) -> Completion:
-        """One request, retried on transient failures (a malformed reply too); streamed text
-        goes through ``relay``. With ``upgrade``, a plain attempt that timed out is retried
-        streamed; one that cannot be is retried plainly once only (the server may still be
-        generating the abandoned answer, and every retry would queue behind it)."""
-        model = self.settings.model
-        body = build(stream)
-        upgraded = False
-        plain_timeouts = 0
-
-        async def attempt() -> Completion:
-            nonlocal stream, body, upgraded, plain_timeouts
-            on_delta: DeltaCallback | None = None
-            if relay is not None and stream:
-                relay.attempt()
-                think = ThinkFilter()
-
-                async def on_delta(piece: str) -> None:
-                    await deliver(relay.target, relay.new_text(think.feed(piece)))
-
-            request = ChatRequest(body, stream, timeout, model, on_delta)
-            start = time.monotonic()
-            try:
-                async with self._slots_here():
-                    data = await self.layers.send(request)
-            except LLMTimeoutError:
-                if upgrade and not stream:
-                    stream, body, upgraded = True, build(True), True
-                elif not stream:
-                    plain_timeouts += 1
-                raise
-            except NoStream as e:
-                if not upgraded:  # the caller handles a refused first stream
-                    raise
-                stream, body, upgraded = False, build(False), False
-                if e.data is None:
-                    raise LLMResponseError(e.why, model=model) from e
-                data = e.data
-            finally:
-                self.last_seconds = time.monotonic() - start
-            return parse_completion(data, model)
-
-        def give_up(error: Exception) -> bool:
-            if isinstance(error, LLMTimeoutError) and plain_timeouts > 1:
-                logger.warning(
-                    f"Model '{model}' timed out twice on a plain request; not asking again: "
-                    "the server may still be generating the answers left behind"
-                )
-                return True
-            return False
-
-        return await with_retries(
-            attempt, max_retries=self.settings.max_retries, settings=self.settings, give_up=give_up
-        )
-
-    async def _exchange(
-        self,
-        build: BodyBuilder,
-        *,
-        tools: bool,
-        timeout: float,
-        relay: DeltaRelay | None,
-        stream: bool | None,
-    ) -> Completion:
-        """The completion for one turn; a refusal to stream is remembered and the turn asked
-        again plainly."""
-        model = self.settings.model
-        pending: tuple[str, str] | None = None
-        feature = "stream_tools" if tools else "stream"
-        unresolved, self._unresolved = self._unresolved, None
-        if unresolved is not None and unresolved[0] == feature and unresolved[2] == build(False):
-            # The same turn asked again after an empty stream and an overflow: only a caller
-            # that judged the overflow false does that (llama-cpp-python's runaway tool
-            # arguments), so the empty stream was the refusal; a second streamed probe would
-            # cost the server another prompt evaluation.
-            await self.refusals.refuse(unresolved[0], unresolved[1])
-        elif self.streams(tools=tools, watched=relay is not None, asked=stream):
-            try:
-                return await self._send(build, stream=True, timeout=timeout, relay=relay)
-            except NoStream as e:
-                if e.data is None:
-                    # Ambiguous (llama.cpp also answers an overflow so): a refusal only
-                    # once the same turn succeeds unstreamed.
-                    pending = (feature, e.why)
-                else:
-                    await self.refusals.refuse(feature, e.why)
-                    try:
-                        return parse_completion(e.data, model)
-                    except LLMResponseError as bad:  # asked again plainly, with retries
-                        logger.warning(f"{bad}; asking again")
-            except LLMBadRequestError as e:
-                if (
-                    isinstance(e, ContextWindowExceededError | ToolsNotSupportedError)
-                    or "stream" not in e.message.lower()
-                ):
-                    raise
-                await self.refusals.refuse(feature, e.message)
-        upgrade = (
-            stream is None
-            and pending is None
-            and self.settings.stream == "auto"
-            and self.refusals.may_stream(tools=tools, allowed=True)
-        )
-        try:
-            completion = await self._send(
-                build, stream=False, timeout=timeout, relay=None, upgrade=upgrade
-            )
-        except ContextWindowExceededError:
-            if pending is not None:  # an overflow explains the empty stream too: not yet known
-                self._unresolved = (*pending, build(False))
-            raise
-        except LLMError as e:
-            # The server took the plain request (it answered, or kept generating): the empty
-            # stream was no overflow, so it was the refusal.
-            answered = isinstance(e, LLMTimeoutError) or e.status_code is not None
-            if pending is not None and pending[0] == "stream_tools" and answered:
-                await self.refusals.refuse(*pending)
-            raise
-        if pending is not None:
-            await self.refusals.refuse(*pending)
-        return completion

@@ -10,10 +10,11 @@ from typing import Any
 from urllib.parse import quote
 
 from app.exceptions import LLMConnectionError, LLMError, LLMTimeoutError
+from app.llm.deltas import deliver
 from app.llm.openai.errors import translate_error
 from app.llm.openai.http_transport import decode_completion, finish_stream
 from app.llm.openai.streaming import StreamAssembler
-from app.llm.openai.transport import ChatRequest, NoStream, Transport, deliver
+from app.llm.openai.transport import ChatRequest, NoStream, Transport
 
 
 class OpenAITransport(Transport):

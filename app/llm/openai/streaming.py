@@ -200,33 +200,3 @@ class ThinkFilter:
         self._state = "answer"
         self._buffer = ""
         return rest
-
-
-class DeltaRelay:
-    """Passes streamed text to a watcher across retries without repeating it: a retried
-    stream starts from the first word again, so only what goes beyond is passed on."""
-
-    __slots__ = ("_seen", "_sent", "target")
-
-    def __init__(self, target: Any) -> None:
-        self.target = target
-        self._sent = 0
-        self._seen = 0
-
-    def attempt(self) -> None:
-        """A new attempt starts: its text counts from zero again."""
-        self._seen = 0
-
-    @property
-    def delivered(self) -> bool:
-        return self._sent > 0
-
-    def new_text(self, piece: str) -> str:
-        """The part of ``piece`` the watcher has not had yet."""
-        before = self._seen
-        self._seen += len(piece)
-        if self._seen <= self._sent:
-            return ""
-        fresh = piece[max(0, self._sent - before) :]
-        self._sent = self._seen
-        return fresh

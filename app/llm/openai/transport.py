@@ -1,12 +1,10 @@
 """A transport takes one ready chat request and gives back the completion body (a streamed one
 reassembled, its text handed to ``on_delta`` as it arrives): ``HttpTransport`` (default),
-``OpenAITransport`` (the SDK) or ``app.testing.FunctionModel``, inside the :class:`Wrapper`
-layers ``app.llm.stack`` puts around it.
+``OpenAITransport`` (the SDK) or ``app.testing.FunctionTransport`` (a function, in process).
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,29 +48,3 @@ class Transport:
 
     async def aclose(self) -> None:
         """Release connections (optional: they are also released at exit)."""
-
-
-class Wrapper(Transport):
-    """A layer around the ``inner`` transport (``Recording``, ``RateGate``, ``Timed``)."""
-
-    def __init__(self, inner: Transport) -> None:
-        self.inner = inner
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def innermost(transport: Transport) -> Transport:
-    """The transport under its wrappers (the one that reaches the endpoint)."""
-    while isinstance(transport, Wrapper):
-        transport = transport.inner
-    return transport
-
-
-async def deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
-    """Hand ``text`` to ``on_delta`` (sync or async) when both are there."""
-    if on_delta is None or not text:
-        return
-    outcome = on_delta(text)
-    if inspect.isawaitable(outcome):
-        await outcome

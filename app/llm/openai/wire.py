@@ -17,7 +17,7 @@ from app.tokens import REPLY_PRIMING
 
 
 class WireEntry:
-    """One message's wire form: the dict sent (without its image), the image, the JSON text
+    """One message's wire form: the dict sent (without its images), the images, the JSON text
     and the token count (per counter signature), each computed at most once."""
 
     __slots__ = (
@@ -25,6 +25,7 @@ class WireEntry:
         "base64_image",
         "calls",
         "content",
+        "images",
         "name",
         "role",
         "snapshot",
@@ -46,6 +47,7 @@ class WireEntry:
         self.name = message.name
         self.tool_call_id = message.tool_call_id
         self.base64_image = message.base64_image
+        self.images = message.images
         self.stamp = nested_edit_count()
         wire: dict[str, Any] = {"role": role}
         if self.content is not None:
@@ -77,6 +79,7 @@ class WireEntry:
             and self.role is message.role
             and self.tool_call_id is message.tool_call_id
             and self.base64_image is message.base64_image
+            and self.images is message.images
             and self.name is message.name
             and self.stamp == nested_edit_count()
             and self.tool_calls_len == (len(calls) if calls is not None else -1)
