@@ -57,13 +57,13 @@ def _timed(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, s
 
 
 def _first_run(
-    loop: str, url: str, steps: int, workload: Path, env: dict[str, str]
+    loop: str, url: str, steps: int, workload: Path, env: dict[str, str], cwd: Path = ROOT
 ) -> tuple[float, float, float]:
     """(seconds from before the first import to the end of the run, seconds of the run
-    itself with its own imports, whole-process seconds)."""
+    itself with its own imports, whole-process seconds), of the tree at ``cwd``."""
     wall, out = _timed(
         [sys.executable, "-m", "bench.first_run", loop, url, "echo", str(steps), str(workload)],
-        ROOT,
+        cwd,
         env,
     )
     result = json.loads(out.strip().splitlines()[-1])

@@ -91,10 +91,10 @@ async def measure_steps(
     tools = [tool.to_param() for tool in bench_tools()]
     url = f"{base_url}/chat/completions"
 
-    tracing = traced_listener()
+    tracing = traced_listener() if "ours_traced" in loops else None
     runners: dict[str, Callable[[int], Awaitable[int]]] = {
         "ours": lambda n: run_ours(llm, n),
-        "ours_traced": lambda n: run_ours(llm, n, listener=tracing()),
+        "ours_traced": lambda n: run_ours(llm, n, listener=tracing() if tracing else None),
         "raw_sdk": lambda n: run_raw_sdk(client, "echo", tools, n),
         "raw_http": lambda n: run_raw_http(http, url, "echo", tools, n),
         "raw_http_stream": lambda n: run_raw_http_stream(http, url, "echo", tools, n),

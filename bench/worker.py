@@ -2,7 +2,9 @@
 
 ``python -m bench.worker rss LOOP STEPS URL`` runs one loop for STEPS steps and prints its
 peak RSS; ``python -m bench.worker swarm AGENTS STEPS URL`` runs AGENTS agents at once and
-prints the time and memory they took. Each prints one JSON line.
+prints the time and memory they took; ``python -m bench.worker steps COUNTS REPS URL`` prints
+the median wall ms per step of ours and the raw-HTTP floor at each history length (for
+``bench.compare``, which runs it in two trees). Each prints one JSON line.
 """
 
 from __future__ import annotations
@@ -87,6 +89,14 @@ async def _swarm(agents: int, steps: int, url: str) -> dict[str, Any]:
     }
 
 
+async def _steps(counts: list[int], reps: int, url: str) -> dict[str, Any]:
+    from bench.steps import measure_steps
+
+    loops = ("ours", "raw_http")
+    figures = await measure_steps(url, counts, reps, loops)
+    return {loop: {str(n): figures.wall[(loop, n)] for n in counts} for loop in loops}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     from app.logger import define_log_level
@@ -97,9 +107,13 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(_rss(args[1], int(args[2]), args[3]))
     elif len(args) == 4 and args[0] == "swarm":
         result = asyncio.run(_swarm(int(args[1]), int(args[2]), args[3]))
+    elif len(args) == 4 and args[0] == "steps":
+        counts = [int(n) for n in args[1].split(",")]
+        result = asyncio.run(_steps(counts, int(args[2]), args[3]))
     else:
         print(
-            "usage: python -m bench.worker rss LOOP STEPS URL | swarm AGENTS STEPS URL",
+            "usage: python -m bench.worker rss LOOP STEPS URL | swarm AGENTS STEPS URL"
+            " | steps COUNTS REPS URL",
             file=sys.stderr,
         )
         return 2
