@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, StreamResponse, Task
 
+from app.testing import ScriptedLLMServer, keyed_server
+from tests.npm_tools import NPM_DIR, node_env, npm_bin
 from tests.test_main_e2e import child_env, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,6 +75,59 @@ class A2AServer:
                 self.proc.kill()
                 self.proc.wait(10)
         return self.proc.returncode
+
+
+def run_program(tmp: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    """The server program with ``args`` (and a config naming a model that never answers), to
+    its end: for options it refuses."""
+    config = write_config(tmp, "http://127.0.0.1:9/v1")
+    return subprocess.run(
+        [sys.executable, "-m", "protocol.a2a.app.main", "-c", str(config), "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        env={**child_env(tmp), **(env or {})},
+        cwd=ROOT,
+        timeout=60,
+    )
+
+
+def run_js(script: str, url: str, *args: str) -> Any:
+    """``node tests/<script> <url> <@a2a-js/sdk dir> <args>``, to its end: what it printed,
+    decoded (one JSON object)."""
+    npm_bin("mcp-inspector")  # fails, naming the setup script, when the npm tools are missing
+    sdk = NPM_DIR / "node_modules" / "@a2a-js" / "sdk"
+    assert sdk.is_dir(), "run bash scripts/setup-npm-tools.sh"
+    done = subprocess.run(
+        ["node", str(ROOT / "tests" / script), url, str(sdk), *args],
+        capture_output=True,
+        text=True,
+        env=node_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def scripted_model(scripts: dict[str, list[Any]]) -> Any:
+    """A module's ``llm`` fixture: the scripted model answering ``scripts`` by prompt."""
+
+    @pytest.fixture(scope="module")
+    def llm() -> Iterator[ScriptedLLMServer]:
+        with keyed_server(scripts) as server:
+            yield server
+
+    return llm
+
+
+def webhook() -> Any:
+    """A module's fixture of one recording :class:`Webhook`."""
+
+    @pytest.fixture(scope="module")
+    def hook() -> Iterator[Webhook]:
+        with Webhook() as running:
+            yield running
+
+    return hook
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ from a2a.client import ClientConfig, create_client  # the a2a extra (scripts/tes
 from a2a.types import CancelTaskRequest, GetTaskRequest, TaskState
 
 from app.session import SessionStore
-from app.testing import ScriptedLLMServer, call, error, keyed_server, slow, text, tool_calls
+from app.testing import ScriptedLLMServer, call, error, slow, text, tool_calls
 from tests.a2a_support import (
     ROOT,
     STOPPED,
@@ -34,11 +34,14 @@ from tests.a2a_support import (
     finished,
     kinds,
     run,
+    run_js,
+    run_program,
+    scripted_model,
     states,
     user,
 )
 from tests.npm_tools import NPM_DIR, node_env, npm_bin
-from tests.test_main_e2e import child_env, write_config
+from tests.test_main_e2e import child_env
 
 pytestmark = pytest.mark.e2e
 
@@ -79,10 +82,7 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with keyed_server(SCRIPTS) as server:
-        yield server
+llm = scripted_model(SCRIPTS)
 
 
 @pytest.fixture(scope="module")
@@ -328,21 +328,12 @@ def test_without_the_extra_the_program_names_the_install_command(tmp_path: Path)
 
 
 def test_a_remote_address_needs_allow_remote_and_a_token(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
-    base = [sys.executable, "-m", "protocol.a2a.app.main", "-c", str(config), "--port", "0"]
     for extra, env in [
         (["--host", "0.0.0.0"], {}),
         (["--host", "0.0.0.0", "--allow-remote"], {}),
         (["--host", "0.0.0.0"], {"OPENMANUS_A2A_TOKEN": "t"}),
     ]:
-        done = subprocess.run(
-            base + extra,
-            capture_output=True,
-            text=True,
-            env={**child_env(tmp_path), **env},
-            cwd=ROOT,
-            timeout=60,
-        )
+        done = run_program(tmp_path, *extra, env=env)
         assert done.returncode == 2, (extra, env, done.stderr)
         assert "not a loopback address" in done.stderr
 
@@ -392,18 +383,7 @@ async def test_a_token_is_required_when_configured(tmp_path: Path, llm: Scripted
 
 
 def test_the_official_js_client_drives_it(server: A2AServer, llm: ScriptedLLMServer) -> None:
-    npm_bin("mcp-inspector")  # fails, naming the setup script, when the npm tools are missing
-    sdk = NPM_DIR / "node_modules" / "@a2a-js" / "sdk"
-    assert sdk.is_dir(), "run bash scripts/setup-npm-tools.sh"
-    done = subprocess.run(
-        ["node", str(ROOT / "tests" / "a2a_client.mjs"), server.url, str(sdk)],
-        capture_output=True,
-        text=True,
-        env=node_env(),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = run_js("a2a_client.mjs", server.url)
     assert out["send"]["state"] == "TASK_STATE_COMPLETED"
     assert out["send"]["answer"] == "JS answer."
     assert out["second"]["contextId"] == out["send"]["contextId"]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,9 +28,8 @@ from a2a.types import (
 )
 from a2a.utils.errors import A2AError, TaskNotFoundError
 
-from app.testing import ScriptedLLMServer, call, keyed_server, slow, text, tool_calls
+from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
 from tests.a2a_support import (
-    ROOT,
     A2AServer,
     Webhook,
     a2a_server,
@@ -42,10 +39,12 @@ from tests.a2a_support import (
     finished,
     kinds,
     run,
+    run_js,
+    run_program,
+    scripted_model,
     user,
+    webhook,
 )
-from tests.npm_tools import NPM_DIR, node_env, npm_bin
-from tests.test_main_e2e import child_env, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -70,16 +69,10 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with keyed_server(SCRIPTS) as server:
-        yield server
+llm = scripted_model(SCRIPTS)
 
 
-@pytest.fixture(scope="module")
-def hook() -> Iterator[Webhook]:
-    with Webhook() as running:
-        yield running
+hook = webhook()
 
 
 @pytest.fixture(scope="module")
@@ -211,32 +204,12 @@ async def test_the_environment_token_is_a_caller_of_its_own(server) -> None:
 
 
 def test_the_official_js_client_as_a_second_caller_learns_nothing(server, hook, llm) -> None:
-    npm_bin("mcp-inspector")  # fails, naming the setup script, when the npm tools are missing
-    sdk = NPM_DIR / "node_modules" / "@a2a-js" / "sdk"
-
     async def alices_task() -> Any:
         async with connect(server, ALICE) as alice:
             return await finished(alice, user("alice plan"))
 
     task = asyncio.run(alices_task())
-    done = subprocess.run(
-        [
-            "node",
-            str(ROOT / "tests" / "a2a_intruder.mjs"),
-            server.url,
-            str(sdk),
-            BOB,
-            task.id,
-            task.context_id,
-            hook.url,
-        ],
-        capture_output=True,
-        text=True,
-        env=node_env(),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = run_js("a2a_intruder.mjs", server.url, BOB, task.id, task.context_id, hook.url)
     assert task.id not in out.pop("list")
     unknown = out.pop("unknownGet")
     assert unknown.startswith("error:") and "not found" in unknown.lower()
@@ -272,34 +245,17 @@ def test_a_bad_tokens_file_is_refused_saying_why(
     tokens = tmp_path / "tokens"
     tokens.write_text(content)
     tokens.chmod(mode)
-    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
-    program = [sys.executable, "-m", "protocol.a2a.app.main", "-c", str(config)]
-    done = subprocess.run(
-        [*program, "--port", "0", "--tokens-file", str(tokens)],
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=ROOT,
-        timeout=60,
-    )
+    done = run_program(tmp_path, "--tokens-file", str(tokens))
     assert done.returncode == 2, done.stderr
     assert expected in done.stderr and "Traceback" not in done.stderr
     assert ALICE not in done.stderr and BOB not in done.stderr
 
 
 def test_a_tokens_file_is_a_token_for_allow_remote(tmp_path: Path) -> None:
-    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     tokens = tmp_path / "tokens"
     tokens.write_text("")
     tokens.chmod(0o600)
-    base = [sys.executable, "-m", "protocol.a2a.app.main", "-c", str(config), "--port", "0"]
-    done = subprocess.run(
-        [*base, "--host", "0.0.0.0", "--allow-remote", "--tokens-file", str(tokens)],
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=ROOT,
-        timeout=60,
-    )
+    remote = ("--host", "0.0.0.0", "--allow-remote")
+    done = run_program(tmp_path, *remote, "--tokens-file", str(tokens))
     # Past the remote check, refused on the file itself (not a caller in it).
     assert done.returncode == 2 and "names no caller" in done.stderr, done.stderr

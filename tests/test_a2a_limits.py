@@ -20,7 +20,7 @@ import pytest
 from a2a.types import GetTaskRequest, ListTasksRequest, TaskState
 from a2a.utils.errors import TaskNotFoundError
 
-from app.testing import ScriptedLLMServer, call, keyed_server, tool_calls
+from app.testing import ScriptedLLMServer, call, tool_calls
 from tests.a2a_support import (
     A2AServer,
     a2a_server,
@@ -28,6 +28,7 @@ from tests.a2a_support import (
     connect,
     events,
     finished,
+    scripted_model,
     user,
 )
 
@@ -44,10 +45,7 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with keyed_server(SCRIPTS) as server:
-        yield server
+llm = scripted_model(SCRIPTS)
 
 
 @pytest.fixture(scope="module")

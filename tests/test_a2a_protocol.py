@@ -28,7 +28,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import MessageToJson
 
-from app.testing import ScriptedLLMServer, call, keyed_server, tool_calls
+from app.testing import ScriptedLLMServer, call, tool_calls
 from tests.a2a_support import (
     A2AServer,
     Webhook,
@@ -39,7 +39,9 @@ from tests.a2a_support import (
     kinds,
     rpc,
     run,
+    scripted_model,
     user,
+    webhook,
 )
 from tests.conftest import TEST_API_KEY
 
@@ -69,16 +71,10 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with keyed_server(SCRIPTS) as server:
-        yield server
+llm = scripted_model(SCRIPTS)
 
 
-@pytest.fixture(scope="module")
-def hook() -> Iterator[Webhook]:
-    with Webhook() as running:
-        yield running
+hook = webhook()
 
 
 @pytest.fixture(scope="module")

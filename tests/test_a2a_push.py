@@ -19,7 +19,7 @@ from a2a.types import SendMessageConfiguration, TaskPushNotificationConfig, Task
 from a2a.utils.errors import InvalidParamsError
 
 from app.a2a.push import PinnedTransport, PushTargets, TargetRule, not_public
-from app.testing import ScriptedLLMServer, keyed_server
+from app.testing import ScriptedLLMServer
 from tests.a2a_support import (
     A2AServer,
     Webhook,
@@ -27,7 +27,9 @@ from tests.a2a_support import (
     connect,
     events,
     finished,
+    scripted_model,
     user,
+    webhook,
 )
 
 pytestmark = pytest.mark.e2e
@@ -41,24 +43,15 @@ SCRIPTS: dict[str, list[Any]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def llm() -> Iterator[ScriptedLLMServer]:
-    with keyed_server(SCRIPTS) as server:
-        yield server
+llm = scripted_model(SCRIPTS)
 
 
-@pytest.fixture(scope="module")
-def victim() -> Iterator[Webhook]:
-    """A loopback service the server may not reach: it must never get a request."""
-    with Webhook() as running:
-        yield running
+#: A loopback service the server may not reach: it must never get a request.
+victim = webhook()
 
 
-@pytest.fixture(scope="module")
-def hook() -> Iterator[Webhook]:
-    """The one webhook the operator allows (its address and port)."""
-    with Webhook() as running:
-        yield running
+#: The one webhook the operator allows (its address and port).
+hook = webhook()
 
 
 @pytest.fixture(scope="module")
