@@ -101,6 +101,21 @@ def test_bad_values_are_config_errors(settings: dict[str, str], words: str) -> N
         endpoint(**settings)
 
 
+@pytest.mark.parametrize("variable", ["AWS_REGION", "AWS_DEFAULT_REGION"])
+def test_a_region_that_would_move_the_host_is_refused(variable: str) -> None:
+    """The region becomes part of the endpoint's host: ``evil.test/x`` must not send signed
+    requests to ``bedrock-runtime.evil.test``."""
+    with pytest.raises(ConfigError, match="not an AWS region name"):
+        endpoint({variable: "evil.test/x"})
+
+
+def test_a_profiles_region_is_checked_too(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    isolate_aws(monkeypatch, tmp_path)
+    (tmp_path / "aws-config").write_text("[default]\nregion = evil.test#\n")
+    with pytest.raises(ConfigError, match="not an AWS region name"):
+        BedrockModel.from_settings(LLMSettings(api_type="aws", model=MODEL_ID))
+
+
 def test_a_missing_region_names_every_way_to_give_one(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -316,6 +331,10 @@ async def test_a_bedrock_api_key_is_sent_as_a_bearer_token(
         with pytest.raises(LLMAuthenticationError, match="UnrecognizedClient"):
             await llm.ask(ASK, stream=False)
         assert [r.auth for r in server.requests] == ["bearer", None]
+        monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "ABSKinjected\r\nX-Evil: 1")
+        with pytest.raises(LLMAuthenticationError, match="characters no API key has"):
+            await llm.ask(ASK, stream=False)
+        assert len(server.requests) == 2
 
 
 async def test_upstreams_block_runs_with_the_endpoint_from_the_environment(

@@ -78,6 +78,11 @@ class AwsAuth:
         token = self.bearer_token()
         if token is not None:
             register_secret(token)
+            if not token.isascii() or not token.isprintable() or " " in token:
+                raise LLMAuthenticationError(
+                    f"{BEARER_VARIABLE} holds characters no API key has (spaces, control "
+                    "or non-ASCII characters): set it to the key alone"
+                )
             return {**base, "Authorization": f"Bearer {token}"}
         state = await self._credentials(wait)
         from botocore.auth import SigV4Auth  # imported by the resolution, off the loop

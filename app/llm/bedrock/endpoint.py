@@ -59,17 +59,24 @@ def resolve_endpoint(settings: Any, environ: Mapping[str, str]) -> Endpoint:
         if value := _clean(environ.get(name)):
             url = _url(value, name)
             break
-    region = _clean(getattr(settings, "aws_region", None))
-    if region is not None and not _REGION.match(region):
-        raise ConfigError(f"aws_region {region!r} is not an AWS region name (like us-west-2)")
+    region = checked_region(getattr(settings, "aws_region", None), "aws_region")
     for candidate in (configured, url):
         if region is None and candidate:
             region = region_of(candidate)
     for name in REGION_VARIABLES:
         if region is None:
-            region = _clean(environ.get(name))
+            region = checked_region(environ.get(name), name)
     profile = _clean(getattr(settings, "aws_profile", None))
     return Endpoint(url, region, profile)
+
+
+def checked_region(value: Any, source: str) -> str | None:
+    """``value`` when it is a region's name, None when unset; anything else is refused (the
+    region becomes part of the endpoint's host name)."""
+    region = _clean(value)
+    if region is not None and not _REGION.match(region):
+        raise ConfigError(f"{source} {region!r} is not an AWS region name (like us-west-2)")
+    return region
 
 
 def region_of(url: str) -> str | None:

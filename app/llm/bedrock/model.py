@@ -27,7 +27,7 @@ from app.install_hint import pip_install
 from app.llm.arguments import loads_safely
 from app.llm.bedrock.converse import converse_request, encode
 from app.llm.bedrock.credentials import AwsAuth
-from app.llm.bedrock.endpoint import Endpoint, missing_region, resolve_endpoint
+from app.llm.bedrock.endpoint import Endpoint, checked_region, missing_region, resolve_endpoint
 from app.llm.bedrock.errors import error_from_response, stream_exception, transport_error
 from app.llm.bedrock.events import CONTENT_TYPE, FrameReader
 from app.llm.bedrock.http import HttpClients
@@ -270,8 +270,9 @@ def _profile_region(profile: str | None, environ: Mapping[str, str]) -> str | No
         return None
     except (ConfigParseError, OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"The AWS config file {path} cannot be read: {e}") from e
-    region = profiles.get(name, {}).get("region")
-    return region.strip() if isinstance(region, str) and region.strip() else None
+    section = profiles.get(name)
+    region = section.get("region") if isinstance(section, dict) else None
+    return checked_region(region, f"The region of AWS profile {name!r} in {path}")
 
 
 async def _head(reply: Any, limit: int) -> bytes:
