@@ -118,6 +118,8 @@ class ToolResultEvent(Event):
     error: bool = False
     #: Seconds the call ran (None when not measured), for traces.
     duration: float | None = None
+    #: The call was cut short (Stop, Ctrl-C): ``output`` is what it printed until then.
+    cancelled: bool = False
     #: A screenshot the tool returned (base64), for live views; never written to sessions.
     image: str | None = field(default=None, compare=False, repr=False, metadata={"transient": True})
 

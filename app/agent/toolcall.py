@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from contextvars import ContextVar
@@ -489,8 +490,13 @@ class ToolCallAgent(ReActAgent):
                     )
                 )
 
-        with tool_call_context(ToolCallContext(command.id, name, report)):
-            result = await self.available_tools.execute(name=name, tool_input=args)
+        context = ToolCallContext(command.id, name, report)
+        with tool_call_context(context):
+            try:
+                result = await self.available_tools.execute(name=name, tool_input=args)
+            except asyncio.CancelledError:
+                await self._report_cancelled(command, "".join(context.partial_output))
+                raise
         await self._handle_special_tool(name=name, result=result)
         answer_tools = [n.lower() for n in self.answer_tool_names]
         if name.lower() in answer_tools and not isinstance(result, ToolFailure):
@@ -506,6 +512,24 @@ class ToolCallAgent(ReActAgent):
         if not text:
             return ToolOutcome(f"Cmd `{name}` completed with no output", image, failed)
         return ToolOutcome(f"Observed output of cmd `{name}` executed:\n{text}", image, failed)
+
+    async def _report_cancelled(self, command: ToolCall, partial: str) -> None:
+        """A call cut short (Stop, Ctrl-C) still tells the listeners it ended, with what it
+        printed until then (shielded: the cancelled task may not await anything else)."""
+        name = command.function.name
+        if not self._events.active or not name.strip():
+            return
+        event = ToolResultEvent(
+            self.name,
+            step=self.current_step,
+            call_id=command.id,
+            name=name,
+            output=redact_registered(partial),
+            error=True,
+            cancelled=True,
+        )
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(self._events.emit(event))
 
     async def _handle_special_tool(self, name: str, result: Any, **kwargs: Any) -> None:
         if not self._is_special_tool(name):

@@ -27,6 +27,7 @@ from app.sandbox.processes import (
 )
 from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
 from app.tool.declared import ToolArgs
+from app.tool.progress import keep_partial_output
 from app.tool.shell_session import (
     IDLE_POLL,
     MARK_ERR_FD,
@@ -308,6 +309,7 @@ class Bash(BaseTool):
                 return await self._after_exit(session, token)
             return await self._after_timeout(session, token, timeout)
         except asyncio.CancelledError:
+            keep_partial_output(self._render(session, token, None))  # shown with the Stop
             # The command may still be running: start from a clean shell next time.
             await asyncio.shield(self._drop(session))
             raise

@@ -1,12 +1,13 @@
 """The tool call running in this task (set by the agent around each call), so a long tool
-can report progress: the agent turns it into a ``ToolProgress`` event.
+can report progress (the agent turns it into a ``ToolProgress`` event) and, when cancelled,
+leave what it had produced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: Receives (progress, total, message).
 ProgressReporter = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -20,6 +21,8 @@ class ToolCallContext:
     call_id: str
     name: str
     report: ProgressReporter
+    #: What the call had produced when it was cancelled (see :func:`keep_partial_output`).
+    partial_output: list[str] = field(default_factory=list)
 
 
 _CURRENT: ContextVar[ToolCallContext | None] = ContextVar("tool_call_context", default=None)
@@ -28,6 +31,14 @@ _CURRENT: ContextVar[ToolCallContext | None] = ContextVar("tool_call_context", d
 def current_tool_call() -> ToolCallContext | None:
     """The call running in this task, if an agent runs it."""
     return _CURRENT.get()
+
+
+def keep_partial_output(text: str) -> None:
+    """A tool being cancelled leaves what it had produced (a command's output so far): the
+    agent reports it with the cancelled call, so Stop does not lose what was printed."""
+    context = _CURRENT.get()
+    if context is not None and text:
+        context.partial_output.append(text)
 
 
 class tool_call_context:  # a context manager used like a function, hence the name
