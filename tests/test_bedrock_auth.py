@@ -267,6 +267,7 @@ async def test_a_container_role_needs_no_key_in_the_config(
     assert token not in redact(f"token={token}") and server.secret_key not in redact(
         server.secret_key
     )
+    assert "container-auth-token" not in redact("the role's key: container-auth-token")
 
 
 async def test_a_request_cancelled_while_credentials_resolve_returns_at_once(

@@ -164,6 +164,7 @@ class AwsAuth:
         import botocore.auth
         import botocore.session
 
+        register_secret(os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN"))  # the role's key
         session = botocore.session.Session(profile=self.profile)
         credentials = session.get_credentials()
         if credentials is None:
