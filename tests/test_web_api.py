@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
+from app.testing import ScriptedLLMServer, call, error, slow, text, tool_calls
 from tests.conftest import TEST_API_KEY
-from tests.web_ui_helpers import WebApp, sse_entries
+from tests.web_ui_helpers import WebApp, commands_in, sse_entries, wait_until
 
 httpx = pytest.importorskip("httpx")  # the browser and search extras install it
 
@@ -444,6 +444,37 @@ def test_a_dropped_stream_loses_nothing(client, app, llm) -> None:
     assert_error(client.get(f"/api/sessions/{sid}/events", headers={"last-event-id": "x"}), 400)
 
 
+def test_stop_keeps_what_the_command_printed_redacted(client, app, llm) -> None:
+    """A command cut by Stop still reports what it printed until then (redacted like any
+    output), as a tool result marked ``cancelled``."""
+    command = f"echo printed-$((6*7)); echo {TEST_API_KEY}; sleep 300"
+    llm.push(tool_calls(call("bash", {"command": command})))
+    sid = app.new_session(client, "print then wait")
+    wait_until(lambda: commands_in(app.workspace / "web" / sid, b"sleep"), 30, "the sleep")
+    stopped = client.post(f"/api/sessions/{sid}/stop", json={}).json()
+    assert stopped["stopped"] is True and stopped["session"]["state"] == "stopped"
+    with client.stream("GET", f"/api/sessions/{sid}/events") as stream:
+        results = [e for _, e in sse_entries(stream) if e["kind"] == "tool_result"]
+    assert len(results) == 1 and results[0]["cancelled"] is True, results
+    assert "printed-42" in results[0]["output"] and "***" in results[0]["output"]
+    assert TEST_API_KEY not in json.dumps(results)
+
+
+def test_the_listing_agrees_with_the_end_of_a_task(client, app, llm) -> None:
+    """Once a task's end is in the event log, every listing says so (never ``running``
+    with a finished state); ``/api/info`` names the server instance a page talks to."""
+    llm.push(error(400, "the model refuses this"))
+    sid = app.new_session(client, "fail at once")
+    with client.stream("GET", f"/api/sessions/{sid}/events") as stream:
+        end = [e for _, e in sse_entries(stream)][-1]
+        assert end["kind"] == "task_finished" and end["state"] == "failed"
+        listed = {s["id"]: s for s in client.get("/api/sessions").json()["sessions"]}
+    assert (listed[sid]["state"], listed[sid]["running"]) == ("failed", False)
+    instance = client.get("/api/info").json()["instance"]
+    assert isinstance(instance, str) and len(instance) >= 16
+    assert client.get("/api/info").json()["instance"] == instance
+
+
 def test_entries_carry_their_run_across_tasks_and_a_restart(tmp_path: Path, llm) -> None:
     """Steps restart with every agent run; ``run`` tells them apart, live and in the history
     a restarted server replays, and it goes on counting after the restart."""
@@ -458,9 +489,12 @@ def test_entries_carry_their_run_across_tasks_and_a_restart(tmp_path: Path, llm)
             )
             app.wait_idle(client, sid)
             assert _thought_runs(client, sid, 2) == [(1, "answer one"), (2, "answer two")]
+            before = client.get("/api/info").json()["instance"]
         app.stop()
         app.start()
         with app.client() as client:
+            # A new instance: a page that reconnects replays the session (new event numbers).
+            assert client.get("/api/info").json()["instance"] != before
             assert client.post(f"/api/sessions/{sid}/open", json={}).status_code == 200
             assert _thought_runs(client, sid, 2) == [(1, "answer one"), (2, "answer two")]
             llm.push(text("answer three"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -15,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from tests.proc_utils import alive
+from tests.proc_utils import alive, processes_in
 from tests.test_main_e2e import child_env, write_config
 
 httpx = pytest.importorskip("httpx")  # the browser and search extras install it
 
-__all__ = ["WebApp", "children_of", "sse_entries", "wait_until"]
+__all__ = ["WebApp", "children_of", "commands_in", "free_port", "sse_entries", "wait_until"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,6 +36,27 @@ def wait_until(check: Any, timeout: float = 20.0, what: str = "condition") -> An
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)  # polls an observable condition; noqa: sleep-ok
+
+
+def free_port() -> int:
+    """A port nothing listens on now (for a server started later, or one that refuses)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def commands_in(directory: Path, program: bytes) -> list[int]:
+    """Processes running ``program`` (e.g. ``b"sleep"``) with ``directory`` as their
+    working directory."""
+    found = []
+    for pid in processes_in(directory):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].rsplit(b"/", 1)[-1] == program:
+            found.append(pid)
+    return found
 
 
 def children_of(pid: int) -> list[int]:
@@ -66,6 +88,7 @@ class WebApp:
         extra_config: str = "",
         args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        port: int = 0,
     ) -> None:
         self.tmp = tmp
         self.workspace = workspace or tmp / "ws"
@@ -76,6 +99,8 @@ class WebApp:
                 f.write("\n" + extra_config + "\n")
         self.args = args
         self.env = env or {}
+        #: 0: any free port at each start; a fixed one lets a page find a restarted server.
+        self.fixed_port = port
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""
         self.stderr: list[str] = []
@@ -89,7 +114,7 @@ class WebApp:
                 "-c",
                 str(self.config),
                 "--port",
-                "0",
+                str(self.fixed_port),
                 "-w",
                 str(self.workspace),
                 *self.args,

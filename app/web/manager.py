@@ -95,12 +95,14 @@ class SessionManager:
 
     async def listing(self) -> list[dict[str, Any]]:
         """Open sessions first, then the rest from disk, newest first."""
-        infos = [s.info() for s in sorted(self.sessions.values(), key=lambda s: -s.created)]
         try:
             stored = await asyncio.to_thread(self.store.list, 200)
         except (SessionError, OSError) as e:
             logger.warning(f"Cannot list web sessions: {e}")
             stored = []
+        # The open sessions' states are read after the disk (which takes a while), so the
+        # answer is as fresh as it can be when it leaves.
+        infos = [s.info() for s in sorted(self.sessions.values(), key=lambda s: -s.created)]
         for item in stored:
             if item.id in self.sessions:
                 continue

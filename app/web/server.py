@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
@@ -215,6 +216,9 @@ def _sse(entry: dict[str, Any]) -> bytes:
 
 def create_app(manager: SessionManager, options: WebOptions) -> Any:
     """The ASGI app: routes behind the security middleware."""
+    # Tells a page that reconnects whether this is still the server it knew: a restarted one
+    # numbers its events anew, so the page replays the session instead of resuming.
+    instance = secrets.token_hex(8)
 
     async def session_of(request: Request, *, open_stored: bool = False) -> WebSession:
         sid = request.path_params["sid"]
@@ -238,6 +242,7 @@ def create_app(manager: SessionManager, options: WebOptions) -> Any:
                 "profiles": sorted(config.llm),
                 "max_upload_bytes": options.max_upload_bytes,
                 "remote": options.policy.remote,
+                "instance": instance,
             }
         )
 

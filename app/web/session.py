@@ -224,6 +224,7 @@ class WebSession:
             )
         if prompt is not None and not self.title:
             self.title = prompt
+        self.state = "running"  # at once: a listing asked before the task's first step agrees
         self.runner = asyncio.create_task(self._run(prompt), name=f"web-task-{self.id}")
 
     async def _run(self, prompt: str | None) -> None:
@@ -332,7 +333,8 @@ class WebSession:
                 "mode": self.mode,
                 "title": self.title,
                 "state": self.state,
-                "running": self.running,
+                # Not running once the task's end is told (its task may still be returning).
+                "running": self.running and self.state == "running",
                 "incomplete": self.incomplete,
                 "live": True,
                 "created": self.created,
