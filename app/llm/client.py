@@ -180,6 +180,7 @@ class LLM:
         self._stack, self._model = stack, stack.model
         count = getattr(stack.wire, "count_tokens", None)  # optional (CountsTokens)
         self._wire_count = count if callable(count) else None
+        self._window = self._stated_window()  # the hopeless check's, not a learned one
         fields = settings.model_fields_set  # what the caller did not set reaches a model as None
         self._max_tokens = settings.max_tokens if "max_tokens" in fields else None
         self._temperature = settings.temperature if "temperature" in fields else None
@@ -409,14 +410,16 @@ class LLM:
             [*system_msgs, *messages] if system_msgs else messages
         )
         definitions = self._definitions(tools)
-        await self._check_window(conversation, definitions, chars)
+        window = self._window
+        if window is not None and (chars >= window or self.settings.max_input_tokens):
+            await self._check_window(conversation, definitions, chars)
         relay = DeltaRelay(on_delta) if on_delta is not None else None
         params = ModelParams(
             tools=definitions,
             tool_choice=choice,
             max_tokens=self._max_tokens,
             temperature=self._temperature if temperature is None else temperature,
-            timeout=timeout or self.timeout,
+            timeout=timeout or self.settings.timeout,
             on_delta=None if relay is None else relay.pass_on,
             stream=stream,
             extra=kwargs,

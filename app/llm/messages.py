@@ -150,10 +150,10 @@ class Measured:
     ) -> tuple[list[Message], int]:
         """The conversation as ``Message``s (the same list when it holds nothing else) and
         its size."""
-        seen, count = self._seen, len(self._seen)
+        seen, count, stamp = self._seen, len(self._seen), nested_edit_count()
         start = chars = 0
         if (
-            self._stamp == nested_edit_count()
+            self._stamp == stamp
             and len(conversation) >= count
             and conversation[:count] == seen  # identity first: C speed for the same messages
         ):
@@ -167,5 +167,5 @@ class Measured:
                 return converted, sum(map(_chars, converted))
             chars += _chars(message)
         messages = cast(list[Message], given)  # every one checked (or, before start, seen)
-        self._seen, self._chars, self._stamp = messages[:], chars, nested_edit_count()
+        self._seen, self._chars, self._stamp = messages[:], chars, stamp
         return messages, chars

@@ -8,7 +8,6 @@ a wire model keeps there what one attempt teaches the next, and may make an erro
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,8 +44,16 @@ class Retrying:
     async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
         attempt = Attempt()
         relay = DeltaRelay(params.on_delta) if params.on_delta is not None else None
-        params = dataclasses.replace(
-            params, attempt=attempt, on_delta=relay.pass_on if relay is not None else None
+        params = ModelParams(  # not dataclasses.replace: this runs at every step
+            params.tools,
+            params.tool_choice,
+            params.max_tokens,
+            params.temperature,
+            params.timeout,
+            relay.pass_on if relay is not None else None,
+            params.stream,
+            params.extra,
+            attempt,
         )
         inner = self.inner
         # The first attempt runs outside tenacity (nearly every request succeeds at once, and
