@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose server runs")
     args = parser.parse_args(argv)
     code = f"for i in range({args.files}): open(f'f{{i}}.bin', 'wb').write(bytes([i]) * {MIB})"
-    scripts = {
+    scripts: dict[str, list[Any]] = {
         f"files {n}": [tool_calls(call("python_execute", {"code": code})), "Done."]
         for n in range(args.runs)
     }
