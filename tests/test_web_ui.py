@@ -861,3 +861,32 @@ window.fetch = async (...args) => {
   } catch (error) { done(); throw error; }
 };
 """
+
+
+@WIDTHS
+def test_a_page_that_lost_its_connection_catches_up_once(page, llm, app) -> None:
+    """The network goes away while a task runs and ends: the page says it is offline, and
+    once it is back it shows what happened meanwhile, from the API and the event log, each
+    thing once."""
+    llm.push(text("first answer"))
+    run_task(page, "first task")
+    expect(page.locator(".msg.final")).to_have_count(1)
+    expect(page.locator("#connection")).to_have_text("live")
+    sid = page.locator("#sessions li.current").get_attribute("data-id")
+    page.context.set_offline(True)
+    expect(page.locator("#connection")).to_have_text("offline")
+    expect(page.locator("#banner")).to_contain_text("Cannot reach the OpenManus server")
+    llm.push(tool_calls(call("bash", {"command": "echo meanwhile"})), text("second answer"))
+    with app.client() as client:
+        assert client.post(f"/api/sessions/{sid}/tasks", json={"prompt": "two"}).status_code == 202
+        assert app.wait_idle(client, sid)["state"] == "finished"
+    page.context.set_offline(False)
+    expect(page.locator("#connection")).to_have_text("live", timeout=30_000)
+    expect(page.locator("#banner")).to_be_hidden()
+    expect(page.locator(".msg.final")).to_have_count(2)
+    expect(page.locator(".msg.final").last).to_contain_text("second answer")
+    expect(page.locator(".msg.user")).to_have_count(2)
+    expect(page.locator("#activity details.tool-call")).to_have_count(1)
+    expect(page.locator("#terminal")).to_contain_text("meanwhile")
+    expect(page.locator("#status")).to_have_text("finished")
+    expect(page.locator("#sessions li.current")).to_have_attribute("data-state", "finished")
