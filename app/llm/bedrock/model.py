@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import inspect
 import os
 import sys
 import urllib.parse
@@ -33,6 +32,7 @@ from app.llm.bedrock.events import CONTENT_TYPE, FrameReader
 from app.llm.bedrock.http import HttpClients
 from app.llm.bedrock.offloop import start_in_thread
 from app.llm.bedrock.reply import StreamAssembler, parse_converse
+from app.llm.deltas import deliver
 from app.llm.model import DeltaCallback, ModelParams, ModelResponse
 from app.logger import logger
 from app.schema import Message
@@ -129,7 +129,7 @@ class BedrockModel:
             url, body, headers, timeout, params.on_delta if stream else None
         )
         if params.on_delta is not None and not stream:
-            await _deliver(params.on_delta, response.message.content)
+            await deliver(params.on_delta, response.message.content)
         if response.finish_reason == "length" and not response.message.tool_calls:
             logger.warning(f"The answer of model '{self.name}' was cut at its token limit")
         return response
@@ -198,7 +198,7 @@ class BedrockModel:
                     ) from e
                 text = assembler.add(frame.name, payload if isinstance(payload, dict) else {})
                 if text and on_delta is not None:
-                    await _deliver(on_delta, text)
+                    await deliver(on_delta, text)
         return assembler.response(self.endpoint)
 
     async def _ready(self) -> None:
@@ -283,10 +283,3 @@ async def _head(reply: Any, limit: int) -> bytes:
         if len(data) >= limit:
             break
     return bytes(data[:limit])
-
-
-async def _deliver(on_delta: DeltaCallback, text: str | None) -> None:
-    if text:
-        outcome = on_delta(text)
-        if inspect.isawaitable(outcome):
-            await outcome
