@@ -5,7 +5,7 @@
 #
 # The server's dependencies (fastapi, uvicorn, sse-starlette, ...) live in their own venv so
 # they never move the pins of the project's .venv. The first install compiles llama.cpp
-# (about 20 minutes on 2 cores); pip keeps the built wheel in its cache, so a fresh
+# (about 5 minutes on 2 cores); pip keeps the built wheel in its cache, so a fresh
 # .venv-llama on the same machine installs in seconds.
 #
 # Run it (`bash scripts/setup-real-model.sh`); needs no stdin. Environment:
@@ -63,7 +63,7 @@ fi
 PY="$LVENV/bin/python"
 
 log "installing llama-cpp-python[server]==$LLAMA_CPP_VERSION into $LVENV" \
-    "(the first build compiles llama.cpp: about 20 minutes on 2 cores; cached afterwards)"
+    "(the first build compiles llama.cpp: about 5 minutes on 2 cores; cached afterwards)"
 CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
   "$PY" -m pip install -q --disable-pip-version-check \
   "llama-cpp-python[server]==$LLAMA_CPP_VERSION"

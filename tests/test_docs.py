@@ -6,6 +6,8 @@
 - every relative link and anchor of ``README.md`` and ``docs/*.md`` resolves the way GitHub
   renders them (the site uses the same heading ids);
 - every option of the terminal programs is documented on its page;
+- the extras table names every extra and its packages, and the pages name every step of the
+  test command (the example commands themselves are run by ``tests/test_doc_commands.py``);
 - the site builds with ``mkdocs build --strict`` and makes no network request.
 """
 
@@ -16,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +263,51 @@ def test_readme_keeps_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert re.search(r"setup-venv\.sh \S*\bdocs\b", test_sh), "test.sh must install the docs extra"
 
 
+# --- the set-up: extras and the test command's steps --------------------------------------------
+
+
+def test_the_extras_table_lists_every_extra_with_its_packages() -> None:
+    """getting-started.md's table: one row per extra of pyproject.toml, naming each package."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    section = _section((DOCS / "getting-started.md").read_text(encoding="utf-8"), "### Extras")
+    rows = {name: " | ".join(cells[1:3]).lower() for name, cells in _table_rows(section).items()}
+    for extra, requirements in extras.items():
+        assert extra in rows, f"getting-started.md's extras table has no row for {extra!r}"
+        for requirement in requirements:
+            package = re.match(r"[A-Za-z0-9._-]+", requirement)
+            assert package is not None
+            name = package.group(0).lower()
+            assert name in rows[extra] or name.replace("-", "_") in rows[extra], (
+                f"the {extra!r} row does not name {name}"
+            )
+
+
+def _test_sh_steps() -> set[str]:
+    """The checks scripts/test.sh runs, as ``tool subcommand`` (``ruff format``, ``mypy``)."""
+    steps = set()
+    for line in (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8").splitlines():
+        if line.lstrip().startswith("#") or '"$VENV/bin/' not in line:
+            continue
+        if match := re.search(r'bin/python" -m (\w+)(?: (build|check|format))?', line):
+            steps.add(" ".join(filter(None, match.groups())))
+        elif match := re.search(r'bin/([\w-]+)"', line):
+            steps.add(match.group(1))
+    return steps
+
+
+@pytest.mark.parametrize(
+    "page", [README, DOCS / "getting-started.md", DOCS / "testing.md"], ids=lambda p: p.name
+)
+def test_the_pages_name_every_step_of_the_test_command(page: Path) -> None:
+    steps = _test_sh_steps()
+    assert {"ruff check", "ruff format", "mypy", "lint-imports", "mkdocs build", "pytest"} <= steps
+    text = page.read_text(encoding="utf-8")
+    missing = sorted(step for step in steps if step not in text)
+    assert not missing, f"{page.name} does not say that scripts/test.sh runs {missing}"
+
+
 # --- the terminal programs' options --------------------------------------------------------------
 
 PROGRAMS = {
@@ -289,6 +337,7 @@ PAGES = {
 def test_every_option_of_a_program_is_documented_on_its_page(program: str) -> None:
     result = subprocess.run(
         [sys.executable, *PROGRAMS[program], "--help"],
+        stdin=subprocess.DEVNULL,
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -318,6 +367,7 @@ def test_the_site_builds_strictly_without_the_network(tmp_path: Path) -> None:
     }
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        stdin=subprocess.DEVNULL,
         cwd=ROOT,
         capture_output=True,
         text=True,
