@@ -20,7 +20,7 @@ const state = {
   sid: null, source: null, live: false, running: false, question: null, since: 0,
   bubbles: new Map(), calls: new Map(), filesTimer: null, openDirs: new Set([""]),
   usage: new Map(), dirty: new Set(), renderTimer: null, written: "",
-  lastId: 0, instance: null, reconnecting: false, wake: null, lastBubble: null,
+  lastId: 0, instance: null, reconnecting: false, wake: null, lastBubble: null, streamFailures: 0,
   listSeq: 0, listTimer: null, previewSeq: 0, zoom: 1, opener: null,
 };
 
@@ -99,13 +99,15 @@ async function reconnect() {
   closeStream();
   setConnection("retrying");
   let delay = 500;
+  // A stream that keeps failing before it opens (the server answers, the stream does not)
+  // is retried with the same backoff, never in a tight loop.
+  if (state.streamFailures > 0) await pause(Math.min(250 * 2 ** state.streamFailures, 5000));
   for (;;) {
     const status = await resync();
     if (status === "ok") break;
     showBanner(status === 401 ? "login" : "off");
     setConnection(status === 401 ? "login" : "off");
-    await new Promise((resolve) => { state.wake = resolve; setTimeout(resolve, delay); });
-    state.wake = null;
+    await pause(delay);
     delay = Math.min(delay * 2, 5000);
   }
   state.reconnecting = false;
@@ -140,6 +142,15 @@ async function resync() {
   return "ok";
 }
 
+// Wait ``ms`` (the banner's "Retry now" ends the wait early).
+function pause(ms) {
+  return new Promise((resolve) => {
+    const done = () => { if (state.wake === done) state.wake = null; resolve(); };
+    state.wake = done;
+    setTimeout(done, ms);
+  });
+}
+
 function closeStream() {
   if (state.source) state.source.close();
   state.source = null;
@@ -151,9 +162,15 @@ function connect(sid, after = 0) {
   const source = new EventSource(`/api/sessions/${enc(sid)}/events${query}`);
   state.source = source;
   setConnection("connecting");
-  source.onopen = () => { if (state.source === source) setConnection("on"); };
+  let opened = false;
+  source.onopen = () => {
+    opened = true;
+    state.streamFailures = 0;
+    if (state.source === source) setConnection("on");
+  };
   source.onerror = () => {
     if (state.source !== source) return;
+    if (!opened) state.streamFailures += 1;
     reconnect();  // we reconnect ourselves: the server may have restarted (new event numbers)
   };
   source.onmessage = (message) => {
