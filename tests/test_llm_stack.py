@@ -259,3 +259,22 @@ async def test_counts_calibrated_to_the_server_refuse_beyond_twice_the_window(ll
     llm_server.push(text("sent"))
     assert (await llm.ask([Message.user_message("one two three four " * 700)])) == "sent"
     assert len(llm_server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("header", "api_type"), [("Anthropic", "anthropic"), ("Amazon Bedrock", "aws")]
+)
+def test_the_example_configs_profiles_load_as_shown(tmp_path, monkeypatch, header, api_type):
+    """config/config.example.toml's commented block for the API, uncommented, loads."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-example-0123")
+    lines = (ROOT / "config" / "config.example.toml").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"# --- {header}"))
+    block = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("#"):
+            break
+        if line.startswith("# [llm]") or block:
+            block.append(line[2:])
+    settings = _load(tmp_path, "\n".join(block) + "\n").llm["default"]
+    assert settings.api_type == api_type and settings.thinking_budget == 4096
+    assert settings.prompt_cache is True

@@ -39,6 +39,29 @@ def first_python_block(page: str, heading: str) -> str:
     return match.group(1)
 
 
+async def test_the_bring_your_own_model_class_is_a_model_as_documented() -> None:
+    """The section's second block: a class with request(), run by an agent to FINISHED."""
+    text = (DOCS / "llm.md").read_text(encoding="utf-8")
+    section = text[text.index("## Bring your own model") :]
+    code = re.findall(r"```python\n(.*?)```", section, re.S)[1]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "docs/llm.md", "exec"), namespace)
+    model = namespace["AdderModel"]()  # type: ignore[operator]
+    assert isinstance(model, Model)
+    agent = ToolCallAgent(model=model, available_tools=ToolCollection(add_numbers, Terminate()))
+    await agent.run("What is 2 + 3?")
+    assert agent.state == AgentState.FINISHED
+    assert any(
+        m.role == "tool" and m.content and m.content.endswith("5") for m in agent.memory.messages
+    )
+
+
+@tool(name="add")
+def add_numbers(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
 def test_the_bring_your_own_model_script_runs_as_documented() -> None:
     """The first code block of docs/llm.md's section is complete: it runs to FINISHED."""
     code = first_python_block("llm.md", "## Bring your own model")
