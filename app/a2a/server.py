@@ -170,11 +170,15 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        reaper = asyncio.create_task(executor.reap_forever(), name="a2a-reaper")
+        reapers = [
+            asyncio.create_task(executor.reap_forever(), name="a2a-reaper"),
+            asyncio.create_task(tasks.trim_forever(), name="a2a-task-trimmer"),
+        ]
         try:
             yield
         finally:
-            reaper.cancel()
+            for reaper in reapers:
+                reaper.cancel()
             await executor.close()
             with contextlib.suppress(Exception):
                 await handler.aclose()

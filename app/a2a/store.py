@@ -11,6 +11,7 @@ pages bounded by count and by size.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -105,10 +106,10 @@ class BoundedTaskStore(TaskStore):
             self.bytes -= old.size
         self._entries[key] = entry
         self.bytes += entry.size
-        await self._trim()
+        await self.trim()
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
-        await self._trim()
+        await self.trim()
         entry = self._entries.get((context.user.user_name, task_id))
         return None if entry is None else _copy(entry.task)
 
@@ -120,7 +121,7 @@ class BoundedTaskStore(TaskStore):
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         """The caller's tasks, newest first, a page at a time: ``page_size`` tasks (50 by
         default) and at most ``page_bytes`` of them."""
-        await self._trim()
+        await self.trim()
         owner = context.user.user_name
         after = None
         if params.page_token:
@@ -166,7 +167,13 @@ class BoundedTaskStore(TaskStore):
             tasks=page, next_page_token=token, total_size=total, page_size=page_size
         )
 
-    async def _trim(self) -> None:
+    async def trim_forever(self) -> None:
+        """Drop the tasks grown too old now and then, even when nobody asks the store."""
+        while True:
+            await asyncio.sleep(max(1.0, min(60.0, self.limits.max_age / 4)))
+            await self.trim()
+
+    async def trim(self) -> None:
         """Drop finished tasks, oldest update first, while over a bound or too old."""
         limits, now = self.limits, self.clock()
         dropped = []
