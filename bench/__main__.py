@@ -96,10 +96,11 @@ class _Server:
             self.proc.wait()
 
 
-def _worker(*args: str) -> dict[str, Any]:
+def _worker(*args: str, cwd: Path = ROOT) -> dict[str, Any]:
+    """What ``python -m bench.worker ARGS`` prints, run in the tree at ``cwd``."""
     out = subprocess.run(
         [sys.executable, "-m", "bench.worker", *args],
-        cwd=ROOT,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=900,

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.__main__ import PROCESS_TARGET, STEP_TARGET, _Server
+from bench.__main__ import PROCESS_TARGET, STEP_TARGET, _Server, _worker
 from bench.cold import WHOLE_PROCESS_STEPS, _env, _first_run
 from bench.loops import workload
 
@@ -51,20 +51,6 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def _steps_worker(tree: Path, url: str, counts: list[int], reps: int) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.worker", "steps", ",".join(map(str, counts)), str(reps), url],
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"steps worker in {tree} failed:\n{done.stderr[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
-
-
 def compare(rev: str, counts: list[int], rounds: int, reps: int, samples: int) -> dict[str, Any]:
     """Median per-step wall ms (``steps[tree][loop][n]``) and whole-process seconds
     (``process[label]``) of this tree (``now``) and ``rev`` (``before``)."""
@@ -81,7 +67,7 @@ def compare(rev: str, counts: list[int], rounds: int, reps: int, samples: int) -
                 _first_run_in(tree, "ours", url, 1, path, env)
             for _ in range(rounds):
                 for name, tree in trees.items():
-                    figures = _steps_worker(tree, url, counts, reps)
+                    figures = _worker("steps", ",".join(map(str, counts)), str(reps), url, cwd=tree)
                     for loop, by_count in figures.items():
                         target = steps.setdefault(name, {}).setdefault(loop, {})
                         for n, value in by_count.items():

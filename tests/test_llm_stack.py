@@ -92,6 +92,15 @@ def test_other_api_types_still_need_a_full_url():
     assert aws.base_url == "https://bedrock-runtime.eu-west-1.amazonaws.com"
 
 
+def _python(code: str) -> str:
+    """The output of ``code`` run by a fresh interpreter (which must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 @pytest.mark.e2e
 def test_importing_the_agent_loads_no_provider_sdk():
     """``import app.agent.manus`` (and building an OpenAI-profile agent) imports neither
@@ -105,11 +114,7 @@ def test_importing_the_agent_loads_no_provider_sdk():
         "print(json.dumps(sorted(n for n in sys.modules if n.split('.')[0] in "
         "('boto3', 'botocore', 'anthropic'))))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+    assert json.loads(_python(code).strip().splitlines()[-1]) == []
 
 
 # ---- one seam: the stack every model gets, and who may import the wire packages -----------
@@ -193,11 +198,8 @@ def test_a_missing_extra_is_a_clear_error_naming_it(api_type, blocked, extra):
         "except ConfigError as e:\n"
         "    print(e)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    assert f"install -e '.[{extra}]'" in done.stdout, done.stdout
+    out = _python(code)
+    assert f"install -e '.[{extra}]'" in out, out
 
 
 # ---- issue 37: keywords that mean nothing are errors; a hopeless request is not sent ------
