@@ -390,3 +390,51 @@ def test_importing_the_agent_does_not_import_openai():
         "assert 'tiktoken' not in sys.modules, 'tiktoken imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- the facade's edge: upstream's dicts become typed messages --------------------------------
+
+
+async def test_upstream_dicts_reach_a_model_as_typed_messages():
+    from app.testing import FunctionModel
+
+    model = FunctionModel(lambda messages, info: "seen")
+    llm = LLM.from_model(model)
+    png = (
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAAB"
+        "JRU5ErkJggg=="
+    )
+    await llm.ask(
+        [
+            {"role": "system", "content": "be brief"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is"},
+                    {"type": "image_url", "image_url": {"url": png, "detail": "low"}},
+                    {"type": "text", "text": "this?"},
+                ],
+            },
+        ]
+    )
+    system, user = model.requests[0][0]
+    assert isinstance(user, Message) and system.content == "be brief"
+    assert user.content == "What is\nthis?"
+    assert user.images is not None and user.images[0].detail == "low"
+    assert user.images[0].url == f"data:image/png;base64,{png}"  # a media type, not a guess
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x"}}]},
+        {"role": "wizard", "content": "hi"},
+        {"content": "no role"},
+        {"role": "user", "content": {"nested": "object"}},
+        "just a string",
+    ],
+)
+async def test_a_message_no_model_could_take_is_refused_before_sending(llm_server, make_llm, bad):
+    with pytest.raises((ValueError, TypeError)):
+        await make_llm().ask([bad])
+    assert llm_server.requests == []
