@@ -115,3 +115,21 @@ def test_bad_stream_settings_are_refused_at_load(value):
     key = "stream_after" if isinstance(value, float) else "stream"
     with pytest.raises((ConfigError, ValueError)):
         LLMSettings(model="m", base_url="http://127.0.0.1:1/v1", api_key="k", **{key: value})
+
+
+async def test_a_refused_stream_then_a_dropped_connection_is_answered_on_a_fresh_one(
+    llm_server, make_llm
+):
+    """One retry path, the OpenAI exchange's memory kept across attempts: the streamed turn
+    is refused (llama.cpp's empty event stream), its plain ask in the same attempt finds the
+    connection dropped, and the retry asks plainly again (no second streamed probe) on a
+    fresh connection; the refusal is remembered once the plain turn is taken."""
+    from app.testing import drop, raw
+
+    empty_stream = raw(200, b": ping\n\n", content_type="text/event-stream")
+    llm_server.push(empty_stream, drop(), tool_calls(call("echo", {"text": "x"})))
+    llm = make_llm(model="local", max_retries=2)
+    reply = await llm.request(USER, tools=TOOLS)
+    assert reply.message.tool_calls[0].function.name == "echo"
+    assert _streamed(llm_server) == [True, False, False]
+    assert "stream_tools" in llm.refused_features
