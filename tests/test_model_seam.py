@@ -353,3 +353,32 @@ async def test_the_capability_memory_is_the_one_passed_in(tmp_path: Path, monkey
     built = LLM.create(llm_config=settings).endpoint
     assert isinstance(built, OpenAIChatModel)
     assert built.refusals.memories is LLM.registry.memories
+
+
+async def test_a_users_model_passes_the_gate_and_the_timer_at_every_attempt() -> None:
+    """The rate gate, the in-flight bound and the timer wrap every model, not only endpoints."""
+    from app.llm.context import llm_scope, request_timer
+    from app.testing import FunctionModel
+
+    calls = {"n": 0}
+
+    def flaky(messages: list[Message], info: object) -> str:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise LLMServerError("busy", status_code=503)
+        return "done"
+
+    gated: list[int] = []
+    timed: list[float] = []
+
+    async def gate() -> None:
+        gated.append(calls["n"])
+
+    llm = LLM.from_model(FunctionModel(flaky), retry_min_wait=0, retry_max_wait=0)
+    token = request_timer.set(timed.append)
+    try:
+        with llm_scope(gate=gate):
+            assert await llm.ask([Message.user_message("hi")]) == "done"
+    finally:
+        request_timer.reset(token)
+    assert gated == [0, 1] and len(timed) == 2
