@@ -45,7 +45,7 @@ from app import __version__, own_servers
 from app.a2a import EXIT_CONFIG, TOKEN_ENV, say
 from app.a2a.executor import ContextFromTask, ManusExecutor, manus_factory
 from app.a2a.guard import DEFAULT_MAX_BODY, AccessGuard
-from app.a2a.identity import Caller, Callers, CallerUser
+from app.a2a.identity import DEFAULT_CALLER, Caller, Callers, CallerUser
 from app.a2a.jsonrpc import jsonrpc_route
 from app.a2a.push import PushConfigStore, PushTargets, TargetRule, push_client
 from app.a2a.store import BoundedTaskStore, StoreLimits
@@ -143,11 +143,12 @@ def create_app(
     max_body: int = DEFAULT_MAX_BODY,
 ) -> tuple[Any, DefaultRequestHandler]:
     """The ASGI app (behind the guard) and its request handler."""
-    push_client_ = push_client(targets)
+    webhooks = push_client(targets)
     push_configs = PushConfigStore()
 
     async def drop_push_configs(owner: str, task_id: str) -> None:
-        call = ServerCallContext(user=CallerUser(Caller(owner or "default", owner)))
+        caller = Caller(owner, owner) if owner else DEFAULT_CALLER
+        call = ServerCallContext(user=CallerUser(caller))
         await push_configs.delete_info(task_id, call)
 
     tasks.on_drop = drop_push_configs
@@ -158,7 +159,7 @@ def create_app(
         push_config_store=push_configs,
         # Where a webhook may go is checked when it is set (a clear error) and again, by the
         # client's transport, at every connection.
-        push_sender=BasePushNotificationSender(push_client_, push_configs),
+        push_sender=BasePushNotificationSender(webhooks, push_configs),
         push_url_validator=targets.validate,
         request_context_builder=ContextFromTask(tasks),
     )
@@ -182,7 +183,7 @@ def create_app(
             await executor.close()
             with contextlib.suppress(Exception):
                 await handler.aclose()
-            await push_client_.aclose()
+            await webhooks.aclose()
 
     app = Starlette(routes=routes, lifespan=lifespan)
     guard = AccessGuard(app, policy, callers, public_paths=CARD_PATHS, max_body=max_body)
