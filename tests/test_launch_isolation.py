@@ -628,3 +628,37 @@ def test_an_isolated_interpreter_imports_the_installed_package_not_a_planted_one
     )
     assert Path(done.stdout.strip()).resolve() == (ROOT / "app" / "__init__.py").resolve()
     assert not marker.exists(), marker.read_text()
+
+
+@pytest.mark.e2e
+def test_a_regular_install_resolves_the_same_way(tmp_path: Path) -> None:
+    """Not editable: ``app`` copied into a venv's site-packages (what ``pip install .``
+    leaves), the dependencies reached through a ``.pth`` path line (which, unlike a
+    ``site-packages`` directory, installs no editable finder). Our stdio MCP server, started as
+    ``-I -m app.mcp.server`` from a planted directory, is the installed copy."""
+    import shutil
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    base = Path(sys.base_prefix) / "bin" / Path(sys.executable).name
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    site = Path(sysconfig.get_path("purelib", vars={"base": str(venv)}))
+    shutil.copytree(ROOT / "app", site / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    planted = tmp_path / "start"
+    (planted / "app" / "mcp").mkdir(parents=True)
+    marker = tmp_path / "MARKER"
+    for name in ("app/__init__.py", "app/mcp/__init__.py", "app/mcp/server.py", "sitecustomize.py"):
+        (planted / name).write_text(f"open({str(marker)!r}, 'a').write(__file__ + '\\n')\n")
+    python = str(venv / "bin" / "python")
+    where = subprocess.run(
+        [python, "-I", "-c", "import app.mcp.server as s; print(s.__file__)"],
+        cwd=planted, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert Path(where.stdout.strip()).is_relative_to(site), where.stdout
+    served = subprocess.run(
+        [python, *hostside.module_argv("app.mcp.server", "--help")[1:]],
+        cwd=planted, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert served.returncode == 0 and "--transport" in served.stdout, served.stderr
+    assert not marker.exists(), marker.read_text()
