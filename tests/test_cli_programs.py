@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from app.testing import call, text, tool_calls
-from tests.test_main_e2e import child_env, write_config
+from tests.test_main_e2e import child_env, run_program, write_config
 from tests.test_run_flow_e2e import plan_call
 
 pytestmark = pytest.mark.e2e  # runs the programs in subprocesses
@@ -66,6 +66,17 @@ OWN = {
         "-i, --interactive one task per line until 'exit', 'quit', 'q' or end of input",
     ],
 }
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
 
 
 def help_of(*command: str) -> str:
@@ -156,15 +167,26 @@ def test_importing_the_programs_loads_no_framework() -> None:
         "assert not loaded, loaded\n"
         "assert app.cli.EXIT_CONFIG == 2 and callable(app.cli.main)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_help_runs_the_program_file_and_loads_nothing_heavy(program: str) -> None:
+    heavy = ("openai", "tiktoken", "pydantic", "matplotlib", "app.agent.manus", "app.flow")
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = [{program!r}, '--help']\n"
+        "try:\n"
+        f"    runpy.run_path({str(ROOT / program)!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"heavy = [m for m in {heavy!r} if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: {program} ")
 
 
 def test_cli_modules_import_no_private_names() -> None:
@@ -188,16 +210,7 @@ def test_cli_modules_import_no_private_names() -> None:
 def run_cli(
     program: str, tmp_path: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / program), *args],
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-    )
+    return run_program(ROOT / program, tmp_path, *args, stdin=stdin, timeout=120)
 
 
 def answering_42(program: str) -> list[Any]:

@@ -491,6 +491,21 @@ def bash(command: str) -> list[str]:
     return ["bash", "-o", "pipefail", "-c", command]
 
 
+def start(project: Project, command: str, *, stdin: bool = False) -> subprocess.Popen[str]:
+    """``command`` under bash in the scratch checkout, in a session of its own (so everything
+    it starts can be ended); its stdin is a pipe or /dev/null, never the suite's."""
+    return subprocess.Popen(
+        bash(command),
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=project.env,
+        cwd=project.root,
+        start_new_session=True,
+    )
+
+
 def stop(proc: subprocess.Popen[Any]) -> None:
     """End ``proc``'s process group (it was started in a session of its own)."""
     if proc.poll() is None:
@@ -514,16 +529,7 @@ def run_to_end(project: Project, command: str, mapping: Run) -> None:
     project.llm.push(*mapping.replies(project))
     if mapping.as_command is not None:
         command = mapping.as_command(project, command)
-    proc = subprocess.Popen(
-        bash(command),
-        stdin=subprocess.PIPE if mapping.stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=project.env,
-        cwd=project.root,
-        start_new_session=True,
-    )
+    proc = start(project, command, stdin=mapping.stdin is not None)
     try:
         out, err = proc.communicate(mapping.stdin, timeout=DEADLINE)
     finally:
@@ -536,17 +542,7 @@ def run_to_end(project: Project, command: str, mapping: Run) -> None:
 
 
 def serve(project: Project, command: str, mapping: Serve) -> None:
-    argv = bash(" ".join(["exec", command, *mapping.append]))
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=project.env,
-        cwd=project.root,
-        start_new_session=True,
-    )
+    proc = start(project, " ".join(["exec", command, *mapping.append]))
     lines: queue.Queue[str | None] = queue.Queue()
     errors: list[str] = []
 

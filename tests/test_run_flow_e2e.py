@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.testing import call, error, slow, text, tool_calls
-from tests.test_main_e2e import as_from_a_terminal, child_env, write_config
+from tests.test_main_e2e import as_from_a_terminal, child_env, run_program, write_config
 
 pytestmark = pytest.mark.e2e
 
@@ -19,16 +18,7 @@ RUN_FLOW = ROOT / "run_flow.py"
 
 
 def run_flow(tmp_path: Path, *args: str, stdin: str | None = None, timeout: float = 90):
-    return subprocess.run(
-        [sys.executable, str(RUN_FLOW), *args],
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=tmp_path,
-        timeout=timeout,
-    )
+    return run_program(RUN_FLOW, tmp_path, *args, stdin=stdin, timeout=timeout)
 
 
 def flow_config(tmp_path: Path, base_url: str, *, data_analysis: bool = False) -> Path:
@@ -169,27 +159,3 @@ def test_bad_usage_and_config_exit_2(tmp_path):
     proc = run_flow(tmp_path, "-p", "x", "-c", str(tmp_path / "missing.toml"))
     assert proc.returncode == 2 and "missing.toml" in proc.stderr
     assert "Traceback" not in proc.stderr
-
-
-def test_help_is_fast_and_imports_nothing_heavy():
-    code = (
-        "import runpy, sys\n"
-        "sys.argv = ['run_flow.py', '--help']\n"
-        "try:\n"
-        f"    runpy.run_path({str(RUN_FLOW)!r}, run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "heavy = [m for m in ('openai', 'tiktoken', 'pydantic', 'matplotlib', 'app.flow.planning')"
-        " if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "usage: run_flow.py" in proc.stdout and "--timeout" in proc.stdout

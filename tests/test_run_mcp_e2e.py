@@ -3,14 +3,13 @@ the MCP agent through our own MCP server (started over stdio, or reached over HT
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from app.testing import call, text, tool_calls
-from tests.mcp_helpers import ROOT, child_env, http_server, write_config
+from tests.mcp_helpers import ROOT, http_server, write_config
+from tests.test_main_e2e import run_program
 
 pytestmark = pytest.mark.e2e
 
@@ -18,16 +17,7 @@ RUN_MCP = ROOT / "run_mcp.py"
 
 
 def run_mcp(tmp_path: Path, *args: str, stdin: str | None = None):
-    return subprocess.run(
-        [sys.executable, str(RUN_MCP), *args],
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=tmp_path,
-        timeout=120,
-    )
+    return run_program(RUN_MCP, tmp_path, *args, stdin=stdin, timeout=120)
 
 
 def tool_results(request) -> list[str]:

@@ -62,6 +62,9 @@ from app.tool.ask_human import StdinInputProvider, set_input_provider
 from app.tool.chart.render import matplotlib_available
 from app.tool.planning import PlanStepStatus
 
+#: What stdin that ends before giving a task is told (exit code 2; nothing was set up).
+NO_TASK = 'no task given: the input ended without one (or give it with -p "task")'
+
 
 class TerminalSession(ABC):
     """One process: set-up, then tasks from ``--prompt`` or stdin, with Ctrl-C handling."""
@@ -231,7 +234,7 @@ class TerminalSession(ABC):
         if self._left or stdin_is_tty():
             self._goodbye()
             return EXIT_OK
-        say('error: no task given: the input ended without one (or give it with -p "task")')
+        say(f"error: {NO_TASK}")
         return EXIT_CONFIG
 
     async def _read_task(self) -> str | None:
@@ -600,7 +603,7 @@ class MCPSession(AgentSession):
         # Upstream's default mode: one task from stdin (blank is an empty task, as -p "").
         line = await self._read_line()
         if line is None:
-            say('error: no task given: the input ended without one (or give it with -p "task")')
+            say(f"error: {NO_TASK}")
             return EXIT_CONFIG
         if not line.strip():
             say("error: the task is empty")
