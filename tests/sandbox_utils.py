@@ -26,6 +26,7 @@ __all__ = [
     "processes_under",
     "requires_bwrap",
     "requires_docker",
+    "sandbox_section",
 ]
 
 requires_bwrap = pytest.mark.skipif(
@@ -71,6 +72,16 @@ def make_sandbox(backend: str, workspace: Path, **settings: Any) -> Sandbox:
         values["image"] = DOCKER_IMAGE
     values.update(settings)
     return create_sandbox(SandboxSettings(**values), workspace)
+
+
+def sandbox_section(backend: str) -> str:
+    """A config file's ``[sandbox]`` section for ``backend`` with the tests' small limits."""
+    lines = ["", "[sandbox]", f'backend = "{backend}"']
+    if backend != "local":
+        lines.append('memory_limit = "256m"')
+    if backend == "docker":
+        lines.append(f'image = "{DOCKER_IMAGE}"')
+    return "\n".join(lines) + "\n"
 
 
 def _directories(directory: Path) -> set[tuple[int, int]]:

@@ -26,7 +26,7 @@ import pytest
 
 from app.testing import ScriptedLLMServer, call, slow, text, tool_calls
 from tests.proc_utils import ROOT, alive
-from tests.sandbox_utils import BACKENDS, DOCKER_IMAGE
+from tests.sandbox_utils import BACKENDS, sandbox_section
 from tests.test_main_e2e import child_env, write_config
 
 pytestmark = pytest.mark.e2e
@@ -49,12 +49,6 @@ ESCAPE = textwrap.dedent("""
 """)
 #: The shell's own escape: a background job in a session of its own.
 SHELL_ESCAPE = "setsid sleep 337 > /dev/null 2>&1 < /dev/null & echo started"
-
-SECTIONS = {
-    "local": "",
-    "bubblewrap": '\n[sandbox]\nbackend = "bubblewrap"\nmemory_limit = "256m"\n',
-    "docker": f'\n[sandbox]\nbackend = "docker"\nimage = "{DOCKER_IMAGE}"\nmemory_limit = "256m"\n',
-}
 
 
 def sleepers() -> dict[int, str]:
@@ -102,7 +96,7 @@ def test_kill_9_of_main_py_leaves_no_process_it_started(
         slow(120, text("too late")),  # main.py waits here, mid-run, when it is killed
     )
     cfg = write_config(tmp_path, llm_server.base_url)
-    cfg.write_text(cfg.read_text() + SECTIONS[backend])
+    cfg.write_text(cfg.read_text() + sandbox_section(backend))
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "main.py"), "-c", str(cfg), "-w", str(workspace), "-p", "x"],
         stdin=subprocess.DEVNULL,

@@ -29,8 +29,15 @@ from app.batch import read_results
 from app.testing import KeyedScripts, ScriptedLLMServer, call, text, tool_calls
 from tests.batch_helpers import write_tasks
 from tests.proc_utils import ROOT, processes_mentioning, short_temp_dir
-from tests.sandbox_utils import BACKENDS, DOCKER_IMAGE, requires_bwrap, requires_docker
+from tests.sandbox_utils import (
+    BACKENDS,
+    DOCKER_IMAGE,
+    requires_bwrap,
+    requires_docker,
+    sandbox_section,
+)
 from tests.test_main_e2e import child_env, write_config
+from tests.test_sandbox_docker_programs import tool_outputs
 
 #: Files the model plants: what an unisolated Python would import from its directory.
 PLANTED = (
@@ -48,12 +55,6 @@ PLANTED = (
     "sitecustomize.py",
     "usercustomize.py",
 )
-
-SECTIONS = {
-    "local": '\n[sandbox]\nbackend = "local"\n',
-    "bubblewrap": '\n[sandbox]\nbackend = "bubblewrap"\nmemory_limit = "256m"\n',
-    "docker": f'\n[sandbox]\nbackend = "docker"\nimage = "{DOCKER_IMAGE}"\nmemory_limit = "256m"\n',
-}
 
 
 def payload(marker: Path) -> str:
@@ -87,15 +88,6 @@ def plant_command(marker: Path) -> str:
 
 def assert_nothing_ran(marker: Path) -> None:
     assert not marker.exists(), f"planted code ran on the host:\n{marker.read_text()}"
-
-
-def tool_outputs(server: ScriptedLLMServer) -> list[str]:
-    seen: list[str] = []
-    for request in server.requests:
-        for message in request.body["messages"]:
-            if message["role"] == "tool" and message["content"] not in seen:
-                seen.append(message["content"])
-    return seen
 
 
 @pytest.fixture
@@ -223,7 +215,7 @@ def test_main_py_runs_no_planted_code_on_the_host(
     inside = "/workspace" if backend == "docker" else str(workspace)
     llm_server.push(*manus_script(marker, inside))
     cfg = write_config(tmp_path, llm_server.base_url)
-    cfg.write_text(cfg.read_text() + SECTIONS[backend])
+    cfg.write_text(cfg.read_text() + sandbox_section(backend))
     proc = run_program(
         start_dir, tmp_path, str(ROOT / "main.py"), "-c", str(cfg), "-w", str(workspace),
         "-p", "plant and run",
@@ -253,7 +245,7 @@ def test_run_flow_py_runs_no_planted_code_on_the_host(
         text("Planted and ran."),
     )
     cfg = write_config(tmp_path, llm_server.base_url)
-    cfg.write_text(cfg.read_text() + SECTIONS["docker"])
+    cfg.write_text(cfg.read_text() + sandbox_section("docker"))
     proc = run_program(
         start_dir, tmp_path, str(ROOT / "run_flow.py"), "-c", str(cfg), "-w", str(workspace),
         "-p", "plant",
@@ -285,7 +277,7 @@ def test_run_mcp_py_and_its_stdio_server_run_no_planted_code_on_the_host(
         tool_calls(call("mcp_openmanus_terminate", {"status": "success"}), content="done"),
     )
     cfg = write_config(tmp_path, llm_server.base_url)
-    cfg.write_text(cfg.read_text() + SECTIONS[backend])
+    cfg.write_text(cfg.read_text() + sandbox_section(backend))
     proc = run_program(
         start_dir, tmp_path, str(ROOT / "run_mcp.py"), "--config", str(cfg), "-w",
         str(workspace), "-p", "plant",
@@ -322,7 +314,7 @@ def test_the_batch_runner_runs_no_planted_code_on_the_host(
 ) -> None:
     tasks, scripts = batch_tasks(tmp_path, marker, "/workspace")
     with ScriptedLLMServer(responder=scripts) as server:
-        cfg = batch_config(tmp_path, server.base_url, SECTIONS["docker"])
+        cfg = batch_config(tmp_path, server.base_url, sandbox_section("docker"))
         out = tmp_path / "out.jsonl"
         # ``python -m`` puts the current directory first on sys.path (Python's own rule, before
         # any of our code runs): the runner is started the way docs/batch.md says for that.
@@ -382,7 +374,7 @@ def test_bubblewrap_runs_python_started_by_a_relative_interpreter_path(
         tool_calls(call("terminate", {"status": "success"}), content="ran"),
     )
     cfg = write_config(tmp_path, llm_server.base_url)
-    cfg.write_text(cfg.read_text() + SECTIONS["bubblewrap"])
+    cfg.write_text(cfg.read_text() + sandbox_section("bubblewrap"))
     proc = subprocess.run(
         ["../venv/bin/python", str(ROOT / "main.py"), "-c", str(cfg), "-w", str(workspace),
          "-p", "run python"],

@@ -64,8 +64,8 @@ class MCPConnection:
         cwd: str | None = None,
     ) -> None:
         self.server_id = server_id
-        #: Working directory of a stdio server (None: ours; our own server gets one outside
-        #: any workspace, see app.tool.mcp).
+        #: Working directory of a stdio server (None: this process's; our own server runs in
+        #: "/", outside any workspace: app.tool.mcp).
         self.cwd = cwd
         #: A server may send thousands of progress notifications a second: each call passes
         #: on at most one per this many seconds (the latest; the last one when it ends).
