@@ -6,7 +6,9 @@ directory that cannot be a workspace, so nothing the model writes (``app/__init_
 The check reads the source (AST) of everything we ship and finds each place that starts
 ``sys.executable`` or another Python, however the command is passed: an argv list anywhere,
 ``subprocess.*``, ``asyncio.create_subprocess_exec``, ``loop.subprocess_exec``, ``os.exec*`` /
-``os.spawn*`` / ``os.posix_spawn*``, shell strings, ``multiprocessing``'s spawn, a
+``os.spawn*`` / ``os.posix_spawn*``, anyio's and trio's ``open_process``/``run_process``,
+``pty``/``pexpect``, shell strings (and ``shlex.split``), ``multiprocessing``'s spawn and
+process pools, a
 ``LaunchSpec``, the MCP SDK's ``StdioServerParameters``, ``command=`` with ``args=`` (and the
 same keys in a dict: ``mcp.json`` style), and Ray's job settings (Ray runs its workers in, and
 imports from, the driver's working directory unless the job has a ``working_dir``). The
@@ -52,6 +54,8 @@ _SHELL_CALLS = frozenset(
         "subprocess.getstatusoutput",
     }
 )
+#: anyio's and trio's process starters: the command line first (a list, or a shell string).
+_ARGV_FIRST = frozenset({"open_process", "run_process"})
 _PYTHON_NAME = re.compile(r"(^|/)python[0-9.]*$")
 #: Identifiers that name an interpreter: ``python``, ``self.python``, ``llama_python()``,
 #: ``python3``, ``venv_python_exe`` (not ``PythonExecute``, ``python_execute``, ``_PYTHON_TAG``).
@@ -313,12 +317,21 @@ class _Checker(ast.NodeVisitor):
             if self._is_text(argv):
                 self._check_shell_text(node, argv)
             self.check_launch(node, self.argv_status(argv), keywords.get("cwd"))
-        elif name in ("create_subprocess_exec", "subprocess_exec", "spawn") and (
-            name != "spawn" or dotted.startswith("pty.")
+        elif name in ("create_subprocess_exec", "subprocess_exec", "spawn", *_ARGV_FIRST) and (
+            name != "spawn" or dotted.startswith(("pty.", "pexpect."))
         ):
             args = node.args[1:] if name == "subprocess_exec" else node.args
-            if name == "spawn":
-                status = self.argv_status(args[0] if args else None)
+            if name in _ARGV_FIRST or dotted.startswith("pty."):
+                argv = args[0] if args else keywords.get("command")
+                if self._is_text(argv):
+                    self._check_shell_text(node, argv)
+                status = self.argv_status(argv)
+            elif name == "spawn":  # pexpect.spawn(program or command line, args)
+                program = args[0] if args else None
+                if self._is_text(program):
+                    self._check_shell_text(node, program)
+                rest = args[1] if len(args) > 1 else keywords.get("args")
+                status = self.command_args_status(program, rest)
             else:
                 status = self.argv_status(ast.List(elts=list(args), ctx=ast.Load()))
             self.check_launch(node, status, keywords.get("cwd"))
@@ -332,6 +345,11 @@ class _Checker(ast.NodeVisitor):
             if self.is_python(node.args[0] if node.args else None) and status is None:
                 status = "python"
             self.check_launch(node, status, None)
+        elif name == "ProcessPoolExecutor" or (dotted == "shlex.split" and node.args):
+            if name == "ProcessPoolExecutor":
+                self.report(node, "a process pool starts Python through multiprocessing")
+            else:
+                self._check_shell_text(node, node.args[0])
         elif "multiprocessing" in dotted and name in ("get_context", "set_start_method"):
             method = node.args[0] if node.args else None
             if isinstance(method, ast.Constant) and method.value in ("spawn", "forkserver"):
@@ -508,6 +526,14 @@ UNISOLATED = {
     "shell=True": "subprocess.run('cd ws && python -m app.x', shell=True)",
     "create_subprocess_shell": "await asyncio.create_subprocess_shell('python3 x.py')",
     "pty.spawn": "pty.spawn([sys.executable, '-m', 'x'])",
+    "pexpect.spawn": "child = pexpect.spawn(sys.executable, ['-m', 'x'])",
+    "pexpect.spawn, a command line": "child = pexpect.spawn('python3 -m app.x')",
+    "built up by append": "cmd = [sys.executable]\ncmd += ['-m', 'x']\nsubprocess.run(cmd, cwd='/')",
+    "anyio.open_process": "await anyio.open_process([sys.executable, '-m', 'x'], cwd='/')",
+    "anyio.run_process, a shell string": "await anyio.run_process('python3 -m app.x')",
+    "trio.run_process": "await trio.run_process([sys.executable, '-I', 'x'])",
+    "shlex.split": "argv = shlex.split(f'{sys.executable} -m app.x')",
+    "a process pool": "pool = concurrent.futures.ProcessPoolExecutor(4)",
     "multiprocessing spawn": "ctx = multiprocessing.get_context('spawn')",
     "multiprocessing import": "from multiprocessing import Process",
     "StdioServerParameters": (
@@ -575,6 +601,8 @@ ISOLATED = {
     ),
     "names that only contain 'python'": "tools = [PythonExecute(), python_execute, _PYTHON_TAG]",
     "multiprocessing's fork": "ctx = multiprocessing.get_context('fork')",
+    "anyio, isolated": "await anyio.open_process([sys.executable, '-I', 'x.py'], cwd=HOST_CWD)",
+    "shlex.split, not Python": "argv = shlex.split('ls -l /tmp')",
 }
 
 
