@@ -528,7 +528,7 @@ UNISOLATED = {
     "pty.spawn": "pty.spawn([sys.executable, '-m', 'x'])",
     "pexpect.spawn": "child = pexpect.spawn(sys.executable, ['-m', 'x'])",
     "pexpect.spawn, a command line": "child = pexpect.spawn('python3 -m app.x')",
-    "built up by append": "cmd = [sys.executable]\ncmd += ['-m', 'x']\nsubprocess.run(cmd, cwd='/')",
+    "built up by append": "cmd = [sys.executable]\ncmd += ['-m', 'x']\nsubprocess.run(cmd)",
     "anyio.open_process": "await anyio.open_process([sys.executable, '-m', 'x'], cwd='/')",
     "anyio.run_process, a shell string": "await anyio.run_process('python3 -m app.x')",
     "trio.run_process": "await trio.run_process([sys.executable, '-I', 'x'])",
