@@ -532,13 +532,15 @@ def test_the_cgroup_of_an_agent_killed_outright_is_swept_by_the_next(
     the runs of a dead agent at once; here it is killed first, as when a whole process tree
     is killed, so what is left is for the sweep.)"""
     agent, sleeper, left = start_agent(workspace, private_pids_cgroup)
-    children = Path(f"/proc/{agent.pid}/task/{agent.pid}/children").read_text().split()
-    reapers = [c for c in children if b"reaper.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
-    assert reapers, children
-    for reaper in reapers:
-        os.kill(int(reaper), signal.SIGKILL)
-    agent.kill()
-    agent.wait()
+    try:
+        children = Path(f"/proc/{agent.pid}/task/{agent.pid}/children").read_text().split()
+        reapers = [c for c in children if b"reaper.py" in Path(f"/proc/{c}/cmdline").read_bytes()]
+        assert reapers, children
+        for reaper in reapers:
+            os.kill(int(reaper), signal.SIGKILL)
+    finally:  # a failure leaves no agent: its reaper (if alive) then cleans up
+        agent.kill()
+        agent.wait()
     assert left.exists() and alive(sleeper)  # what a killed agent leaves behind
     from app.sandbox.guard import sweep_orphans
 
