@@ -104,7 +104,8 @@ def _python(code: str) -> str:
 @pytest.mark.e2e
 def test_importing_the_agent_loads_no_provider_sdk():
     """``import app.agent.manus`` (and building an OpenAI-profile agent) imports neither
-    boto3/botocore nor the anthropic SDK: only a profile of theirs does."""
+    boto3/botocore nor the anthropic SDK: only a profile of theirs does. Nor tenacity: the
+    retry loop is imported on a first failure."""
     code = (
         "import json, sys\n"
         "import app.agent.manus\n"
@@ -112,7 +113,7 @@ def test_importing_the_agent_loads_no_provider_sdk():
         "from app.llm import LLM\n"
         "LLM.create(llm_config=LLMSettings(model='m', base_url='http://127.0.0.1:9/v1'))\n"
         "print(json.dumps(sorted(n for n in sys.modules if n.split('.')[0] in "
-        "('boto3', 'botocore', 'anthropic'))))\n"
+        "('boto3', 'botocore', 'anthropic', 'tenacity'))))\n"
     )
     assert json.loads(_python(code).strip().splitlines()[-1]) == []
 

@@ -45,8 +45,9 @@ _IMAGE_PREFIXES = (
 _IMAGE_MARKERS = ("-vl", "vision", "-omni")
 
 
-#: A Bedrock model id's cross-region prefix and vendor: ``us.anthropic.claude-3-7-sonnet-...``.
-_BEDROCK_ID = re.compile(
+#: A Bedrock model id's cross-region prefix and vendor: ``us.anthropic.claude-3-7-sonnet-...``
+#: (compiled on first use, by ``re``'s cache: not at start-up).
+_BEDROCK_ID = (
     r"^(?:(?:us|eu|apac|global|us-gov|ca|jp|au)\.)?"
     r"(?:anthropic|amazon|meta|mistral|cohere|ai21|deepseek|qwen|writer|openai|twelvelabs)\."
 )
@@ -55,7 +56,8 @@ _BEDROCK_ID = re.compile(
 def base_model_name(model: str) -> str:
     """``"openai/gpt-4o-mini"`` -> ``"gpt-4o-mini"``, ``"us.anthropic.claude-3-7-sonnet-..."``
     -> ``"claude-3-7-sonnet-..."``: provider prefixes do not change abilities."""
-    return _BEDROCK_ID.sub("", model.rsplit("/", 1)[-1].strip().lower(), count=1)
+    name = model.rsplit("/", 1)[-1].strip().lower()
+    return re.sub(_BEDROCK_ID, "", name, count=1) if "." in name else name
 
 
 def default_reasoning_model(model: str) -> bool:

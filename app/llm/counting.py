@@ -22,9 +22,4 @@ def count_request(
             total += counter.count_image({"url": image.url, "detail": image.detail})
         for block in message.thinking_blocks or ():
             total += counter.count_text(block.text or block.data or "")
-    return total + count_tools(counter, tools)
-
-
-def count_tools(counter: TokenCounter, tools: Sequence[ToolDefinition]) -> int:
-    """Tokens of the tool definitions, in the form they are offered in."""
-    return counter.count_tools([tool.to_param() for tool in tools]) if tools else 0
+    return total + counter.count_tools([tool.to_param() for tool in tools] if tools else None)

@@ -93,7 +93,6 @@ class ToolDefinition:
         }
 
 
-@dataclass(slots=True, eq=False)
 class Attempt:
     """The attempts of one request, as the retry wrapper makes them (``number`` 1 first).
 
@@ -102,9 +101,12 @@ class Attempt:
     the attempt raises the last one (a timed-out plain request is asked again once only).
     """
 
-    number: int = 1
-    memo: dict[object, Any] = field(default_factory=dict)
-    final: bool = False
+    __slots__ = ("final", "memo", "number")
+
+    def __init__(self) -> None:
+        self.number = 1
+        self.memo: dict[object, Any] = {}
+        self.final = False
 
 
 @dataclass(slots=True)

@@ -12,8 +12,6 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type
-
 from app.exceptions import LLMError, LLMRateLimitError, LLMResponseError, LLMTransientError
 from app.llm.deltas import DeltaRelay
 from app.llm.model import Attempt, Model, ModelParams, ModelResponse
@@ -21,6 +19,8 @@ from app.logger import logger
 from app.schema import Message
 
 if TYPE_CHECKING:
+    from tenacity import RetryCallState
+
     from app.config import LLMSettings
 
 #: A Retry-After longer than this (seconds) is not waited for: the error goes to the caller.
@@ -74,6 +74,10 @@ class Retrying:
         return await self._retried(again, attempt)
 
     async def _retried(self, again: Any, attempt: Attempt) -> ModelResponse:
+        # tenacity is imported on the first failure: ~10 ms of every start-up otherwise, for
+        # a loop most runs never enter.
+        from tenacity import AsyncRetrying, retry_if_exception_type
+
         settings, max_retries = self.settings, self.settings.max_retries
         malformed = 0
 

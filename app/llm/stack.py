@@ -16,7 +16,6 @@ their SDKs, are imported only when a profile names them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import ConfigError
@@ -51,14 +50,17 @@ CONNECTION_FIELDS = (
 NATIVE_APIS = {"aws": "bedrock", "anthropic": "anthropic"}
 
 
-@dataclass(frozen=True, slots=True)
 class Stack:
     """A built stack: the ``model`` to call, the ``wire`` model at its bottom, and what the
-    endpoint refused (``refusals``; None over a user's model)."""
+    endpoint refused (``refusals``; None over a user's model). A plain class: a dataclass
+    costs a millisecond of start-up to create."""
 
-    model: Model
-    wire: Model
-    refusals: Refusals | None = None
+    __slots__ = ("model", "refusals", "wire")
+
+    def __init__(self, model: Model, wire: Model, refusals: Refusals | None = None) -> None:
+        self.model = model
+        self.wire = wire
+        self.refusals = refusals
 
 
 def build_model(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.exceptions import (
@@ -31,7 +30,6 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.capabilities import model_flags
-from app.llm.counting import count_tools
 from app.llm.deltas import deliver
 from app.llm.model import DeltaCallback, ModelParams, ModelResponse, ToolDefinition
 from app.llm.openai.formatting import Formatted, prepare_messages
@@ -55,24 +53,40 @@ BodyBuilder = Callable[[bool], bytes]
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-@dataclass(slots=True, eq=False)
 class _Turn:
     """One request across its attempts: its body (built once per form), whether the next
-    attempt streams, and what the last ones showed."""
+    attempt streams, and what the last ones showed. (A plain class: no dataclass to build at
+    start-up.)"""
 
-    build: BodyBuilder
-    feature: str  # "stream_tools" or "stream": what a refused stream refuses
-    timeout: float
-    on_delta: DeltaCallback | None
-    stream: bool = False
-    #: A plain attempt that times out is retried streamed (``stream = "auto"``).
-    upgrade: bool = False
-    #: This streamed attempt is such a retry.
-    upgraded: bool = False
-    plain_timeouts: int = 0
-    #: (feature, why) of an empty stream: a refusal once the plain request is taken.
-    pending: tuple[str, str] | None = None
-    bodies: dict[bool, bytes] = field(default_factory=dict)
+    __slots__ = (
+        "bodies",
+        "build",
+        "feature",
+        "on_delta",
+        "pending",
+        "plain_timeouts",
+        "stream",
+        "timeout",
+        "upgrade",
+        "upgraded",
+    )
+
+    def __init__(
+        self, build: BodyBuilder, feature: str, timeout: float, on_delta: DeltaCallback | None
+    ) -> None:
+        self.build = build
+        self.feature = feature  # "stream_tools" or "stream": what a refused stream refuses
+        self.timeout = timeout
+        self.on_delta = on_delta
+        self.stream = False
+        #: A plain attempt that times out is retried streamed (``stream = "auto"``).
+        self.upgrade = False
+        #: This streamed attempt is such a retry.
+        self.upgraded = False
+        self.plain_timeouts = 0
+        #: (feature, why) of an empty stream: a refusal once the plain request is taken.
+        self.pending: tuple[str, str] | None = None
+        self.bodies: dict[bool, bytes] = {}
 
     def body(self, stream: bool) -> bytes:
         body = self.bodies.get(stream)
@@ -140,7 +154,7 @@ class OpenAIChatModel:
         tokenized once per encoding (``CountsTokens``)."""
         formatted = self.prepare(messages)
         tokens = count_tokens(counter, formatted.messages, formatted.entries)
-        return tokens + count_tools(counter, tools)
+        return tokens + counter.count_tools([tool.to_param() for tool in tools] if tools else None)
 
     def warn_omitted(self, omitted: int) -> None:
         """Say once that images were left out for a model not configured for them."""
