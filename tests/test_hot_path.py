@@ -227,3 +227,24 @@ def test_prices_come_from_the_loaded_config_only():
     assert price_for("m", table) == table["m"]
     if not config.is_loaded:
         assert price_for("m") is None
+
+
+def test_the_conversation_size_kept_across_steps_is_the_size_measured_anew():
+    """``Measured`` reuses the previous request's size (its last message left out, as an
+    agent's step prompt is new at every step) and notices in-place edits."""
+    from app.llm.messages import Measured
+
+    def fresh(conversation: list[Message]) -> int:
+        return Measured().measure(conversation)[1]
+
+    kept = Measured()
+    convo = [Message.system_message("s" * 100), Message.user_message("task")]
+    for step in range(5):
+        request = [*convo, Message.user_message(f"next step {step}")]
+        typed, size = kept.measure(request)
+        assert typed is request and size == fresh(request)
+        convo += [Message.assistant_message("a" * step), Message.user_message("r" * 10)]
+    convo[1].content = "an edited task, longer than before"
+    assert kept.measure(convo)[1] == fresh(convo)
+    convo[2] = Message.user_message("x", base64_image="iVBORw0KGgo")  # replaced, not extended
+    assert kept.measure(convo)[1] == fresh(convo) > 2000

@@ -136,7 +136,9 @@ def _chars(message: Message) -> int:
 class Measured:
     """A conversation typed, and its size in characters (``IMAGE_CHARS`` an image), kept up
     to date cheaply: an agent sends its whole history at every step, so a request that
-    extends the previous one, unedited, is measured by its new messages only."""
+    extends the previous one, unedited, is measured by its new messages only. The previous
+    request's last message is left out of what is kept: an agent's step prompt is a new
+    message at every step, after the turns that came since."""
 
     __slots__ = ("_chars", "_seen", "_stamp")
 
@@ -167,5 +169,7 @@ class Measured:
                 return converted, sum(map(_chars, converted))
             chars += _chars(message)
         messages = cast(list[Message], given)  # every one checked (or, before start, seen)
-        self._seen, self._chars, self._stamp = messages[:], chars, stamp
+        if messages:
+            last = _chars(messages[-1])
+            self._seen, self._chars, self._stamp = messages[:-1], chars - last, stamp
         return messages, chars
