@@ -51,14 +51,18 @@ def export(rev: str, into: Path) -> Path:
     return into
 
 
-def compare(rev: str, counts: list[int], rounds: int, reps: int, samples: int) -> dict[str, Any]:
+def compare(
+    rev: str, counts: list[int], rounds: int, reps: int, samples: int, now: str | None = None
+) -> dict[str, Any]:
     """Median per-step wall ms (``steps[tree][loop][n]``) and whole-process seconds
-    (``process[label]``) of this tree (``now``) and ``rev`` (``before``)."""
+    (``process[label]``) of this tree (``now``; or the commit ``now``, when others' edits
+    in the working tree are half done) and ``rev`` (``before``)."""
     steps: dict[str, dict[str, dict[int, list[float]]]] = {}
     process: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         work = Path(tmp)
-        trees = {"now": ROOT, "before": export(rev, work / "before")}
+        current = ROOT if now is None else export(now, work / "now")
+        trees = {"now": current, "before": export(rev, work / "before")}
         path = work / "workload.json"
         path.write_text(json.dumps(workload()), encoding="utf-8")
         env = _env(work / "pycache")
@@ -74,14 +78,15 @@ def compare(rev: str, counts: list[int], rounds: int, reps: int, samples: int) -
                             target.setdefault(int(n), []).append(value)
             for _ in range(samples):
                 for label, tree, loop in (
-                    ("now", ROOT, "ours"),
+                    ("now", current, "ours"),
                     ("before", trees["before"], "ours"),
-                    ("raw_http", ROOT, "raw_http"),
+                    ("raw_http", current, "raw_http"),
                 ):
                     wall = _first_run_in(tree, loop, url, WHOLE_PROCESS_STEPS, path, env)
                     process.setdefault(label, []).append(wall)
     return {
         "rev": rev,
+        "now": now,
         "steps": {
             name: {
                 loop: {n: statistics.median(v) for n, v in by_count.items()}
@@ -104,8 +109,8 @@ def _first_run_in(
 def render(figures: dict[str, Any], counts: list[int]) -> str:
     now, before = figures["steps"]["now"], figures["steps"]["before"]
     lines = [
-        f"This tree against {figures['rev']}, per step (wall ms, median of rounds; the raw "
-        "floor as measured beside each tree)",
+        f"{figures['now'] or 'This tree'} against {figures['rev']}, per step (wall ms, median "
+        "of rounds; the raw floor as measured beside each tree)",
         f"{'':34}" + "".join(f"{n:>12} steps" for n in counts),
     ]
     rows = (
@@ -149,6 +154,7 @@ def render(figures: dict[str, Any], counts: list[int]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__)
     parser.add_argument("rev", help="the commit to compare with (e.g. HEAD~3, a hash)")
+    parser.add_argument("--now", metavar="REV", help="a commit to measure instead of this tree")
     parser.add_argument("--steps", default="10,50,200", help="history lengths")
     parser.add_argument("--rounds", type=int, default=3, help="alternations of the two trees")
     parser.add_argument("--reps", type=int, default=3, help="repetitions within a round")
@@ -159,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.rounds, args.reps, args.samples = 1, 1, 5
     counts = [int(s) for s in args.steps.split(",") if s.strip()]
-    figures = compare(args.rev, counts, args.rounds, args.reps, args.samples)
+    figures = compare(args.rev, counts, args.rounds, args.reps, args.samples, args.now)
     print(render(figures, counts), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2), encoding="utf-8")
