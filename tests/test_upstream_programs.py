@@ -190,7 +190,7 @@ def test_upstream_sandbox_main_runs_code_in_an_isolating_backend(tmp_path, llm_s
 
 
 def test_sandbox_manus_never_runs_code_unconfined(monkeypatch, tmp_path: Path) -> None:
-    from app.agent.sandbox_agent import isolating_backend
+    from app.compat.agent.sandbox_agent import isolating_backend
     from app.config import AppConfig, LLMSettings, SandboxSettings, config
 
     for configured, expected in (

@@ -1,9 +1,6 @@
-"""Upstream compatibility: upstream's path of the flow factory (``FlowFactory``, ``FlowType``);
-the factory lives in :mod:`app.flow.factory`."""
+"""Upstream compatibility: re-exports upstream's ``app.flow.flow_factory`` from
+:mod:`app.compat.flow.flow_factory`."""
 
-from __future__ import annotations
-
-from app.flow.base import FlowType
-from app.flow.factory import FlowFactory
+from app.compat.flow.flow_factory import FlowFactory, FlowType
 
 __all__ = ["FlowFactory", "FlowType"]

@@ -10,10 +10,14 @@ from app.sandbox.environment import scrub_environment
 from app.sandbox.factory import create_sandbox
 
 if TYPE_CHECKING:
+    from app.compat.sandbox.client import (
+        BaseSandboxClient,
+        LocalSandboxClient,
+        create_sandbox_client,
+    )
+    from app.compat.sandbox.core.manager import SandboxManager
     from app.sandbox.base import ExecResult, LaunchSpec, Sandbox, SandboxLimits
     from app.sandbox.bubblewrap import BubblewrapSandbox
-    from app.sandbox.client import BaseSandboxClient, LocalSandboxClient, create_sandbox_client
-    from app.sandbox.core.manager import SandboxManager
     from app.sandbox.docker import DockerSandbox
     from app.sandbox.local import LocalSandbox
 
@@ -56,11 +60,11 @@ def __getattr__(name: str) -> object:
 
         return getattr(local, name)
     if name in ("BaseSandboxClient", "LocalSandboxClient", "create_sandbox_client"):
-        from app.sandbox import client
+        from app.compat.sandbox import client  # upstream's names (docs/upstream.md)
 
         return getattr(client, name)
     if name == "SandboxManager":
-        from app.sandbox.core import manager
+        from app.compat.sandbox.core import manager  # upstream's name
 
         return getattr(manager, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from app.compat.tool.crawl4ai import Crawl4aiTool
     from app.tool.ask_human import AskHuman
     from app.tool.base import BaseTool, CLIResult, ToolFailure, ToolResult
     from app.tool.bash import Bash
     from app.tool.browser_use_tool import BrowserUseTool
     from app.tool.chart.tools import DataVisualization, VisualizationPrepare
-    from app.tool.crawl4ai import Crawl4aiTool
     from app.tool.create_chat_completion import CreateChatCompletion
     from app.tool.function_tool import FunctionTool, tool
     from app.tool.mcp import MCPClients, MCPClientTool
@@ -72,7 +72,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(browser_use_tool, name)
     if name == "Crawl4aiTool":
-        from app.tool import crawl4ai
+        from app.compat.tool import crawl4ai  # upstream's name (docs/upstream.md)
 
         return getattr(crawl4ai, name)
     if name == "CreateChatCompletion":

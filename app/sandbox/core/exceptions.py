@@ -1,10 +1,11 @@
-"""Upstream compatibility: upstream's sandbox exceptions (ours, in :mod:`app.exceptions`), and
-the error of a full :class:`~app.sandbox.core.manager.SandboxManager` (also a ``RuntimeError``)."""
+"""Upstream compatibility: re-exports upstream's ``app.sandbox.core.exceptions`` from
+:mod:`app.compat.sandbox.core.exceptions`."""
 
-from app.exceptions import SandboxError, SandboxResourceError, SandboxTimeoutError
+from app.compat.sandbox.core.exceptions import (
+    SandboxError,
+    SandboxLimitError,
+    SandboxResourceError,
+    SandboxTimeoutError,
+)
 
 __all__ = ["SandboxError", "SandboxLimitError", "SandboxResourceError", "SandboxTimeoutError"]
-
-
-class SandboxLimitError(SandboxResourceError, RuntimeError):
-    """``max_sandboxes`` are running; upstream's callers catch it as ``RuntimeError``."""

@@ -1,8 +1,10 @@
-"""Upstream compatibility: upstream's chart tools package; ours is :mod:`app.tool.chart`."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.chart_visualization`` from
+:mod:`app.compat.tool.chart_visualization`."""
 
-from __future__ import annotations
-
-from app.tool.chart.tools import DataVisualization, VisualizationPrepare
-from app.tool.chart_visualization.python_execute import NormalPythonExecute
+from app.compat.tool.chart_visualization import (
+    DataVisualization,
+    NormalPythonExecute,
+    VisualizationPrepare,
+)
 
 __all__ = ["DataVisualization", "NormalPythonExecute", "VisualizationPrepare"]

@@ -1,5 +1,6 @@
-"""Upstream compatibility: upstream's path of ``VisualizationPrepare`` (ours: ``tool.chart``)."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.chart_visualization.chart_prepare`` from
+:mod:`app.compat.tool.chart_visualization.chart_prepare`."""
 
-from app.tool.chart.tools import VisualizationPrepare
+from app.compat.tool.chart_visualization.chart_prepare import VisualizationPrepare
 
 __all__ = ["VisualizationPrepare"]

@@ -1,5 +1,7 @@
-"""Upstream compatibility: upstream's path of ``DataVisualization`` (ours: ``app.tool.chart``)."""
+"""Upstream compatibility: re-exports upstream's
+``app.tool.chart_visualization.data_visualization`` from
+:mod:`app.compat.tool.chart_visualization.data_visualization`."""
 
-from app.tool.chart.tools import DataVisualization
+from app.compat.tool.chart_visualization.data_visualization import DataVisualization
 
 __all__ = ["DataVisualization"]

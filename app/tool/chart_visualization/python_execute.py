@@ -1,9 +1,7 @@
-"""Upstream compatibility: upstream's ``NormalPythonExecute`` (the data-analysis agent's
-``python_execute``) is our :class:`~app.tool.python_execute.PythonExecute`, which suits data work
-(a real process per call, stdout and stderr, a timeout)."""
+"""Upstream compatibility: re-exports upstream's
+``app.tool.chart_visualization.python_execute`` from
+:mod:`app.compat.tool.chart_visualization.python_execute`."""
 
-from app.tool.python_execute import PythonExecute
+from app.compat.tool.chart_visualization.python_execute import NormalPythonExecute
 
 __all__ = ["NormalPythonExecute"]
-
-NormalPythonExecute = PythonExecute

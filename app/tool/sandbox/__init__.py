@@ -1,3 +1,4 @@
-"""Upstream compatibility: upstream's Daytona sandbox tools, importable; building one raises."""
+"""Upstream compatibility: upstream's ``app.tool.sandbox`` package; each of its modules
+re-exports the module of the same name in :mod:`app.compat.tool.sandbox`."""
 
 __all__: list[str] = []

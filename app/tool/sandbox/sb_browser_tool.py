@@ -1,12 +1,6 @@
-"""Upstream compatibility: ``sandbox_browser`` (Daytona); building it raises "not supported"."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.sandbox.sb_browser_tool`` from
+:mod:`app.compat.tool.sandbox.sb_browser_tool`."""
 
-from __future__ import annotations
-
-from app.daytona.tool_base import SandboxToolsBase
+from app.compat.tool.sandbox.sb_browser_tool import SandboxBrowserTool
 
 __all__ = ["SandboxBrowserTool"]
-
-
-class SandboxBrowserTool(SandboxToolsBase):
-    name: str = "sandbox_browser"
-    description: str = "Works with a browser inside a Daytona cloud sandbox (not supported here)."

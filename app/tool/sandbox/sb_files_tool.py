@@ -1,16 +1,6 @@
-"""Upstream compatibility: ``sandbox_files`` (Daytona); building it raises "not supported"."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.sandbox.sb_files_tool`` from
+:mod:`app.compat.tool.sandbox.sb_files_tool`."""
 
-from __future__ import annotations
-
-from typing import TypeVar
-
-from app.daytona.tool_base import SandboxToolsBase
+from app.compat.tool.sandbox.sb_files_tool import Context, SandboxFilesTool
 
 __all__ = ["Context", "SandboxFilesTool"]
-
-Context = TypeVar("Context")
-
-
-class SandboxFilesTool(SandboxToolsBase):
-    name: str = "sandbox_files"
-    description: str = "Works with files inside a Daytona cloud sandbox (not supported here)."

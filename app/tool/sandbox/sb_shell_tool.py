@@ -1,16 +1,6 @@
-"""Upstream compatibility: ``sandbox_shell`` (Daytona); building it raises "not supported"."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.sandbox.sb_shell_tool`` from
+:mod:`app.compat.tool.sandbox.sb_shell_tool`."""
 
-from __future__ import annotations
-
-from typing import TypeVar
-
-from app.daytona.tool_base import SandboxToolsBase
+from app.compat.tool.sandbox.sb_shell_tool import Context, SandboxShellTool
 
 __all__ = ["Context", "SandboxShellTool"]
-
-Context = TypeVar("Context")
-
-
-class SandboxShellTool(SandboxToolsBase):
-    name: str = "sandbox_shell"
-    description: str = "Works with a shell inside a Daytona cloud sandbox (not supported here)."

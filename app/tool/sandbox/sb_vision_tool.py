@@ -1,8 +1,15 @@
-"""Upstream compatibility: ``sandbox_vision`` (Daytona); building it raises "not supported"."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.sandbox.sb_vision_tool`` from
+:mod:`app.compat.tool.sandbox.sb_vision_tool`."""
 
-from __future__ import annotations
-
-from app.daytona.tool_base import SandboxToolsBase
+from app.compat.tool.sandbox.sb_vision_tool import (
+    DEFAULT_JPEG_QUALITY,
+    DEFAULT_MAX_HEIGHT,
+    DEFAULT_MAX_WIDTH,
+    DEFAULT_PNG_COMPRESS_LEVEL,
+    MAX_COMPRESSED_SIZE,
+    MAX_IMAGE_SIZE,
+    SandboxVisionTool,
+)
 
 __all__ = [
     "DEFAULT_JPEG_QUALITY",
@@ -13,16 +20,3 @@ __all__ = [
     "MAX_IMAGE_SIZE",
     "SandboxVisionTool",
 ]
-
-#: Upstream's image limits, kept for code importing them.
-MAX_IMAGE_SIZE = 10 * 1024 * 1024
-MAX_COMPRESSED_SIZE = 5 * 1024 * 1024
-DEFAULT_MAX_WIDTH = 1920
-DEFAULT_MAX_HEIGHT = 1080
-DEFAULT_JPEG_QUALITY = 85
-DEFAULT_PNG_COMPRESS_LEVEL = 6
-
-
-class SandboxVisionTool(SandboxToolsBase):
-    name: str = "sandbox_vision"
-    description: str = "Works with images inside a Daytona cloud sandbox (not supported here)."

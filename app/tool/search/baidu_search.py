@@ -1,5 +1,6 @@
-"""Upstream compatibility: upstream's path of the Baidu engine (ours: ``search.baidu``)."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.search.baidu_search`` from
+:mod:`app.compat.tool.search.baidu_search`."""
 
-from app.tool.search.baidu import BaiduSearchEngine
+from app.compat.tool.search.baidu_search import BaiduSearchEngine
 
 __all__ = ["BaiduSearchEngine"]

@@ -1,8 +1,14 @@
-"""Upstream compatibility: upstream's path of the Bing engine (ours: ``app.tool.search.bing``),
-with its module constants derived from ours."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.search.bing_search`` from
+:mod:`app.compat.tool.search.bing_search`."""
 
-from app.tool.search.base import USER_AGENT
-from app.tool.search.bing import BingSearchEngine
+from app.compat.tool.search.bing_search import (
+    ABSTRACT_MAX_LENGTH,
+    BING_HOST_URL,
+    BING_SEARCH_URL,
+    HEADERS,
+    USER_AGENTS,
+    BingSearchEngine,
+)
 
 __all__ = [
     "ABSTRACT_MAX_LENGTH",
@@ -12,9 +18,3 @@ __all__ = [
     "USER_AGENTS",
     "BingSearchEngine",
 ]
-
-ABSTRACT_MAX_LENGTH = 300
-USER_AGENTS = [USER_AGENT]
-HEADERS = {"User-Agent": USER_AGENT}
-BING_HOST_URL = BingSearchEngine.default_base_url
-BING_SEARCH_URL = f"{BING_HOST_URL}/search?q="

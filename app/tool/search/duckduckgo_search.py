@@ -1,5 +1,6 @@
-"""Upstream compatibility: upstream's path of the DuckDuckGo engine (ours: ``duckduckgo``)."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.search.duckduckgo_search`` from
+:mod:`app.compat.tool.search.duckduckgo_search`."""
 
-from app.tool.search.duckduckgo import DuckDuckGoSearchEngine
+from app.compat.tool.search.duckduckgo_search import DuckDuckGoSearchEngine
 
 __all__ = ["DuckDuckGoSearchEngine"]

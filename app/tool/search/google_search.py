@@ -1,5 +1,6 @@
-"""Upstream compatibility: upstream's path of the Google engine (ours: ``search.google``)."""
+"""Upstream compatibility: re-exports upstream's ``app.tool.search.google_search`` from
+:mod:`app.compat.tool.search.google_search`."""
 
-from app.tool.search.google import GoogleSearchEngine
+from app.compat.tool.search.google_search import GoogleSearchEngine
 
 __all__ = ["GoogleSearchEngine"]
