@@ -5,6 +5,9 @@ persistent terminal session), in our words. Tier e2e; skipped only where no engi
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,23 @@ def settings(**values: object) -> SandboxSettings:
     base: dict[str, object] = {"image": DOCKER_IMAGE, "timeout": 60}
     base.update(values)
     return SandboxSettings(**base)
+
+
+def relays_of(container_id: str) -> list[int]:
+    """Host processes relaying into the container (each carries its id in its arguments)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"docker_relay" in args and container_id.encode() in args:
+            found.append(int(proc.name))
+    return found
+
+
+def terminal_threads(container_id: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"docker-terminal-{container_id[:12]}"]
 
 
 def container_exists(container_id: str) -> bool:
@@ -218,3 +238,71 @@ async def test_the_terminal_keeps_its_session(tmp_path: Path) -> None:
     finally:
         container.remove(force=True)
         client.close()
+
+
+def test_a_sandbox_made_on_one_loop_is_used_on_another_and_closed_from_a_third() -> None:
+    # Upstream's tests make the sandbox in a module-scoped fixture and use it from each test's
+    # own event loop; each asyncio.run below is a loop of its own, closed when it returns.
+    box = asyncio.run(DockerSandbox(settings()).create())
+    assert box.terminal is not None and box.container is not None
+    container_id = box.container.id
+    try:
+
+        async def use() -> tuple[str, str, str]:
+            assert box.terminal is not None
+            await box.terminal.run_command("cd /tmp && export KEPT=yes")
+            await box.write_file("note.txt", "from the second loop")
+            state = await box.terminal.run_command("pwd; echo $KEPT")  # the same shell
+            return state, await box.read_file("note.txt"), await box.run_command("echo ok")
+
+        assert asyncio.run(use()) == ("/tmp\nyes", "from the second loop", "ok")
+        assert len(relays_of(container_id)) == 1  # one shell, kept between the loops
+    finally:
+        asyncio.run(box.cleanup())
+    assert not container_exists(container_id)
+    assert relays_of(container_id) == [] and terminal_threads(container_id) == []
+
+
+def test_two_loops_at_once_get_their_own_answers_and_a_caller_that_gives_up_kills_its_command() -> (
+    None
+):
+    box = asyncio.run(DockerSandbox(settings()).create())
+    assert box.terminal is not None and box.container is not None
+    terminal, container = box.terminal, box.container
+    answers: dict[str, list[str]] = {}
+
+    def caller(name: str) -> None:
+        async def commands() -> list[str]:
+            return [await terminal.run_command(f"echo {name}-{i}") for i in range(15)]
+
+        answers[name] = asyncio.run(commands())
+
+    try:
+        # A second client on another thread's loop, at the same time: commands take turns.
+        threads = [threading.Thread(target=caller, args=(n,)) for n in ("left", "right")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        assert answers == {n: [f"{n}-{i}" for i in range(15)] for n in ("left", "right")}
+
+        async def give_up() -> str:
+            task = asyncio.ensure_future(terminal.run_command("sleep 300 & sleep 301; echo late"))
+            deadline = time.monotonic() + 60
+            while (
+                b"sleep 301"
+                not in (await asyncio.to_thread(container.exec_run, "ps -eo args")).output
+            ):
+                assert time.monotonic() < deadline and not task.done(), "the command never ran"
+                await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The shell was out of step (its command's output still to come): a new one answers.
+            return await terminal.run_command("echo after; ps -eo args")
+
+        after = asyncio.run(give_up())
+        assert after.startswith("after\n") and "sleep 30" not in after and "late" not in after
+    finally:
+        asyncio.run(box.cleanup())
+    assert relays_of(container.id) == [] and terminal_threads(container.id) == []

@@ -1,7 +1,11 @@
 """Upstream compatibility: the interactive Docker terminal, one ``bash`` session in a container,
 run by the docker backend (:meth:`~app.sandbox.docker.DockerSandbox.command`). Each command ends
 with a random marker carrying its exit status (no prompt parsing), output is bounded, and a
-command over its timeout is killed with all it started (the session reopens on the next one)."""
+command over its timeout is killed with all it started (the session reopens on the next one).
+
+A session is usable from any event loop, as upstream's was: its pipes live on an event loop of
+its own, in a thread (:class:`IOLoop`), so a sandbox made on one loop (a module-scoped pytest
+fixture, an application's start-up) can be used from another and closed from a third."""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import base64
 import contextlib
 import secrets
 import signal
-from typing import Any
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from app.exceptions import SandboxError
 from app.sandbox.docker import DockerSandbox as DockerBackend
@@ -23,10 +29,49 @@ __all__ = ["AsyncDockerizedTerminal", "DockerSession"]
 MAX_OUTPUT_BYTES = 1024 * 1024
 _SHELL = ["bash", "--noprofile", "--norc"]
 
+T = TypeVar("T")
+
+
+class IOLoop:
+    """An event loop running in a daemon thread of its own. Pipes, futures and locks made on
+    it stay valid whichever loop the caller runs (each asyncio object belongs to the loop it
+    was made on), and whether or not that loop still exists."""
+
+    def __init__(self, name: str) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.run_until_complete(self._loop.shutdown_default_executor())
+            self._loop.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` run on this loop and awaited on the caller's; cancelling the caller
+        cancels it."""
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
+
+    async def stop(self) -> None:
+        """End the loop and its thread (what it runs is finished first by the caller)."""
+        with contextlib.suppress(RuntimeError):  # already closed
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        await asyncio.to_thread(self._thread.join)
+
 
 class DockerSession:
     """One ``bash`` running in a container, fed commands over its stdin (through ``sandbox``,
-    by default the docker backend attached to the container as its own user)."""
+    by default the docker backend attached to the container as its own user). Its pipes live
+    on the session's :class:`IOLoop` (started with the shell, ended by :meth:`close`), so any
+    event loop may call it; commands run one at a time."""
 
     def __init__(self, container_id: str, *, sandbox: DockerBackend | None = None) -> None:
         self.container_id = container_id
@@ -36,13 +81,52 @@ class DockerSession:
         self.process: asyncio.subprocess.Process | None = None
         self.last_exit_code: int | None = None
         self._scope: ProcessScope | None = None
+        self._io: IOLoop | None = None
+        self._turn = asyncio.Lock()  # first used on the I/O loop, so bound to it
+        self._opened_with: tuple[str, dict[str, str]] | None = None  # create()'s arguments
 
     @property
     def alive(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
+    def _io_loop(self) -> IOLoop:
+        if self._io is None or not self._io.running:
+            self._io = IOLoop(f"docker-terminal-{self.container_id[:12]}")
+            self._turn = asyncio.Lock()
+        return self._io
+
     async def create(self, working_dir: str, env_vars: dict[str, str]) -> None:
-        """Start the shell in ``working_dir`` with ``env_vars`` (plus a dumb terminal)."""
+        """Start the shell in ``working_dir`` with ``env_vars`` (plus a dumb terminal); a shell
+        still running from before is ended first."""
+        await self._io_loop().run(self._create(working_dir, env_vars))
+
+    async def execute(
+        self, command: str, timeout: float | None = None, *, reopen: bool = False
+    ) -> str:
+        """Run ``command`` in the session; its output (stripped). TimeoutError when it runs
+        over ``timeout`` seconds, or a cancelled caller: the command is killed and the shell
+        ended. ``reopen``: a shell that has ended is started again as :meth:`create` did."""
+        return await self._io_loop().run(self._execute(command, timeout, reopen))
+
+    async def close(self, *, force: bool = False) -> None:
+        """End the shell, everything it started and the I/O loop (idempotent)."""
+        io, self._io = self._io, None
+        if io is None or not io.running:
+            return
+        try:
+            await io.run(self._close(force))
+        finally:
+            await io.stop()
+
+    # --- on the I/O loop ------------------------------------------------------------------
+
+    async def _create(self, working_dir: str, env_vars: dict[str, str]) -> None:
+        async with self._turn:
+            await self._end(force=True)
+            await self._start(working_dir, env_vars)
+
+    async def _start(self, working_dir: str, env_vars: dict[str, str]) -> None:
+        self._opened_with = (working_dir, env_vars)
         env = {**env_vars, "TERM": "dumb", "PS1": "", "PS2": "", "PROMPT_COMMAND": ""}
         spec = self.sandbox.command(_SHELL, env=env, cwd=working_dir)
         self.process = await asyncio.create_subprocess_exec(
@@ -58,31 +142,39 @@ class DockerSession:
         # included, all killed on a timeout.
         self._scope = self.sandbox.scope(self.process.pid)
 
-    async def execute(self, command: str, timeout: float | None = None) -> str:
-        """Run ``command`` in the session; its output (stripped). TimeoutError when it runs
-        over ``timeout`` seconds: the command is killed and the session closed."""
-        process = self.process
-        if process is None or process.stdin is None or process.stdout is None:
-            raise SandboxError("Session not initialized")
-        if process.returncode is not None:
-            raise SandboxError("the terminal session has ended (the shell exited)")
-        token = secrets.token_hex(8)
-        encoded = base64.b64encode(command.encode()).decode()
-        script = (
-            f"__om_cmd=$(printf %s {encoded} | base64 -d); "
-            f'eval "$__om_cmd" </dev/null 2>&1; '
-            f"printf '\\n__OM_{token}_%s__\\n' \"$?\"\n"
-        )
-        try:
-            process.stdin.write(script.encode())
-            await process.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            raise SandboxError(f"the terminal session has ended: {exc}") from exc
-        try:
-            return await asyncio.wait_for(self._read_result(token), timeout)
-        except TimeoutError:
-            await self.close(force=True)
-            raise TimeoutError(f"Command execution timed out after {timeout} seconds") from None
+    async def _execute(self, command: str, timeout: float | None, reopen: bool) -> str:
+        async with self._turn:
+            if reopen and not self.alive and self._opened_with is not None:
+                await self._start(*self._opened_with)
+            process = self.process
+            if process is None or process.stdin is None or process.stdout is None:
+                raise SandboxError("Session not initialized")
+            if process.returncode is not None:
+                raise SandboxError("the terminal session has ended (the shell exited)")
+            token = secrets.token_hex(8)
+            encoded = base64.b64encode(command.encode()).decode()
+            script = (
+                f"__om_cmd=$(printf %s {encoded} | base64 -d); "
+                f'eval "$__om_cmd" </dev/null 2>&1; '
+                f"printf '\\n__OM_{token}_%s__\\n' \"$?\"\n"
+            )
+            try:
+                process.stdin.write(script.encode())
+                await process.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise SandboxError(f"the terminal session has ended: {exc}") from exc
+            try:
+                return await asyncio.wait_for(self._read_result(token), timeout)
+            except TimeoutError:
+                await self._end(force=True)
+                raise TimeoutError(f"Command execution timed out after {timeout} seconds") from None
+            except asyncio.CancelledError:  # the caller gave up: the shell is out of step
+                await self._end(force=True)
+                raise
+
+    async def _close(self, force: bool) -> None:
+        # A command still running (called from another loop) is not waited for.
+        await self._end(force=force or self._turn.locked())
 
     async def _read_result(self, token: str) -> str:
         assert self.process is not None and self.process.stdout is not None
@@ -115,8 +207,8 @@ class DockerSession:
                     text += f"\n[... {dropped} more bytes of output dropped]"
                 return text.strip()
 
-    async def close(self, *, force: bool = False) -> None:
-        """End the shell and everything it started (idempotent)."""
+    async def _end(self, *, force: bool) -> None:
+        """End the shell and everything it started (``force``: without asking it to exit)."""
         process = self.process
         if process is None or process.returncode is not None:
             return
@@ -166,7 +258,10 @@ class AsyncDockerizedTerminal:
         self.session: DockerSession | None = None
 
     async def init(self) -> None:
-        """Create the working directory (if missing) and open the session."""
+        """Create the working directory (if missing) and open the session (a session opened
+        before is closed)."""
+        if self.session is not None:
+            await self.session.close()
         made = await asyncio.to_thread(
             self.container.exec_run, ["mkdir", "-p", self.working_dir], user=self.sandbox.user
         )
@@ -181,9 +276,7 @@ class AsyncDockerizedTerminal:
         ``default_timeout``) seconds. A session ended by a timeout or ``exit`` is reopened."""
         if self.session is None:
             raise SandboxError("Terminal not initialized")
-        if not self.session.alive:
-            await self.session.create(self.working_dir, self.env_vars)
-        return await self.session.execute(cmd, timeout=timeout or self.default_timeout)
+        return await self.session.execute(cmd, timeout=timeout or self.default_timeout, reopen=True)
 
     @property
     def last_exit_code(self) -> int | None:
