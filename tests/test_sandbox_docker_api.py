@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -240,6 +241,31 @@ async def test_the_terminal_keeps_its_session(tmp_path: Path) -> None:
         client.close()
 
 
+async def until_running(
+    container: Any, command: str, task: asyncio.Future[Any] | None = None
+) -> None:
+    """Wait until ``command`` runs in the container (a minute at most)."""
+    deadline = time.monotonic() + 60
+    while (
+        command.encode() not in (await asyncio.to_thread(container.exec_run, "ps -eo args")).output
+    ):
+        assert time.monotonic() < deadline, f"{command} never ran"
+        assert task is None or not task.done(), "the command ended before it was seen"
+        await asyncio.sleep(0.05)
+
+
+def caller_of(terminal: AsyncDockerizedTerminal, command: str, outcome: list[object]) -> None:
+    """Run ``command`` on a loop of this thread; its output or error into ``outcome``."""
+
+    async def run() -> object:
+        try:
+            return await terminal.run_command(command)
+        except Exception as exc:
+            return exc
+
+    outcome.append(asyncio.run(run()))
+
+
 def test_a_sandbox_made_on_one_loop_is_used_on_another_and_closed_from_a_third() -> None:
     # Upstream's tests make the sandbox in a module-scoped fixture and use it from each test's
     # own event loop; each asyncio.run below is a loop of its own, closed when it returns.
@@ -270,6 +296,8 @@ def test_two_loops_at_once_get_their_own_answers_and_a_caller_that_gives_up_kill
     assert box.terminal is not None and box.container is not None
     terminal, container = box.terminal, box.container
     answers: dict[str, list[str]] = {}
+    outcome: list[object] = []
+    caller_thread: threading.Thread | None = None
 
     def caller(name: str) -> None:
         async def commands() -> list[str]:
@@ -288,13 +316,7 @@ def test_two_loops_at_once_get_their_own_answers_and_a_caller_that_gives_up_kill
 
         async def give_up() -> str:
             task = asyncio.ensure_future(terminal.run_command("sleep 300 & sleep 301; echo late"))
-            deadline = time.monotonic() + 60
-            while (
-                b"sleep 301"
-                not in (await asyncio.to_thread(container.exec_run, "ps -eo args")).output
-            ):
-                assert time.monotonic() < deadline and not task.done(), "the command never ran"
-                await asyncio.sleep(0.05)
+            await until_running(container, "sleep 301", task)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -303,6 +325,16 @@ def test_two_loops_at_once_get_their_own_answers_and_a_caller_that_gives_up_kill
 
         after = asyncio.run(give_up())
         assert after.startswith("after\n") and "sleep 30" not in after and "late" not in after
+
+        # Closed from this thread while another thread's loop waits on a command: that caller
+        # is told, not left waiting.
+        caller_thread = threading.Thread(target=caller_of, args=(terminal, "sleep 302", outcome))
+        caller_thread.start()
+        asyncio.run(until_running(container, "sleep 302"))
     finally:
         asyncio.run(box.cleanup())
+    if caller_thread is not None:
+        caller_thread.join(60)
+        assert not caller_thread.is_alive()
+        assert isinstance(outcome[0], SandboxError) and "closed while" in str(outcome[0])
     assert relays_of(container.id) == [] and terminal_threads(container.id) == []

@@ -47,6 +47,9 @@ class IOLoop:
         try:
             self._loop.run_forever()
         finally:
+            # Anything still running is cancelled (its caller gets CancelledError, never a
+            # wait without end), then the loop's generators and executor are shut down.
+            self._loop.run_until_complete(_cancel_all())
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.run_until_complete(self._loop.shutdown_default_executor())
             self._loop.close()
@@ -60,11 +63,28 @@ class IOLoop:
         cancels it."""
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(work, self._loop))
 
-    async def stop(self) -> None:
-        """End the loop and its thread (what it runs is finished first by the caller)."""
-        with contextlib.suppress(RuntimeError):  # already closed
-            self._loop.call_soon_threadsafe(self._loop.stop)
+    async def stop(self, grace: float = 10.0) -> None:
+        """End the loop and its thread, after what it runs (other callers' work) has finished
+        or ``grace`` seconds have passed."""
+        if self.running:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile
+                await self.run(_settle(grace))
+                self._loop.call_soon_threadsafe(self._loop.stop)
         await asyncio.to_thread(self._thread.join)
+
+
+async def _settle(grace: float) -> None:
+    """Wait (up to ``grace`` seconds) for the loop's other tasks."""
+    others = asyncio.all_tasks() - {asyncio.current_task()}
+    if others:
+        await asyncio.wait(others, timeout=grace)
+
+
+async def _cancel_all() -> None:
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class DockerSession:
@@ -84,6 +104,7 @@ class DockerSession:
         self._io: IOLoop | None = None
         self._turn = asyncio.Lock()  # first used on the I/O loop, so bound to it
         self._opened_with: tuple[str, dict[str, str]] | None = None  # create()'s arguments
+        self._closed_under = False  # close() ended the shell while a command ran
 
     @property
     def alive(self) -> bool:
@@ -127,6 +148,7 @@ class DockerSession:
 
     async def _start(self, working_dir: str, env_vars: dict[str, str]) -> None:
         self._opened_with = (working_dir, env_vars)
+        self._closed_under = False
         env = {**env_vars, "TERM": "dumb", "PS1": "", "PS2": "", "PROMPT_COMMAND": ""}
         spec = self.sandbox.command(_SHELL, env=env, cwd=working_dir)
         self.process = await asyncio.create_subprocess_exec(
@@ -164,17 +186,21 @@ class DockerSession:
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise SandboxError(f"the terminal session has ended: {exc}") from exc
             try:
-                return await asyncio.wait_for(self._read_result(token), timeout)
+                output = await asyncio.wait_for(self._read_result(token), timeout)
             except TimeoutError:
                 await self._end(force=True)
                 raise TimeoutError(f"Command execution timed out after {timeout} seconds") from None
             except asyncio.CancelledError:  # the caller gave up: the shell is out of step
                 await self._end(force=True)
                 raise
+            if self._closed_under:
+                raise SandboxError("the terminal was closed while the command ran")
+            return output
 
     async def _close(self, force: bool) -> None:
         # A command still running (called from another loop) is not waited for.
-        await self._end(force=force or self._turn.locked())
+        self._closed_under = self._turn.locked()
+        await self._end(force=force or self._closed_under)
 
     async def _read_result(self, token: str) -> str:
         assert self.process is not None and self.process.stdout is not None
