@@ -317,8 +317,6 @@ def test_workspace_root_follows_the_active_config(tmp_path: Path, monkeypatch) -
 
 MARKER = "Upstream compatibility:"
 LAYER = "app.compat"
-#: Still outside app.compat: they move once the model layer's work in app/llm has landed.
-PENDING = {"app.bedrock", "app.llm.compat"}
 
 
 def compat_layer() -> list[str]:
@@ -386,7 +384,6 @@ def test_upstream_paths_that_are_not_ours_only_re_export_the_layer() -> None:
     """Outside app.compat, a module marked as compatibility is a docstring, imports from the
     module of the same path in app.compat, and ``__all__``: nothing else."""
     stubs = [m for m in all_modules() if not in_layer(m) and first_line(m).startswith(MARKER)]
-    stubs = [m for m in stubs if m not in PENDING]
     assert "app.sandbox.core.terminal" in stubs and "app.flow.flow_factory" in stubs
     for module in stubs:
         source = source_of(module).read_text()
@@ -421,13 +418,36 @@ def test_the_compatibility_layer_is_what_its_docstrings_say() -> None:
     layer = compat_layer()
     assert LAYER in layer and "app.compat.sandbox.core.terminal" in layer
     # Every listed module says first what it is...
-    unmarked = [m for m in layer if not first_line(m).startswith(MARKER) and m not in PENDING]
+    unmarked = [m for m in layer if not first_line(m).startswith(MARKER)]
     assert not unmarked, f"first docstring line should say {MARKER!r}: {unmarked}"
     # ... and every module that says so is listed, so the linter keeps the core off it.
     marked = {m for m in all_modules() if first_line(m).startswith(MARKER)}
     assert sorted(marked - set(layer)) == []
     # Outside the package, each is one of upstream's paths (or a package holding them).
-    assert [m for m in layer if not in_layer(m) and not is_upstream_path(m)] == ["app.llm.compat"]
+    assert [m for m in layer if not in_layer(m) and not is_upstream_path(m)] == []
+
+
+@pytest.mark.e2e
+def test_each_compatibility_module_imports_first(tmp_path: Path) -> None:
+    # A module of the layer imported before anything else of ours finds no circle (a core
+    # package's __init__ gives upstream's names from the layer on first use, not at import).
+    modules = compat_layer()
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}:\n"
+        "    for k in [k for k in sys.modules if k == 'app' or k.startswith('app.')]:\n"
+        "        del sys.modules[k]\n"
+        "    importlib.import_module(m)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 # --- what we cannot provide fails once, clearly ----------------------------------------------

@@ -3,11 +3,15 @@
 them), the wrappers every model gets, and upstream's ``LLM`` facade. Importing this package
 imports no provider SDK."""
 
+from typing import TYPE_CHECKING
+
 from app.llm.client import LLM, model_argument
-from app.llm.compat import MULTIMODAL_MODELS, REASONING_MODELS
 from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
 from app.llm.usage import Usage
 from app.tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from app.compat.llm import MULTIMODAL_MODELS, REASONING_MODELS
 
 __all__ = [
     "LLM",
@@ -21,3 +25,13 @@ __all__ = [
     "Usage",
     "model_argument",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Upstream's model-name lists, from the compatibility layer on first use (importing it
+    here at once would make ``import app.compat.llm`` circular)."""
+    if name in ("MULTIMODAL_MODELS", "REASONING_MODELS"):
+        from app.compat import llm
+
+        return getattr(llm, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

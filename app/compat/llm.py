@@ -1,5 +1,5 @@
-"""Upstream's model-name lists (``from app.llm import REASONING_MODELS``) for code that asks
-``model in REASONING_MODELS``.
+"""Upstream compatibility: upstream's model-name lists (``from app.llm import
+REASONING_MODELS``) for code that asks ``model in REASONING_MODELS``.
 
 Upstream kept fixed lists of exact names; here capabilities are decided by the model-name
 rules of :mod:`app.llm.capabilities` (and the config's ``reasoning_model`` /
@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from app.llm.capabilities import default_reasoning_model, default_supports_images
+
+__all__ = ["MULTIMODAL_MODELS", "REASONING_MODELS"]
 
 
 class ModelFamily:
