@@ -250,6 +250,18 @@ def test_upstream_module_and_its_names_import(module: str) -> None:
     assert not missing, f"{module} lacks {missing}"
 
 
+def python_child(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter in this checkout."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path),
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
 @pytest.mark.e2e
 def test_importing_every_upstream_module_loads_no_heavy_dependency(tmp_path: Path) -> None:
     # The aliases must stay cheap: no SDK, browser, Docker or MCP import just for a name.
@@ -261,14 +273,7 @@ def test_importing_every_upstream_module_loads_no_heavy_dependency(tmp_path: Pat
         " 'crawl4ai', 'daytona', 'boto3')\n"
         "print(json.dumps(sorted(h for h in heavy if h in sys.modules)))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=ROOT,
-        timeout=120,
-    )
+    proc = python_child(code, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
 
@@ -439,14 +444,7 @@ def test_each_compatibility_module_imports_first(tmp_path: Path) -> None:
         "        del sys.modules[k]\n"
         "    importlib.import_module(m)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=child_env(tmp_path),
-        cwd=ROOT,
-        timeout=120,
-    )
+    proc = python_child(code, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
