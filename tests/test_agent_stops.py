@@ -16,7 +16,7 @@ from app.llm.model import ModelResponse
 from app.llm.usage import Usage
 from app.prompt.toolcall import CONTINUE_PROMPT, EMPTY_REPLY_PROMPT, STUCK_PROMPT
 from app.schema import AgentState, Message
-from app.testing import call, error, raw, text, tool_calls
+from app.testing import FunctionModel, call, error, raw, text, tool_calls
 from app.tool.base import BaseTool
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
@@ -40,7 +40,9 @@ class Dump(BaseTool):
 
 def make_agent(llm: Any, *tools: BaseTool, **kw: Any) -> ToolCallAgent:
     collection = ToolCollection(*(tools or (Echo(calls=[]),)), Terminate())
-    return ToolCallAgent(llm=llm, available_tools=collection, **kw)
+    if llm is not None:
+        kw["llm"] = llm
+    return ToolCallAgent(available_tools=collection, **kw)
 
 
 def last_user(request) -> str:
@@ -281,17 +283,22 @@ async def test_a_changed_action_resets_the_hints(llm_server, make_llm):
 # ---- 8. reasoning is thinking, not the answer -----------------------------------------------
 
 
-async def test_reasoning_is_an_event_never_the_answer_or_memory(make_llm):
-    agent = make_agent(make_llm())
-    seen: list[Any] = []
-    agent.subscribe(seen.append)
+def replying(reply: ModelResponse) -> ToolCallAgent:
+    """An agent whose model answers ``reply`` (the LLM stack in between, no HTTP)."""
+    return make_agent(None, model=FunctionModel(lambda messages, info: reply))
+
+
+async def test_reasoning_is_an_event_never_the_answer_or_memory():
     reply = ModelResponse(
         message=Message.assistant_message("Paris."),
         usage=Usage(),
         finish_reason="stop",
         reasoning="The capital of France is Paris.",
     )
-    assert await agent.process_reply(reply)
+    agent = replying(reply)
+    seen: list[Any] = []
+    agent.subscribe(seen.append)
+    assert await agent.think()
     assert await agent.act() == "Paris."
     assert agent.final_answer() == "Paris." and agent.state == AgentState.FINISHED
     assert [e.text for e in seen if isinstance(e, Reasoning)] == ["The capital of France is Paris."]
@@ -304,10 +311,9 @@ async def test_reasoning_is_an_event_never_the_answer_or_memory(make_llm):
     assert "is thinking: The capital of France is Paris." in out.getvalue()
 
 
-async def test_reasoning_without_an_answer_is_an_empty_reply(make_llm):
-    agent = make_agent(make_llm())
-    reply = ModelResponse(message=Message.assistant_message(""), reasoning="hmm...")
-    assert not await agent.process_reply(reply)
+async def test_reasoning_without_an_answer_is_an_empty_reply():
+    agent = replying(ModelResponse(message=Message.assistant_message(""), reasoning="hmm..."))
+    assert not await agent.think()
     assert agent.final_answer() is None and not agent.memory.messages
 
 

@@ -62,9 +62,10 @@ def test_to_param_shape():
 
 async def test_collection_execute_paths():
     tools = ToolCollection(Adder())
-    assert await tools.execute(name="add", tool_input={"a": 1, "b": 2}) == {"sum": 3}
+    added = await tools.execute(name="add", tool_input={"a": 1, "b": 2})
+    assert added == ToolResult(output={"sum": 3}) and not added.failed
     unknown = await tools.execute(name="mul", tool_input={})
-    assert isinstance(unknown, ToolFailure) and "not available" in unknown.error
+    assert unknown.failed and unknown.error == "Unknown tool 'mul'. Available tools: add."
     missing = await tools.execute(name="add", tool_input={"a": 1})
     assert "- b: missing required argument; expected integer" in missing.error
     extra = await tools.execute(name="add", tool_input={"a": 1, "b": 2, "c": 3})

@@ -15,7 +15,7 @@ from app.agent.toolcall import ToolCallAgent
 from app.logger import logger
 from app.prompt.browser import NEXT_STEP_PROMPT, SYSTEM_PROMPT
 from app.schema import Message
-from app.tool.base import ToolFailure
+from app.tool.base import result_failed
 from app.tool.terminate import Terminate
 from app.tool.tool_collection import ToolCollection
 
@@ -43,8 +43,8 @@ class BrowserContextHelper:
         if tool is None or not hasattr(tool, "get_current_state"):
             return None
         result = await tool.get_current_state()
-        if isinstance(result, ToolFailure) or result.error:
-            logger.debug(f"No browser state: {result.error}")
+        if result_failed(result):
+            logger.debug(f"No browser state: {result}")
             return None
         self.current_base64_image = result.base64_image
         try:

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, model_validator
 
 from app.agent.react import ReActAgent
-from app.agent.result import StopReason
+from app.agent.result import RunResult, StopReason
 from app.agent.toolcall import ToolCallAgent
 from app.config import MCPServerConfig
 from app.logger import logger
@@ -121,7 +121,7 @@ class MCPHostAgent(ToolCallAgent):
 
     # ---- lifetime ------------------------------------------------------------------------------
 
-    async def run(self, request: str | None = None) -> Any:
+    async def run(self, request: str | None = None) -> RunResult:
         # Skip ToolCallAgent.run's cleanup(): that would close the connections after each run;
         # release only the tools' per-run resources.
         try:
@@ -245,7 +245,7 @@ class MCPAgent(MCPHostAgent):
 
     def _give_up(self, reason: str) -> bool:
         answer = UNAVAILABLE_ANSWER.format(reason=reason)
-        self._final_answer = answer
+        self._set_final_answer(answer)
         self.fail(StopReason.ERROR, answer)
         return False
 

@@ -1,28 +1,36 @@
-"""``ToolCallAgent``: the model picks tools by function calling; the agent runs them."""
+"""``ToolCallAgent``: the model picks tools by function calling; the agent runs them.
+
+A subclass changes what a step does through ``think()`` (ask the model), ``act()`` (run the
+calls it asked for), ``execute_tool()`` (one call) and the special-tool hooks; the rest lives
+in collaborators: the reply bookkeeping (``app.agent.replies``), what is shown of a step
+(``app.agent.reporting``), what the model reads of a call (``app.agent.outcome``) and context
+compaction (``app.agent.compaction``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
+import copy
 import time
+import warnings
 from contextvars import ContextVar
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
 from pydantic import Field, PrivateAttr
 
 from app.agent.compaction import Compactor
+from app.agent.outcome import ToolOutcome, observe, refused
 from app.agent.react import ReActAgent
-from app.agent.result import StopReason
+from app.agent.replies import ReplyBook
+from app.agent.reporting import StepReporter, preview
+from app.agent.result import RunResult, StopReason
 from app.config import CompactionSettings, LimitsSettings, config
-from app.events import Reasoning, TextDelta, Thought, ToolCallEvent, ToolProgress, ToolResultEvent
 from app.exceptions import ContextWindowExceededError
 from app.llm import Usage
 from app.llm.arguments import parse_arguments
 from app.llm.model import ModelResponse
-from app.logger import log_enabled, logger, redact_registered
+from app.logger import log_enabled, logger
 from app.prompt.toolcall import (
     CONTINUE_PROMPT,
     CUT_ARGUMENTS_ERROR,
@@ -33,7 +41,7 @@ from app.prompt.toolcall import (
     SYSTEM_PROMPT,
 )
 from app.schema import ROLE_TYPE, TOOL_CHOICE_TYPE, AgentState, Message, ToolCall, ToolChoice
-from app.tool.base import ToolFailure, ToolOutcome, ToolResult, format_output, result_failed
+from app.tool.base import ToolResult, format_output, result_failed
 from app.tool.concurrency import plan_batches
 from app.tool.create_chat_completion import CreateChatCompletion
 from app.tool.progress import ToolCallContext, tool_call_context
@@ -44,7 +52,6 @@ from app.tool.tool_collection import ToolCollection
 #: code that imports it; here such a reply gets REQUIRED_TOOL_PROMPT and another try).
 TOOL_CALL_REQUIRED = "Tool calls required but none provided"
 
-_LOG_PREVIEW = 300
 _NONE, _REQUIRED = ToolChoice.NONE.value, ToolChoice.REQUIRED.value
 _CURRENT_IMAGE: ContextVar[str | None] = ContextVar("tool_call_image", default=None)
 
@@ -61,6 +68,8 @@ class ToolCallAgent(ReActAgent):
     system_prompt: str = SYSTEM_PROMPT
     next_step_prompt: str = NEXT_STEP_PROMPT
 
+    #: The tools offered to the model. A collection given as a class default (upstream's
+    #: style) is copied for each instance, so instances never share tools or their state.
     available_tools: ToolCollection = Field(
         default_factory=lambda: ToolCollection(CreateChatCompletion(), Terminate())
     )
@@ -75,31 +84,16 @@ class ToolCallAgent(ReActAgent):
     )
 
     tool_calls: list[ToolCall] = []  # copied per instance by pydantic
-    #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``.
+    #: Context compaction (see ``app.agent.compaction``); None: the config's ``[compaction]``
+    #: as it was when the agent was made.
     compaction: CompactionSettings | None = None
     #: Empty replies (no text, no tool call) in a row before the run fails.
     max_empty_replies: int = 3
     #: Times in a row an answer cut at ``max_tokens`` is continued before the run fails.
     max_continuations: int = 2
     #: Tool calls of one reply that run (the rest are answered "not run"); None: the
-    #: config's ``[limits] max_tool_calls_per_reply``.
+    #: config's ``[limits] max_tool_calls_per_reply`` as it was when the agent was made.
     max_tool_calls_per_reply: int | None = Field(default=None, ge=1)
-    _compactor: Compactor | None = PrivateAttr(default=None)
-    _final_answer: str | None = PrivateAttr(default=None)
-    _last_text: str | None = PrivateAttr(default=None)
-    _last_usage: Usage | None = PrivateAttr(default=None)
-    _call_seconds: float | None = PrivateAttr(default=None)  # the last model call's
-    _tool_seconds: dict[str, float] = PrivateAttr(default_factory=dict)  # by call id
-    _notes: list[str] = PrivateAttr()  # one-off notes for the next request
-    _step_notes: list[str] = PrivateAttr()  # ... taken for this step
-    _step_note: str | None = PrivateAttr(default=None)  # the step log line when think is False
-    _empty_replies: int = PrivateAttr(default=0)
-    _partial: list[str] = PrivateAttr()  # parts of a cut answer
-    _reply_cut: bool = PrivateAttr(default=False)
-
-    def model_post_init(self, context: Any, /) -> None:
-        super().model_post_init(context)
-        self._notes, self._step_notes, self._partial = [], [], []
 
     max_steps: int = 30
     max_observe: int | bool | None = None
@@ -108,7 +102,61 @@ class ToolCallAgent(ReActAgent):
     #: ``app.tool.concurrency``); False runs every call in order, one at a time.
     concurrent_tool_calls: bool = True
 
+    _compactor: Compactor = PrivateAttr()
+    _configured_cap: int = PrivateAttr()  # [limits] max_tool_calls_per_reply, when made
+    _replies: ReplyBook = PrivateAttr()
+    _show: StepReporter = PrivateAttr()
+    _last_usage: Usage | None = PrivateAttr(default=None)
+    _notes: list[str] = PrivateAttr()  # one-off notes for the next request
+    _step_notes: list[str] = PrivateAttr()  # ... taken for this step
+    _step_note: str | None = PrivateAttr(default=None)  # the step log line when think is False
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        self._notes, self._step_notes = [], []
+        self._replies = ReplyBook()
+        self._show = StepReporter(self, self._events)
+        compaction, self._configured_cap = _configured_settings()
+        self._compactor = Compactor(self.compaction or compaction)
+        self._own_class_default_tools()
+
+    def _own_class_default_tools(self) -> None:
+        """A collection written as a class default (``available_tools = ToolCollection(...)``)
+        is one object for the whole class: give this instance its own copy of it."""
+        declared = type(self).model_fields["available_tools"].default
+        if self.available_tools is not declared:
+            return
+        try:
+            tools = copy.deepcopy(declared)
+        except Exception as e:
+            raise TypeError(
+                f"{type(self).__name__}.available_tools is a class default that cannot be "
+                f"copied for each instance ({type(e).__name__}: {e}); declare it with "
+                "Field(default_factory=lambda: ToolCollection(...)) instead"
+            ) from e
+        self.__dict__["available_tools"] = tools  # as given: not marked as set by the caller
+
     # ---- think ---------------------------------------------------------------------------------
+
+    async def step(self) -> str:
+        self._step_note = None
+        if not await self.think():
+            return self._step_note or "Thinking complete - no action needed"
+        return await self.act()
+
+    async def think(self) -> bool:
+        """Ask the model for the next turn and take it in; False when there is nothing to act
+        on (the step then ends, its log line saying why)."""
+        choice = _choice_value(self.tool_choices)
+        hint = self.take_stuck_hint()
+        self._step_notes, self._notes = [*([hint] if hint else []), *self._notes], []
+        await self.compactor.maybe_compact(self)
+        reply, seconds = await self._request_turn(choice)
+        self._last_usage = reply.usage
+        await self.report_usage(
+            reply.usage, model=self.llm.model, finish_reason=reply.finish_reason, duration=seconds
+        )
+        return await self._take_reply(reply, choice)
 
     def add_note(self, text: str) -> None:
         """Tell the model ``text`` in the next request only (before the next-step prompt);
@@ -142,30 +190,18 @@ class ToolCallAgent(ReActAgent):
 
     @property
     def compactor(self) -> Compactor:
-        """This agent's compactor (``compaction``, else the config's ``[compaction]``)."""
-        compactor = self._compactor
-        if compactor is None:
-            settings = self.compaction
-            if settings is None:
-                settings = config.app_config.compaction if config.is_loaded else None
-            compactor = self._compactor = Compactor(settings)
+        """This agent's compactor: ``compaction``, else the config's ``[compaction]``."""
+        compactor, wanted = self._compactor, self.compaction
+        if wanted is not None and compactor.settings is not wanted:  # assigned since
+            compactor = self._compactor = Compactor(wanted)
         return compactor
 
-    async def step(self) -> str:
-        self._step_note = None
-        if not await self.think():
-            return self._step_note or "Thinking complete - no action needed"
-        return await self.act()
+    @property
+    def last_usage(self) -> Usage | None:
+        """Usage of this agent's latest model turn (the prompt size of its last request)."""
+        return self._last_usage
 
-    async def think(self) -> bool:
-        choice = _choice_value(self.tool_choices)
-        hint = self.take_stuck_hint()
-        self._step_notes, self._notes = [*([hint] if hint else []), *self._notes], []
-        await self.compactor.maybe_compact(self)
-        reply = await self._request_turn(choice)
-        return await self.process_reply(reply)
-
-    async def _request_turn(self, choice: str) -> ModelResponse:
+    async def _request_turn(self, choice: str) -> tuple[ModelResponse, float]:
         """Ask the model; a request that overflows the context window is compacted (to the
         window the error names) and sent once more. A second overflow ends the step."""
         try:
@@ -190,15 +226,11 @@ class ToolCallAgent(ReActAgent):
         except ContextWindowExceededError as e:
             raise _overflow(e, "even after compacting the conversation") from e
 
-    async def _ask(self, choice: str) -> ModelResponse:
-        bus = self._events
+    async def _ask(self, choice: str) -> tuple[ModelResponse, float]:
+        """One request; the reply and the seconds it took."""
         extra: dict[str, Any] = {}
-        if bus.watched:  # someone watches: stream the text to them as it is written
-            name, step = self.name, self.current_step
-
-            async def on_delta(text: str) -> None:
-                await bus.emit(TextDelta(name, step=step, text=text))
-
+        on_delta = self._show.delta_sink()  # someone watches: the text as it is written
+        if on_delta is not None:
             extra["on_delta"] = on_delta
         started = time.monotonic()
         reply = await self.llm.request(
@@ -208,95 +240,41 @@ class ToolCallAgent(ReActAgent):
             tool_choice=choice,
             **extra,
         )
-        self._call_seconds = time.monotonic() - started
-        return reply
+        return reply, time.monotonic() - started
 
-    async def process_reply(self, reply: ModelResponse) -> bool:
-        """Take one model turn into the run: record it, show it, and decide whether there is
+    async def _take_reply(self, reply: ModelResponse, choice: str) -> bool:
+        """One model turn into the run: shown, stored in memory, and whether there is
         something to act on (False: the step ends here, ``_step_note`` says why)."""
-        choice = _choice_value(self.tool_choices)
-        bus = self._events
-        self._last_usage = reply.usage
-        seconds, self._call_seconds = self._call_seconds, None
-        await self.report_usage(
-            reply.usage,
-            model=self.llm.model,
-            finish_reason=reply.finish_reason,
-            duration=seconds,
-        )
-        response = reply.message
-        watched = bus.watched  # listeners show progress; the log then stays quiet
-        reasoning = (reply.reasoning or "").strip()
-        if reasoning:  # shown as thinking; never the answer, never stored
-            if bus.active:
-                await bus.emit(Reasoning(self.name, step=self.current_step, text=reasoning))
-            if not watched and log_enabled("INFO"):
-                logger.info(f"💭 {self.name} is thinking: {_preview(reasoning)}")
-
-        tool_calls = list(response.tool_calls or [])
-        content = response.content or ""
-        if choice == _NONE and tool_calls:
+        await self._show.reasoning(reply.reasoning)  # shown as thinking; never stored
+        turn = self._replies.read(reply, tools_enabled=choice != _NONE)
+        if turn.ignored_calls:
             logger.warning(f"{self.name} asked for tools while tools are disabled; ignored")
-            tool_calls = []
-        if not content.strip() and not tool_calls:
-            return self._empty_reply()
-        self._empty_replies = 0
-        self._reply_cut = reply.truncated
-        if reply.truncated and not tool_calls:
-            return await self._cut_answer(content)
-        # A text answer may be the last part of one cut before.
-        answer = content if tool_calls else "".join(self._partial) + content
-        self._partial = []
-        if content.strip():
-            self._last_text = answer
-        if content and not watched and log_enabled("INFO"):
-            logger.info(f"✨ {self.name}'s thoughts: {content}")
-        # A call naming no tool (a small model's garbled text) is no tool call to show: it
-        # is answered as an unknown tool, so the model can correct itself.
-        shown = [call for call in tool_calls if call.function.name.strip()]
-        if len(shown) < len(tool_calls):
+        if turn.empty:
+            return self._empty_reply(turn.count)
+        if turn.cut:
+            return await self._cut_answer(turn.content, turn.count)
+        content, calls, shown = turn.content, turn.calls, turn.shown
+        if len(shown) < len(calls):
             logger.warning(f"{self.name}: the model wrote a tool call that names no tool")
-        if shown and not watched and log_enabled("INFO"):
-            names = ", ".join(call.function.name for call in shown)
-            logger.info(f"🛠️ {self.name} selected {len(shown)} tool(s): {names}")
-            for call in shown:
-                logger.info(
-                    f"🔧 {call.function.name} arguments: {_preview(call.function.arguments)}"
-                )
-
-        self.tool_calls = tool_calls  # none when tools are disabled (see above)
+        self._show.log_reply(content, shown)
+        self.tool_calls = calls
         # Thinking blocks go back to the model unchanged on the next turn (the API checks).
-        thinking = response.thinking_blocks
-        if tool_calls:
+        thinking = reply.message.thinking_blocks
+        if calls:
             self.memory.add_message(
-                Message.from_tool_calls(tool_calls, content=content, thinking_blocks=thinking)
+                Message.from_tool_calls(calls, content=content, thinking_blocks=thinking)
             )
         elif content:
             self.memory.add_message(
                 Message(role="assistant", content=content, thinking_blocks=thinking)
             )
-        if bus.active:
-            if content:
-                await bus.emit(Thought(self.name, step=self.current_step, text=content))
-            for call in shown:
-                await bus.emit(
-                    ToolCallEvent(
-                        self.name,
-                        step=self.current_step,
-                        call_id=call.id,
-                        name=call.function.name,
-                        arguments=call.function.arguments,
-                    )
-                )
-
+        await self._show.reply(content, shown)
         if choice == _REQUIRED:
             return True  # act() handles a missing call
-        return bool(tool_calls or content)
+        return bool(calls or content)
 
-    def _empty_reply(self) -> bool:
+    def _empty_reply(self, count: int) -> bool:
         """No text and no tool call: tell the model; fail after ``max_empty_replies``."""
-        self._empty_replies += 1
-        count = self._empty_replies
         self.tool_calls = []
         logger.warning(f"{self.name}: the model returned an empty reply ({count} in a row)")
         if count >= self.max_empty_replies:
@@ -308,16 +286,12 @@ class ToolCallAgent(ReActAgent):
         self._step_note = "Error: the model returned an empty reply"
         return False
 
-    async def _cut_answer(self, content: str) -> bool:
+    async def _cut_answer(self, content: str, cuts: int) -> bool:
         """A text answer cut at ``max_tokens`` is not the answer: keep the part, ask the
         model to go on; after ``max_continuations`` cut parts in a row the run fails."""
         self.tool_calls = []
         self.memory.add_message(Message.assistant_message(content))
-        self._partial.append(content)
-        self._last_text = "".join(self._partial)
-        if self._events.active:
-            await self._events.emit(Thought(self.name, step=self.current_step, text=content))
-        cuts = len(self._partial)
+        await self._show.reply(content, [])
         logger.warning(f"{self.name}: the answer was cut at max_tokens ({cuts} in a row)")
         if cuts > self.max_continuations:
             self.fail(
@@ -333,80 +307,73 @@ class ToolCallAgent(ReActAgent):
     # ---- act -----------------------------------------------------------------------------------
 
     async def act(self) -> str:
+        """Run the tool calls of the latest reply (read-only ones side by side) and store
+        each result in the model's order; without calls, take the text as the answer."""
         if not self.tool_calls:
-            if _choice_value(self.tool_choices) == _REQUIRED:
-                # Tell the model and let it try again, rather than ending the run.
-                self.memory.add_message(Message.user_message(REQUIRED_TOOL_PROMPT))
-                return "Error: a tool call was required but the model answered without one"
-            answer = self._last_text
-            if answer and self.text_answer_ends_run:
-                self._final_answer = answer
-                self.state = AgentState.FINISHED
-                logger.info(f"🏁 {self.name} answered without tools; the run is complete")
-            return answer or "No content or commands to execute"
-
-        results = []
-        cap = self._tool_call_cap()
+            return self._act_on_text()
+        cap = self.max_tool_calls_per_reply or self._configured_cap
         calls, not_run = self.tool_calls[:cap], self.tool_calls[cap:]
         if self.concurrent_tool_calls and len(calls) > 1:
             batches = plan_batches(calls, self.available_tools, self.special_tool_names)
         else:
             batches = [[command] for command in calls]
+        results = []
         for batch in batches:
             if len(batch) == 1:
-                outcomes = [await self._run_tool_call(batch[0])]
+                outcomes = [await self._run_call(batch[0])]
             else:
                 logger.info(f"⚡ Running {len(batch)} read-only tool calls at once")
-                outcomes = await asyncio.gather(*(self._run_tool_call(c) for c in batch))
+                outcomes = await asyncio.gather(*(self._run_call(c) for c in batch))
             # Results go into memory in the model's order, whatever order they finished in.
             for command, outcome in zip(batch, outcomes, strict=True):
-                result, image = outcome.text, outcome.image
-                if self.max_observe and isinstance(self.max_observe, int):
-                    result = _truncate(result, self.max_observe)
-                shown = bool(command.function.name.strip())
-                if shown and not self._events.watched and log_enabled("INFO"):
-                    logger.info(f"🎯 Tool '{command.function.name}' completed: {_preview(result)}")
-                await self._record_result(command, result, outcome.failed, image)
-                results.append(result)
+                results.append(await self._record(command, outcome))
         if not_run:
             results.append(await self._answer_not_run(not_run, cap))
         return "\n\n".join(results)
 
-    async def _record_result(
-        self, command: ToolCall, text: str, failed: bool, image: str | None = None
-    ) -> None:
-        """The call's result into memory (and to the listeners)."""
-        name = command.function.name if command.function else ""
+    def _act_on_text(self) -> str:
+        if _choice_value(self.tool_choices) == _REQUIRED:
+            # Tell the model and let it try again, rather than ending the run.
+            self.memory.add_message(Message.user_message(REQUIRED_TOOL_PROMPT))
+            return "Error: a tool call was required but the model answered without one"
+        answer = self._replies.last_text
+        if answer and self.text_answer_ends_run:
+            self._set_final_answer(answer)
+            self.state = AgentState.FINISHED
+            logger.info(f"🏁 {self.name} answered without tools; the run is complete")
+        return answer or "No content or commands to execute"
+
+    async def _run_call(self, command: ToolCall) -> ToolOutcome:
+        """``execute_tool`` in its own context (concurrent calls are separate tasks, so each
+        sees only its own image), timed."""
+        _CURRENT_IMAGE.set(None)  # what the ``_current_base64_image`` property sets
+        started = time.monotonic()
+        outcome = await self.execute_tool(command)
+        if not isinstance(outcome, ToolOutcome):  # an override returning upstream's str
+            outcome = ToolOutcome(str(outcome))
+        outcome.seconds = time.monotonic() - started
+        if outcome.image is None:
+            outcome.image = _CURRENT_IMAGE.get()
+        return outcome
+
+    async def _record(self, command: ToolCall, outcome: ToolOutcome) -> str:
+        """The call's result into memory (cut to ``max_observe``) and to the listeners."""
+        text = outcome.text
+        if self.max_observe and isinstance(self.max_observe, int):
+            text = _truncate(text, self.max_observe)
         self.memory.add_message(
             Message.tool_message(
                 content=text,
                 tool_call_id=command.id,
-                name=name,
-                base64_image=image,
-                is_error=failed,
+                name=command.function.name if command.function else "",
+                base64_image=outcome.image,
+                is_error=outcome.failed,
             )
         )
-        if self._events.active and name.strip():  # a nameless call is not shown (think)
-            await self._events.emit(
-                ToolResultEvent(
-                    self.name,
-                    step=self.current_step,
-                    call_id=command.id,
-                    name=name,
-                    output=text,
-                    error=failed,
-                    duration=self._tool_seconds.pop(command.id, None),
-                    image=image,
-                )
-            )
-
-    def _tool_call_cap(self) -> int:
-        """Calls of one reply that run: ``max_tool_calls_per_reply``, else ``[limits]``."""
-        if self.max_tool_calls_per_reply is not None:
-            return self.max_tool_calls_per_reply
-        if config.is_loaded:
-            return config.app_config.limits.max_tool_calls_per_reply
-        return int(LimitsSettings.model_fields["max_tool_calls_per_reply"].default)
+        await self._show.result(
+            command, text, failed=outcome.failed, image=outcome.image, seconds=outcome.seconds
+        )
+        return text
 
     async def _answer_not_run(self, calls: list[ToolCall], cap: int) -> str:
         """Every call over the cap still gets its answer (the API requires one per call id),
@@ -418,22 +385,63 @@ class ToolCallAgent(ReActAgent):
             f"{len(calls)} were answered 'not run' (max_tool_calls_per_reply)"
         )
         for command in calls:
-            await self._record_result(command, text, True)
+            self.memory.add_message(
+                Message.tool_message(
+                    content=text, tool_call_id=command.id, name=command.function.name, is_error=True
+                )
+            )
+            await self._show.result(command, text, failed=True, log=False)
         return f"{len(calls)} tool call(s) not run: {text}"
 
-    async def _run_tool_call(self, command: ToolCall) -> ToolOutcome:
-        """One call, typed: its text, image and whether it failed. Concurrent calls run as
-        separate tasks, each with its own context, so each sees only its own image."""
-        _CURRENT_IMAGE.set(None)  # what the ``_current_base64_image`` property sets
-        started = time.monotonic()
-        outcome = await self.run_tool(command)
-        if self._events.active:  # how long it ran, for traces
-            self._tool_seconds[command.id] = time.monotonic() - started
-        if outcome.image is None:
-            image = _CURRENT_IMAGE.get()
-            if image:
-                outcome = replace(outcome, image=image)
+    async def execute_tool(self, command: ToolCall) -> ToolOutcome:
+        """Run one tool call. The outcome is the text the model reads (a ``str``, as
+        upstream's), flagged ``failed`` and carrying the call's image; every problem is a
+        failed outcome the model can act on, never an exception. Override to change how one
+        call runs; the special-tool and answer-tool rules apply here."""
+        if not command or not command.function:
+            return refused("Invalid command format")
+        name = command.function.name
+        tools = self.available_tools
+        if name not in tools.tool_map:
+            return observe(name, tools.unknown_tool(name), failed=True)
+        try:
+            args = parse_arguments(command.function.arguments)
+        except ValueError as e:
+            logger.warning(f"Bad arguments for '{name}': {preview(command.function.arguments)}")
+            if self._replies.reply_cut:
+                return ToolOutcome(CUT_ARGUMENTS_ERROR.format(name=name, problem=e), failed=True)
+            return refused(
+                f"Could not parse the arguments of tool '{name}': {e}. "
+                "Send the arguments as one JSON object matching the tool's schema."
+            )
+        if log_enabled("DEBUG"):
+            logger.debug(f"🔧 Activating tool: '{name}'...")
+        context = ToolCallContext(command.id, name, self._show.progress(command))
+        with tool_call_context(context):
+            try:
+                result = await tools.execute(name=name, tool_input=args)
+            except asyncio.CancelledError:
+                await self._show.cancelled(command, "".join(context.partial_output))
+                raise
+        failed = result_failed(result)
+        await self._handle_special_tool(name=name, result=result)
+        if not failed and name.lower() in (n.lower() for n in self.answer_tool_names):
+            self._set_final_answer(_answer_text(result))
+            self.state = AgentState.FINISHED
+            logger.info(f"🏁 '{name}' gave the final answer; the run is complete")
+        outcome = observe(name, result, failed)
+        if outcome.image:
+            self._current_base64_image = outcome.image
         return outcome
+
+    async def run_tool(self, command: ToolCall) -> ToolOutcome:
+        """Deprecated: :meth:`execute_tool`, the one name for running one call."""
+        warnings.warn(
+            "ToolCallAgent.run_tool() is deprecated; use execute_tool()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return await self.execute_tool(command)
 
     @property
     def _current_base64_image(self) -> str | None:
@@ -444,98 +452,13 @@ class ToolCallAgent(ReActAgent):
     def _current_base64_image(self, image: str | None) -> None:
         _CURRENT_IMAGE.set(image)
 
-    async def execute_tool(self, command: ToolCall) -> str:
-        """Run one tool call; every problem becomes an ``Error: ...`` text for the model
-        (upstream's interface: :meth:`run_tool` keeps the outcome typed)."""
-        return (await self.run_tool(command)).text
-
-    async def run_tool(self, command: ToolCall) -> ToolOutcome:
-        """Run one tool call; problems become failed outcomes with text for the model."""
-        if not command or not command.function:
-            return ToolOutcome("Error: Invalid command format", failed=True)
-        name = command.function.name
-        if name not in self.available_tools.tool_map:
-            known = ", ".join(self.available_tools.tool_map) or "none"
-            nameless = "" if name.strip() else " (the call names no tool)"
-            return ToolOutcome(
-                f"Error: Unknown tool '{name}'{nameless}. Available tools: {known}.", failed=True
-            )
-        try:
-            args = parse_arguments(command.function.arguments)
-        except ValueError as e:
-            logger.warning(f"Bad arguments for '{name}': {_preview(command.function.arguments)}")
-            if self._reply_cut:
-                return ToolOutcome(CUT_ARGUMENTS_ERROR.format(name=name, problem=e), failed=True)
-            return ToolOutcome(
-                f"Error: Could not parse the arguments of tool '{name}': {e}. "
-                "Send the arguments as one JSON object matching the tool's schema.",
-                failed=True,
-            )
-
-        if log_enabled("DEBUG"):
-            logger.debug(f"🔧 Activating tool: '{name}'...")
-        step = self.current_step
-
-        async def report(progress: float, total: float | None, message: str | None) -> None:
-            if self._events.active:
-                await self._events.emit(
-                    ToolProgress(
-                        self.name,
-                        step=step,
-                        call_id=command.id,
-                        name=name,
-                        progress=progress,
-                        total=total,
-                        message=redact_registered(message) if message else message,
-                    )
-                )
-
-        context = ToolCallContext(command.id, name, report)
-        with tool_call_context(context):
-            try:
-                result = await self.available_tools.execute(name=name, tool_input=args)
-            except asyncio.CancelledError:
-                await self._report_cancelled(command, "".join(context.partial_output))
-                raise
-        await self._handle_special_tool(name=name, result=result)
-        answer_tools = [n.lower() for n in self.answer_tool_names]
-        if name.lower() in answer_tools and not isinstance(result, ToolFailure):
-            self._final_answer = _answer_text(result)
-            self.state = AgentState.FINISHED
-            logger.info(f"🏁 '{name}' gave the final answer; the run is complete")
-
-        image = getattr(result, "base64_image", None) or None
-        if image:
-            self._current_base64_image = image
-        failed = result_failed(result)
-        text = redact_registered(format_output(result))  # no configured secret reaches the model
-        if not text:
-            return ToolOutcome(f"Cmd `{name}` completed with no output", image, failed)
-        return ToolOutcome(f"Observed output of cmd `{name}` executed:\n{text}", image, failed)
-
-    async def _report_cancelled(self, command: ToolCall, partial: str) -> None:
-        """A call cut short (Stop, Ctrl-C) still tells the listeners it ended, with what it
-        printed until then (shielded: the cancelled task may not await anything else)."""
-        name = command.function.name
-        if not self._events.active or not name.strip():
-            return
-        event = ToolResultEvent(
-            self.name,
-            step=self.current_step,
-            call_id=command.id,
-            name=name,
-            output=redact_registered(partial),
-            error=True,
-            cancelled=True,
-        )
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(self._events.emit(event))
+    # ---- hooks (upstream's names) --------------------------------------------------------------
 
     async def _handle_special_tool(self, name: str, result: Any, **kwargs: Any) -> None:
-        if not self._is_special_tool(name):
+        """A successful call of a special tool (``terminate``) ends the run; a failed one
+        (bad arguments) does not."""
+        if not self._is_special_tool(name) or result_failed(result):
             return
-        if isinstance(result, ToolFailure):
-            return  # a terminate call with bad arguments does not end the run
         if self._should_finish_execution(name=name, result=result, **kwargs):
             logger.info(f"🏁 Special tool '{name}' has completed the task!")
             self.state = AgentState.FINISHED
@@ -550,34 +473,39 @@ class ToolCallAgent(ReActAgent):
     # ---- run -----------------------------------------------------------------------------------
 
     def _begin_run(self) -> None:
-        self._final_answer = None
-        self._last_text = None
+        self._replies.begin_run()
         self.tool_calls = []
         self._notes = []
         self._step_notes = []
-        self._empty_replies = 0
-        self._partial = []
-        self._reply_cut = False
 
-    @property
-    def last_usage(self) -> Usage | None:
-        """Usage of this agent's latest model turn (the prompt size of its last request)."""
-        return self._last_usage
+    def _set_final_answer(self, answer: str) -> None:
+        """The answer this run ends with (``final_answer()``, ``RunResult.final_answer``)."""
+        self._replies.final_answer = answer
 
     def final_answer(self) -> str | None:
         """The text answer that ended the run; else the model's last words in this run."""
-        return self._final_answer if self._final_answer is not None else self._last_text
+        return self._replies.answer()
 
     async def cleanup(self) -> None:
         """Let every tool release its resources; tools start again lazily if reused."""
         logger.debug(f"🧹 Cleaning up resources for agent '{self.name}'...")
         await self.available_tools.cleanup()
 
-    async def run(self, request: str | None = None) -> Any:
+    async def run(self, request: str | None = None) -> RunResult:
+        """``BaseAgent.run``, then ``cleanup()`` (the tools release what they hold)."""
         try:
             return await super().run(request)
         finally:
             await self.cleanup()
+
+
+def _configured_settings() -> tuple[CompactionSettings | None, int]:
+    """The config's ``[compaction]`` and ``[limits] max_tool_calls_per_reply`` (defaults when
+    no config is loaded): read once, when an agent is made, never while it runs."""
+    if config.is_loaded:
+        settings = config.app_config
+        return settings.compaction, settings.limits.max_tool_calls_per_reply
+    return None, int(LimitsSettings.model_fields["max_tool_calls_per_reply"].default)
 
 
 @lru_cache(maxsize=256)
@@ -597,13 +525,12 @@ def _overflow(error: ContextWindowExceededError, why: str) -> ContextWindowExcee
     )
 
 
-def _answer_text(result: Any) -> str:
-    """The final answer an answer tool produced, as text."""
-    if hasattr(result, "model_dump_json") and not isinstance(result, ToolResult):
-        return result.model_dump_json()
-    if isinstance(result, ToolResult):
-        return result.output if isinstance(result.output, str) else format_output(result.output)
-    return format_output(result)
+def _answer_text(result: ToolResult) -> str:
+    """The final answer an answer tool produced, as text (a pydantic answer as JSON)."""
+    output = result.output
+    if hasattr(output, "model_dump_json"):
+        return str(output.model_dump_json())
+    return output if isinstance(output, str) else format_output(output)
 
 
 def _choice_value(choice: Any) -> str:
@@ -616,9 +543,3 @@ def _truncate(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\n... [truncated: {len(text) - limit} more characters]"
-
-
-def _preview(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    text = text.replace("\n", " ")
-    return text if len(text) <= _LOG_PREVIEW else text[:_LOG_PREVIEW] + "…"

@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from app.agent.base import BaseAgent
 from app.config import config
 from app.events import PlanChange, PlanChanged, UsageReport
-from app.exceptions import LLMError, ToolError
+from app.exceptions import LLMError
 from app.flow.base import BaseFlow
 from app.flow.result import FlowResult, StepOutcome
 from app.llm import LLM, model_argument
@@ -35,7 +35,9 @@ from app.prompt.planning import (
     SUMMARY_SYSTEM_PROMPT,
 )
 from app.schema import AgentState, Message, ToolChoice
+from app.tool.base import result_failed
 from app.tool.planning import PlanningTool, PlanStepStatus, format_plan
+from app.tool.tool_collection import call_tool
 
 _TAG = re.compile(r"\[([A-Za-z][A-Za-z0-9_\- ]*)\]")
 _COMPLETED = PlanStepStatus.COMPLETED.value
@@ -197,11 +199,10 @@ class PlanningFlow(BaseFlow):
             args["plan_id"] = self.active_plan_id
             if title is not None:
                 args.setdefault("title", title)
-            try:
-                await self.planning_tool.execute(**self.planning_tool.validate_arguments(args))
-            except (ToolError, TypeError) as e:
+            result = await call_tool(self.planning_tool, args)
+            if result_failed(result):
                 what = "revised plan" if command == "update" else "model's plan"
-                logger.warning(f"The {what} was not usable: {e}")
+                logger.warning(f"The {what} was not usable: {result}")
                 continue
             return True
         return False
@@ -289,7 +290,7 @@ class PlanningFlow(BaseFlow):
         try:
             async with limit:
                 if carry_on and executor.memory.messages:
-                    result: Any = await executor.resume()
+                    result = await executor.resume()
                 else:
                     result = await executor.run(prompt)
         except TimeoutError:
@@ -302,14 +303,12 @@ class PlanningFlow(BaseFlow):
             outcome.note = f"failed: {type(e).__name__}: {e}"
             return outcome
 
-        answer = getattr(result, "final_answer", None) or ""
-        state = getattr(result, "state", AgentState.FINISHED)
-        error = getattr(result, "error", None)
-        outcome.steps_used = int(getattr(result, "steps", 0) or 0)
+        answer = result.final_answer or ""
+        outcome.steps_used = result.steps
         outcome.output = answer or str(result)
-        if error is not None:
-            outcome.note = f"failed: {error}"
-        elif state != AgentState.FINISHED:
+        if result.error is not None:
+            outcome.note = f"failed: {result.error}"
+        elif result.state != AgentState.FINISHED:
             outcome.note = f"stopped after {outcome.steps_used} steps without finishing" + (
                 f"; last words: {self._clip(answer)}" if answer else ""
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,8 +16,9 @@ from app.tool.validation import validator_for
 
 
 class ToolResult(BaseModel):
-    """What a tool returns: output for the model, or an error the model can act on: ``error``
-    (its text is what the model reads) or ``is_error=True`` with the text in ``output``."""
+    """What a tool returns: output for the model, or a failure the model can act on: ``error``
+    (its text is what the model reads) or ``is_error=True`` with the text in ``output``.
+    Whether it failed is :func:`result_failed`'s to say (``failed`` asks it)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -59,20 +59,8 @@ class ToolResult(BaseModel):
 
     @property
     def failed(self) -> bool:
-        """Whether the call failed: a ``ToolFailure``, a result carrying an error, or one
-        marked ``is_error``."""
-        return self.is_error or isinstance(self, ToolFailure) or bool(self.error)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """One call as the agent keeps it until it goes into memory: the text for the model, the
-    image it produced, and whether it failed (known from the result, never guessed from text).
-    """
-
-    text: str
-    image: str | None = None
-    failed: bool = False
+        """Whether the call failed (see :func:`result_failed`)."""
+        return result_failed(self)
 
 
 class CLIResult(ToolResult):
@@ -80,13 +68,29 @@ class CLIResult(ToolResult):
 
 
 class ToolFailure(ToolResult):
-    """A result that represents a failure."""
+    """A result that represents a failure (upstream's name; flagged ``is_error``)."""
+
+    is_error: bool = Field(default=True)
 
 
-def result_failed(result: Any) -> bool:
-    """Whether a tool's return value reports a failure: a failed ``ToolResult`` (the one
-    channel; an exception was already turned into one), never guessed from text."""
-    return isinstance(result, ToolResult) and result.failed
+def result_failed(value: Any) -> bool:
+    """Whether a tool's return value reports a failure: the one check, used wherever a
+    decision depends on it. A failure is a ``ToolResult`` marked ``is_error``, carrying an
+    ``error`` or of upstream's ``ToolFailure`` type, or upstream's ``{"success": False}``
+    dict; never guessed from text. (A raised ``ToolError`` becomes a failed result at the
+    edge, ``app.tool.tool_collection.call_tool``.)"""
+    if isinstance(value, ToolResult):
+        return value.is_error or bool(value.error) or isinstance(value, ToolFailure)
+    return isinstance(value, Mapping) and value.get("success") is False
+
+
+def as_tool_result(value: Any) -> ToolResult:
+    """Whatever a tool returned, as a ``ToolResult`` whose ``is_error`` says whether it
+    failed (a subclass, such as an MCP result, keeps its type and extra fields)."""
+    failed = result_failed(value)
+    if isinstance(value, ToolResult):
+        return value if value.is_error == failed else value.replace(is_error=failed)
+    return ToolResult(output=value, is_error=failed)
 
 
 def format_output(value: Any) -> str:

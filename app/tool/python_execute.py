@@ -21,7 +21,7 @@ from app.sandbox.base import BoundedRun, run_bounded
 from app.sandbox.environment import scrub_environment
 from app.sandbox.factory import create_sandbox, describe_start_error
 from app.sandbox.processes import compose_streams, describe_returncode, format_seconds
-from app.tool.base import BaseTool, ToolResult
+from app.tool.base import BaseTool
 from app.tool.declared import ToolArgs
 from app.utils.sizes import format_size
 
@@ -149,12 +149,6 @@ class PythonExecute(BaseTool):
     )
 
     _ENV_DROP: ClassVar[tuple[str, ...]] = ("PYTHONINSPECT", "PYTHONSTARTUP")
-
-    async def __call__(self, **kwargs: Any) -> ToolResult:
-        """The framework's call: upstream's dict (what ``execute`` returns, for its callers) as a
-        result marked ``is_error`` when ``success`` is false, the one failure channel."""
-        result = await self.execute(**kwargs)
-        return ToolResult(output=result, is_error=not result["success"])
 
     async def execute(self, code: str, timeout: float | None = None, **_: Any) -> dict[str, Any]:
         """Run ``code``; always returns ``{"observation": str, "success": bool}``. The model

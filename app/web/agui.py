@@ -22,7 +22,7 @@ from typing import Any
 
 from app.exceptions import SessionBusyError
 from app.schema import Message
-from app.tool.base import BaseTool
+from app.tool.base import BaseTool, ToolResult
 from app.tool.progress import current_tool_call
 from app.tool.validation import validator_for
 from app.web.session import Mode, WebSession
@@ -60,7 +60,7 @@ class RunInput:
     run_id: str
     mode: Mode
     prompt: str | None
-    tool_results: dict[str, str]
+    tool_results: dict[str, ToolResult]
     tools: list[ClientTool]
     note: str | None
     history: list[tuple[str, str]]  # earlier (role, text) messages the thread does not hold
@@ -85,17 +85,17 @@ def parse_run_input(body: Any, known: Collection[str] = ()) -> RunInput:
     fresh = [
         m for m in messages if isinstance(m, dict) and not (m.get("id") and m.get("id") in known)
     ]
-    results: dict[str, str] = {}
+    results: dict[str, ToolResult] = {}
     prompt_at = None
     for index, message in enumerate(fresh):
         if message.get("role") == "tool":
             call_id = message.get("toolCallId", message.get("tool_call_id"))
             if not isinstance(call_id, str) or not call_id:
                 raise AguiInputError("A `tool` message needs its `toolCallId`.")
-            error = message.get("error")
-            results[call_id] = _text_of(message.get("content")) or (
-                f"Error: {error}" if isinstance(error, str) and error else ""
-            )
+            error = message.get("error")  # the client's tool failed: the model is told so
+            failed = isinstance(error, str) and bool(error)
+            text = _text_of(message.get("content")) or (error if failed else "")
+            results[call_id] = ToolResult(output=text, is_error=failed)
         elif message.get("role") == "user":
             prompt_at = index
     prompt = _text_of(fresh[prompt_at].get("content")) if prompt_at is not None else None
@@ -211,9 +211,9 @@ class FrontendTool(BaseTool):
     """A tool the AG-UI client runs: a call waits (the run pauses) until the client posts
     the result in its next run."""
 
-    waiter: Callable[[str], Awaitable[str]]
+    waiter: Callable[[str], Awaitable[ToolResult]]
 
-    async def execute(self, **kwargs: Any) -> str:
+    async def execute(self, **kwargs: Any) -> ToolResult:
         call = current_tool_call()
         return await self.waiter(call.call_id if call is not None else "")
 
@@ -226,8 +226,8 @@ class AguiThread:
         self.thread_id = thread_id
         self.session = session
         self.seen: set[str] = set()
-        self.waiting: dict[str, asyncio.Future[str]] = {}
-        self.results: dict[str, str] = {}  # results that came before their call waited
+        self.waiting: dict[str, asyncio.Future[ToolResult]] = {}
+        self.results: dict[str, ToolResult] = {}  # results that came before their call waited
         self.answered: set[str] = set()  # calls the client posted results for
         self.tool_names: set[str] = set()
         self.note: str | None = None
@@ -235,10 +235,10 @@ class AguiThread:
         self.released = asyncio.Event()
         self.released.set()
 
-    async def wait_for_result(self, call_id: str) -> str:
+    async def wait_for_result(self, call_id: str) -> ToolResult:
         if call_id in self.results:
             return self.results.pop(call_id)
-        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
         self.waiting[call_id] = future
         self.session.note(WAITING, call_id=call_id)
         try:
@@ -314,12 +314,12 @@ class AguiThread:
                     add_note(run.note)
         self.note = run.note or self.note
         self.answered.update(run.tool_results)
-        for call_id, text in run.tool_results.items():
+        for call_id, result in run.tool_results.items():
             future = self.waiting.get(call_id)
             if future is not None and not future.done():
-                future.set_result(text)
+                future.set_result(result)
             else:
-                self.results[call_id] = text
+                self.results[call_id] = result
         return start
 
     def _install(self, tools: list[ClientTool]) -> None:
