@@ -24,7 +24,7 @@ from app.llm.capabilities import model_flags
 from app.llm.context import usage_sink
 from app.llm.deltas import DeltaRelay, deliver
 from app.llm.endpoint_memory import PROCESS_MEMORIES, EndpointMemories
-from app.llm.messages import Measured, attach_images, upstream_dicts
+from app.llm.messages import Measured, attach_images, typed_all, upstream_dicts
 from app.llm.model import DeltaCallback, Model, ModelParams, ModelResponse, ToolDefinition
 from app.llm.pricing import cost_of, price_for
 from app.llm.stack import CONNECTION_FIELDS, NATIVE_APIS, Stack, build_model, wrap_model
@@ -333,9 +333,8 @@ class LLM:
     ) -> int:
         """Input tokens a request over these messages, system prompt and tools would take:
         an estimate is scaled to the server's counts once an answer reported them."""
-        conversation, _ = self._measured.measure(
-            [*system_msgs, *messages] if system_msgs else messages
-        )
+        # Not through the requests' size keeper: compaction counts lists of its own.
+        conversation = typed_all([*system_msgs, *messages] if system_msgs else messages)
         return await self._count(conversation, self._definitions(tools))
 
     async def _count(self, conversation: list[Message], tools: tuple[ToolDefinition, ...]) -> int:

@@ -68,6 +68,13 @@ def typed(message: Message | dict[str, Any]) -> Message:
     return Message(role=role, content=content, images=images or None, **fields)
 
 
+def typed_all(messages: Sequence[Message | dict[str, Any]]) -> list[Message]:
+    """The messages as ``Message``s: the same list when it holds nothing else."""
+    if isinstance(messages, list) and all(isinstance(m, Message) for m in messages):
+        return cast(list[Message], messages)
+    return [typed(m) for m in messages]
+
+
 def _image_part(image: Any) -> ImagePart:
     """An image given as a URL, base64, ``{"url": ...}`` or an ``image_url`` object."""
     if isinstance(image, ImagePart):
@@ -164,7 +171,7 @@ class Measured:
         for index in range(start, len(given)):
             message = given[index]
             if not isinstance(message, Message):
-                converted = [typed(m) for m in given]  # upstream's dicts: nothing kept
+                converted = typed_all(given)  # upstream's dicts: nothing kept
                 self._seen, self._stamp = [], -1
                 return converted, sum(map(_chars, converted))
             chars += _chars(message)

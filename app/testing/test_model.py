@@ -13,7 +13,7 @@ from typing import Any
 
 from app.llm.model import ModelParams, ModelResponse, ToolDefinition
 from app.llm.usage import Usage
-from app.schema import Function, Message, ToolCall
+from app.schema import Message, ToolCall
 
 #: Tools that end a run; called last, never in the first round.
 FINISHING_TOOLS = ("terminate",)
@@ -64,11 +64,14 @@ class TestModel:
         turn: int,
         arguments: dict[str, dict[str, Any]] | None = None,
     ) -> ModelResponse:
-        calls = []
-        for i, tool in enumerate(tools):
-            given = (arguments or {}).get(tool.name) or example_arguments(tool.parameters)
-            function = Function(name=tool.name, arguments=json.dumps(given))
-            calls.append(ToolCall(id=f"call_{turn}_{i}", function=function))
+        calls = [
+            ToolCall.function_call(
+                tool.name,
+                (arguments or {}).get(tool.name) or example_arguments(tool.parameters),
+                id=f"call_{turn}_{i}",
+            )
+            for i, tool in enumerate(tools)
+        ]
         message = Message(role="assistant", tool_calls=calls)
         usage = _usage([], "".join(c.function.arguments for c in calls))
         return ModelResponse(message=message, usage=usage, finish_reason="tool_calls")
