@@ -5,13 +5,11 @@ What retrying cannot fix (refused connection, unknown host, TLS, 401/403/404) is
 from __future__ import annotations
 
 import contextlib
-import errno
 import html
 import re
 import socket
 import ssl
 import time
-from collections.abc import Iterator
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
@@ -31,6 +29,7 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.arguments import loads_safely
+from app.llm.failures import final_connect_failure
 from app.llm.windows import context_numbers
 from app.logger import redact
 
@@ -205,57 +204,34 @@ def _cut(text: str, limit: int) -> str:
 def endpoint_error(error: BaseException, *, endpoint: str, model: str) -> LLMEndpointError | None:
     """The final error for a failed connect that retrying cannot fix (nothing listens,
     unknown host, TLS), else None; the same errors mid-answer are worth another try."""
-    causes = list(_causes(error))
-    if not any(type(cause).__name__ == "ConnectError" for cause in causes):
+    cause = final_connect_failure(error)
+    if cause is None:
         return None
     where = endpoint.rstrip("/") or "the LLM endpoint"
-    for cause in causes:
-        if isinstance(cause, ConnectionRefusedError) or (
-            isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
-        ):
-            message = (
-                f"Nothing listens at {where} (connection refused) for model '{model}': "
-                "is the server running, and is base_url right?"
-            )
-        elif isinstance(cause, socket.gaierror):
-            message = (
-                f"The host of {where} was not found (DNS lookup failed: "
-                f"{cause.strerror or cause}) for model '{model}': is base_url spelt right, "
-                "and is the network up?"
-            )
-        elif isinstance(cause, ssl.SSLCertVerificationError):
-            message = (
-                f"TLS with {where} failed (certificate: "
-                f"{cause.verify_message or cause.reason or cause}) for model '{model}': is "
-                "base_url's host the one the certificate names, or does the server need a CA "
-                "of its own (SSL_CERT_FILE)?"
-            )
-        elif isinstance(cause, ssl.SSLError):
-            message = (
-                f"TLS with {where} failed ({cause.reason or cause}) for model '{model}': is "
-                "it an https server? A local server usually wants http://, not https://"
-            )
-        else:
-            continue
-        return _clean(LLMEndpointError(message, model=model))
-    return None
-
-
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    """``error`` and what it came from (causes, contexts, the members of a group)."""
-    seen: set[int] = set()
-    pending = [error]
-    while pending and len(seen) < 64:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        if isinstance(current, BaseExceptionGroup):
-            pending.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                pending.append(linked)
+    if isinstance(cause, socket.gaierror):
+        message = (
+            f"The host of {where} was not found (DNS lookup failed: "
+            f"{cause.strerror or cause}) for model '{model}': is base_url spelt right, "
+            "and is the network up?"
+        )
+    elif isinstance(cause, ssl.SSLCertVerificationError):
+        message = (
+            f"TLS with {where} failed (certificate: "
+            f"{cause.verify_message or cause.reason or cause}) for model '{model}': is "
+            "base_url's host the one the certificate names, or does the server need a CA "
+            "of its own (SSL_CERT_FILE)?"
+        )
+    elif isinstance(cause, ssl.SSLError):
+        message = (
+            f"TLS with {where} failed ({cause.reason or cause}) for model '{model}': is "
+            "it an https server? A local server usually wants http://, not https://"
+        )
+    else:
+        message = (
+            f"Nothing listens at {where} (connection refused) for model '{model}': "
+            "is the server running, and is base_url right?"
+        )
+    return _clean(LLMEndpointError(message, model=model))
 
 
 def parse_retry_after(headers: Any) -> float | None:
