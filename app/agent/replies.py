@@ -10,7 +10,7 @@ from app.llm.model import ModelResponse
 from app.schema import ToolCall
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ costs 5x more, per step
 class Turn:
     """One reply, read: its text, its tool calls (none when tools are disabled), and what it
     is: ``empty`` (no text, no call: ``count`` in a row), ``cut`` (a text answer cut at

@@ -81,7 +81,7 @@ def result_failed(value: Any) -> bool:
     edge, ``app.tool.tool_collection.call_tool``.)"""
     if isinstance(value, ToolResult):
         return value.is_error or bool(value.error) or isinstance(value, ToolFailure)
-    return isinstance(value, Mapping) and value.get("success") is False
+    return type(value) is dict and value.get("success") is False
 
 
 def as_tool_result(value: Any) -> ToolResult:
@@ -90,7 +90,7 @@ def as_tool_result(value: Any) -> ToolResult:
     failed = result_failed(value)
     if isinstance(value, ToolResult):
         return value if value.is_error == failed else value.replace(is_error=failed)
-    return ToolResult(output=value, is_error=failed)
+    return ToolResult(output=value, is_error=True) if failed else ToolResult(output=value)
 
 
 def format_output(value: Any) -> str:
