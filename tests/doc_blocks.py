@@ -1,9 +1,10 @@
 """The fenced code blocks of README.md and docs/*.md, as the doc tests read them.
 
 One convention (docs/testing.md, "Code blocks in the docs"): every block names its language;
-``text`` is output, a diagram or a layout, never run; a block of any other language is run by
-the tests (``tests/test_doc_blocks.py`` for Python, JavaScript, TOML and JSON,
-``tests/test_doc_commands.py`` for shell) unless an HTML comment on the line before it says
+``text`` (output, a diagram, a layout) and ``markdown`` are never run; a block of any other
+language is run by the tests (``tests/test_doc_blocks.py`` for Python, JavaScript, TOML and
+JSON, ``tests/test_doc_commands.py`` for shell) unless an HTML comment on the line before it
+says
 
 - ``<!-- doc: not run: <why> -->``: shown only (a fragment, a command that installs or runs
   the test suite itself); the reason is required;
@@ -35,9 +36,10 @@ NOT_YET = frozenset(
     }
 )
 
-#: Languages the tests run, and ``text`` (never run).
+#: Languages the tests run, and those shown only: ``text`` (output, diagrams, layouts) and
+#: ``markdown`` (how a page is written, in docs/testing.md).
 RUN_LANGUAGES = frozenset({"python", "bash", "javascript", "toml", "json"})
-LANGUAGES = RUN_LANGUAGES | {"text"}
+LANGUAGES = RUN_LANGUAGES | {"text", "markdown"}
 
 FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^`\s]*)[^`]*$")
 MARKER = re.compile(r"^<!--\s*doc:\s*(?P<kind>[a-z ]+?)\s*(?::\s*(?P<why>.*?))?\s*-->$")

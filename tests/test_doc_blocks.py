@@ -50,6 +50,7 @@ from tests.doc_blocks import (
     DocBlock,
     chains,
 )
+from tests.mcp_helpers import http_server
 from tests.npm_tools import NPM_DIR, node_env, npm_bin
 from tests.otlp_receiver import OtlpReceiver
 from tests.test_main_e2e import child_env, write_config
@@ -155,43 +156,11 @@ def our_mcp_servers(context: Context) -> Iterator[None]:
             ("http", "http://127.0.0.1:8000/mcp"),
             ("sse", "http://127.0.0.1:8001/sse"),
         ):
-            where = stack.enter_context(mcp_server_over(transport, context.tmp / transport))
-            context.substitutions[documented] = where
+            (context.tmp / transport).mkdir()
+            args = ["-m", "app.mcp.server", "--transport", transport, "--port", "0", "-w", "."]
+            _, url = stack.enter_context(http_server(args, context.tmp / transport))
+            context.substitutions[documented] = url
         yield
-
-
-@contextlib.contextmanager
-def mcp_server_over(transport: str, tmp: Path) -> Iterator[str]:
-    """``python -m app.mcp.server --transport http|sse --port 0``; yields its URL."""
-    (tmp / "ws").mkdir(parents=True)
-    where = ["--transport", transport, "--port", "0", "--workspace", str(tmp / "ws")]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.mcp.server", *where],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(tmp),
-        cwd=tmp,
-    )
-    try:
-        assert proc.stderr is not None
-        seen = []
-        for line in proc.stderr:  # ends if the server exits
-            seen.append(line)
-            if match := re.search(r"listening on (http://\S+)", line):
-                break
-        else:
-            raise AssertionError(f"the MCP server did not start: {''.join(seen)}")
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
-        yield match.group(1).rstrip("/")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
 
 
 SEARXNG_ANSWER = {
