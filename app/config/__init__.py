@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # The one module __getattr__: upstream's constant WORKSPACE_ROOT must name the workspace
+    # Not a lazy import: upstream's constant WORKSPACE_ROOT must name the workspace
     # of the active config (file, $OPENMANUS_WORKSPACE), which a constant cannot.
     if name == "WORKSPACE_ROOT":
         return config.workspace_root
