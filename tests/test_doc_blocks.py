@@ -299,6 +299,10 @@ def printed_the_answer(context: Context, output: str) -> None:
     assert "teal" in sent and "ACME, a paint shop" in sent
 
 
+def said(answer: str, output: str) -> None:
+    assert output.splitlines()[-1:] == [answer], output
+
+
 def a2a_answers(context: Context) -> list[Reply]:
     return [
         tool_calls(call("python_execute", {"code": "print(6 * 7)"})),
@@ -351,6 +355,18 @@ SCENARIOS: dict[tuple[str, str], Scenario] = {
     ("docs/sessions-and-events.md", "SessionStore.for_workspace"): Scenario(
         lambda context: [terminate("Done.")]
     ),
+    ("docs/tools.md", "async def get_weather("): Scenario(
+        expect=(
+            "get_weather - Current weather for a city.",
+            "'maximum': 7",
+            "Sunny in Paris for 1 day(s)",
+            "Invalid arguments for tool 'get_weather'",
+            "- when: unknown argument",
+        )
+    ),
+    ("docs/tools.md", "class Weather(BaseTool)"): Scenario(expect=("['city']", "Sunny in Oslo")),
+    ("docs/tools.md", "AskHuman("): Scenario(check=lambda context, output: said("no", output)),
+    ("docs/sandbox.md", "create_sandbox("): Scenario(expect=("3 42\n", "b'hi'")),
     ("docs/tools.md", "StrReplaceEditor("): Scenario(
         paths=("/srv/project", "/data/shared"), expect=("- write more tests",)
     ),
