@@ -246,5 +246,8 @@ def test_the_conversation_size_kept_across_steps_is_the_size_measured_anew():
         convo += [Message.assistant_message("a" * step), Message.user_message("r" * 10)]
     convo[1].content = "an edited task, longer than before"
     assert kept.measure(convo)[1] == fresh(convo)
-    convo[2] = Message.user_message("x", base64_image="iVBORw0KGgo")  # replaced, not extended
+    # Where the kept part ended, a message replaced (not extended): measured anew.
+    convo[-2] = Message.user_message("x", base64_image="iVBORw0KGgo")
     assert kept.measure(convo)[1] == fresh(convo) > 2000
+    del convo[2:6]  # compaction dropped turns: measured anew
+    assert kept.measure(convo)[1] == fresh(convo)

@@ -150,7 +150,6 @@ class LLM:
         #: Deprecated (concurrent calls overwrite it): use ``ModelResponse.usage``.
         self.last_usage: Usage | None = None
         self._learned_window: int | None = None
-        self._known_window: tuple[str, int | None] | None = None
         self._counts: ServerCounts | None = None
         self._tools: tuple[list[dict[str, Any]], tuple[ToolDefinition, ...]] | None = None
         self._measured = Measured()
@@ -179,7 +178,8 @@ class LLM:
         self._stack, self._model = stack, stack.model
         count = getattr(stack.wire, "count_tokens", None)  # optional (CountsTokens)
         self._wire_count = count if callable(count) else None
-        self._window = self._stated_window()  # the hopeless check's, not a learned one
+        #: ``max_input_tokens``, else the known window of the model's name (not a learned one).
+        self._window = settings.max_input_tokens or known_window(settings.model)
         fields = settings.model_fields_set  # what the caller did not set reaches a model as None
         self._max_tokens = settings.max_tokens if "max_tokens" in fields else None
         self._temperature = settings.temperature if "temperature" in fields else None
@@ -263,16 +263,8 @@ class LLM:
     def context_window(self) -> int | None:
         """Input tokens a request may take: ``max_input_tokens``, else the window the server
         named when it rejected an oversized request, else a known window for the model."""
-        return self.max_input_tokens or self._learned_window or self._stated_window()
-
-    def _stated_window(self) -> int | None:
-        """``max_input_tokens``, else the known window of the model's name."""
-        if self.max_input_tokens:
-            return self.max_input_tokens
-        cached = self._known_window
-        if cached is None or cached[0] != self.model:  # looked up once per model, not per step
-            cached = self._known_window = (self.model, known_window(self.model))
-        return cached[1]
+        # Read at every step (compaction): the stated window is worked out when settings change.
+        return self.settings.max_input_tokens or self._learned_window or self._window
 
     def check_token_limit(self, input_tokens: int) -> bool:
         """True when ``input_tokens`` fits the per-request window (``max_input_tokens``)."""
@@ -293,7 +285,7 @@ class LLM:
         fewer characters than the window has tokens is never counted here. The window is the
         profile's or the model's known one, never one learned from an overflow: the server
         already refused once then, and may have been restarted with a larger window since."""
-        window = self._stated_window()
+        window = self._window
         if window is None:
             return
         if self.max_input_tokens is not None and (await self._loaded_counter()).exact:
@@ -440,8 +432,11 @@ class LLM:
             usage.requests = usage.requests or 1
             if usage.prompt_tokens > 0 and not usage.estimated:
                 counts = self.server_counts
-                counts.answered(conversation, definitions, usage.prompt_tokens)
-                await counts.save()
+                # With a system prompt the conversation is a list made here: kept, not copied.
+                if counts.answered(
+                    conversation, definitions, usage.prompt_tokens, owned=bool(system_msgs)
+                ):
+                    await counts.save()
         else:  # the model reported none: estimate, and say so
             prompt = await self._count(conversation, ())
             completion = self.count_tokens(_produced_text(response.message))

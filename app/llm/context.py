@@ -59,18 +59,16 @@ class RateGate:
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _here(self) -> asyncio.Semaphore:
-        """The in-flight bound, one per event loop (a semaphore is bound to its loop)."""
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._loop is not loop:
-            self._slots, self._loop = asyncio.Semaphore(self.slots), loop
-        return self._slots
-
     async def request(self, messages: Sequence[Message], params: ModelParams) -> ModelResponse:
         gate = request_gate.get()
         if gate is not None:
             await gate()
-        async with self._here():
+        # The in-flight bound, one per event loop (a semaphore is bound to its loop).
+        slots, loop = self._slots, asyncio.get_running_loop()
+        if slots is None or self._loop is not loop:
+            slots = self._slots = asyncio.Semaphore(self.slots)
+            self._loop = loop
+        async with slots:
             return await self.inner.request(messages, params)
 
 

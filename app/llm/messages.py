@@ -143,14 +143,23 @@ def _chars(message: Message) -> int:
 class Measured:
     """A conversation typed, and its size in characters (``IMAGE_CHARS`` an image), kept up
     to date cheaply: an agent sends its whole history at every step, so a request that
-    extends the previous one, unedited, is measured by its new messages only. The previous
-    request's last message is left out of what is kept: an agent's step prompt is a new
-    message at every step, after the turns that came since."""
+    extends the previous one is measured by its new messages only. The previous request's
+    last message is left out of what is kept: an agent's step prompt is a new message at
+    every step, after the turns that came since.
 
-    __slots__ = ("_chars", "_seen", "_stamp")
+    "Extends" is judged in constant time (a step must not pay for its history twice: the
+    formatting pass compares it already): the same first message and the same one where the
+    kept part ended, and no message edited since. A list whose ends are kept but whose middle
+    was replaced is not noticed; the size only decides whether a request is counted for the
+    window check (``LLM._check_window``), and the model gets the list as it is.
+    """
+
+    __slots__ = ("_chars", "_count", "_first", "_last", "_stamp")
 
     def __init__(self) -> None:
-        self._seen: list[Message] = []
+        self._first: Message | None = None
+        self._last: Message | None = None
+        self._count = 0
         self._chars = 0
         self._stamp = -1
 
@@ -159,24 +168,30 @@ class Measured:
     ) -> tuple[list[Message], int]:
         """The conversation as ``Message``s (the same list when it holds nothing else) and
         its size."""
-        seen, count, stamp = self._seen, len(self._seen), nested_edit_count()
+        given = conversation if isinstance(conversation, list) else list(conversation)
+        count, stamp = self._count, nested_edit_count()
         start = chars = 0
         if (
-            self._stamp == stamp
-            and len(conversation) >= count
-            and conversation[:count] == seen  # identity first: C speed for the same messages
+            count
+            and self._stamp == stamp
+            and len(given) >= count
+            and given[0] is self._first
+            and given[count - 1] is self._last
         ):
             start, chars = count, self._chars
-        given = conversation if isinstance(conversation, list) else list(conversation)
         for index in range(start, len(given)):
             message = given[index]
             if not isinstance(message, Message):
                 converted = typed_all(given)  # upstream's dicts: nothing kept
-                self._seen, self._stamp = [], -1
+                self._count, self._stamp = 0, -1
                 return converted, sum(map(_chars, converted))
-            chars += _chars(message)
-        messages = cast(list[Message], given)  # every one checked (or, before start, seen)
-        if messages:
-            last = _chars(messages[-1])
-            self._seen, self._chars, self._stamp = messages[:-1], chars - last, stamp
+            # _chars inline: a step measures its new messages here (two to four).
+            chars += len(message.content or "")
+            if message.tool_calls or message.images or message.base64_image:
+                chars += _chars(message) - len(message.content or "")
+        messages = cast(list[Message], given)  # every one checked (or, before start, kept)
+        if len(messages) > 1:
+            self._first, self._last = messages[0], messages[-2]
+            self._count, self._chars = len(messages) - 1, chars - _chars(messages[-1])
+            self._stamp = stamp
         return messages, chars

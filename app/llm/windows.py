@@ -163,7 +163,7 @@ class ServerCounts:
         self.accepted = 0
         self._saved: CountFacts | None = None  # what the memory holds; None: not read yet
         # The last answered request, counted by us only when a count is needed.
-        self._pending: tuple[list[Any], Any, int] | None = None
+        self._pending: tuple[Sequence[Any], Any, int] | None = None
 
     def _load(self) -> None:
         if self._saved is not None:
@@ -202,12 +202,19 @@ class ServerCounts:
         old_theirs, old_ours = self._sums.get(tools, (0.0, 0.0))
         self._sums[tools] = (old_theirs * _DECAY + theirs, old_ours * _DECAY + ours)
 
-    def answered(self, messages: Sequence[Any], tools: Any, prompt_tokens: int) -> None:
+    def answered(
+        self, messages: Sequence[Any], tools: Any, prompt_tokens: int, *, owned: bool = False
+    ) -> bool:
         """The server answered a request of ``prompt_tokens`` (its count): accepted, and kept
-        to be counted by us when a count is next needed (most runs never need one)."""
+        to be counted by us when a count is next needed (most runs never need one); a list
+        the caller ``owned`` (made for this request) is kept as it is, else copied. True when
+        the accepted size grew (worth a :meth:`save`)."""
         self._load()
-        self.accepted = max(self.accepted, prompt_tokens)
-        self._pending = (list(messages), tools, prompt_tokens)
+        grew = prompt_tokens > self.accepted
+        if grew:
+            self.accepted = prompt_tokens
+        self._pending = (messages if owned else list(messages), tools, prompt_tokens)
+        return grew
 
     async def settle(self, count: Callable[[Sequence[Any], Any], Awaitable[int]]) -> None:
         """Learn from the last answered request, counting it with ``count`` (ours, unscaled)."""

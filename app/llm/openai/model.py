@@ -232,7 +232,9 @@ class OpenAIChatModel:
         ):
             turn.stream = True
         else:
-            turn.upgrade = params.stream is None and self._may_upgrade(turn)
+            turn.upgrade = (
+                params.stream is None and self.settings.stream == "auto" and self._may_upgrade(turn)
+            )
         return turn
 
     def _may_upgrade(self, turn: _Turn) -> bool:
@@ -326,7 +328,8 @@ class OpenAIChatModel:
             async def on_delta(piece: str) -> None:
                 await deliver(target, think.feed(piece))
 
-        request = ChatRequest(turn.body(stream), stream, turn.timeout, self.name, on_delta)
+        body = turn.bodies.get(stream) or turn.body(stream)
+        request = ChatRequest(body, stream, turn.timeout, self.name, on_delta)
         start = time.monotonic()
         try:
             data = await self.transport.send(request)
