@@ -86,9 +86,10 @@ def fenced_blocks(page: Path) -> Iterator[tuple[int, str, list[str]]]:
             lines.append(line)
 
 
-def page_blocks(page: Path) -> list[DocBlock]:
-    """Every fenced block of ``page`` with its marker."""
-    name = page.relative_to(ROOT).as_posix()
+def page_blocks(page: Path, name: str | None = None) -> list[DocBlock]:
+    """Every fenced block of ``page`` (called ``name``: its path in the checkout) with its
+    marker."""
+    name = name or page.relative_to(ROOT).as_posix()
     source = page.read_text(encoding="utf-8").splitlines()
     found = []
     for start, language, lines in fenced_blocks(page):
@@ -111,12 +112,12 @@ def page_blocks(page: Path) -> list[DocBlock]:
 ALL_BLOCKS: list[DocBlock] = [block for page in PAGES for block in page_blocks(page)]
 
 
-def chains(language: str) -> list[tuple[DocBlock, ...]]:
-    """The run units of ``language``: each block that runs, with the ``continues`` blocks
-    after it (a ``continues`` block whose page has no earlier block of that language stands
-    alone, and the structure test reports it)."""
+def chains(language: str, blocks: list[DocBlock] | None = None) -> list[tuple[DocBlock, ...]]:
+    """The run units of ``language`` (in ``blocks``, default: every page's): each block that
+    runs, with the ``continues`` blocks after it (a ``continues`` block with no block to
+    continue stands alone, and :func:`convention_problems` reports it)."""
     units: list[list[DocBlock]] = []
-    for block in ALL_BLOCKS:
+    for block in ALL_BLOCKS if blocks is None else blocks:
         if block.language != language or not block.runs:
             continue
         if block.marker == CONTINUES and units and units[-1][-1].page == block.page:
@@ -124,3 +125,24 @@ def chains(language: str) -> list[tuple[DocBlock, ...]]:
         else:
             units.append([block])
     return [tuple(unit) for unit in units]
+
+
+def convention_problems(blocks: list[DocBlock]) -> list[str]:
+    """What breaks the convention in ``blocks`` (one page's, in order)."""
+    problems = []
+    previous: dict[str, DocBlock] = {}
+    for block in blocks:
+        if block.marker_error:
+            problems.append(f"{block.id}: {block.marker_error}")
+        if block.language not in LANGUAGES and block.marker != NOT_RUN:
+            problems.append(
+                f"{block.id}: a block names its language ({', '.join(sorted(LANGUAGES))}), "
+                f"or is marked <!-- doc: not run: why -->; "
+                f"this one says {block.language or 'nothing'}"
+            )
+        if block.marker == CONTINUES:
+            before = previous.get(block.language)
+            if before is None or not before.runs:
+                problems.append(f"{block.id}: `doc: continues` follows no {block.language} block")
+        previous[block.language] = block
+    return problems

@@ -41,14 +41,13 @@ from app.tool.chart.tools import DataVisualization
 from tests.a2a_support import a2a_server
 from tests.doc_blocks import (
     ALL_BLOCKS,
-    CONTINUES,
-    LANGUAGES,
-    NOT_RUN,
     NOT_YET,
     PAGES,
     ROOT,
     DocBlock,
     chains,
+    convention_problems,
+    page_blocks,
 )
 from tests.mcp_helpers import http_server
 from tests.npm_tools import NPM_DIR, node_env, npm_bin
@@ -678,25 +677,41 @@ def test_json_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_block_is_run_or_marked(page: Path) -> None:
     name = page.relative_to(ROOT).as_posix()
-    problems = []
-    previous: dict[str, DocBlock] = {}
-    for block in (b for b in ALL_BLOCKS if b.page == name):
-        if block.marker_error:
-            problems.append(f"{block.id}: {block.marker_error}")
-        if block.language not in LANGUAGES and block.marker != NOT_RUN:
-            problems.append(
-                f"{block.id}: a block names its language ({', '.join(sorted(LANGUAGES))}; "
-                f"`text` for output), or is marked <!-- doc: not run: why -->; "
-                f"this one says {block.language or 'nothing'!r}"
-            )
-        if block.marker == CONTINUES:
-            before = previous.get(block.language)
-            if before is None or not before.runs:
-                problems.append(f"{block.id}: `doc: continues` follows no {block.language} block")
-        previous[block.language] = block
+    problems = convention_problems([b for b in ALL_BLOCKS if b.page == name])
     if name in NOT_YET and problems:
         pytest.xfail(f"{name} is being rewritten (NOT_YET): " + "; ".join(problems))
     assert not problems, "\n".join(problems)
+
+
+def test_the_convention_check_finds_each_kind_of_mistake(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    fence = "```"
+    page.write_text(
+        f"{fence}\nno language\n{fence}\n\n"
+        f"<!-- doc: continues -->\n{fence}python\nfirst = 1\n{fence}\n\n"
+        f"<!-- doc: not run -->\n{fence}python\nx = 1\n{fence}\n\n"
+        f"<!-- doc: skip -->\n{fence}python\ny = 2\n{fence}\n\n"
+        f"<!-- doc: not run: a fragment -->\n{fence}yaml\nkey: value\n{fence}\n\n"
+        f"{fence}python\nz = 3\n{fence}\n<!-- doc: continues -->\n{fence}python\nz += 1\n{fence}\n"
+    )
+    blocks = page_blocks(page, "page.md")
+    assert [(b.line, b.marker) for b in blocks] == [
+        (1, ""),
+        (6, "continues"),
+        (11, "not run"),  # not run, and a problem: no reason
+        (16, ""),  # a marker with a mistake is no marker
+        (21, "not run"),
+        (25, ""),
+        (29, "continues"),
+    ]
+    assert convention_problems(blocks) == [
+        "page.md:1: a block names its language (bash, javascript, json, markdown, python, "
+        "text, toml), or is marked <!-- doc: not run: why -->; this one says nothing",
+        "page.md:6: `doc: continues` follows no python block",
+        "page.md:11: `doc: not run` needs a reason: <!-- doc: not run: why -->",
+        "page.md:16: unknown marker '<!-- doc: skip -->'",
+    ]
+    assert [[b.line for b in unit] for unit in chains("python", blocks)] == [[6], [16], [25, 29]]
 
 
 def test_every_scenario_names_one_unit() -> None:

@@ -119,19 +119,21 @@ def open_quote(text: str) -> str:
 
 def commands_of(text: str) -> tuple[str, ...]:
     """The commands of a block: one per line, a line ending in ``\\`` (outside quotes) or
-    inside an open quote going on on the next."""
-    commands, pending = [], ""
+    inside an open quote going on on the next; ``# comments`` left out."""
+    commands: list[str] = []
+    pending, joiner = "", ""
     for raw in text.splitlines():
-        line = raw if open_quote(pending) else strip_comment(raw.strip())
-        pending = f"{pending}\n{line}" if open_quote(pending) else f"{pending} {line}".strip()
-        if open_quote(pending):
+        pending += joiner + (raw if joiner == "\n" else raw.strip())
+        command = strip_comment(pending)  # a "#" inside quotes stays
+        if open_quote(command):
+            joiner = "\n"
             continue
-        if pending.endswith("\\"):
-            pending = pending[:-1].rstrip()
+        if command.endswith("\\"):
+            pending, joiner = command[:-1].rstrip(), " "
             continue
-        if pending:
-            commands.append(pending)
-        pending = ""
+        if command:
+            commands.append(command)
+        pending, joiner = "", ""
     return tuple(commands)
 
 
@@ -1039,6 +1041,20 @@ def test_documented_commands_run(block: Block, project: Project) -> None:
 
 
 # ---- the pages and the table agree -------------------------------------------------------------
+
+
+def test_a_command_goes_on_over_lines() -> None:
+    block = (
+        "curl -d '{\n  \"a\": 1}'   # a body over two lines\n"
+        "printf '%s\\n' \\\n    word > out.txt\n"
+        "# a comment alone\n"
+        "echo \"it's # not a comment\"  # it's one\n"
+    )
+    assert commands_of(block) == (
+        "curl -d '{\n  \"a\": 1}'",
+        "printf '%s\\n' word > out.txt",
+        'echo "it\'s # not a comment"',
+    )
 
 
 def test_every_documented_command_is_mapped() -> None:

@@ -7,7 +7,8 @@
   renders them (the site uses the same heading ids);
 - every option of the terminal programs is documented on its page;
 - the extras table names every extra and its packages, and the pages name every step of the
-  test command (the example commands themselves are run by ``tests/test_doc_commands.py``);
+  test command (the code blocks themselves are run by ``tests/test_doc_blocks.py`` and, the
+  shell ones, ``tests/test_doc_commands.py``);
 - the site builds with ``mkdocs build --strict`` and makes no network request.
 """
 
