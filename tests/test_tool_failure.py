@@ -61,6 +61,26 @@ async def test_a_failed_answer_tool_does_not_end_the_run() -> None:
     assert refusal.content == "Error: cannot accept 'not ready yet': check the figures"
 
 
+async def test_an_answer_tool_that_always_fails_never_completes_the_run() -> None:
+    """A hostile or stubborn model handing in a refused answer again and again: the run ends
+    at its step budget, never as completed, and the refusal is never the answer."""
+
+    def stubborn(messages: list[Message], info: FunctionInfo) -> ToolCall:
+        return ToolCall.function_call("give_answer", {"value": ANSWERS[0]})
+
+    agent = ToolCallAgent(
+        model=FunctionModel(stubborn),
+        available_tools=ToolCollection(give_answer, Terminate()),
+        answer_tool_names=["give_answer"],
+        max_steps=3,
+        max_stuck_hints=5,
+    )
+    result = await agent.run("What is the answer?")
+    assert result.stop_reason is StopReason.MAX_STEPS and not result.ok
+    assert result.final_answer is None or "cannot accept" not in result.final_answer
+    assert [m.is_error for m in agent.memory.messages if m.role == "tool"] == [True] * 3
+
+
 async def test_a_failed_terminate_does_not_end_the_run() -> None:
     def ending(messages: list[Message], info: FunctionInfo) -> Any:
         if not any(m.role == "tool" for m in messages):
