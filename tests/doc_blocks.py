@@ -23,19 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES: tuple[Path, ...] = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
 
-#: Pages other engineers are rewriting right now: their blocks are run, but a failure is
-#: expected (xfail) until the lead empties this list once that work has landed.
-NOT_YET = frozenset(
-    {
-        "docs/anthropic.md",
-        "docs/architecture.md",
-        "docs/bedrock.md",
-        "docs/configuration.md",
-        "docs/llm.md",
-        "docs/upstream.md",
-    }
-)
-
 #: Languages the tests run, and those shown only: ``text`` (output, diagrams, layouts) and
 #: ``markdown`` (how a page is written, in docs/testing.md).
 RUN_LANGUAGES = frozenset({"python", "bash", "javascript", "toml", "json"})
@@ -66,10 +53,6 @@ class DocBlock:
     @property
     def runs(self) -> bool:
         return self.language in RUN_LANGUAGES and self.marker != NOT_RUN
-
-    @property
-    def not_yet(self) -> bool:
-        return self.page in NOT_YET
 
 
 def fenced_blocks(page: Path) -> Iterator[tuple[int, str, list[str]]]:

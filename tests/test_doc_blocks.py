@@ -41,7 +41,6 @@ from app.tool.chart.tools import DataVisualization
 from tests.a2a_support import a2a_server
 from tests.doc_blocks import (
     ALL_BLOCKS,
-    NOT_YET,
     PAGES,
     ROOT,
     DocBlock,
@@ -417,12 +416,7 @@ def substituted(text: str, context: Context, paths: tuple[str, ...]) -> str:
 
 
 def marks(unit: tuple[DocBlock, ...], tier: str) -> list[pytest.MarkDecorator]:
-    found = [getattr(pytest.mark, tier)]
-    if unit[0].not_yet:
-        found.append(
-            pytest.mark.xfail(reason=f"{unit[0].page} is being rewritten (NOT_YET)", strict=False)
-        )
-    return found
+    return [getattr(pytest.mark, tier)]
 
 
 def params(language: str) -> list[Any]:
@@ -678,8 +672,6 @@ def test_json_block(block: DocBlock, tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_every_block_is_run_or_marked(page: Path) -> None:
     name = page.relative_to(ROOT).as_posix()
     problems = convention_problems([b for b in ALL_BLOCKS if b.page == name])
-    if name in NOT_YET and problems:
-        pytest.xfail(f"{name} is being rewritten (NOT_YET): " + "; ".join(problems))
     assert not problems, "\n".join(problems)
 
 

@@ -25,8 +25,7 @@ the scratch ``workspace/``. The commands of one block run in that one directory,
 A2A agent, our MCP server over HTTP) is started, asked over HTTP and stopped; a documented
 fixed port (8000, 8765, 10000, 40123) becomes a free one. A command that talks to a server
 (``curl``, ``run_mcp.py --connection http``) gets a real one started for it. The MCP server
-over stdio is started by a real MCP client, as any client would. Blocks of the pages in
-``NOT_YET`` (being rewritten) are run, and expected to fail until the lead empties that list.
+over stdio is started by a real MCP client, as any client would.
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ from app.testing import ScriptedLLMServer, call, text, tool_calls
 from tests.a2a_support import a2a_server
 from tests.conftest import TEST_API_KEY
 from tests.doc_blocks import ALL_BLOCKS as ALL_DOC_BLOCKS
-from tests.doc_blocks import FENCE, NOT_YET, PAGES, ROOT, fenced_blocks
+from tests.doc_blocks import FENCE, PAGES, ROOT, fenced_blocks
 from tests.mcp_helpers import http_server
 from tests.npm_tools import NPM_DIR
 from tests.otlp_receiver import OtlpReceiver
@@ -83,7 +82,6 @@ class Block:
     line: int
     commands: tuple[str, ...]
     text: str = ""
-    not_yet: bool = False
 
     @property
     def id(self) -> str:
@@ -141,7 +139,7 @@ def blocks(page: Path) -> list[Block]:
     """The ``bash`` blocks of ``page`` that run (those marked ``not run`` are left out)."""
     name = page.relative_to(ROOT).as_posix()
     return [
-        Block(name, b.line, commands_of(b.text), b.text, b.not_yet)
+        Block(name, b.line, commands_of(b.text), b.text)
         for b in ALL_DOC_BLOCKS
         if b.page == name and b.language == "bash" and b.runs
     ]
@@ -1009,10 +1007,9 @@ def over_stdio(project: Project, command: str, mapping: StdioServer) -> None:
 
 
 def block_params() -> list[Any]:
-    """Every block with a command to run; a block of a page in NOT_YET may still fail."""
-    not_yet = pytest.mark.xfail(reason="the page is being rewritten (NOT_YET)", strict=False)
+    """Every block with a command to run."""
     return [
-        pytest.param(block, id=block.id, marks=[not_yet] if block.not_yet else [])
+        pytest.param(block, id=block.id)
         for block in ALL_BLOCKS
         if {normalized(c) for c in block.commands} - SETUP_COMMANDS
     ]
@@ -1058,7 +1055,7 @@ def test_a_command_goes_on_over_lines() -> None:
 
 
 def test_every_documented_command_is_mapped() -> None:
-    """Every command of a page (of a page in NOT_YET too: its commands are run) has its way
+    """Every command of a page has its way
     to run; a block mapped whole needs only its first command mapped."""
     shown: set[str] = set()
     for block in ALL_BLOCKS:
@@ -1082,8 +1079,6 @@ def test_commands_are_shown_one_way(page: Path) -> None:
             problems.append(f"{where}: a shell block is marked {language}")
         if language == "bash":
             problems += [f"{where}: {line!r}" for line in lines if line.startswith("$ ")]
-    if problems and page.relative_to(ROOT).as_posix() in NOT_YET:
-        pytest.xfail("the page is being rewritten (NOT_YET): " + "; ".join(problems))
     assert not problems, "commands go in ```bash blocks, without a prompt:\n" + "\n".join(problems)
 
 
