@@ -29,38 +29,33 @@ full-size image), and 346 for the tool-use system prompt when tools are given.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import hashlib
 import hmac
-import inspect
 import itertools
 import json
 import math
 import re
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.testing.http import Connection, HTTPRequest, LoopServer
+from app.testing.http import Connection, HTTPRequest
 from app.testing.replies import (
     CutReply,
     DropReply,
     ErrorReply,
     RawReply,
     Reply,
-    SlowReply,
-    StallReply,
     StreamErrorReply,
     TextReply,
     ToolCallsReply,
     Usage,
-    coerce_reply,
 )
+from app.testing.scripted_base import ResponderFailed, ScriptedServer
 from app.testing.wire import CapturedRequest, split_arguments, split_text
 
 #: Called (on the server's thread) for a messages request when the script is empty.
@@ -834,7 +829,7 @@ def error_type_of(reply: ErrorReply) -> str:
 # --- the server ------------------------------------------------------------------------------
 
 
-class ScriptedAnthropicServer(LoopServer):
+class ScriptedAnthropicServer(ScriptedServer[CapturedRequest]):
     """An Anthropic Messages API endpoint that answers from a script (see the module doc).
 
     Each valid messages request takes the next reply from the script; when the script is
@@ -861,25 +856,21 @@ class ScriptedAnthropicServer(LoopServer):
         clock: Callable[[], float] = time.monotonic,
         keep_requests: int | None = None,
     ) -> None:
-        super().__init__(host, port, f"scripted-anthropic-server-{id(self):x}")
-        self._script: deque[Reply] = deque(coerce_reply(item) for item in script)
-        self.responder = responder
+        super().__init__(
+            script,
+            responder,
+            host=host,
+            port=port,
+            thread_name=f"scripted-anthropic-server-{id(self):x}",
+            keep_requests=keep_requests,
+        )
         self.api_key = api_key
         self.models = frozenset(models) if models is not None else None
         self.context_window = context_window
         self.seal = Seal(signing_key)
         self.cache = PromptCache(min_tokens=min_cacheable_tokens, ttl=cache_ttl, clock=clock)
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._requests: deque[CapturedRequest] = deque(maxlen=keep_requests)
-        self._received = 0
-        self._served = 0
         self.cache_uses: list[CacheUse] = []
         self._ids = itertools.count(1)
-
-    def _on_stop(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
 
     # --- public state ---------------------------------------------------------------------
 
@@ -888,39 +879,10 @@ class ScriptedAnthropicServer(LoopServer):
         """The URL to give the SDK (``AsyncAnthropic(base_url=...)``): it adds ``/v1``."""
         return self.root_url
 
-    def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
-        """Append replies to the script (safe from any thread, also while serving)."""
-        items = [coerce_reply(r) for r in replies]
-        with self._lock:
-            self._script.extend(items)
-
-    @property
-    def requests(self) -> list[CapturedRequest]:
-        """Every request received so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
     @property
     def message_requests(self) -> list[CapturedRequest]:
         """The ``POST /v1/messages`` requests (what a retry count is read from)."""
         return [r for r in self.requests if r.route == "messages"]
-
-    @property
-    def remaining(self) -> int:
-        with self._lock:
-            return len(self._script)
-
-    @property
-    def errors(self) -> list[BaseException]:
-        """Exceptions raised inside the server (a failing responder, say)."""
-        with self._lock:
-            return list(self._errors)
-
-    def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
-        """Block until ``n`` requests arrived; False on timeout (from async code, in a thread)."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._received >= n or self._closing, timeout)
-            return self._received >= n
 
     # --- requests -------------------------------------------------------------------------
 
@@ -936,9 +898,9 @@ class ScriptedAnthropicServer(LoopServer):
             body = json.loads(request.body) if request.body else None
         except ValueError:
             body = None
-        with self._changed:
-            captured = CapturedRequest(
-                index=self._received,
+        captured, _ = self._capture(
+            lambda index: CapturedRequest(
+                index=index,
                 method=request.method,
                 path=path,
                 query={},
@@ -947,9 +909,7 @@ class ScriptedAnthropicServer(LoopServer):
                 raw=request.body,
                 route=route,
             )
-            self._requests.append(captured)
-            self._received += 1
-            self._changed.notify_all()
+        )
         request_id = f"req_scripted_{captured.index + 1:06d}"
 
         def refuse(status: int, error_type: str, message: str) -> bool:
@@ -991,7 +951,8 @@ class ScriptedAnthropicServer(LoopServer):
             self._check_window(prefix.total, body["max_tokens"])
         except InvalidRequest as e:
             return refuse(e.status, e.error_type, e.message)
-        return await self._answer(conn, captured, body, prefix, request_id)
+        with self._watching(conn, captured.index):
+            return await self._answer(conn, captured, body, prefix, request_id)
 
     def _check_window(self, tokens: int, max_tokens: int) -> None:
         window = self.context_window
@@ -1003,13 +964,6 @@ class ScriptedAnthropicServer(LoopServer):
                 f"> {window}, decrease input length or `max_tokens` and try again"
             )
 
-    def _next_reply(self, captured: CapturedRequest) -> Reply | None:
-        with self._lock:
-            if self._script:
-                self._served += 1
-                return self._script.popleft()
-        return None
-
     async def _answer(
         self,
         conn: Connection,
@@ -1018,45 +972,20 @@ class ScriptedAnthropicServer(LoopServer):
         prefix: _Prefix,
         request_id: str,
     ) -> bool:
-        reply = self._next_reply(captured)
-        if reply is None and self.responder is not None:
-            try:
-                produced = self.responder(captured)
-                if inspect.isawaitable(produced):
-                    produced = await produced
-                reply = coerce_reply(produced)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self._record_error(exc)
-                message = f"scripted server: the responder raised {exc!r}"
-                return self._send_error(conn, 500, "api_error", message, request_id)
-        if reply is None:
+        try:
+            scripted = await self._reply_for(captured, self._next_reply())
+        except ResponderFailed as exc:
+            message = f"scripted server: the responder raised {exc}"
+            return self._send_error(conn, 500, "api_error", message, request_id)
+        if scripted is None:
             message = (
                 f"scripted server: script exhausted after {self._served} requests "
                 "(push more replies or give a responder)"
             )
             return self._send_error(conn, 400, "invalid_request_error", message, request_id)
         stream = body.get("stream") is True
-        interruption: StallReply | CutReply | StreamErrorReply | None = None
-        while True:
-            if isinstance(reply, SlowReply):
-                if await self._client_left(conn, reply.seconds):
-                    return False
-                reply = reply.reply
-            elif isinstance(reply, StallReply | CutReply):
-                interruption, reply = reply, reply.reply
-                if isinstance(interruption, StallReply) and not stream:
-                    reply = SlowReply(interruption.seconds, reply)
-            elif isinstance(reply, StreamErrorReply):
-                interruption = reply
-                if reply.reply is None or not stream:
-                    reply = reply.error
-                    break
-                reply = reply.reply
-            else:
-                break
-        if isinstance(reply, DropReply):
+        reply, interruption = await self._unwrap(conn, captured.index, scripted, stream)
+        if reply is None or isinstance(reply, DropReply):
             return False
         if isinstance(reply, ErrorReply):
             return self._send_error(
@@ -1069,10 +998,7 @@ class ScriptedAnthropicServer(LoopServer):
                 in_stream=stream and isinstance(interruption, StreamErrorReply),
             )
         if isinstance(reply, RawReply):
-            conn.send_plain(
-                reply.status, reply.body, content_type=reply.content_type, headers=reply.headers
-            )
-            return True
+            return self._send_raw(conn, reply)
         if not isinstance(reply, TextReply | ToolCallsReply):
             raise TypeError(f"the Anthropic server cannot send {reply!r}")
         thinking = isinstance(body.get("thinking"), dict) and body["thinking"]["type"] != "disabled"
@@ -1099,13 +1025,17 @@ class ScriptedAnthropicServer(LoopServer):
         if not stream:
             data = json.dumps(answer.body()).encode()
             if isinstance(interruption, CutReply):
-                fields = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
-                conn.send_head(200, [*fields, *head], data[: len(data) // 2])
-                await conn.drain()
-                return False
+                return await self._send_cut(conn, data, head)
             conn.send_plain(200, data, headers=head)
             return True
-        return await self._stream(conn, answer.events(), interruption, head, request_id)
+
+        def error_event(failure: ErrorReply) -> bytes:
+            return sse("error", error_json(error_type_of(failure), failure.message, request_id))
+
+        head = [*_STREAM_HEADERS, *head]
+        return await self._stream(
+            conn, captured.index, head, answer.events(), interruption, error_event
+        )
 
     def _send_error(
         self,
@@ -1125,38 +1055,4 @@ class ScriptedAnthropicServer(LoopServer):
             conn.end()
             return True
         conn.send_plain(status, json.dumps(payload).encode(), headers=head)
-        return True
-
-    async def _client_left(self, conn: Connection, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(conn.gone.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
-
-    async def _stream(
-        self,
-        conn: Connection,
-        events: list[bytes],
-        interruption: StallReply | CutReply | StreamErrorReply | None,
-        head: list[tuple[str, str]],
-        request_id: str,
-    ) -> bool:
-        conn.send_head(200, [*_STREAM_HEADERS, *head])
-        for number, event in enumerate(events):
-            if interruption is not None and number == interruption.after:
-                if isinstance(interruption, CutReply):
-                    return False
-                if isinstance(interruption, StreamErrorReply):
-                    failure = interruption.error
-                    payload = error_json(error_type_of(failure), failure.message, request_id)
-                    conn.send_data(sse("error", payload))
-                    conn.end()
-                    return True
-                if await self._client_left(conn, interruption.seconds):
-                    return False
-            conn.send_data(event)
-            await conn.drain()
-            await asyncio.sleep(0)
-        conn.end()
         return True

@@ -20,13 +20,11 @@ recorded, so tests count retries. Its command line is ``python -m app.testing.be
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import binascii
 import datetime
 import hashlib
 import hmac
-import inspect
 import itertools
 import json
 import re
@@ -37,28 +35,24 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from app.testing.http import Connection, HTTPRequest, LoopServer
+from app.testing.http import Connection, HTTPRequest
 from app.testing.replies import (
     CutReply,
     DropReply,
     ErrorReply,
     RawReply,
     Reply,
-    SlowReply,
-    StallReply,
-    StreamErrorReply,
     TextReply,
     ToolCallsReply,
     Usage,
-    coerce_reply,
     load_script,
 )
+from app.testing.scripted_base import ResponderFailed, ScriptedServer
 from app.testing.wire import split_arguments, split_text
 
 #: The key pair the server accepts unless given others (test values, never real keys).
@@ -238,7 +232,7 @@ class Rejection(Exception):
 # --- the server -----------------------------------------------------------------------------
 
 
-class ScriptedBedrockServer(LoopServer):
+class ScriptedBedrockServer(ScriptedServer[BedrockRequest]):
     """A Bedrock runtime endpoint that answers from a script (then ``responder``, then HTTP
     400), for one key pair (``access_key``, ``secret_key``, ``session_token``) and/or one
     Bedrock API key (``bearer_token``), in one ``region``. ``context_limit`` is the input a
@@ -263,9 +257,14 @@ class ScriptedBedrockServer(LoopServer):
         cache_min_tokens: int = 1024,
         on_request: Callable[[BedrockRequest], None] | None = None,
     ) -> None:
-        super().__init__(host, port, f"scripted-bedrock-{id(self):x}")
-        self._script: deque[Reply] = deque(coerce_reply(item) for item in script)
-        self.responder = responder
+        super().__init__(
+            script,
+            responder,
+            host=host,
+            port=port,
+            thread_name=f"scripted-bedrock-{id(self):x}",
+            on_request=on_request,
+        )
         self.region = region
         self.access_key = access_key
         self.secret_key = secret_key
@@ -273,20 +272,11 @@ class ScriptedBedrockServer(LoopServer):
         self.bearer_token = bearer_token
         self.context_limit = context_limit
         self.cache_min_tokens = cache_min_tokens
-        self._on_request = on_request
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._requests: list[BedrockRequest] = []
-        self._disconnects: list[int] = []
         self._ids = itertools.count(1)
         self._signing_key = secrets.token_bytes(32)  # signs the reasoning it sends
         self._redacted: set[str] = set()  # redacted reasoning it sent
         self._thoughts: dict[str, tuple[str, ...]] = {}  # toolUse id -> its turn's reasoning
         self._cache: set[str] = set()  # prefixes written to the prompt cache
-
-    def _on_stop(self) -> None:
-        with self._changed:
-            self._changed.notify_all()
 
     # --- public state ---------------------------------------------------------------------
 
@@ -316,51 +306,10 @@ class ScriptedBedrockServer(LoopServer):
             values["AWS_SESSION_TOKEN"] = self.session_token
         return values
 
-    def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
-        """Append replies to the script (from any thread, also while serving)."""
-        items = [coerce_reply(r) for r in replies]
-        with self._lock:
-            self._script.extend(items)
-
-    @property
-    def requests(self) -> list[BedrockRequest]:
-        """Every request received so far, in arrival order."""
-        with self._lock:
-            return list(self._requests)
-
     @property
     def answered(self) -> list[BedrockRequest]:
         """The requests that reached the model (signed right, valid), each taking a reply."""
         return [r for r in self.requests if r.operation and r.rejected is None]
-
-    @property
-    def remaining(self) -> int:
-        with self._lock:
-            return len(self._script)
-
-    @property
-    def errors(self) -> list[BaseException]:
-        """Exceptions raised inside the server; empty when healthy."""
-        with self._lock:
-            return list(self._errors)
-
-    @property
-    def disconnects(self) -> list[int]:
-        """Indexes of the requests whose client left before the answer was complete."""
-        with self._lock:
-            return list(self._disconnects)
-
-    def wait_for_requests(self, n: int, timeout: float = 5.0) -> bool:
-        """Block until ``n`` requests arrived; False on timeout (from async code use
-        ``asyncio.to_thread``)."""
-        with self._changed:
-            self._changed.wait_for(lambda: len(self._requests) >= n or self._closing, timeout)
-            return len(self._requests) >= n
-
-    def wait_for_disconnects(self, n: int, timeout: float = 5.0) -> bool:
-        with self._changed:
-            self._changed.wait_for(lambda: len(self._disconnects) >= n or self._closing, timeout)
-            return len(self._disconnects) >= n
 
     # --- one request ----------------------------------------------------------------------
 
@@ -382,10 +331,9 @@ class ScriptedBedrockServer(LoopServer):
                 self._validate(body)
             except Rejection as e:
                 rejection = e
-        reply: Reply | None = None
-        with self._changed:
-            captured = BedrockRequest(
-                index=len(self._requests),
+        captured, reply = self._capture(
+            lambda index: BedrockRequest(
+                index=index,
                 method=request.method,
                 path=path,
                 headers=dict(request.headers),
@@ -396,42 +344,20 @@ class ScriptedBedrockServer(LoopServer):
                 auth=auth,
                 access_key=access_key,
                 rejected=rejection.kind if rejection else None,
-            )
-            self._requests.append(captured)
-            if rejection is None and self._script:
-                reply = self._script.popleft()
-            self._changed.notify_all()
-        if self._on_request is not None:
-            try:
-                self._on_request(captured)
-            except Exception as exc:
-                self._record_error(exc)
+            ),
+            takes_reply=rejection is None,
+        )
         if rejection is not None:
             return _send_exception(conn, rejection.status, rejection.kind, rejection.message)
-        if reply is None and self.responder is not None:
-            try:
-                produced = self.responder(captured)
-                if inspect.isawaitable(produced):
-                    produced = await produced
-                reply = coerce_reply(produced)
-            except Exception as exc:
-                self._record_error(exc)
-                return _send_exception(conn, 500, "InternalServerException", f"responder: {exc!r}")
+        try:
+            reply = await self._reply_for(captured, reply)
+        except ResponderFailed as exc:
+            return _send_exception(conn, 500, "InternalServerException", f"responder: {exc}")
         if reply is None:
             message = f"scripted Bedrock server: script exhausted after {captured.index} requests"
             return _send_exception(conn, 400, "ValidationException", message)
-        try:
+        with self._watching(conn, captured.index):
             return await self._send_reply(conn, captured, reply)
-        except (ConnectionError, asyncio.CancelledError):
-            if conn.gone.is_set() and not self._closing:
-                self._record_disconnect(captured.index)
-            raise
-
-    def _record_disconnect(self, index: int) -> None:
-        with self._changed:
-            if index not in self._disconnects:
-                self._disconnects.append(index)
-                self._changed.notify_all()
 
     # --- authentication -------------------------------------------------------------------
 
@@ -735,40 +661,28 @@ class ScriptedBedrockServer(LoopServer):
 
     # --- answers --------------------------------------------------------------------------
 
-    async def _send_reply(self, conn: Connection, req: BedrockRequest, reply: Reply) -> bool:
-        interruption: StallReply | CutReply | StreamErrorReply | None = None
-        while isinstance(reply, SlowReply | StallReply | CutReply | StreamErrorReply):
-            if isinstance(reply, StreamErrorReply):
-                if not req.stream or reply.reply is None:
-                    reply = reply.error
-                else:
-                    interruption, reply = reply, reply.reply
-                continue
-            if isinstance(reply, StallReply | CutReply):
-                interruption, reply = reply, reply.reply
-                if isinstance(interruption, StallReply) and not req.stream:
-                    reply = SlowReply(interruption.seconds, reply)
-                continue
-            if await self._client_left(conn, req.index, reply.seconds):
-                return False
-            reply = reply.reply
-        if isinstance(reply, DropReply):
+    async def _send_reply(self, conn: Connection, req: BedrockRequest, scripted: Reply) -> bool:
+        reply, interruption = await self._unwrap(conn, req.index, scripted, req.stream)
+        if reply is None or isinstance(reply, DropReply):
             return False
         if isinstance(reply, ErrorReply):
             status, kind = _exception_of(reply)
             return _send_exception(conn, status, kind, reply.message, reply.headers)
         if isinstance(reply, RawReply):
-            conn.send_plain(
-                reply.status, reply.body, content_type=reply.content_type, headers=reply.headers
-            )
-            return True
+            return self._send_raw(conn, reply)
         if not isinstance(reply, TextReply | ToolCallsReply):  # pragma: no cover - guarded
             raise TypeError(f"cannot send {reply!r}")
         blocks = self._blocks(req, reply)
         usage = self._usage(req, reply, blocks)
         stop = _STOP_REASONS.get(reply.finish_reason, reply.finish_reason)
         if req.stream:
-            return await self._stream(conn, req.index, _events(blocks, stop, usage), interruption)
+            head = [
+                ("Content-Type", EVENT_STREAM),
+                ("Transfer-Encoding", "chunked"),
+                ("x-amzn-RequestId", _request_id()),
+            ]
+            events = _events(blocks, stop, usage)
+            return await self._stream(conn, req.index, head, events, interruption, _error_frame)
         payload: dict[str, Any] = {
             "output": {"message": {"role": "assistant", "content": blocks}},
             "stopReason": stop,
@@ -778,10 +692,7 @@ class ScriptedBedrockServer(LoopServer):
             payload["usage"] = usage
         data = json.dumps(payload).encode("utf-8")
         if isinstance(interruption, CutReply):  # announce the whole body, send half, hang up
-            head = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
-            conn.send_head(200, head, data[: len(data) // 2])
-            await conn.drain()
-            return False
+            return await self._send_cut(conn, data)
         conn.send_plain(200, data, headers=[("x-amzn-RequestId", _request_id())])
         return True
 
@@ -849,48 +760,6 @@ class ScriptedBedrockServer(LoopServer):
                     written = max(written, tokens)
         return read, max(written - read, 0)
 
-    async def _client_left(self, conn: Connection, index: int, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(conn.gone.wait(), seconds)
-        except TimeoutError:
-            return False
-        self._record_disconnect(index)
-        return True
-
-    async def _stream(
-        self,
-        conn: Connection,
-        index: int,
-        events: list[bytes],
-        interruption: StallReply | CutReply | StreamErrorReply | None,
-    ) -> bool:
-        conn.send_head(
-            200,
-            [
-                ("Content-Type", EVENT_STREAM),
-                ("Transfer-Encoding", "chunked"),
-                ("x-amzn-RequestId", _request_id()),
-            ],
-        )
-        for number, event in enumerate(events):
-            if interruption is not None and number == interruption.after:
-                if isinstance(interruption, CutReply):
-                    return False
-                if isinstance(interruption, StreamErrorReply):
-                    _, kind = _exception_of(interruption.error)
-                    conn.send_data(
-                        exception_frame(kind[:1].lower() + kind[1:], interruption.error.message)
-                    )
-                    conn.end()
-                    return True
-                if await self._client_left(conn, index, interruption.seconds):
-                    return False
-            conn.send_data(event)
-            await conn.drain()
-            await asyncio.sleep(0)  # each event on its own, and other clients run
-        conn.end()
-        return True
-
 
 # --- pieces of an answer ------------------------------------------------------------------
 
@@ -924,6 +793,12 @@ def _events(blocks: list[dict[str, Any]], stop: str, usage: dict[str, int] | Non
     if usage is not None:
         events.append(event_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
     return events
+
+
+def _error_frame(error: ErrorReply) -> bytes:
+    """The exception frame a stream ends with on ``error`` (``throttlingException``...)."""
+    _, kind = _exception_of(error)
+    return exception_frame(kind[:1].lower() + kind[1:], error.message)
 
 
 def _exception_of(reply: ErrorReply) -> tuple[int, str]:
