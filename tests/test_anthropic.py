@@ -336,6 +336,18 @@ async def test_nothing_listening_is_an_endpoint_error() -> None:
         await AnthropicModel(settings).request([Message.user_message("x")], ModelParams())
 
 
+async def test_https_to_a_plain_http_server_is_a_final_tls_error_with_advice() -> None:
+    with ScriptedAnthropicServer([text("never")]) as server:
+        https = server.base_url.replace("http://", "https://")
+        model = AnthropicModel(anthropic_settings(server, base_url=https))
+        with pytest.raises(LLMEndpointError) as caught:
+            await facade(model).request([Message.user_message("x")])
+        await model.aclose()
+        assert server.requests == []  # a TLS hello is no HTTP request: nothing reached the API
+    assert str(caught.value).startswith(f"TLS with {https} failed")
+    assert "http://, not https://" in str(caught.value)
+
+
 async def test_a_missing_key_is_a_clear_error_without_a_request(monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)

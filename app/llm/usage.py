@@ -69,6 +69,23 @@ class Usage(BaseModel):
         )
 
     @classmethod
+    def from_counts(
+        cls, *, input: int, output: int, cache_read: int = 0, cache_write: int = 0
+    ) -> Usage:
+        """One request's usage from counts that keep the cache apart, as Anthropic and Bedrock
+        report them: ``input`` is the uncached input only, so the prompt is it plus the tokens
+        read from (``cached_tokens``) and written to (``cache_write_tokens``) the cache."""
+        prompt = input + cache_read + cache_write
+        return cls(
+            prompt_tokens=prompt,
+            completion_tokens=output,
+            total_tokens=prompt + output,
+            cached_tokens=cache_read,
+            cache_write_tokens=cache_write,
+            requests=1,
+        )
+
+    @classmethod
     def from_api(cls, data: dict[str, Any] | None) -> Usage | None:
         """Parse the API's ``usage`` object; None when the endpoint reported none."""
         if not data:

@@ -8,22 +8,14 @@ Texts are redacted: providers echo rejected keys back.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import re
-import socket
-import ssl
-import time
-from collections.abc import Iterator
-from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from app.exceptions import (
     ContextWindowExceededError,
     LLMAuthenticationError,
     LLMBadRequestError,
     LLMConnectionError,
-    LLMEndpointError,
     LLMError,
     LLMNotFoundError,
     LLMQuotaError,
@@ -32,10 +24,8 @@ from app.exceptions import (
     LLMServerError,
     LLMTimeoutError,
 )
+from app.llm.failures import endpoint_error, redacted, retry_after
 from app.llm.windows import context_numbers
-from app.logger import redact
-
-_E = TypeVar("_E", bound=LLMError)
 
 #: The API's error types by the status it sends them with (a stream's error event has none).
 STATUS_OF_TYPE = {
@@ -64,12 +54,13 @@ def translate_error(error: Exception, *, model: str, endpoint: str) -> LLMError:
     if isinstance(error, anthropic.APITimeoutError):
         return LLMTimeoutError(f"Request to model '{model}'{where} timed out", model=model)
     if isinstance(error, anthropic.APIConnectionError):
-        final = endpoint_error(error, endpoint=endpoint, model=model)
+        where_to = endpoint.rstrip("/") or "the Anthropic API"
+        final = endpoint_error(error, where=where_to, model=model)
         if final is not None:
             return final
         cause = error.__cause__ or error.__context__
         detail = f": {type(cause).__name__}: {cause}" if cause else ""
-        return _clean(
+        return redacted(
             LLMConnectionError(
                 f"Could not reach the Anthropic API{where} for model '{model}'{detail}",
                 model=model,
@@ -86,17 +77,17 @@ def translate_error(error: Exception, *, model: str, endpoint: str) -> LLMError:
             endpoint=endpoint,
         )
     if isinstance(error, anthropic.APIError):
-        return _clean(
+        return redacted(
             LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
         )
-    return _clean(LLMError(f"Request to model '{model}'{where} failed: {error}", model=model))
+    return redacted(LLMError(f"Request to model '{model}'{where} failed: {error}", model=model))
 
 
 def stream_broken(error: Exception, *, model: str, endpoint: str, events: int) -> LLMError:
     """Our error for the connection failing in the middle of a streamed answer."""
     where = f" ({endpoint})" if endpoint else ""
     kind = LLMTimeoutError if "Timeout" in type(error).__name__ else LLMConnectionError
-    return _clean(
+    return redacted(
         kind(
             f"The stream from model '{model}'{where} broke after {events} event(s): "
             f"{type(error).__name__}: {error}",
@@ -108,7 +99,7 @@ def stream_broken(error: Exception, *, model: str, endpoint: str, events: int) -
 def malformed(error: Exception, *, model: str, endpoint: str) -> LLMError:
     """Our error for an answer that is no JSON (retried a bounded number of times)."""
     where = f" ({endpoint})" if endpoint else ""
-    return _clean(
+    return redacted(
         LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
     )
 
@@ -126,7 +117,7 @@ def error_from_body(
     said = f"HTTP {status}" if status else "an error event in the stream"
     named = f"{kind}, {said}" if kind else said
     if kind == "rate_limit_error" or code == 429:
-        return _clean(
+        return redacted(
             LLMRateLimitError(
                 f"Rate limited by the Anthropic API{where} for model '{model}' ({named}): {text}",
                 retry_after=retry_after(headers),
@@ -134,13 +125,13 @@ def error_from_body(
             )
         )
     if kind in ("overloaded_error", "api_error", "timeout_error") or code >= 500 or code == 408:
-        return _clean(
+        return redacted(
             LLMServerError(
                 f"The Anthropic API{where} failed for model '{model}' ({named}): {text}", **kw
             )
         )
     if kind == "authentication_error" or code == 401 or kind == "permission_error" or code == 403:
-        return _clean(
+        return redacted(
             LLMAuthenticationError(
                 f"The Anthropic API{where} refused the credentials for model '{model}' "
                 f"({named}): {text}. Check `api_key` in the [llm] profile of your config "
@@ -149,7 +140,7 @@ def error_from_body(
             )
         )
     if kind == "not_found_error" or code == 404:
-        return _clean(
+        return redacted(
             LLMNotFoundError(
                 f"Model or endpoint not found for model '{model}'{where} ({named}): {text}. "
                 "Check `model` and `base_url` in your config.",
@@ -157,10 +148,10 @@ def error_from_body(
             )
         )
     if kind == "billing_error" or code == 402 or "credit balance" in text.lower():
-        return _clean(LLMQuotaError(f"No credit for model '{model}'{where}: {text}", **kw))
+        return redacted(LLMQuotaError(f"No credit for model '{model}'{where}: {text}", **kw))
     if _OVERFLOW.search(text):
         limit, tokens = overflow_numbers(text)
-        return _clean(
+        return redacted(
             ContextWindowExceededError(
                 f"The request does not fit the context window of model '{model}'{where}: {text}",
                 limit=limit,
@@ -168,7 +159,7 @@ def error_from_body(
                 **kw,
             )
         )
-    return _clean(
+    return redacted(
         LLMBadRequestError(f"Model '{model}'{where} rejected the request ({named}): {text}", **kw)
     )
 
@@ -182,49 +173,6 @@ def overflow_numbers(text: str) -> tuple[int | None, int | None]:
     return context_numbers(text)
 
 
-def retry_after(headers: Any) -> float | None:
-    """Seconds the API asks us to wait (``retry-after-ms``, ``retry-after``), if it says."""
-    if headers is None:
-        return None
-    for key, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(key)
-        if value:
-            with contextlib.suppress(ValueError):
-                return max(float(value) / scale, 0.0)
-            with contextlib.suppress(TypeError, ValueError):  # an HTTP date
-                return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-    return None
-
-
-def endpoint_error(error: BaseException, *, endpoint: str, model: str) -> LLMEndpointError | None:
-    """The final error for a connect that retrying cannot fix (nothing listens, unknown
-    host, TLS), else None."""
-    causes = list(_causes(error))
-    if not any(type(cause).__name__ == "ConnectError" for cause in causes):
-        return None
-    where = endpoint.rstrip("/") or "the Anthropic API"
-    for cause in causes:
-        if isinstance(cause, ConnectionRefusedError) or (
-            isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
-        ):
-            message = (
-                f"Nothing listens at {where} (connection refused) for model '{model}': "
-                "is the server running, and is base_url right?"
-            )
-        elif isinstance(cause, socket.gaierror):
-            message = (
-                f"The host of {where} was not found (DNS lookup failed: "
-                f"{cause.strerror or cause}) for model '{model}': is base_url spelt right, "
-                "and is the network up?"
-            )
-        elif isinstance(cause, ssl.SSLError):
-            message = f"TLS with {where} failed ({cause}) for model '{model}': is base_url right?"
-        else:
-            continue
-        return _clean(LLMEndpointError(message, model=model))
-    return None
-
-
 def _kind_and_text(body: Any) -> tuple[str | None, str]:
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
@@ -236,23 +184,3 @@ def _kind_and_text(body: Any) -> tuple[str | None, str]:
     if isinstance(body, str) and body:
         return None, " ".join(body.split())[:500]
     return None, "no error message" if body is None else str(body)[:500]
-
-
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    pending = [error]
-    while pending and len(seen) < 64:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        pending.extend(c for c in (current.__cause__, current.__context__) if c is not None)
-
-
-def _clean(error: _E) -> _E:
-    clean = redact(error.message)
-    if clean != error.message:
-        error.message = clean
-        error.args = (clean,)
-    return error

@@ -25,6 +25,7 @@ from app.llm.anthropic.caching import mark_breakpoints
 from app.llm.anthropic.errors import error_from_body, malformed, stream_broken, translate_error
 from app.llm.anthropic.messages import Conversation, format_conversation
 from app.llm.anthropic.response import StreamAssembly, response_from_message
+from app.llm.deltas import deliver
 from app.llm.model import DeltaCallback, ModelParams, ModelResponse, ToolDefinition
 from app.logger import register_secret
 from app.schema import Message
@@ -132,7 +133,7 @@ class AnthropicModel:
         except ValueError as e:  # a body or an event that is no JSON
             raise malformed(e, model=self.name, endpoint=self.endpoint) from e
         response = response_from_message(message.to_dict(warnings=False), self.name)
-        await _deliver(params.on_delta, response.message.content)
+        await deliver(params.on_delta, response.message.content)
         return response
 
     async def _streamed(
@@ -147,7 +148,7 @@ class AnthropicModel:
                     raise error_from_body(None, data, model=self.name, endpoint=self.endpoint)
                 piece = assembly.feed(data)
                 if piece:
-                    await _deliver(on_delta, piece)
+                    await deliver(on_delta, piece)
         except httpx2.TransportError as e:
             raise stream_broken(
                 e, model=self.name, endpoint=self.endpoint, events=assembly.events
@@ -294,11 +295,3 @@ def _check_budget(budget: int, max_tokens: int) -> None:
             f"the thinking budget ({budget}) must be smaller than max_tokens ({max_tokens}): "
             "the thinking is part of the answer's tokens"
         )
-
-
-async def _deliver(on_delta: DeltaCallback | None, text: str | None) -> None:
-    if on_delta is None or not text:
-        return
-    outcome = on_delta(text)
-    if inspect.isawaitable(outcome):
-        await outcome

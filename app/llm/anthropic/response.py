@@ -36,22 +36,14 @@ def finish_reason(stop_reason: str | None) -> str | None:
 
 
 def usage_of(data: Mapping[str, Any] | None) -> Usage:
-    """Our usage from the API's: every input token (uncached, written to and read from the
-    cache) is a prompt token; reads are ``cached_tokens``, writes ``cache_write_tokens``."""
+    """Our usage from the API's (its ``input_tokens`` are the uncached input only)."""
     if not data:
         return Usage()
-    fresh = _count(data, "input_tokens")
-    written = _count(data, "cache_creation_input_tokens")
-    read = _count(data, "cache_read_input_tokens")
-    output = _count(data, "output_tokens")
-    prompt = fresh + written + read
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=output,
-        total_tokens=prompt + output,
-        cached_tokens=read,
-        cache_write_tokens=written,
-        requests=1,
+    return Usage.from_counts(
+        input=_count(data, "input_tokens"),
+        output=_count(data, "output_tokens"),
+        cache_read=_count(data, "cache_read_input_tokens"),
+        cache_write=_count(data, "cache_creation_input_tokens"),
     )
 
 

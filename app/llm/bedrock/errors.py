@@ -6,11 +6,10 @@ overflow. Messages are cleaned of anything credential-shaped (providers echo inp
 
 from __future__ import annotations
 
-import errno
 import re
 import socket
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from app.exceptions import (
@@ -28,8 +27,8 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.arguments import loads_safely
+from app.llm.failures import final_connect_failure, redacted, retry_after
 from app.llm.windows import context_numbers
-from app.logger import redact
 
 #: Characters of a body that is not Bedrock's JSON an error message shows.
 EXCERPT_CHARS = 300
@@ -80,14 +79,13 @@ def error_from_response(
     except ValueError:
         data = None
     text = _message(data) or _excerpt(body) or f"HTTP {status}"
-    retry = headers.get("retry-after")
     return classify(
         error_type(headers, data),
         text,
         status,
         model=model,
         endpoint=endpoint,
-        retry_after=float(retry) if retry and retry.strip().replace(".", "", 1).isdigit() else None,
+        retry_after=retry_after(headers),
     )
 
 
@@ -168,7 +166,7 @@ def classify(
         error = LLMServerError(said, **kw)
     else:
         error = LLMBadRequestError(said, **kw)
-    return _clean(error)
+    return redacted(error)
 
 
 def _message(data: Any) -> str | None:
@@ -184,15 +182,6 @@ def _excerpt(body: bytes) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[: EXCERPT_CHARS - 3] + "..."
 
 
-def _clean(error: LLMError) -> LLMError:
-    """Error texts end up on screens and in run results: nothing credential-shaped stays."""
-    clean = redact(error.message)
-    if clean != error.message:
-        error.message = clean
-        error.args = (clean,)
-    return error
-
-
 def transport_error(
     error: BaseException, *, model: str, endpoint: str, failure: str, timeout: str
 ) -> LLMError | None:
@@ -200,25 +189,20 @@ def transport_error(
     connection that cannot be made for good (nothing listens, unknown host, TLS) is final."""
     import httpx2
 
-    causes = list(_causes(error))
-    if any(isinstance(cause, httpx2.ConnectError) for cause in causes):
-        for cause in causes:
-            if final := _final(cause, endpoint, model):
-                return _clean(LLMEndpointError(final, model=model))
+    if (cause := final_connect_failure(error)) is not None:
+        return redacted(LLMEndpointError(_final(cause, endpoint, model), model=model))
     if isinstance(error, httpx2.TimeoutException):
         return LLMTimeoutError(timeout, model=model)
     if isinstance(error, httpx2.TransportError | OSError):
-        return _clean(
+        return redacted(
             LLMConnectionError(f"{failure}: {type(error).__name__}: {error}", model=model)
         )
     return None
 
 
-def _final(cause: BaseException, endpoint: str, model: str) -> str | None:
-    if isinstance(cause, ConnectionRefusedError) or (
-        isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
-    ):
-        return f"Nothing listens at {endpoint} (connection refused) for model '{model}'"
+def _final(cause: BaseException, endpoint: str, model: str) -> str:
+    """What a final connect failure (:func:`final_connect_failure`) says, with Bedrock's
+    advice: the endpoint comes from the region, or the environment."""
     if isinstance(cause, socket.gaierror):
         return (
             f"The host of {endpoint} was not found (DNS: {cause.strerror or cause}) for model "
@@ -226,16 +210,4 @@ def _final(cause: BaseException, endpoint: str, model: str) -> str | None:
         )
     if isinstance(cause, ssl.SSLError):
         return f"TLS with {endpoint} failed ({cause.reason or cause}) for model '{model}'"
-    return None
-
-
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    pending = [error]
-    while pending and len(seen) < 64:
-        current = pending.pop(0)
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        pending += [c for c in (current.__cause__, current.__context__) if c is not None]
+    return f"Nothing listens at {endpoint} (connection refused) for model '{model}'"

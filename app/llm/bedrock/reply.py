@@ -34,20 +34,14 @@ def finish_reason(stop_reason: Any) -> str | None:
 
 
 def usage_of(data: Any) -> Usage:
-    """Converse's ``usage``: ``inputTokens`` are the uncached input, so the prompt is those
-    plus the tokens read from and written to the prompt cache."""
+    """Our usage from Converse's (its ``inputTokens`` are the uncached input only)."""
     if not isinstance(data, dict):
         return Usage()
-    fresh, output = _count(data, "inputTokens"), _count(data, "outputTokens")
-    read, written = _count(data, "cacheReadInputTokens"), _count(data, "cacheWriteInputTokens")
-    prompt = fresh + read + written
-    return Usage(
-        prompt_tokens=prompt,
-        completion_tokens=output,
-        total_tokens=prompt + output,
-        cached_tokens=read,
-        cache_write_tokens=written,
-        requests=1,
+    return Usage.from_counts(
+        input=_count(data, "inputTokens"),
+        output=_count(data, "outputTokens"),
+        cache_read=_count(data, "cacheReadInputTokens"),
+        cache_write=_count(data, "cacheWriteInputTokens"),
     )
 
 

@@ -4,14 +4,9 @@ What retrying cannot fix (refused connection, unknown host, TLS, 401/403/404) is
 
 from __future__ import annotations
 
-import contextlib
 import html
 import re
-import socket
-import ssl
-import time
-from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from app.exceptions import (
     ContextWindowExceededError,
@@ -29,14 +24,12 @@ from app.exceptions import (
     ToolsNotSupportedError,
 )
 from app.llm.arguments import loads_safely
-from app.llm.failures import final_connect_failure
+from app.llm.failures import endpoint_error as connect_error
+from app.llm.failures import redacted, retry_after
 from app.llm.windows import context_numbers
-from app.logger import redact
 
 #: Characters of a non-JSON body (tags stripped) an error message shows.
 EXCERPT_CHARS = 200
-
-_E = TypeVar("_E", bound=LLMError)
 
 # Patterns as text, matched with ``re.search`` (compiled on the first error, then cached by
 # ``re``): most processes never see an error, and compiling them costs every process.
@@ -53,16 +46,6 @@ _TOOLS_PATTERNS = (
 )
 
 
-def _clean(error: _E) -> _E:
-    """Providers echo rejected keys back ("Incorrect API key provided: sk-..."), so the message
-    is cleaned of anything credential-shaped: it ends up in run results and on screens."""
-    clean = redact(error.message)
-    if clean != error.message:
-        error.message = clean
-        error.args = (clean,)
-    return error
-
-
 def error_from_response(
     status: int, body: bytes | str | Any, headers: Any = None, *, model: str, base_url: str = ""
 ) -> LLMError:
@@ -75,7 +58,7 @@ def error_from_response(
         except ValueError:
             data = body_excerpt(body) or f"HTTP {status}"
     text, code = _error_text(data, status)
-    return _clean(_from_status(status, text, code, data, headers, model=model, where=where))
+    return redacted(_from_status(status, text, code, data, headers, model=model, where=where))
 
 
 def _error_text(data: Any, status: int) -> tuple[str, str | None]:
@@ -113,7 +96,7 @@ def _from_status(
             return LLMQuotaError(f"Quota exhausted for model '{model}'{where}: {text}", **kw)
         return LLMRateLimitError(
             f"Rate limited by the LLM endpoint{where} for model '{model}' (HTTP 429): {text}",
-            retry_after=parse_retry_after(headers),
+            retry_after=retry_after(headers),
             **kw,
         )
     if code in ("context_length_exceeded", "exceed_context_size_error") or (
@@ -161,7 +144,7 @@ def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLME
             return final
         cause = error.__cause__ or error.__context__
         detail = f": {cause}" if cause else ""
-        return _clean(
+        return redacted(
             LLMConnectionError(
                 f"Could not reach the LLM endpoint{where} for model '{model}'{detail}", model=model
             )
@@ -175,10 +158,12 @@ def translate_error(error: Exception, *, model: str, base_url: str = "") -> LLME
             int(error.status_code), body, response.headers, model=model, base_url=base_url
         )
     if isinstance(error, openai.APIResponseValidationError | openai.APIError):
-        return _clean(
+        return redacted(
             LLMResponseError(f"Unusable response from model '{model}'{where}: {error}", model=model)
         )
-    return _clean(LLMError(f"LLM request failed for model '{model}'{where}: {error}", model=model))
+    return redacted(
+        LLMError(f"LLM request failed for model '{model}'{where}: {error}", model=model)
+    )
 
 
 def body_excerpt(body: bytes | str, limit: int = EXCERPT_CHARS) -> str:
@@ -204,48 +189,4 @@ def _cut(text: str, limit: int) -> str:
 def endpoint_error(error: BaseException, *, endpoint: str, model: str) -> LLMEndpointError | None:
     """The final error for a failed connect that retrying cannot fix (nothing listens,
     unknown host, TLS), else None; the same errors mid-answer are worth another try."""
-    cause = final_connect_failure(error)
-    if cause is None:
-        return None
-    where = endpoint.rstrip("/") or "the LLM endpoint"
-    if isinstance(cause, socket.gaierror):
-        message = (
-            f"The host of {where} was not found (DNS lookup failed: "
-            f"{cause.strerror or cause}) for model '{model}': is base_url spelt right, "
-            "and is the network up?"
-        )
-    elif isinstance(cause, ssl.SSLCertVerificationError):
-        message = (
-            f"TLS with {where} failed (certificate: "
-            f"{cause.verify_message or cause.reason or cause}) for model '{model}': is "
-            "base_url's host the one the certificate names, or does the server need a CA "
-            "of its own (SSL_CERT_FILE)?"
-        )
-    elif isinstance(cause, ssl.SSLError):
-        message = (
-            f"TLS with {where} failed ({cause.reason or cause}) for model '{model}': is "
-            "it an https server? A local server usually wants http://, not https://"
-        )
-    else:
-        message = (
-            f"Nothing listens at {where} (connection refused) for model '{model}': "
-            "is the server running, and is base_url right?"
-        )
-    return _clean(LLMEndpointError(message, model=model))
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds the server asks us to wait (``retry-after-ms`` or ``retry-after``), if any."""
-    if headers is None:
-        return None
-    for key, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(key)
-        if value:
-            with contextlib.suppress(ValueError):
-                return max(float(value) / scale, 0.0)
-    if not value:
-        return None
-    try:  # an HTTP date
-        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
+    return connect_error(error, where=endpoint.rstrip("/") or "the LLM endpoint", model=model)
