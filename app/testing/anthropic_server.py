@@ -875,11 +875,6 @@ class ScriptedAnthropicServer(ScriptedServer[CapturedRequest]):
     # --- public state ---------------------------------------------------------------------
 
     @property
-    def base_url(self) -> str:
-        """The URL to give the SDK (``AsyncAnthropic(base_url=...)``): it adds ``/v1``."""
-        return self.root_url
-
-    @property
     def message_requests(self) -> list[CapturedRequest]:
         """The ``POST /v1/messages`` requests (what a retry count is read from)."""
         return [r for r in self.requests if r.route == "messages"]

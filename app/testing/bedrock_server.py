@@ -29,10 +29,8 @@ import itertools
 import json
 import re
 import secrets
-import signal
 import struct
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -50,7 +48,6 @@ from app.testing.replies import (
     TextReply,
     ToolCallsReply,
     Usage,
-    load_script,
 )
 from app.testing.scripted_base import ResponderFailed, ScriptedServer
 from app.testing.wire import split_arguments, split_text
@@ -284,11 +281,6 @@ class ScriptedBedrockServer(ScriptedServer[BedrockRequest]):
     def endpoint_url(self) -> str:
         """The URL to give a client (``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``, ``base_url``,
         boto3's ``endpoint_url``)."""
-        return self.root_url
-
-    @property
-    def base_url(self) -> str:
-        """The same URL, as a profile's ``base_url`` takes it."""
         return self.root_url
 
     def env(self) -> dict[str, str]:
@@ -910,7 +902,7 @@ def _prefixes(body: dict[str, Any]) -> list[tuple[str, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Serve a JSON script until SIGTERM/SIGINT; prints the endpoint URL first."""
-    from app.testing.server import logged_request
+    from app.testing.server import serve
 
     parser = argparse.ArgumentParser(
         prog="python -m app.testing.bedrock_server",
@@ -927,48 +919,21 @@ def main(argv: list[str] | None = None) -> int:
         "--log", help="append every request to this file as JSON lines (credentials as ***)"
     )
     args = parser.parse_args(argv)
-    try:
-        script = load_script(args.script)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        print(f"scripted Bedrock server: cannot load {args.script}: {exc}", file=sys.stderr)
-        return 2
-    log_file = open(args.log, "a", encoding="utf-8") if args.log else None
-
-    def log_request(request: BedrockRequest) -> None:
-        if log_file is not None:
-            log_file.write(json.dumps(logged_request(request)) + "\n")  # type: ignore[arg-type]
-            log_file.flush()
-
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stop.set())
-    server = ScriptedBedrockServer(
-        script,
+    return serve(
+        "scripted Bedrock server",
+        args.script,
+        lambda script, log: ScriptedBedrockServer(
+            script,
+            port=args.port,
+            region=args.region,
+            access_key=args.access_key,
+            secret_key=args.secret_key,
+            bearer_token=args.bearer_token,
+            on_request=log,
+        ),
         port=args.port,
-        region=args.region,
-        access_key=args.access_key,
-        secret_key=args.secret_key,
-        bearer_token=args.bearer_token,
-        on_request=log_request,
+        log=args.log,
     )
-    try:
-        server.start()
-    except OSError as exc:
-        print(f"scripted Bedrock server: cannot listen on port {args.port}: {exc}", file=sys.stderr)
-        return 2
-    try:
-        print(server.endpoint_url, flush=True)
-        stop.wait()
-    finally:
-        server.stop()
-        if log_file is not None:
-            log_file.close()
-    print(
-        f"scripted Bedrock server: {len(server.requests)} requests, "
-        f"{server.remaining} replies unused",
-        file=sys.stderr,
-    )
-    return 0
 
 
 if __name__ == "__main__":

@@ -74,6 +74,12 @@ class ScriptedServer(LoopServer, Generic[R]):
 
     # --- public state ---------------------------------------------------------------------
 
+    @property
+    def base_url(self) -> str:
+        """The URL to give a client or a profile's ``base_url`` (an SDK adds its own path,
+        such as Anthropic's ``/v1``)."""
+        return self.root_url
+
     def push(self, *replies: Reply | str | Mapping[str, Any]) -> None:
         """Append replies to the script (safe from any thread, also while serving)."""
         items = [coerce_reply(r) for r in replies]

@@ -1,5 +1,6 @@
 """The scripted server's command line: ``python -m app.testing.server --script replies.json``
-(the server itself is :class:`app.testing.ScriptedLLMServer`)."""
+(the server itself is :class:`app.testing.ScriptedLLMServer`), and :func:`serve`, the loop
+every scripted server's command line runs (``python -m app.testing.bedrock_server``)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
-from app.testing.replies import load_script
+from app.testing.replies import Reply, load_script
 from app.testing.scripted import ScriptedLLMServer
-from app.testing.wire import CapturedRequest
+from app.testing.scripted_base import ScriptedServer
 
 #: Request headers whose values ``--log`` leaves out: a log file is shared more freely than
 #: the key the client under test was given.
@@ -21,7 +24,16 @@ SECRET_HEADERS = frozenset(
 REDACTED = "***"
 
 
-def logged_request(request: CapturedRequest) -> dict[str, object]:
+class Logged(Protocol):
+    """A request as a scripted server captured it (``CapturedRequest``, ``BedrockRequest``)."""
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def logged_request(request: Logged) -> dict[str, object]:
     """One ``--log`` line: the request as captured, credential headers replaced by ``***``
     (the scheme of an ``Authorization`` header is kept: ``Bearer ***``)."""
     record = request.to_json()
@@ -54,16 +66,40 @@ def main(argv: list[str] | None = None) -> int:
         "--stdin-eof", action="store_true", help="also stop when standard input reaches end of file"
     )
     args = parser.parse_args(argv)
+    return serve(
+        "scripted server",
+        args.script,
+        lambda script, log: ScriptedLLMServer(
+            script, port=args.port, model=args.model, on_request=log
+        ),
+        port=args.port,
+        log=args.log,
+        stdin_eof=args.stdin_eof,
+    )
 
+
+def serve(
+    label: str,
+    script_path: str,
+    build: Callable[[list[Reply], Callable[[Any], None]], ScriptedServer[Any]],
+    *,
+    port: int,
+    log: str | None = None,
+    stdin_eof: bool = False,
+) -> int:
+    """Serve the JSON script at ``script_path`` from the server ``build`` makes of it and of
+    a request logger (appending to ``log``, credentials as ``***``) until SIGTERM/SIGINT, or
+    stdin's end with ``stdin_eof``. Prints the server's ``base_url`` first and a summary
+    last; 2 when the script cannot be loaded or ``port`` taken."""
     try:
-        script = load_script(args.script)
+        script = load_script(script_path)
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        print(f"scripted server: cannot load {args.script}: {exc}", file=sys.stderr)
+        print(f"{label}: cannot load {script_path}: {exc}", file=sys.stderr)
         return 2
 
-    log_file = open(args.log, "a", encoding="utf-8") if args.log else None
+    log_file = open(log, "a", encoding="utf-8") if log else None
 
-    def log_request(request: CapturedRequest) -> None:
+    def log_request(request: Logged) -> None:
         if log_file is not None:
             log_file.write(json.dumps(logged_request(request)) + "\n")
             log_file.flush()
@@ -72,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, frame: stop.set())
-    if args.stdin_eof:
+    if stdin_eof:
 
         def watch_stdin() -> None:
             try:
@@ -83,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
 
         threading.Thread(target=watch_stdin, name="stdin-eof", daemon=True).start()
 
-    server = ScriptedLLMServer(script, port=args.port, model=args.model, on_request=log_request)
+    server = build(script, log_request)
     try:
         server.start()
     except OSError as exc:
-        print(f"scripted server: cannot listen on port {args.port}: {exc}", file=sys.stderr)
+        print(f"{label}: cannot listen on port {port}: {exc}", file=sys.stderr)
         return 2
     try:
         print(server.base_url, flush=True)
@@ -97,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         if log_file is not None:
             log_file.close()
     print(
-        f"scripted server: {len(server.requests)} requests, {server.remaining} replies unused",
+        f"{label}: {len(server.requests)} requests, {server.remaining} replies unused",
         file=sys.stderr,
     )
     return 0
