@@ -32,6 +32,9 @@ CALLER_KEY = "a2a_caller"
 DEFAULT_MAX_BODY = 4 << 20
 #: A refused body up to this size (or four times the limit) is read and dropped, not cut.
 DISCARD_AT_LEAST = 16 << 20
+#: The most of a body read (and dropped) before an answer that refuses its sender (a wrong
+#: token, a foreign Host): less than a 413's, since nobody known is sending it.
+REFUSED_BODY_READ = 1 << 20
 
 
 def caller_of(scope: Scope) -> Caller | None:
@@ -65,6 +68,11 @@ class AccessGuard:
             return
         refusal, caller = self._admit(scope)
         if refusal is not None:
+            # A small body is read and dropped first: closing a connection with unread bytes
+            # resets it, and a client still sending would see the reset, not the refusal.
+            declared = Headers(scope=scope).get("content-length", "")
+            if not declared.isdigit() or int(declared) <= REFUSED_BODY_READ:
+                await _discard(receive, REFUSED_BODY_READ)
             await refusal(scope, receive, send)
             return
         scope.setdefault("state", {})[CALLER_KEY] = caller
