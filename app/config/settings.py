@@ -106,8 +106,9 @@ class LLMSettings(SettingsModel):
     stream: bool | Literal["auto"] = "auto"
     #: Under ``stream = "auto"``, a turn this slow (seconds) streams the turns after it.
     stream_after: NonNegativeFloat = 2.0
-    #: ``native`` (the API's ``tools``), ``text`` (prompted, parsed from the answer) or ``auto``.
-    tool_calling: Annotated[Literal["auto", "native", "text"], _Lower] = "auto"
+    #: ``native`` (the API's ``tools``), ``text`` (prompted, parsed from the answer),
+    #: ``constrained`` (the server made to answer with one valid JSON call) or ``auto``.
+    tool_calling: Annotated[Literal["auto", "native", "text", "constrained"], _Lower] = "auto"
     #: ``httpx`` (plain HTTP), ``openai`` (the SDK; always for Azure), or ``auto``.
     transport: Annotated[Literal["auto", "httpx", "openai"], _Lower] = "auto"
     #: Remember what an endpoint refused (streaming with tools, tools, images) across runs.

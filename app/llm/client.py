@@ -438,7 +438,7 @@ class LLM:
                 ):
                     await counts.save()
         else:  # the model reported none: estimate, and say so
-            prompt = await self._count(conversation, ())
+            prompt = await self._count(conversation, definitions)  # the tools are prompt too
             completion = self.count_tokens(_produced_text(response.message))
             usage = response.usage = Usage(
                 prompt_tokens=prompt,

@@ -1,5 +1,5 @@
-"""What an endpoint refused, and how it counts tokens, remembered across processes in a JSON
-file (docs/local-models.md).
+"""What an endpoint refused, what it honours, and how it counts tokens, remembered across
+processes in a JSON file (docs/local-models.md).
 
 Writes are atomic, under a ``flock``, after re-reading the file (concurrent processes keep
 each other's entries); an unusable file is logged once and the memory keeps to this process.
@@ -24,8 +24,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.logger import logger
 
-#: The features a server can be remembered to refuse.
-FEATURES = frozenset({"stream_tools", "tools", "images", "stream"})
+#: The features a server can be remembered to refuse. ``constrained``: it honours no
+#: structured-output field; ``native_calls``: its native tool calls kept failing their schemas,
+#: or it left the tools out of the prompt; ``system``: its chat template leaves system
+#: messages out.
+FEATURES = frozenset(
+    {"stream_tools", "tools", "images", "stream", "constrained", "native_calls", "system"}
+)
+#: What a server can be remembered to honour, and the values each may take (``constrained``:
+#: the request field that made its answers match a schema).
+CHOICES: dict[str, frozenset[str]] = {
+    "constrained": frozenset({"json_schema", "json_object", "guided_json", "strict"}),
+}
 #: Seconds a learned refusal is trusted (a server may be upgraded meanwhile).
 DEFAULT_TTL = 7 * 24 * 3600.0
 _VERSION = 1
@@ -89,8 +99,8 @@ def _key(base_url: str, model: str) -> str:
 
 
 class EndpointMemory:
-    """Features each (base URL, model) refused and how it counts tokens (:class:`CountFacts`),
-    shared by every process of this user."""
+    """Features each (base URL, model) refused, what it honours (:data:`CHOICES`) and how it
+    counts tokens (:class:`CountFacts`), shared by every process of this user."""
 
     def __init__(
         self,
@@ -125,6 +135,40 @@ class EndpointMemory:
                 return frozenset()
             now = self._clock()
             return frozenset(f for f, at in entry["features"].items() if self._fresh(at, now))
+
+    def choices(self, base_url: str, model: str) -> dict[str, str]:
+        """What the endpoint was found to honour within the TTL (``{"constrained": ...}``)."""
+        with self._lock:
+            self._refresh()
+            entry = self._entries.get(_key(base_url, model))
+            if not entry:
+                return {}
+            now = self._clock()
+            return {
+                key: chosen["value"]
+                for key, chosen in entry.get("choices", {}).items()
+                if self._fresh(chosen["at"], now)
+            }
+
+    def remember_choice(self, base_url: str, model: str, key: str, value: str | None) -> None:
+        """Record what the endpoint honours for ``key`` (a :data:`CHOICES` key and one of its
+        values); None forgets it."""
+        if key not in CHOICES or (value is not None and value not in CHOICES[key]):
+            raise ValueError(f"Unknown endpoint choice {key}={value!r}")
+        entry_key, now = _key(base_url, model), self._clock()
+
+        def change(entries: _Entries) -> None:
+            entry = entries.setdefault(
+                entry_key,
+                {"base_url": normalize_base_url(base_url), "model": model.strip(), "features": {}},
+            )
+            choices = entry.setdefault("choices", {})
+            if value is None:
+                choices.pop(key, None)
+            else:
+                choices[key] = {"value": value, "at": now}
+
+        self._update(change)
 
     def counts(self, base_url: str, model: str) -> CountFacts | None:
         """How the endpoint counted tokens, learned within the TTL; None when nothing is."""
@@ -258,12 +302,14 @@ class EndpointMemory:
                 if f in FEATURES and self._valid_time(at, now)
             }
             counts = self._parse_counts(entry.get("counts"), now)
-            if features or counts:
+            choices = self._parse_choices(entry.get("choices"), now)
+            if features or counts or choices:
                 entries[str(key)] = {
                     "base_url": str(entry.get("base_url", "")),
                     "model": str(entry.get("model", "")),
                     "features": features,
                     **({"counts": counts} if counts else {}),
+                    **({"choices": choices} if choices else {}),
                 }
         return entries
 
@@ -280,6 +326,19 @@ class EndpointMemory:
         if accepted := _count(counts.get("accepted")):
             parsed["accepted"] = accepted
         return parsed if len(parsed) > 1 else None
+
+    def _parse_choices(self, choices: Any, now: float) -> dict[str, Any]:
+        """The valid, fresh part of an entry's ``choices``."""
+        if not isinstance(choices, dict):
+            return {}
+        return {
+            key: {"value": chosen["value"], "at": float(chosen["at"])}
+            for key, chosen in choices.items()
+            if key in CHOICES
+            and isinstance(chosen, dict)
+            and chosen.get("value") in CHOICES[key]
+            and self._valid_time(chosen.get("at"), now)
+        }
 
     def _go_local(self, kind: str, message: str) -> None:
         self._warn_once(kind, message)
@@ -331,10 +390,22 @@ class EndpointMemory:
             }
             if "counts" in entry and not self._fresh(entry["counts"]["at"], now):
                 del entry["counts"]
-        live = {k: e for k, e in entries.items() if e["features"] or "counts" in e}
+            choices = {
+                k: c for k, c in entry.get("choices", {}).items() if self._fresh(c["at"], now)
+            }
+            if choices:
+                entry["choices"] = choices
+            else:
+                entry.pop("choices", None)
+        live = {
+            k: e for k, e in entries.items() if e["features"] or "counts" in e or "choices" in e
+        }
 
         def learned_at(entry: dict[str, Any]) -> float:
-            return max([*entry["features"].values(), entry.get("counts", {}).get("at", 0.0)])
+            times = [c["at"] for c in entry.get("choices", {}).values()]
+            return max(
+                [*entry["features"].values(), *times, entry.get("counts", {}).get("at", 0.0)]
+            )
 
         if len(live) > _MAX_ENTRIES:
             newest = sorted(live, key=lambda k: learned_at(live[k]), reverse=True)

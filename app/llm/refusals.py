@@ -1,5 +1,5 @@
-"""What one endpoint and model refused, learned in this process or remembered from an earlier
-one (``app.llm.endpoint_memory``), and what that means for the next request."""
+"""What one endpoint and model refused or honours, learned in this process or remembered from
+an earlier one (``app.llm.endpoint_memory``), and what that means for the next request."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ class Refusals:
         self.memories = memories
         self._features: set[str] | None = None  # loaded from the memory on first use
         self._frozen: frozenset[str] | None = None
+        self._choices: dict[str, str] | None = None
 
     @property
     def features(self) -> frozenset[str]:
@@ -35,8 +36,9 @@ class Refusals:
     def _memory(self) -> EndpointMemory | None:
         return None if self.memories is None else self.memories.at()
 
-    async def refuse(self, feature: str, why: str) -> None:
-        """Remember that the endpoint refused ``feature`` (and say why, once)."""
+    async def refuse(self, feature: str, why: str, *, say: bool = True) -> None:
+        """Remember that the endpoint refused ``feature`` (and say why, once, unless the
+        caller says it itself: ``say=False``)."""
         if feature in self.features:
             return
         assert self._features is not None
@@ -45,10 +47,31 @@ class Refusals:
         memory = self._memory()
         if memory is not None:  # locks and fsyncs a file: off the event loop
             await asyncio.to_thread(memory.remember, self.base_url, self.model, feature)
-        logger.info(
-            f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
-            "remembered for this endpoint"
-        )
+        if say:
+            logger.info(
+                f"Model '{self.model}' ({self.base_url}) refused {feature} ({why}); "
+                "remembered for this endpoint"
+            )
+
+    def choice(self, key: str) -> str | None:
+        """What the endpoint was found to honour for ``key`` (``"constrained"``: the field)."""
+        if self._choices is None:
+            memory = self._memory()
+            self._choices = memory.choices(self.base_url, self.model) if memory else {}
+        return self._choices.get(key)
+
+    async def choose(self, key: str, value: str | None) -> None:
+        """Remember what the endpoint honours for ``key`` (None: forget it)."""
+        if self.choice(key) == value:
+            return
+        assert self._choices is not None
+        if value is None:
+            self._choices.pop(key, None)
+        else:
+            self._choices[key] = value
+        memory = self._memory()
+        if memory is not None:
+            await asyncio.to_thread(memory.remember_choice, self.base_url, self.model, key, value)
 
     def may_stream(self, *, tools: bool, allowed: bool) -> bool:
         """Whether a turn (with tools or not) may be streamed, ``allowed`` by the profile."""

@@ -2,7 +2,7 @@
 packages that knows them. A profile's ``api_type`` picks the wire model; every model, a
 profile's or a user's own (``LLM.from_model``), then gets the same wrappers::
 
-    TextToolCalls          tools in the prompt when the endpoint is in text mode (profiles)
+    TextToolCalls          how tools are called: native, text or constrained (profiles)
       Retrying             the one retry path: transient errors retried, with backoff
         Recording          the context's recording tape (which may answer instead)
           RateGate         the context's rate-limit gate, and the in-flight bound
@@ -20,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from app.exceptions import ConfigError
 from app.install_hint import pip_install
+from app.llm.constrained import ConstrainedCalls, StructuredOutput
 from app.llm.context import RateGate, Timed
 from app.llm.model import Model
 from app.llm.openai.model import OpenAIChatModel
+from app.llm.openai.structured import OpenAIStructuredOutput
 from app.llm.openai.transport import Transport
 from app.llm.recording import Recording
 from app.llm.refusals import Refusals
@@ -89,6 +91,7 @@ def build_model(
         kept = memories if settings.capability_cache else None
         refusals = Refusals(settings.base_url or "", settings.model, kept)
     wire: Model
+    structured: StructuredOutput | None = None
     if settings.api_type in NATIVE_APIS:
         if transport is not None:
             raise TypeError(
@@ -105,7 +108,10 @@ def build_model(
             return given or transport_for(settings)
 
         wire = OpenAIChatModel(settings, refusals, connect)
-    model = TextToolCalls(_wrapped(wire, settings), refusals, settings.tool_calling)
+        structured = OpenAIStructuredOutput(settings)  # constrained tool calling's fields
+    inner = _wrapped(wire, settings)
+    constrained = ConstrainedCalls(inner, refusals, structured) if structured else None
+    model = TextToolCalls(inner, refusals, settings.tool_calling, constrained)
     return Stack(model, wire, refusals)
 
 

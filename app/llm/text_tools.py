@@ -197,7 +197,8 @@ def _describe(text: Any, brief: bool) -> str:
     return " ".join(raw.split())
 
 
-def _render_tool(tool: dict[str, Any], brief: bool) -> str:
+def render_tool(tool: dict[str, Any], brief: bool = False) -> str:
+    """One tool for a prompt: ``- name: description``, then its arguments, one a line."""
     fn = tool.get("function", tool) if isinstance(tool, dict) else {}
     name = str(fn.get("name", ""))
     description = _describe(fn.get("description"), brief)
@@ -226,7 +227,7 @@ def render_tool_prompt(tools: list[dict[str, Any]], *, brief: bool = False) -> s
     JSON schema and easier for small models. ``brief`` keeps only first sentences (2k-4k
     windows).
     """
-    body = "\n".join(_render_tool(t, brief) for t in tools)
+    body = "\n".join(render_tool(t, brief) for t in tools)
     return f"{TOOL_PROMPT_INTRO}\n\n{TOOL_LIST_HEADER}\n{body}"
 
 

@@ -7,13 +7,18 @@ TOOL_PROMPT_INTRO = (
     "# Tools\n"
     "You can use the tools below. To use a tool, write a block like this, with the "
     "arguments as one JSON object:\n"
-    '<tool_call>{"name": "tool_name", "arguments": {"argument": "value"}}</tool_call>\n'
+    '<tool_call>{"name": "<tool name>", "arguments": {"<argument>": "<value>"}}</tool_call>\n'
     "Use one block per call; several blocks in one answer are allowed. After your blocks, "
     "stop and wait: each result comes back to you in a <tool_response> block. "
     "An answer without a tool call block is your final answer."
 )
 # The call tag appears once only, in the example: a small model echoing a sentence that named
-# it wrote a nameless "call" holding the rest of its answer (issue 29).
+# it wrote a nameless "call" holding the rest of its answer (issue 29). The example's name is a
+# placeholder no tool has: a model that copies it (Gemma 3 270M did) calls no tool, and the
+# copy is answered as a call of no tool, never run (issue 38).
+
+#: Names of the example call (this one, and the one before it): a call of them is a copy.
+EXAMPLE_NAMES = frozenset({"<tool name>", "tool_name"})
 
 #: Introduces the list of tools; each tool follows as ``- name: description`` with its
 #: arguments indented below it (``* required`` marks the ones that must be given).

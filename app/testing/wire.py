@@ -97,12 +97,14 @@ def split_arguments(value: str) -> list[str]:
 def usage_for(
     req: CapturedRequest, reply: TextReply | ToolCallsReply, calls: Sequence[IdentifiedCall]
 ) -> dict[str, int] | None:
-    """The reply's scripted usage, else a rough count (4 characters a token)."""
+    """The reply's scripted usage, else a rough count (4 characters a token) of the messages
+    and the tools (a real server counts the tools it puts in the prompt)."""
     if reply.usage is False:
         return None
     if isinstance(reply.usage, Usage):
         return reply.usage.to_json()
-    prompt = len(json.dumps(req.messages)) // 4
+    tools = len(json.dumps(req.tools)) if req.tools else 0
+    prompt = (len(json.dumps(req.messages)) + tools) // 4
     produced = (reply.content or "") + "".join(tc.name + tc.arguments_text for tc, _ in calls)
     completion = len(produced) // 4 + 1
     return Usage(prompt, completion, prompt + completion).to_json()

@@ -45,6 +45,11 @@ _TOOLS_PATTERNS = (
     r"tool[ _]choice requires --enable-auto-tool-choice"
 )
 
+#: A request field refused by the server's validation (pydantic's words), whatever the status.
+_VALIDATION_PATTERNS = (
+    r"\bvalidation errors? *(for|:|\n)|Input should be |Extra inputs are not permitted"
+)
+
 
 def error_from_response(
     status: int, body: bytes | str | Any, headers: Any = None, *, model: str, base_url: str = ""
@@ -108,6 +113,12 @@ def _from_status(
             limit=limit,
             tokens=tokens,
             **kw,
+        )
+    if status >= 500 and re.search(_VALIDATION_PATTERNS, text, re.IGNORECASE):
+        # A request its validation refused, answered as a server fault (llama-cpp-python's
+        # HTTP 500 for a response_format it does not know): asking again changes nothing.
+        return LLMBadRequestError(
+            f"Model '{model}'{where} rejected the request (HTTP {status}): {text}", **kw
         )
     if status >= 500 or status in (408, 409):
         return LLMServerError(

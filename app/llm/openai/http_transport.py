@@ -171,6 +171,7 @@ class HttpTransport(Transport):
         started = time.monotonic()
         try:
             reply = await self._open(request.body, request.timeout)
+            dropped = False
             try:
                 if reply.status >= 400:
                     body = await reply.read()
@@ -183,10 +184,16 @@ class HttpTransport(Transport):
                     )
                 content_type = reply.headers.get("content-type", "")
                 if request.stream and "text/event-stream" in content_type:
-                    return await self._read_stream(reply, request)
+                    try:
+                        return await self._read_stream(reply, request)
+                    except NoStream:
+                        # llama-cpp-python drops the connection after an empty stream (its
+                        # handler failed): the next request must not go on it.
+                        dropped = True
+                        raise
                 body = await reply.read()
             finally:
-                await reply.close()  # unread (an error, a cancel): the connection closes
+                await reply.close(drop=dropped)  # unread (an error, a cancel): closed too
         except Exception as e:
             waited = time.monotonic() - started
             error = endpoint_error(e, endpoint=self.endpoint, model=request.model) or _translated(
@@ -270,6 +277,7 @@ class _Reply:
 
     status: int
     headers: dict[str, str]
+    _response: Any
 
     @property
     def charset(self) -> str:
@@ -290,8 +298,14 @@ class _Reply:
     async def read(self) -> bytes:
         return b"".join([chunk async for chunk in self.chunks()])
 
-    async def close(self) -> None:
-        raise NotImplementedError
+    async def close(self, drop: bool = False) -> None:
+        """Release the reply; ``drop`` closes its connection too (never reused)."""
+        response = self._response
+        if drop:
+            stream = response.extensions.get("network_stream")
+            if stream is not None:  # the pool then finds the connection gone and opens anew
+                await stream.aclose()
+        await response.aclose()
 
 
 class _PoolReply(_Reply):
@@ -318,9 +332,6 @@ class _PoolReply(_Reply):
             if rest:
                 yield rest
 
-    async def close(self) -> None:
-        await self._response.aclose()
-
 
 class _ClientReply(_Reply):
     """A reply from httpx2's client (the proxy path; it decodes the content itself)."""
@@ -332,9 +343,6 @@ class _ClientReply(_Reply):
 
     def chunks(self) -> AsyncIterator[bytes]:
         return self._response.aiter_bytes()
-
-    async def close(self) -> None:
-        await self._response.aclose()
 
 
 def _decoder(encoding: str) -> Any:

@@ -1,0 +1,411 @@
+"""Constrained tool calling: each turn the server must answer with one call of one offered tool,
+its arguments valid for that tool's schema (``tool_calling = "constrained"``, or ``"auto"``
+once native calls proved unusable). The answer is read back into an ordinary tool call, so
+the agent, sessions and events see no difference. There is no free-text branch: a run ends
+through ``terminate``.
+
+How the server is asked is the wire's business (:class:`StructuredOutput`: a
+``response_format``, vLLM's ``guided_json``, OpenAI's strict functions). The first contact
+tries the endpoint's fields in turn and checks each answer, since a server may ignore a field
+it does not know: the first whose answer matches is remembered (``Refusals.choose``); an
+endpoint that refuses or ignores them all is remembered as refusing ``constrained`` and the
+caller falls back to text tool calling, said in one log line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from app.exceptions import ContextWindowExceededError, LLMBadRequestError, LLMError
+from app.llm.call_schema import CallSchema, call_parts, call_schema, problems, read_json
+from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
+from app.llm.refusals import Refusals
+from app.llm.text_mode import PromptChecks, text_mode_messages
+from app.logger import logger
+from app.prompt.constrained import (
+    CONSTRAINED_INTRO,
+    CONSTRAINED_LIST_HEADER,
+    EXAMPLE_LINE,
+    EXAMPLES,
+    PLACEHOLDER_COPIED,
+)
+from app.schema import Message, ToolCall
+
+
+class StructuredOutput(Protocol):
+    """How one wire API asks for an answer matching a JSON schema."""
+
+    def forms(self) -> Sequence[str]:
+        """The request forms to try on an endpoint, best first (``"json_schema"``...)."""
+        ...
+
+    def answers_natively(self, form: str) -> bool:
+        """Whether ``form`` answers with the API's own tool calls (else JSON text)."""
+        ...
+
+    def params(self, form: str, params: ModelParams, call: CallSchema) -> ModelParams:
+        """The request's params asking for ``call`` by ``form``."""
+        ...
+
+    def refuses(self, form: str, error: LLMError) -> bool:
+        """Whether ``error`` is the endpoint refusing ``form`` (not some other failure)."""
+        ...
+
+
+class ConstrainedCalls:
+    """Constrained turns over ``inner`` (a model stack with retries), asked as
+    ``structured`` says; what the endpoint honours is kept in ``refusals``."""
+
+    def __init__(self, inner: Model, refusals: Refusals, structured: StructuredOutput) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.refusals = refusals
+        self.structured = structured
+        self.checks = PromptChecks(refusals, inner.name)
+        self._schema: tuple[Sequence[ToolDefinition], Any, CallSchema] | None = None
+
+    def schema(self, tools: Sequence[ToolDefinition], tool_choice: Any) -> CallSchema:
+        """The call schema of these tools, built once while they stay the same."""
+        cached = self._schema
+        if (
+            cached is not None
+            and cached[1] == tool_choice
+            and (cached[0] is tools or cached[0] == tools)
+        ):
+            return cached[2]
+        call = call_schema(tools, tool_choice)
+        self._schema = (tools, tool_choice, call)
+        return call
+
+    @property
+    def available(self) -> bool:
+        return "constrained" not in self.refusals.features
+
+    async def request(
+        self, messages: Sequence[Message], params: ModelParams
+    ) -> ModelResponse | None:
+        """One constrained turn; None when the endpoint honours no form (now remembered: the
+        caller asks in text mode)."""
+        tools = offered(params.tools, messages)
+        if STYLE.relevant_last:
+            tools = relevance_order(tools, messages)
+        try:
+            call = self.schema(tools, params.tool_choice)
+        except ValueError as e:  # no tool a grammar can name (or tool_choice names none)
+            logger.warning(f"Model '{self.name}': no constrained call possible ({e})")
+            return None
+        known = self.refusals.choice("constrained")
+        forms = [known] if known else list(self.structured.forms())
+        tried: list[str] = []
+        for form in forms:
+            try:
+                response = await self._ask(form, messages, params, tools, call)
+            except LLMBadRequestError as e:
+                if isinstance(e, ContextWindowExceededError) or not self.structured.refuses(
+                    form, e
+                ):
+                    raise
+                if known:  # the server changed since it was learned: learn it again
+                    await self.refusals.choose("constrained", None)
+                    return await self.request(messages, params)
+                tried.append(f"{form} refused: {_short(e.message)}")
+                continue
+            valid = self._read(form, response, call)
+            if valid is not None:
+                if not known:
+                    await self.refusals.choose("constrained", form)
+                    logger.info(
+                        f"Model '{self.name}' ({self.refusals.base_url}) answers constrained "
+                        f"tool calls through {form}; remembered for this endpoint"
+                    )
+                return await self._not_copied(valid, form, messages, params, tools, call)
+            if known or response.truncated:  # the model's mistake, or cut: not the field's
+                return self._best_effort(form, response, call)
+            tried.append(f"{form} ignored: the answer did not match the schema")
+        await self.refusals.refuse("constrained", "; ".join(tried), say=False)
+        logger.warning(
+            f"Model '{self.name}' ({self.refusals.base_url}) does not constrain its answers "
+            f"to a schema ({'; '.join(tried)}): tool calls are read from its text instead "
+            '(tool_calling = "text"); remembered for this endpoint'
+        )
+        return None
+
+    async def _ask(
+        self,
+        form: str,
+        messages: Sequence[Message],
+        params: ModelParams,
+        tools: Sequence[ToolDefinition],
+        call: CallSchema,
+        style: PromptStyle | None = None,
+        note: str | None = None,
+    ) -> ModelResponse:
+        asked = self.structured.params(form, params, call)
+        if not self.structured.answers_natively(form):
+            # The answer is the call's JSON, not text for whoever watches the turn.
+            asked = dataclasses.replace(asked, on_delta=None)
+            prompt = constrained_prompt(tools, call, style).text
+            checks = self.checks
+            sent = _rewritten(messages, tools, prompt, note, checks.fold)
+            if checks.fold or checks.system_judged:
+                return await self.inner.request(sent, asked)
+            response = await self.inner.request(sent, checks.plain_until(False, asked))
+            if not await checks.system_dropped(response, sent):
+                return response
+            sent = _rewritten(messages, tools, prompt, note, fold=True)
+            return await self.inner.request(sent, asked)
+        return await self.inner.request(messages, asked)
+
+    async def _not_copied(
+        self,
+        response: ModelResponse,
+        form: str,
+        messages: Sequence[Message],
+        params: ModelParams,
+        tools: Sequence[ToolDefinition],
+        call: CallSchema,
+    ) -> ModelResponse:
+        """``response``, unless its call copied an example's placeholder (``<file name>``):
+        then the turn is asked again, saying so (then also without the examples); a call that
+        still copies one is answered as a call of no tool (the agent tells the model which
+        tools there are), never run."""
+        if self.structured.answers_natively(form):
+            return response
+        shown = constrained_prompt(tools, call).placeholders
+        copied = _copied(response, shown)
+        if not copied:
+            return response
+        for examples in (True, False):  # told so; then without the examples
+            style = dataclasses.replace(STYLE, examples=examples)
+            asked = await self._ask(form, messages, params, tools, call, style, PLACEHOLDER_COPIED)
+            again = self._read(form, asked, call)
+            if again is not None and not _copied(again, shown):
+                return again
+        logger.warning(
+            f"Model '{self.name}' sent the example placeholders {sorted(copied)} as values "
+            "twice; the call is not run"
+        )
+        nameless = ToolCall.function_call("", {"copied_example": sorted(copied)})
+        return dataclasses.replace(
+            response, message=Message(role="assistant", tool_calls=[nameless])
+        )
+
+    def _read(self, form: str, response: ModelResponse, call: CallSchema) -> ModelResponse | None:
+        """The response with its call, when the answer is exactly valid calls; else None."""
+        if self.structured.answers_natively(form):
+            calls = response.message.tool_calls or []
+            for tool_call in calls:
+                try:
+                    arguments = json.loads(tool_call.function.arguments or "{}")
+                except ValueError:
+                    return None
+                parts = call_parts(
+                    {"name": tool_call.function.name, "arguments": arguments}, call.names
+                )
+                if parts is None or problems(parts[1], call.arguments[parts[0]]):
+                    return None
+            return response if calls else None
+        parts = call_parts(read_json(response.message.content), call.names)
+        if parts is None or problems(parts[1], call.arguments[parts[0]]):
+            return None
+        return _with_call(response, *parts)
+
+    def _best_effort(self, form: str, response: ModelResponse, call: CallSchema) -> ModelResponse:
+        """An answer that does not match: its call when one can be read (the agent tells the
+        model what is wrong with the arguments), else the answer as it is."""
+        if self.structured.answers_natively(form):
+            return response
+        parts = call_parts(read_json(response.message.content), call.names)
+        return response if parts is None else _with_call(response, *parts)
+
+
+def _rewritten(
+    messages: Sequence[Message],
+    tools: Sequence[ToolDefinition],
+    prompt: str,
+    note: str | None,
+    fold: bool,
+) -> list[Message]:
+    """The conversation as a constrained turn sends it: the tool prompt in the system prompt
+    (or the first user message, ``fold``), calls as their JSON, results as user messages,
+    ``note`` at the end."""
+    out = text_mode_messages(messages, tools, None, prompt=prompt, bare=True, fold=fold)
+    if note:
+        last = out[-1] if out else None
+        if last is not None and last.role == "user":
+            out[-1] = last.model_copy(update={"content": f"{last.content or ''}\n\n{note}"})
+        else:
+            out.append(Message.user_message(note))
+    return out
+
+
+def _with_call(response: ModelResponse, name: str, arguments: dict[str, Any]) -> ModelResponse:
+    tool_call = ToolCall.function_call(name, json.dumps(arguments, ensure_ascii=False))
+    message = Message(role="assistant", content=None, tool_calls=[tool_call])
+    return ModelResponse(
+        message=message,
+        usage=response.usage,
+        finish_reason="tool_calls",
+        reasoning=response.reasoning,
+    )
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def example_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments of a reduced schema (:mod:`app.llm.call_schema`): its required properties,
+    each an enum's first value, a placeholder naming a string (``<file name>``) or a short
+    value of its type."""
+    value = _example(schema, 0)
+    return value if isinstance(value, dict) else {}
+
+
+def _example(schema: dict[str, Any], depth: int) -> Any:
+    if "anyOf" in schema:
+        return _example(schema["anyOf"][0], depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        props = schema.get("properties", {})
+        if depth > 3:
+            return {}
+        return {
+            name: f"<{name.replace('_', ' ')}>"
+            if props[name].get("type") == "string"
+            else _example(props[name], depth + 1)
+            for name in schema.get("required", ())
+        }
+    return {"string": "<text>", "integer": 1, "number": 1, "boolean": False, "array": []}.get(
+        str(kind), None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PromptStyle:
+    """How constrained turns are prompted (the defaults are what measured best:
+    docs/local-models.md). ``brief``: each description's first sentence only; ``examples``:
+    one example call per tool; ``relevant_last``: tools ordered by the words they share with
+    the user's request, the closest last (nearest the answer); ``finish_first``: whether the
+    first turn of a conversation may already call a finishing tool (``terminate``)."""
+
+    brief: bool = True
+    examples: bool = True
+    relevant_last: bool = True
+    finish_first: bool = False
+
+
+#: The style constrained turns use.
+STYLE = PromptStyle()
+#: Tools that end a run (upstream's name): not offered before any tool ran, unless the style
+#: says so or nothing else is offered.
+FINISHING = frozenset({"terminate"})
+_WORD = re.compile(r"[a-z]{3,}")
+
+
+def offered(
+    tools: Sequence[ToolDefinition],
+    messages: Sequence[Message],
+    style: PromptStyle | None = None,
+) -> Sequence[ToolDefinition]:
+    """The tools a constrained turn may call: all, except finishing ones on a conversation's
+    first turn (nothing was done yet: a small model's most common mistake is to end there)."""
+    if (style or STYLE).finish_first or any(m.role == "tool" for m in messages):
+        return tools
+    kept = [tool for tool in tools if tool.name not in FINISHING]
+    return kept or tools
+
+
+def relevance_order(
+    tools: Sequence[ToolDefinition], messages: Sequence[Message]
+) -> list[ToolDefinition]:
+    """``tools`` by how many words of the user's request (the first user message) their name
+    and description share, fewest first: a small model leans to what it read last."""
+    request = next((m.content or "" for m in messages if m.role == "user"), "")
+    wanted = set(_WORD.findall(request.lower()))
+
+    def score(tool: ToolDefinition) -> int:
+        text = f"{tool.name.replace('_', ' ')} {tool.description}".lower()
+        return len(wanted & set(_WORD.findall(text)))
+
+    return sorted(tools, key=score)  # stable: ties keep the agent's order
+
+
+@dataclass(frozen=True, slots=True)
+class ConstrainedPrompt:
+    """The constrained turn's tool prompt, and the placeholders its examples show (values
+    such as ``<file name>`` a model must not send as they are)."""
+
+    text: str
+    placeholders: frozenset[str]
+
+
+_PLACEHOLDER = re.compile(r"<[^<>\n]{1,60}>")
+
+
+def constrained_prompt(
+    tools: Sequence[ToolDefinition], call: CallSchema, style: PromptStyle | None = None
+) -> ConstrainedPrompt:
+    """The text appended to the system prompt: the answer's form, then each callable tool with
+    its arguments and (by ``style``) one example call."""
+    from app.llm.text_tools import render_tool  # ~50 ms: on use
+
+    style = style or STYLE
+    blocks = []
+    shown: set[str] = set()
+    for tool in tools:
+        schema = call.arguments.get(tool.name)
+        if schema is None:
+            continue
+        block = render_tool(tool.to_param(), brief=style.brief)
+        if style.examples:
+            example = EXAMPLES.get(tool.name)
+            if example is None or problems(example, schema):
+                example = example_arguments(schema)
+            shown |= {
+                _key(v)
+                for v in example.values()
+                if isinstance(v, str) and _PLACEHOLDER.fullmatch(v)
+            }
+            line = json.dumps({"name": tool.name, "arguments": example}, ensure_ascii=False)
+            block += "\n" + EXAMPLE_LINE.format(call=line)
+        blocks.append(block)
+    text = f"{CONSTRAINED_INTRO}\n\n{CONSTRAINED_LIST_HEADER}\n" + "\n".join(blocks)
+    return ConstrainedPrompt(text, frozenset(shown))
+
+
+def _key(text: str) -> str:
+    """A placeholder as compared: case and spacing do not make it a value."""
+    return " ".join(text.split()).casefold()
+
+
+def _copied(response: ModelResponse, shown: frozenset[str]) -> set[str]:
+    """The placeholders ``response``'s calls send as values."""
+    found: set[str] = set()
+    for tool_call in response.message.tool_calls or ():
+        try:
+            arguments = json.loads(tool_call.function.arguments or "{}")
+        except ValueError:
+            continue
+        if isinstance(arguments, dict):
+            found |= {v for v in arguments.values() if isinstance(v, str) and _key(v) in shown}
+    return found
+
+
+__all__ = [
+    "ConstrainedCalls",
+    "StructuredOutput",
+    "constrained_prompt",
+    "example_arguments",
+]
