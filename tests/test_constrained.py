@@ -288,8 +288,8 @@ async def test_auto_turns_constrained_when_the_server_left_the_tools_out(
     llm_server, make_llm, tmp_path, warnings
 ):
     """A server whose chat template drops the tools counts a prompt far smaller than the
-    tools alone: said once, remembered, and the same turn asked constrained (its first
-    native turn is plain: llama-cpp-python reports no usage in a stream)."""
+    tools alone (here in the stream's usage): said once, remembered, and the same turn asked
+    constrained. The watched first turn streams as it would anywhere."""
     big = manus_tools(tmp_path)
 
     def respond(request: Any) -> Any:
@@ -302,13 +302,69 @@ async def test_auto_turns_constrained_when_the_server_left_the_tools_out(
     reply = await llm.request(USER, tools=big, on_delta=lambda _: None)
     assert only_call(reply) == ("bash", {"command": "ls"})
     first = llm_server.requests[0]
-    assert first.tools and not first.stream
+    assert first.tools and first.stream
     assert forms(llm_server) == [None, "json_schema", "json_object"]
     said = [w for w in warnings if "left them out of the prompt" in w]
     assert len(said) == 1 and "switching to constrained tool calling" in said[0]
     assert "native_calls" in llm.refused_features
     await make_llm(model="local").request(USER, tools=big)
     assert forms(llm_server)[-1] == "json_object"  # remembered: no native turn first
+
+
+async def test_a_stream_without_usage_makes_the_next_native_turn_plain(
+    llm_server, make_llm, tmp_path, warnings
+):
+    """llama-cpp-python counts nothing in a stream: a watched first turn streams, comes back
+    without usage and cannot be judged; the next native turn is asked plainly, its count
+    shows the tools left out, and that turn is asked constrained."""
+    big = manus_tools(tmp_path)
+
+    def respond(request: Any) -> Any:
+        if form_of(request.body):
+            return server_kind("llama-cpp-python", [("bash", {"command": "ls"})])(request)
+        usage = False if request.body.get("stream") else {"prompt_tokens": 120}
+        return text(PROSE, usage=usage)
+
+    llm_server.responder = respond
+    llm = make_llm(model="local")
+    first = await llm.request(USER, tools=big, on_delta=lambda _: None)
+    assert first.message.content == PROSE and "native_calls" not in llm.refused_features
+    second = await llm.request(USER, tools=big, on_delta=lambda _: None)
+    assert only_call(second) == ("bash", {"command": "ls"})
+    assert [r.stream for r in llm_server.requests[:2]] == [True, False]
+    assert forms(llm_server)[:2] == [None, None]
+    assert [w for w in warnings if "left them out of the prompt" in w]
+
+
+async def test_native_calls_and_a_profiles_stream_true_are_never_second_guessed(
+    llm_server, make_llm, tmp_path
+):
+    """A reply with native calls shows the server saw the tools, whatever usage it reports
+    (a proxy or a test double may report a fixed small count); ``stream = true`` keeps every
+    turn streamed even when a stream reports no usage."""
+    big = manus_tools(tmp_path)
+    calls = tool_calls(call("bash", {"command": "ls"}), usage={"prompt_tokens": 10})
+    llm_server.push(calls, calls)
+    llm = make_llm(model="local")
+    for _ in range(2):
+        assert only_call(await llm.request(USER, tools=big)) == ("bash", {"command": "ls"})
+    assert forms(llm_server) == [None, None] and llm.refused_features == frozenset()
+    llm_server.push(*[text(PROSE, usage=False)] * 2)
+    streamed = make_llm(model="other", stream=True)
+    for _ in range(2):
+        await streamed.request(USER, tools=big)
+    assert [r.stream for r in llm_server.requests[2:]] == [True, True]
+
+
+async def test_a_call_of_a_tool_that_does_not_exist_is_not_a_schema_failure(llm_server, make_llm):
+    """A strong model's slip (a made-up tool name, twice) is answered by the agent with the
+    tools there are; it must not turn the endpoint constrained for good."""
+    made_up = tool_calls(call("write_files", {"path": "a.txt"}))
+    llm_server.push(made_up, made_up, made_up)
+    llm = make_llm(model="local")
+    for _ in range(3):
+        await llm.request(LATER, tools=TOOLS)
+    assert forms(llm_server) == [None, None, None] and llm.refused_features == frozenset()
 
 
 async def test_auto_turns_constrained_when_native_calls_keep_failing_their_schemas(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -32,38 +33,57 @@ from tests.test_main_e2e import child_env, write_config
 pytestmark = pytest.mark.e2e
 
 #: Starts a ``setsid`` child and a double-forked daemon (its own session, parent gone), both
-#: outliving the run, and prints their pids (as the sandbox sees them).
+#: outliving the run, and prints their pids (as the sandbox sees them). ``{a}``/``{b}``: the
+#: test's own sleep lengths.
 ESCAPE = textwrap.dedent("""
     import os, subprocess, time
-    setsid = subprocess.Popen(["setsid", "sleep", "335"])
+    setsid = subprocess.Popen(["setsid", "sleep", "{a}"])
     read, write = os.pipe()
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
             os.write(write, str(os.getpid()).encode())
-            os.execvp("sleep", ["sleep", "336"])
+            os.execvp("sleep", ["sleep", "{b}"])
         os._exit(0)
     os.wait()
     daemon = int(os.read(read, 32))
     print(setsid.pid, daemon)
 """)
 #: The shell's own escape: a background job in a session of its own.
-SHELL_ESCAPE = "setsid sleep 337 > /dev/null 2>&1 < /dev/null & echo started"
+SHELL_ESCAPE = "setsid sleep {c} > /dev/null 2>&1 < /dev/null & echo started"
 
 
-def sleepers() -> dict[int, str]:
-    """Live ``sleep 335/336/337`` processes on this host (any namespace), by pid."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").strip()
-        except OSError:
-            continue
-        if cmdline in (b"sleep 335", b"sleep 336", b"sleep 337") and alive(int(name)):
-            found[int(name)] = cmdline.decode()
-    return found
+class Sleeps:
+    """One test's three sleep lengths (335, 336, 337 seconds and a fraction unique to the
+    test), so that tests running side by side never count each other's sleepers."""
+
+    def __init__(self) -> None:
+        tag = f"{os.getpid()}{secrets.randbelow(10**6):06d}"
+        self.a, self.b, self.c = (f"{n}.{tag}" for n in (335, 336, 337))
+
+    @property
+    def escape(self) -> str:
+        return ESCAPE.replace("{a}", self.a).replace("{b}", self.b)
+
+    @property
+    def shell_escape(self) -> str:
+        return SHELL_ESCAPE.replace("{c}", self.c)
+
+    def live(self) -> dict[int, str]:
+        """This test's live sleepers on this host (any namespace), by pid, as ``a``/``b``/``c``."""
+        wanted = {f"sleep {length}".encode(): name for name, length in vars(self).items()}
+        found = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            name = wanted.get(cmdline.strip())
+            if name is not None and alive(int(entry)):
+                found[int(entry)] = name
+        return found
 
 
 def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
@@ -76,23 +96,23 @@ def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
 
 
 @pytest.fixture
-def no_stray_sleepers() -> Iterator[set[int]]:
-    """The sleepers of this test (and of a failed one: killed at the end whatever happened)."""
-    before = set(sleepers())
-    yield before
-    for pid in set(sleepers()) - before:
+def sleeps() -> Iterator[Sleeps]:
+    """This test's sleep lengths; its sleepers are killed at the end whatever happened."""
+    mine = Sleeps()
+    yield mine
+    for pid in mine.live():
         os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_kill_9_of_main_py_leaves_no_process_it_started(
-    backend: str, tmp_path: Path, llm_server: ScriptedLLMServer, no_stray_sleepers: set[int]
+    backend: str, tmp_path: Path, llm_server: ScriptedLLMServer, sleeps: Sleeps
 ) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     llm_server.push(
-        tool_calls(call("python_execute", {"code": ESCAPE})),
-        tool_calls(call("bash", {"command": SHELL_ESCAPE})),
+        tool_calls(call("python_execute", {"code": sleeps.escape})),
+        tool_calls(call("bash", {"command": sleeps.shell_escape})),
         slow(120, text("too late")),  # main.py waits here, mid-run, when it is killed
     )
     cfg = write_config(tmp_path, llm_server.base_url)
@@ -107,15 +127,15 @@ def test_kill_9_of_main_py_leaves_no_process_it_started(
     )
     try:
         assert llm_server.wait_for_requests(3, timeout=180), proc.stderr
-        started = {p: c for p, c in sleepers().items() if p not in no_stray_sleepers}
+        started = sleeps.live()
         # The shell's job; on local also python_execute's two (bubblewrap and docker kill
         # everything a run started when it ends, setsid or not).
-        expected = {"sleep 337"} | ({"sleep 335", "sleep 336"} if backend == "local" else set())
-        assert set(started.values()) == expected, sleepers()
+        expected = {"c"} | ({"a", "b"} if backend == "local" else set())
+        assert sorted(started.values()) == sorted(expected), started
     finally:
         proc.kill()  # SIGKILL: no cleanup, no atexit, no finally
         proc.wait()
-    assert wait_until(lambda: not (set(sleepers()) & set(started)), 30), sleepers()
+    assert wait_until(lambda: not sleeps.live(), 30), sleeps.live()
 
 
 _AGENT = """
@@ -139,12 +159,12 @@ asyncio.run(main())
 
 
 async def test_without_a_cgroup_the_reaper_finds_them_by_their_marker(
-    tmp_path: Path, no_stray_sleepers: set[int]
+    tmp_path: Path, sleeps: Sleeps
 ) -> None:
     """The fallback where no cgroup can be made (a normal user; cgroup v2 without
     delegation): what left the run's session still carries the sandbox's marker."""
     agent = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", "-c", _AGENT, ESCAPE, str(tmp_path), SHELL_ESCAPE,
+        sys.executable, "-I", "-c", _AGENT, sleeps.escape, str(tmp_path), sleeps.shell_escape,
         stdout=asyncio.subprocess.PIPE, cwd="/",
     )  # fmt: skip
     try:
@@ -152,9 +172,10 @@ async def test_without_a_cgroup_the_reaper_finds_them_by_their_marker(
         line = await asyncio.wait_for(agent.stdout.readline(), 120)
         python_out, shell_out, mode = json.loads(line)
         assert mode == "watchdog" and "started" in shell_out, line
-        started = set(sleepers()) - no_stray_sleepers
-        assert {int(p) for p in python_out.split()} <= started and len(started) == 3
+        started = sleeps.live()
+        assert {int(p) for p in python_out.split()} <= set(started)
+        assert sorted(started.values()) == ["a", "b", "c"], started
     finally:
         agent.kill()
         await agent.wait()
-    assert await asyncio.to_thread(wait_until, lambda: not (set(sleepers()) & started), 30)
+    assert await asyncio.to_thread(wait_until, lambda: not sleeps.live(), 30), sleeps.live()

@@ -287,17 +287,18 @@ print(json.dumps({"reached_here": reached_here, "accepted": accepted,
 
 
 def _metadata_verdict(results: dict[str, list]) -> None:
-    """Both spellings of a metadata address fail at once with EACCES (the prohibit route). A
+    """Both spellings of a metadata address fail with EACCES (the prohibit route: no timeout,
+    which would read "timed out", and no time limit, which a loaded machine can miss). A
     socket bound to the interface skips the routes (the kernel then assumes the address is on
     the link and asks for it by ARP): nothing on the sandbox's link answers, so no connection
     either (docs/sandbox.md says where that would not hold)."""
     blocked = {k: v for k, v in results.items() if k.startswith(("169.254.", "[::ffff:169.254."))}
     assert len(blocked) == 6, results  # two addresses, three ways each
-    for target, (outcome, seconds) in blocked.items():
+    for target, (outcome, _seconds) in blocked.items():
         if "@" in target:
             assert outcome != "connected", (target, results)
         else:
-            assert outcome == "EACCES" and seconds < 1.0, (target, results)
+            assert outcome == "EACCES", (target, results)
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None or shutil.which("ip") is None,
@@ -348,7 +349,7 @@ async def test_docker_with_a_network_cannot_reach_the_instance_metadata_service(
     assert results[f"{gateway}:{listener.port}"][0] == "connected", results
     assert listener.accepted >= 1
     outcome = json.loads(six.stdout.splitlines()[-1])
-    assert outcome[0] != "connected" and outcome[1] < 1.0, outcome
+    assert outcome[0] not in ("connected", "timed out"), outcome
 
 
 #: AWS's IPv6 metadata address: no route to it, whether or not the container has IPv6.

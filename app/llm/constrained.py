@@ -61,12 +61,18 @@ class ConstrainedCalls:
     """Constrained turns over ``inner`` (a model stack with retries), asked as
     ``structured`` says; what the endpoint honours is kept in ``refusals``."""
 
-    def __init__(self, inner: Model, refusals: Refusals, structured: StructuredOutput) -> None:
+    def __init__(
+        self,
+        inner: Model,
+        refusals: Refusals,
+        structured: StructuredOutput,
+        may_ask_plain: bool = True,
+    ) -> None:
         self.inner = inner
         self.name = inner.name
         self.refusals = refusals
         self.structured = structured
-        self.checks = PromptChecks(refusals, inner.name)
+        self.checks = PromptChecks(refusals, inner.name, may_ask_plain)
         self._schema: tuple[Sequence[ToolDefinition], Any, CallSchema] | None = None
 
     def schema(self, tools: Sequence[ToolDefinition], tool_choice: Any) -> CallSchema:
@@ -154,7 +160,9 @@ class ConstrainedCalls:
             sent = _rewritten(messages, tools, prompt, note, checks.fold)
             if checks.fold or checks.system_judged:
                 return await self.inner.request(sent, asked)
-            response = await self.inner.request(sent, checks.plain_until(False, asked))
+            response = await self.inner.request(
+                sent, checks.plain_until(False, asked, at_once=True)
+            )
             if not await checks.system_dropped(response, sent):
                 return response
             sent = _rewritten(messages, tools, prompt, note, fold=True)

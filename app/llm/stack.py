@@ -110,7 +110,11 @@ def build_model(
         wire = OpenAIChatModel(settings, refusals, connect)
         structured = OpenAIStructuredOutput(settings)  # constrained tool calling's fields
     inner = _wrapped(wire, settings)
-    constrained = ConstrainedCalls(inner, refusals, structured) if structured else None
+    constrained = (
+        ConstrainedCalls(inner, refusals, structured, settings.stream is not True)
+        if structured
+        else None
+    )
     model = TextToolCalls(inner, refusals, settings.tool_calling, constrained)
     return Stack(model, wire, refusals)
 

@@ -44,26 +44,35 @@ DROPPED_MIN_TOKENS = 256
 
 class PromptChecks:
     """What the server's prompt counts show about one endpoint: a tool list or a system prompt
-    its chat template leaves out. Judged on the first turn of each kind that reports usage;
-    until then such turns are asked plainly, since llama-cpp-python reports no usage in a
-    stream. A dropped system prompt is remembered (``refusals``: ``"system"``) and folded into
-    the first user message from then on."""
+    its chat template leaves out. Judged on the first turn of each kind that reports usage.
+    A native turn is streamed as the profile says, and only after a streamed turn came back
+    without usage (llama-cpp-python counts nothing in a stream) is the next one asked plainly,
+    so endpoints that count in streams (OpenAI, vLLM, Ollama) keep streaming their first
+    turn. ``stream = true`` in the profile is never overridden. A dropped system prompt is
+    remembered (``refusals``: ``"system"``) and folded into the first user message from then
+    on."""
 
-    def __init__(self, refusals: Refusals, name: str) -> None:
+    def __init__(self, refusals: Refusals, name: str, may_ask_plain: bool = True) -> None:
         self.refusals = refusals
         self.name = name
+        self.may_ask_plain = may_ask_plain
         self.tools_judged = False
         self.system_judged = False
+        self.uncounted = False  # a turn came back without usage: the next is asked plainly
 
     @property
     def fold(self) -> bool:
         """Whether the system prompt goes into the first user message."""
         return "system" in self.refusals.features
 
-    @staticmethod
-    def plain_until(judged: bool, params: ModelParams) -> ModelParams:
-        """``params`` asking for a plain answer (one with usage) until ``judged``."""
-        if judged or params.stream is not None:
+    def plain_until(
+        self, judged: bool, params: ModelParams, *, at_once: bool = False
+    ) -> ModelParams:
+        """``params`` asking for a plain answer (one with usage) until ``judged``: at once
+        (``at_once``: turns nobody watches), else after a turn that reported no usage."""
+        if judged or params.stream is not None or not self.may_ask_plain:
+            return params
+        if not (at_once or self.uncounted):
             return params
         return dataclasses.replace(params, stream=False)
 
@@ -71,7 +80,11 @@ class PromptChecks:
         """Why ``response`` shows the ``tools`` (about ``needed`` tokens) left out of the
         prompt; None when it does not, or cannot tell (no usage)."""
         usage = response.usage
+        if response.message.tool_calls:  # native calls: the server plainly saw the tools
+            self.tools_judged = True
+            return None
         if usage.prompt_tokens <= 0 or usage.estimated:
+            self.uncounted = True
             return None
         self.tools_judged = True
         if needed < DROPPED_MIN_TOKENS or usage.prompt_tokens >= DROPPED_SHARE * needed:
@@ -85,7 +98,10 @@ class PromptChecks:
     async def system_dropped(self, response: ModelResponse, sent: Sequence[Message]) -> bool:
         """Whether ``response`` shows the system prompt of ``sent`` left out (remembered)."""
         usage = response.usage
-        if self.system_judged or usage.prompt_tokens <= 0 or usage.estimated:
+        if self.system_judged:
+            return False
+        if usage.prompt_tokens <= 0 or usage.estimated:
+            self.uncounted = True
             return False
         self.system_judged = True
         system = next((m.content or "" for m in sent if m.role == "system"), "")
@@ -271,11 +287,14 @@ class TextToolCalls:
                 arguments = loads_safely(tool_call.function.arguments or "{}")
             except ValueError:
                 return False
-            value = {"name": tool_call.function.name, "arguments": arguments}
-            parts = call_parts(value, call.names)
+            name = tool_call.function.name
+            if name not in call.arguments:
+                # A tool whose name no grammar holds is not judged; nor is a call of a tool
+                # that does not exist: the agent answers it with the tools there are, and a
+                # strong model's slip must not turn a whole endpoint constrained.
+                continue
+            parts = call_parts({"name": name, "arguments": arguments}, call.names)
             if parts is None:
-                if tool_call.function.name in {t.name for t in params.tools}:
-                    continue  # a tool whose name no grammar holds: not judged
                 return False
             if problems(parts[1], call.arguments[parts[0]]):
                 return False
