@@ -10,6 +10,7 @@ import pytest
 
 from app.config import LLMSettings
 from app.llm import LLM
+from app.logger import logger
 from app.testing import ScriptedLLMServer, netguard
 from tests.real_model_fixtures import *  # noqa: F403  (the real-model tier's fixtures)
 
@@ -17,6 +18,15 @@ from tests.real_model_fixtures import *  # noqa: F403  (the real-model tier's fi
 pytest_plugins = ("tests.tiers",)
 
 TEST_API_KEY = "sk-test-0123456789abcdefghij"
+
+
+@pytest.fixture
+def warnings() -> Iterator[list[str]]:
+    """Messages logged at WARNING or above while the test runs."""
+    seen: list[str] = []
+    handler = logger.add(lambda m: seen.append(m.record["message"]), level="WARNING")
+    yield seen
+    logger.remove(handler)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from app.config import (
     load_config,
 )
 from app.exceptions import ConfigError
-from app.logger import logger, redact
+from app.logger import redact
 
 ENV_VARS = (
     "OPENAI_API_KEY",
@@ -33,15 +32,6 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests must not see the developer's keys or config location."""
     for name in ENV_VARS:
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def warned() -> Iterator[list[str]]:
-    """Messages logged at WARNING or above while the test runs."""
-    seen: list[str] = []
-    handler_id = logger.add(lambda m: seen.append(m.record["message"]), level="WARNING")
-    yield seen
-    logger.remove(handler_id)
 
 
 def write_config(root: Path, body: str, mcp: str | None = None) -> Path:
@@ -411,7 +401,7 @@ x = 1
 """
 
 
-def test_unknown_keys_are_errors_with_suggestions(tmp_path: Path, warned: list[str]) -> None:
+def test_unknown_keys_are_errors_with_suggestions(tmp_path: Path, warnings: list[str]) -> None:
     """A misspelt key would be dropped and its default used instead (base_ulr: the default
     endpoint, waited on for half a minute): each one is an error naming it, every section."""
     path = write_config(tmp_path, TYPOS)
@@ -428,7 +418,7 @@ def test_unknown_keys_are_errors_with_suggestions(tmp_path: Path, warned: list[s
     ):
         assert f"  - {line}\n" in message + "\n", line
     assert "strict = false" in message  # how to opt out is said where it is needed
-    assert warned == []
+    assert warnings == []
 
 
 def test_misspelt_model_is_named_with_its_suggestion(tmp_path: Path) -> None:
@@ -438,13 +428,13 @@ def test_misspelt_model_is_named_with_its_suggestion(tmp_path: Path) -> None:
 
 
 def test_strict_false_turns_unknown_keys_into_one_warning(
-    tmp_path: Path, warned: list[str]
+    tmp_path: Path, warnings: list[str]
 ) -> None:
     path = write_config(tmp_path, "strict = false\n" + TYPOS)
     app = load_config(path)
     assert app.llm["default"].max_tokens == 4096
-    assert app.llm["default"].base_url is None  # the misspelt key was ignored, as warned
-    (warning,) = warned
+    assert app.llm["default"].base_url is None  # the misspelt key was ignored, as warnings
+    (warning,) = warnings
     assert str(path) in warning
     assert "[llm] max_token (did you mean 'max_tokens'?)" in warning
     assert "[llm] base_ulr (did you mean 'base_url'?)" in warning
@@ -452,10 +442,10 @@ def test_strict_false_turns_unknown_keys_into_one_warning(
     assert "[daytona] api" in warning
 
 
-def test_strict_false_still_names_a_misspelt_model(tmp_path: Path, warned: list[str]) -> None:
+def test_strict_false_still_names_a_misspelt_model(tmp_path: Path, warnings: list[str]) -> None:
     message = config_error(write_config(tmp_path, 'strict = false\n[llm]\nmodle = "m"\n'))
     assert "[llm] has no model ([llm] modle looks like a misspelt model)" in message
-    assert any("modle (did you mean 'model'?)" in w for w in warned)
+    assert any("modle (did you mean 'model'?)" in w for w in warnings)
 
 
 def test_strict_must_be_a_boolean(tmp_path: Path) -> None:
@@ -477,10 +467,10 @@ def test_value_error_shows_the_value_once(tmp_path: Path) -> None:
     assert "[llm] base_url: must be a full URL" in message
 
 
-def test_known_keys_do_not_warn(tmp_path: Path, warned: list[str]) -> None:
+def test_known_keys_do_not_warn(tmp_path: Path, warnings: list[str]) -> None:
     path = write_config(tmp_path, MINIMAL + "[browser.proxy]\nserver = 'http://p:1'\n")
     load_config(path)
-    assert warned == []
+    assert warnings == []
 
 
 # --- the shipped examples -------------------------------------------------------------------
@@ -567,12 +557,12 @@ def test_mcp_unknown_type_is_an_error(tmp_path: Path) -> None:
     assert "mcpServers.a.type" in message and "carrier-pigeon" in message
 
 
-def test_mcp_unknown_keys_warn(tmp_path: Path, warned: list[str]) -> None:
+def test_mcp_unknown_keys_warn(tmp_path: Path, warnings: list[str]) -> None:
     path = write_config(
         tmp_path, MINIMAL, mcp='{"mcpServers": {"a": {"command": "x", "comand": "y"}}}'
     )
     load_config(path)
-    assert any("mcpServers.a.comand" in w and "'command'" in w for w in warned)
+    assert any("mcpServers.a.comand" in w and "'command'" in w for w in warnings)
 
 
 # --- where the file is found ----------------------------------------------------------------

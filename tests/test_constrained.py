@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ from app.exceptions import LLMBadRequestError
 from app.llm.call_schema import call_schema
 from app.llm.endpoint_memory import default_memory
 from app.llm.model import ToolDefinition
-from app.logger import logger
 from app.schema import Message
 from app.testing import ScriptedLLMServer, call, error, text, tool_calls
 from app.testing.server_kinds import LLAMA_CPP_JSON_SCHEMA, PROSE, form_of, server_kind
@@ -50,14 +48,6 @@ LATER = [
     ),
     Message.tool_message("written", name="write_file", tool_call_id="c1"),
 ]
-
-
-@pytest.fixture
-def warnings() -> Iterator[list[str]]:
-    seen: list[str] = []
-    handler = logger.add(lambda m: seen.append(m.record["message"]), level="WARNING")
-    yield seen
-    logger.remove(handler)
 
 
 def schema_of(tools: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,7 +11,6 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,7 +30,6 @@ from app.exceptions import (
 from app.llm import LLM
 from app.llm.openai.errors import EXCERPT_CHARS, body_excerpt, endpoint_error
 from app.llm.openai.http_transport import HttpTransport
-from app.logger import logger
 from app.schema import Message
 from app.testing import ScriptedLLMServer, call, cut, drop, error, raw, stall, text, tool_calls
 from tests.conftest import TEST_API_KEY, llm_settings
@@ -243,14 +241,6 @@ async def test_a_plain_body_cut_short_is_retried(llm_server, make_llm):
 
 
 # --- retries: the log counts right ------------------------------------------------------------
-
-
-@pytest.fixture
-def warnings() -> Iterator[list[str]]:
-    seen: list[str] = []
-    handler = logger.add(lambda m: seen.append(m.record["message"]), level="WARNING")
-    yield seen
-    logger.remove(handler)
 
 
 @pytest.mark.parametrize("max_retries", [0, 1, 3])
