@@ -14,6 +14,8 @@ import base64
 import itertools
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ import pytest
 from app.events import RunFinished, TextDelta, Thought, ToolCallEvent, ToolResultEvent
 from app.logger import register_secret
 from app.redaction import EventRedactor, StreamRedactor, redact_event, redact_text
-from app.testing import ScriptedLLMServer, call, text, tool_calls
+from app.testing import ScriptedLLMServer, call, error, text, tool_calls
 from tests.hostile_model import (
     KEY,
     PROMPT_WORDS,
@@ -33,6 +35,7 @@ from tests.hostile_model import (
     leaks,
 )
 from tests.otlp_receiver import OtlpReceiver
+from tests.test_main_e2e import child_env
 from tests.test_tracing import run_program
 
 PROMPT = f"Summarise the {PROMPT_WORDS}; my key is {KEY}"
@@ -259,3 +262,42 @@ def test_the_web_ui_and_agui_keep_the_key_out(tmp_path: Path) -> None:
     stored = list((web.workspace / "web" / ".sessions").glob("*.jsonl"))
     assert stored and all(leaks(path.read_text()) == [] for path in stored)
     assert leaks(web_stderr) == []
+
+
+@pytest.mark.e2e
+def test_a_batch_keeps_the_key_out_of_its_results(tmp_path: Path) -> None:
+    """``python -m app.batch``: the answers and errors in results.jsonl, its summary and the
+    tasks' session files hold no form of the key; the rest of the answer is kept as written."""
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"id": "echo", "prompt": PROMPT}, {"id": "refused", "prompt": f"again {PROMPT}"}]
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "results.jsonl"
+    with ScriptedLLMServer(responder=_batch_replies) as server:
+        config = hostile_config(tmp_path, server.base_url)
+        args = (str(tasks), "-o", str(out), "-c", str(config), "-j", "1", "--no-progress")
+        done = subprocess.run(
+            [sys.executable, "-m", "app.batch", *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=child_env(tmp_path),
+            cwd=tmp_path,
+            timeout=120,
+        )
+    results = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert set(results) == {"echo", "refused"}, done.stderr
+    assert "The key is ***" in results["echo"]["final_answer"], results
+    assert results["refused"]["error"], results
+    written = [p for p in tmp_path.glob("results*/**/*") if p.is_file()]
+    written += [p for p in tmp_path.glob("results*") if p.is_file()]
+    assert len(written) >= 2
+    for path in written:  # the results, their summary, each task's workspace and session
+        assert not leaks(path.read_bytes()), path
+    assert not leaks(done.stdout + done.stderr)
+
+
+def _batch_replies(request: Any) -> Any:
+    prompt = json.dumps(request.body["messages"])
+    if "again" in prompt:
+        return error(400, f"invalid request: the prompt was {PROMPT}")
+    return final_turn()

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from app.batch.models import BatchTask, TaskResult
 from app.exceptions import ConfigError
+from app.redaction import redact_text
 
 _MAX_REPORTED = 20
 
@@ -136,9 +137,13 @@ class ResultLog:
         return self
 
     def append(self, result: TaskResult) -> None:
-        """Write one result line and flush it to the OS before returning."""
+        """Write one result line and flush it to the OS before returning. The answer and the
+        error go through the session files' redactor: the process's registered secrets (the
+        API keys, in every encoding) never reach the file, what the model wrote otherwise
+        stays as written."""
         if self._file is None:
             raise RuntimeError("ResultLog.append() before open()")
+        result = _redacted(result)
         line = result.model_dump_json().encode("utf-8") + b"\n"
         self._file.write(line)
         self._file.flush()
@@ -157,3 +162,9 @@ class ResultLog:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _redacted(result: TaskResult) -> TaskResult:
+    texts = {"final_answer": result.final_answer, "error": result.error}
+    update = {k: redact_text(v, registered_only=True) for k, v in texts.items() if v}
+    return result.model_copy(update=update) if update else result
