@@ -38,14 +38,20 @@ def redact_text(text: str, max_chars: int | None = None, *, registered_only: boo
     return cleaned
 
 
-def redact_tree(value: Any, max_chars: int | None = None) -> Any:
-    """``value`` with every string redacted (dicts, lists and tuples walked; keys too)."""
+def redact_tree(value: Any, max_chars: int | None = None, *, registered_only: bool = False) -> Any:
+    """``value`` with every string redacted (dicts, lists and tuples walked; keys too);
+    ``registered_only`` as for :func:`redact_text`."""
     if isinstance(value, str):
-        return redact_text(value, max_chars)
+        return redact_text(value, max_chars, registered_only=registered_only)
     if isinstance(value, dict):
-        return {redact_text(str(k)): redact_tree(v, max_chars) for k, v in value.items()}
+        return {
+            redact_text(str(k), registered_only=registered_only): redact_tree(
+                v, max_chars, registered_only=registered_only
+            )
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
-        return [redact_tree(v, max_chars) for v in value]
+        return [redact_tree(v, max_chars, registered_only=registered_only) for v in value]
     return value
 
 

@@ -268,3 +268,22 @@ async def test_our_server_gets_workspace_and_config_without_our_environment(tmp_
         assert shell.output.strip() == str(ws.resolve())
     finally:
         await clients.disconnect()
+
+
+@pytest.mark.e2e
+async def test_a_tool_result_leaves_without_the_registered_secrets(tmp_path):
+    """What a client gets back (text and structured content) has no registered secret in
+    any encoding, as the agent's own model gets it; other code stays as written."""
+    from app.logger import register_secret
+    from tests.hostile_model import KEY, encoded, leaks
+
+    register_secret(KEY)
+    server = MCPServer(workspace=tmp_path)
+    try:
+        code = f"print({KEY!r}); print({encoded()!r}); print('password = input()')"
+        result = await server.call_tool("python_execute", {"code": code})
+    finally:
+        await server.cleanup()
+    shown = result.content[0].text
+    assert "password = input()" in shown and "***" in shown
+    assert not leaks(shown) and not leaks(str(result.structured_content)), shown

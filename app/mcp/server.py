@@ -29,6 +29,7 @@ from app.exceptions import ConfigError
 from app.logger import define_log_level, logger
 from app.mcp.run_task import RunTask
 from app.mcp.sessions import SSE_CONNECTION, ToolSessions, session_key
+from app.redaction import redact_text, redact_tree
 from app.sandbox.factory import create_sandbox
 from app.tool.ask_human import CallbackInputProvider, set_input_provider
 from app.tool.base import BaseTool, ToolResult, format_output, result_failed
@@ -305,8 +306,10 @@ def _to_call_result(result: Any) -> Any:
     image = getattr(result, "base64_image", None)
     value = result.output if isinstance(result, ToolResult) else result
     error = result.error if isinstance(result, ToolResult) else None
-    text = error or format_output(value)
-    structured = value if isinstance(value, dict) else None
+    # What leaves for the client goes without the registered secrets, as the agent's model
+    # gets it (credential-shaped code stays readable): docs/sessions-and-events.md.
+    text = redact_text(error or format_output(value), registered_only=True)
+    structured = redact_tree(value, registered_only=True) if isinstance(value, dict) else None
     content: list[Any] = []
     if text or not image:
         content.append(types.TextContent(type="text", text=text or ""))
