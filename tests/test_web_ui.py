@@ -409,14 +409,14 @@ def test_the_computer_panel_follows_the_browser_terminal_and_files(
             expect(page.locator("#browser-action")).to_contain_text("click_element")
             expect(page.locator("#browser-action")).to_contain_text("Buy now")
             expect(page.locator("#screenshot")).to_be_visible()
-            page.wait_for_function("document.querySelector('#screenshot').naturalWidth > 100")
+            page.wait_for_function("() => document.querySelector('#screenshot').naturalWidth > 100")
             expect(page.locator("#terminal")).to_contain_text("$ echo terminal-says-hi")
             expect(page.locator("#terminal")).to_contain_text(">>> import struct, zlib")
             expect(page.locator("#terminal")).to_contain_text("chart saved")
             written = page.locator("#written .written[data-path='chart.png'] img")
             expect(written).to_be_visible()
             page.wait_for_function(
-                "document.querySelector(\"#written .written[data-path='chart.png'] img\")"
+                "() => document.querySelector(\"#written .written[data-path='chart.png'] img\")"
                 ".naturalWidth === 120"
             )
             expect(page.locator(".msg.final li")).to_have_count(2)
@@ -541,7 +541,8 @@ def test_markdown_renders_and_hostile_html_does_not_run(page, llm) -> None:
     svg = page.locator("#written .written[data-path='badge.svg'] img")
     expect(svg).to_be_visible()
     page.wait_for_function(
-        "document.querySelector(\"#written .written[data-path='badge.svg'] img\").naturalWidth > 0"
+        "() => document.querySelector(\"#written .written[data-path='badge.svg'] img\")"
+        ".naturalWidth > 0"
     )
     expect(page.locator(f"#files li.file[data-path='{evil_name}']")).to_have_text(evil_name)
     page.locator(f"#written .written[data-path='{evil_name}'] a.name").click()
@@ -814,7 +815,7 @@ def test_first_screen_a_failed_run_and_a_server_that_goes_away(browser, tmp_path
         page.click("#send")
         expect(page.locator(".msg.error")).to_contain_text("did not complete")
         expect(page.locator("#status")).to_have_text("failed")
-        page.wait_for_function("window.__listings === 0")
+        page.wait_for_function("() => window.__listings === 0")
         item = page.locator("#sessions li.current")
         assert item.get_attribute("data-state") == "failed"
         assert item.locator(".meta").text_content() == "agent · failed"
@@ -890,3 +891,27 @@ def test_a_page_that_lost_its_connection_catches_up_once(page, llm, app) -> None
     expect(page.locator("#terminal")).to_contain_text("meanwhile")
     expect(page.locator("#status")).to_have_text("finished")
     expect(page.locator("#sessions li.current")).to_have_attribute("data-state", "finished")
+
+
+def test_every_waited_predicate_is_a_function() -> None:
+    """Playwright re-evaluates a predicate given as an expression with ``eval`` on each poll,
+    which the page's CSP (no ``unsafe-eval``) refuses once the poll is no longer the first,
+    synchronous one: such a wait passes on a quick machine and fails on a loaded one. A
+    function is evaluated once. Every literal predicate in the browser tests is one."""
+    import ast
+
+    found = []
+    for path in sorted(Path(__file__).parent.glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "wait_for_function"
+                and node.args
+            ):
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    found.append((path.name, node.lineno, first.value))
+    assert found  # the walk sees the calls
+    expressions = [f for f in found if not re.match(r"\s*(\([^)]*\)\s*=>|function\b)", f[2])]
+    assert not expressions, expressions
