@@ -7,8 +7,9 @@ mode, one fixed seed per run (sent by a proxy in front of the server), then prin
 and mode: the runs that left exactly the right file, the share of tool calls valid for their
 tool's schema, and the seconds a run took. Each mode runs against the server configuration it
 is meant for: ``native`` and ``auto`` against ``chatml-function-calling`` (the server offers
-tool calls), ``auto-plain``, ``text`` and ``constrained`` against the model's own template
-(the server drops tools). Not a timed test: a benchmark (docs/local-models.md quotes it).
+tool calls), ``auto-plain``, ``text``, ``constrained`` and ``constrained-2`` (two requests a
+turn: ``constrained_steps = 2``) against the model's own template (the server drops tools).
+Not a timed test: a benchmark (docs/local-models.md quotes it).
 
     python -m bench.tool_calling --models smollm2 --modes constrained text --runs 10
 """
@@ -32,13 +33,15 @@ from typing import Any
 TASK = "Create a file named hello.txt containing exactly: Hello, world"
 EXPECTED = "Hello, world"
 FILE = "hello.txt"
-#: Mode -> (tool_calling, which chat format the server runs with: "tools" or "own").
-MODES: dict[str, tuple[str, str]] = {
-    "native": ("native", "tools"),
-    "auto": ("auto", "tools"),
-    "auto-plain": ("auto", "own"),
-    "text": ("text", "own"),
-    "constrained": ("constrained", "own"),
+#: Mode -> (tool_calling, which chat format the server runs with: "tools" or "own",
+#: constrained_steps).
+MODES: dict[str, tuple[str, str, int]] = {
+    "native": ("native", "tools", 1),
+    "auto": ("auto", "tools", 1),
+    "auto-plain": ("auto", "own", 1),
+    "text": ("text", "own", 1),
+    "constrained": ("constrained", "own", 1),
+    "constrained-2": ("constrained", "own", 2),
 }
 #: Each model's chat format for "tools" and "own" (Gemma's GGUF has no template of its own).
 CHAT_FORMATS: dict[str, dict[str, str | None]] = {
@@ -135,6 +138,7 @@ async def run_task(
     max_steps: int = 4,
     max_tokens: int = 128,
     timeout: float = 300.0,
+    constrained_steps: int = 1,
 ) -> Run:
     """Manus on the task in ``workspace`` against ``base_url`` (the seed is the caller's
     business: a proxy sends it)."""
@@ -151,6 +155,7 @@ async def run_task(
         timeout=timeout,
         max_retries=1,
         tool_calling=tool_calling,  # type: ignore[arg-type]  # checked by the settings
+        constrained_steps=constrained_steps,  # type: ignore[arg-type]  # checked too
     )
     llm = LLM.create(llm_config=settings)
     agent = await Manus.create(connect_mcp=False, llm=llm, workspace=workspace, max_steps=max_steps)
@@ -206,7 +211,7 @@ async def measure(
 ) -> Rate:
     """``runs`` runs of the task in ``mode`` against ``base_url`` (a seeding proxy), each in an
     emptied workspace; the endpoint memory is one per model and mode, as a user's would be."""
-    tool_calling = MODES[mode][0]
+    tool_calling, _, steps = MODES[mode]
     done: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="bench-tool-calling-") as tmp:
         os.environ["OPENMANUS_CACHE_DIR"] = str(Path(tmp) / "cache")
@@ -223,6 +228,7 @@ async def measure(
                 temperature=temperature,
                 max_steps=max_steps,
                 max_tokens=max_tokens,
+                constrained_steps=steps,
             )
             done.append(run)
             if log is not None:

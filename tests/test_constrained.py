@@ -16,6 +16,7 @@ from app.exceptions import LLMBadRequestError
 from app.llm.call_schema import call_schema
 from app.llm.endpoint_memory import default_memory
 from app.llm.model import ToolDefinition
+from app.prompt.constrained import CHOICE_INTRO, CHOICE_NOTE, PLACEHOLDER_COPIED
 from app.schema import Message
 from app.testing import ScriptedLLMServer, call, error, text, tool_calls
 from app.testing.server_kinds import LLAMA_CPP_JSON_SCHEMA, PROSE, form_of, server_kind
@@ -263,6 +264,132 @@ async def test_a_copied_placeholder_is_asked_again_and_never_run(llm_server, mak
     [nameless] = reply.message.tool_calls
     assert nameless.function.name == ""
     assert '"<path>"' not in llm_server.requests[-1].body["messages"][0]["content"]
+
+
+# ---- two steps: the tool's name, then its arguments ----------------------------------------
+
+
+def system_and_last(request: Any) -> tuple[str, str]:
+    messages = request.body["messages"]
+    return messages[0]["content"], messages[-1]["content"]
+
+
+async def test_two_steps_ask_for_the_name_then_for_that_tools_arguments(llm_server, make_llm):
+    """``constrained_steps = 2``: the first request's schema is the offered names alone, the
+    second's the chosen tool's arguments alone; both have the same system prompt (each tool's
+    first sentence) and conversation, then a note saying what is asked (the name; that tool's
+    arguments), with the user's request. The turn is one call, its usage both requests'."""
+    llm_server.responder = server_kind("ollama", [GOOD])
+    llm = make_llm(model="local", tool_calling="constrained", constrained_steps=2)
+    reply = await llm.request(LATER, tools=TOOLS)
+    assert only_call(reply) == GOOD and reply.finish_reason == "tool_calls"
+    assert reply.usage.requests == 2
+    first, second = llm_server.requests
+    assert first.body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "tool_call",
+            "schema": {
+                "type": "object",
+                "properties": {"name": {"enum": ["terminate", "write_file"]}},
+                "required": ["name"],
+            },
+        },
+    }
+    system, last = system_and_last(first)
+    assert system == (
+        CHOICE_INTRO + "\n- terminate: End the current task.\n"
+        '  Example: {"name": "terminate"}\n'
+        "- write_file: Write text to a file of the workspace.\n"
+        '  Example: {"name": "write_file"}'
+    )
+    request = USER[0].content
+    assert last.endswith("\n\n" + CHOICE_NOTE.format(request=request))
+    assert second.body["response_format"]["json_schema"]["schema"] == {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+        "required": ["path", "text"],
+    }
+    # The same conversation and system prompt (a prompt cache serves it), another note.
+    assert second.body["messages"][:-1] == first.body["messages"][:-1]
+    assert system_and_last(second)[1].endswith(
+        "\n\nThe next step calls write_file: Write text to a file of the workspace.\n"
+        "Its arguments (* marks the required ones):\n"
+        "  path* (string): The file's path.\n"
+        "  text* (string): What to write.\n"
+        'Example: {"path": "<path>", "text": "<text>"}\n'
+        f"The task: {request}\n"
+        "Answer with the arguments of write_file as one JSON object, the values taken from "
+        "the task and the results so far."
+    )
+    assert [m["role"] for m in second.body["messages"]] == ["system", "user", "assistant", "user"]
+
+
+async def test_two_steps_skip_the_name_when_one_tool_is_offered_and_learn_the_field(
+    llm_server, make_llm
+):
+    """One tool offered (the first turn: no terminate): only its arguments are asked for, and
+    first contact finds the field by that request (llama-cpp-python: json_schema refused)."""
+    llm_server.responder = server_kind("llama-cpp-python", [GOOD])
+    llm = make_llm(model="local", tool_calling="constrained", constrained_steps=2)
+    assert only_call(await llm.request(USER, tools=TOOLS)) == GOOD
+    assert forms(llm_server) == ["json_schema", "json_object"]
+    arguments = schema_of([WRITE])["properties"]["arguments"]
+    assert llm_server.requests[1].body["response_format"] == {
+        "type": "json_object",
+        "schema": arguments,
+    }
+    assert default_memory().choices(llm_server.base_url, "local") == {"constrained": "json_object"}
+
+
+async def test_two_steps_ask_again_for_arguments_that_copy_a_placeholder(llm_server, make_llm):
+    """Arguments sending the example's placeholder are asked again, told so and without the
+    example; copied again, the call is a call of no tool, never run."""
+    copied = ("write_file", {"path": "<path>", "text": "Hello, world"})
+    llm_server.responder = server_kind("ollama", [copied, GOOD])
+    llm = make_llm(model="local", tool_calling="constrained", constrained_steps=2)
+    assert only_call(await llm.request(USER, tools=TOOLS)) == GOOD
+    first, second = (r.body["messages"][-1]["content"] for r in llm_server.requests)
+    assert 'Example: {"path": "<path>", "text": "<text>"}' in first
+    assert "Example:" not in second and second.endswith("\n" + PLACEHOLDER_COPIED)
+
+    llm_server.responder = server_kind("ollama", [copied])
+    reply = await make_llm(model="local", tool_calling="constrained", constrained_steps=2).request(
+        USER, tools=TOOLS
+    )
+    [nameless] = reply.message.tool_calls
+    assert nameless.function.name == "" and len(llm_server.requests) == 4
+
+
+async def test_two_steps_keep_a_wrong_name_from_running_anything(llm_server, make_llm):
+    """A first answer naming no offered tool (the field not honoured) is not taken for a
+    call: the endpoint goes to text tool calling as with one step."""
+    llm_server.responder = server_kind("plain", [GOOD])
+    llm = make_llm(model="local", tool_calling="constrained", constrained_steps=2)
+    assert only_call(await llm.request(LATER, tools=TOOLS)) == GOOD
+    assert forms(llm_server) == ["json_schema", "json_object", "guided_json", None]
+
+
+async def test_two_steps_leave_openais_strict_functions_one_request(llm_server):
+    """A form whose answer is the API's own tool call (strict functions) stays one request."""
+    from app.config import LLMSettings
+    from app.llm import LLM
+
+    llm_server.responder = server_kind("openai", [GOOD])
+    llm = LLM.create(
+        llm_config=LLMSettings(
+            model="gpt-4o-mini",
+            base_url=f"http://127.0.0.1:{llm_server.port}",
+            api_key="azure-key-123456",
+            api_type="azure",
+            api_version="2024-10-21",
+            max_retries=0,
+            tool_calling="constrained",
+            constrained_steps=2,
+        )
+    )
+    assert only_call(await llm.request(LATER, tools=TOOLS)) == GOOD
+    assert forms(llm_server) == ["strict"]
 
 
 # ---- auto: native calls until they prove unusable -------------------------------------------

@@ -142,6 +142,24 @@ def test_what_the_reduction_keeps(tmp_path: Path) -> None:
     assert deep.count('"properties"') <= 8
 
 
+def test_required_properties_come_first_in_their_order() -> None:
+    """A grammar writes an object's properties in the schema's order: the required ones
+    first (in the order the tool gives them), then the rest as given."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string"},
+            "path": {"type": "string"},
+            "mode": {"enum": ["a", "w"]},
+            "command": {"type": "string"},
+        },
+        "required": ["command", "path"],
+    }
+    reduced = arguments_schema(schema)
+    assert list(reduced["properties"]) == ["path", "command", "text", "mode"]
+    assert reduced["required"] == ["command", "path"]
+
+
 def test_tools_whose_names_a_grammar_cannot_hold_are_left_out() -> None:
     tools = [ToolDefinition('bad"name'), ToolDefinition("bad\\name"), ToolDefinition("good")]
     assert call_schema(tools).names == ["good"]

@@ -109,6 +109,9 @@ class LLMSettings(SettingsModel):
     #: ``native`` (the API's ``tools``), ``text`` (prompted, parsed from the answer),
     #: ``constrained`` (the server made to answer with one valid JSON call) or ``auto``.
     tool_calling: Annotated[Literal["auto", "native", "text", "constrained"], _Lower] = "auto"
+    #: Constrained tool calling: ``1`` asks for the whole call at once, ``2`` for the tool's
+    #: name, then for its arguments (each request simpler: for very small models).
+    constrained_steps: Literal[1, 2] = 1
     #: ``httpx`` (plain HTTP), ``openai`` (the SDK; always for Azure), or ``auto``.
     transport: Annotated[Literal["auto", "httpx", "openai"], _Lower] = "auto"
     #: Remember what an endpoint refused (streaming with tools, tools, images) across runs.

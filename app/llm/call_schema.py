@@ -154,6 +154,10 @@ class _Reducer:
         reduced = {name: self.reduce(s, depth + 1, seen) for name, s in properties.items()}
         required = schema.get("required")
         names = [n for n in required if n in reduced] if isinstance(required, list) else []
+        # Required ones first (in the properties' order): a grammar writes the properties in
+        # this order, and the short identifying ones come before optional free text.
+        first = [n for n in reduced if n in names]
+        reduced = {n: reduced[n] for n in [*first, *(n for n in reduced if n not in names)]}
         node: dict[str, Any] = {"type": "object", "properties": reduced}
         if names:
             node["required"] = list(dict.fromkeys(names))

@@ -2,7 +2,8 @@
 its arguments valid for that tool's schema (``tool_calling = "constrained"``, or ``"auto"``
 once native calls proved unusable). The answer is read back into an ordinary tool call, so
 the agent, sessions and events see no difference. There is no free-text branch: a run ends
-through ``terminate``.
+through ``terminate``. With ``constrained_steps = 2`` a turn is two requests, each simpler
+for a very small model: the tool's name, then that tool's arguments.
 
 How the server is asked is the wire's business (:class:`StructuredOutput`: a
 ``response_format``, vLLM's ``guided_json``, OpenAI's strict functions). The first contact
@@ -26,8 +27,12 @@ from app.llm.call_schema import CallSchema, call_parts, call_schema, problems, r
 from app.llm.model import Model, ModelParams, ModelResponse, ToolDefinition
 from app.llm.refusals import Refusals
 from app.llm.text_mode import PromptChecks, text_mode_messages
+from app.llm.usage import Usage
 from app.logger import logger
 from app.prompt.constrained import (
+    ARGUMENTS_NOTE,
+    CHOICE_INTRO,
+    CHOICE_NOTE,
     CONSTRAINED_INTRO,
     CONSTRAINED_LIST_HEADER,
     EXAMPLE_LINE,
@@ -67,8 +72,10 @@ class ConstrainedCalls:
         refusals: Refusals,
         structured: StructuredOutput,
         may_ask_plain: bool = True,
+        steps: int = 1,
     ) -> None:
         self.inner = inner
+        self.steps = steps
         self.name = inner.name
         self.refusals = refusals
         self.structured = structured
@@ -110,7 +117,7 @@ class ConstrainedCalls:
         tried: list[str] = []
         for form in forms:
             try:
-                response = await self._ask(form, messages, params, tools, call)
+                response, valid = await self._turn(form, messages, params, tools, call)
             except LLMBadRequestError as e:
                 if isinstance(e, ContextWindowExceededError) or not self.structured.refuses(
                     form, e
@@ -121,7 +128,6 @@ class ConstrainedCalls:
                     return await self.request(messages, params)
                 tried.append(f"{form} refused: {_short(e.message)}")
                 continue
-            valid = self._read(form, response, call)
             if valid is not None:
                 if not known:
                     await self.refusals.choose("constrained", form)
@@ -129,9 +135,11 @@ class ConstrainedCalls:
                         f"Model '{self.name}' ({self.refusals.base_url}) answers constrained "
                         f"tool calls through {form}; remembered for this endpoint"
                     )
+                if self._in_two_steps(form):
+                    return valid
                 return await self._not_copied(valid, form, messages, params, tools, call)
             if known or response.truncated:  # the model's mistake, or cut: not the field's
-                return self._best_effort(form, response, call)
+                return response
             tried.append(f"{form} ignored: the answer did not match the schema")
         await self.refusals.refuse("constrained", "; ".join(tried), say=False)
         logger.warning(
@@ -140,6 +148,101 @@ class ConstrainedCalls:
             '(tool_calling = "text"); remembered for this endpoint'
         )
         return None
+
+    def _in_two_steps(self, form: str) -> bool:
+        """Whether turns by ``form`` ask for the tool's name, then for its arguments."""
+        return self.steps == 2 and not self.structured.answers_natively(form)
+
+    async def _turn(
+        self,
+        form: str,
+        messages: Sequence[Message],
+        params: ModelParams,
+        tools: Sequence[ToolDefinition],
+        call: CallSchema,
+    ) -> tuple[ModelResponse, ModelResponse | None]:
+        """One turn by ``form``: the answer to return when it does not match (its call when one
+        can be read), and the answer with its valid call (None when it does not match)."""
+        if self._in_two_steps(form):
+            return await self._two_steps(form, messages, params, tools, call)
+        response = await self._ask(form, messages, params, tools, call)
+        return self._best_effort(form, response, call), self._read(form, response, call)
+
+    async def _two_steps(
+        self,
+        form: str,
+        messages: Sequence[Message],
+        params: ModelParams,
+        tools: Sequence[ToolDefinition],
+        call: CallSchema,
+    ) -> tuple[ModelResponse, ModelResponse | None]:
+        """The turn as two constrained requests: the tool's name alone (skipped when one tool
+        is offered), then that tool's arguments alone. Both send the same conversation and
+        system prompt (the server's prompt cache serves the second); what each asks for is a
+        note at the end, the user's request repeated there, nearest the answer."""
+        request = _short(next((m.content or "" for m in messages if m.role == "user"), ""), 600)
+        prompt = choice_prompt(tools, call)
+        usage = Usage()
+        names = call.names
+        if len(names) == 1:
+            name = names[0]
+        else:
+            pick = CallSchema(name_schema(names), call.arguments)
+            note = CHOICE_NOTE.format(request=request)
+            chosen = await self._send(form, messages, params, pick, prompt, note)
+            usage = usage + chosen.usage
+            value = read_json(chosen.message.content)
+            picked = value.get("name") if isinstance(value, dict) else None
+            if not isinstance(picked, str) or picked not in call.arguments:
+                return chosen, None
+            name = picked
+        tool = next(t for t in tools if t.name == name)
+        schema = call.arguments[name]
+        fill = CallSchema(schema, {name: schema})
+        shown = example_for(tool.name, schema)
+        placeholders = _placeholders(shown)
+        made: ModelResponse | None = None
+        # Told a placeholder was copied, the arguments are asked again without the example;
+        # a call that still copies one is a call of no tool, never run.
+        for example, extra in ((shown, None), (None, PLACEHOLDER_COPIED)):
+            note = arguments_note(tool, schema, request, example)
+            if extra:
+                note += "\n" + extra
+            filled = await self._send(form, messages, params, fill, prompt, note)
+            usage = usage + filled.usage
+            filled = dataclasses.replace(filled, usage=usage)
+            arguments = read_json(filled.message.content)
+            if arguments is None:
+                return filled, None
+            made = _with_call(filled, name, arguments)
+            if not _copied(made, placeholders):
+                return made, None if problems(arguments, schema) else made
+        assert made is not None
+        return made, _nameless(made, _copied(made, placeholders), self.name)
+
+    async def _send(
+        self,
+        form: str,
+        messages: Sequence[Message],
+        params: ModelParams,
+        call: CallSchema,
+        prompt: str,
+        note: str | None,
+    ) -> ModelResponse:
+        """One request by a text-answering ``form`` with ``prompt`` as the tool prompt."""
+        asked = self.structured.params(form, params, call)
+        # The answer is the call's JSON, not text for whoever watches the turn.
+        asked = dataclasses.replace(asked, on_delta=None)
+        tools = params.tools
+        checks = self.checks
+        sent = _rewritten(messages, tools, prompt, note, checks.fold)
+        if checks.fold or checks.system_judged:
+            return await self.inner.request(sent, asked)
+        response = await self.inner.request(sent, checks.plain_until(False, asked, at_once=True))
+        if not await checks.system_dropped(response, sent):
+            return response
+        sent = _rewritten(messages, tools, prompt, note, fold=True)
+        return await self.inner.request(sent, asked)
 
     async def _ask(
         self,
@@ -151,23 +254,10 @@ class ConstrainedCalls:
         style: PromptStyle | None = None,
         note: str | None = None,
     ) -> ModelResponse:
-        asked = self.structured.params(form, params, call)
         if not self.structured.answers_natively(form):
-            # The answer is the call's JSON, not text for whoever watches the turn.
-            asked = dataclasses.replace(asked, on_delta=None)
             prompt = constrained_prompt(tools, call, style).text
-            checks = self.checks
-            sent = _rewritten(messages, tools, prompt, note, checks.fold)
-            if checks.fold or checks.system_judged:
-                return await self.inner.request(sent, asked)
-            response = await self.inner.request(
-                sent, checks.plain_until(False, asked, at_once=True)
-            )
-            if not await checks.system_dropped(response, sent):
-                return response
-            sent = _rewritten(messages, tools, prompt, note, fold=True)
-            return await self.inner.request(sent, asked)
-        return await self.inner.request(messages, asked)
+            return await self._send(form, messages, params, call, prompt, note)
+        return await self.inner.request(messages, self.structured.params(form, params, call))
 
     async def _not_copied(
         self,
@@ -194,14 +284,7 @@ class ConstrainedCalls:
             again = self._read(form, asked, call)
             if again is not None and not _copied(again, shown):
                 return again
-        logger.warning(
-            f"Model '{self.name}' sent the example placeholders {sorted(copied)} as values "
-            "twice; the call is not run"
-        )
-        nameless = ToolCall.function_call("", {"copied_example": sorted(copied)})
-        return dataclasses.replace(
-            response, message=Message(role="assistant", tool_calls=[nameless])
-        )
+        return _nameless(response, copied, self.name)
 
     def _read(self, form: str, response: ModelResponse, call: CallSchema) -> ModelResponse | None:
         """The response with its call, when the answer is exactly valid calls; else None."""
@@ -250,6 +333,17 @@ def _rewritten(
         else:
             out.append(Message.user_message(note))
     return out
+
+
+def _nameless(response: ModelResponse, copied: set[str], model: str) -> ModelResponse:
+    """``response`` as a call of no tool (the agent tells the model which tools there are):
+    its call sent an example's placeholders as values twice."""
+    logger.warning(
+        f"Model '{model}' sent the example placeholders {sorted(copied)} as values "
+        "twice; the call is not run"
+    )
+    nameless = ToolCall.function_call("", {"copied_example": sorted(copied)})
+    return dataclasses.replace(response, message=Message(role="assistant", tool_calls=[nameless]))
 
 
 def _with_call(response: ModelResponse, name: str, arguments: dict[str, Any]) -> ModelResponse:
@@ -393,6 +487,80 @@ def constrained_prompt(
     return ConstrainedPrompt(text, frozenset(shown))
 
 
+def name_schema(names: Sequence[str]) -> dict[str, Any]:
+    """The schema of the first of two steps: ``{"name": <one of names>}``."""
+    return {
+        "type": "object",
+        "properties": {"name": {"enum": list(names)}},
+        "required": ["name"],
+    }
+
+
+def choice_prompt(tools: Sequence[ToolDefinition], call: CallSchema) -> str:
+    """The tool prompt of the first of two steps: each callable tool's first sentence."""
+    from app.llm.text_tools import render_tool  # ~50 ms: on use
+
+    lines = []
+    for tool in tools:
+        if tool.name in call.arguments:
+            line = render_tool({"name": tool.name, "description": tool.description}, brief=True)
+            lines.append(line.splitlines()[0])
+            if STYLE.examples:
+                example = json.dumps({"name": tool.name}, ensure_ascii=False)
+                lines.append(EXAMPLE_LINE.format(call=example))
+    return f"{CHOICE_INTRO}\n" + "\n".join(lines)
+
+
+def example_for(name: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+    """The example arguments shown for tool ``name`` (None when the style shows none): the
+    framework's own (:data:`EXAMPLES`) when valid for ``schema``, else made from it."""
+    if not STYLE.examples:
+        return None
+    example = EXAMPLES.get(name)
+    if example is None or problems(example, schema):
+        example = example_arguments(schema)
+    return example
+
+
+def _placeholders(example: dict[str, Any] | None) -> frozenset[str]:
+    """The placeholder values (``<file name>``) an example shows, as compared."""
+    return frozenset(
+        _key(v)
+        for v in (example or {}).values()
+        if isinstance(v, str) and _PLACEHOLDER.fullmatch(v)
+    )
+
+
+def arguments_note(
+    tool: ToolDefinition,
+    schema: dict[str, Any],
+    request: str,
+    example: dict[str, Any] | None = None,
+) -> str:
+    """What the second of two steps asks: the chosen tool's arguments, in the order the
+    schema has them, an ``example`` of them, then the user's request."""
+    from app.llm.text_tools import render_tool  # ~50 ms: on use
+
+    parameters = tool.parameters if isinstance(tool.parameters, dict) else {}
+    given = parameters.get("properties")
+    given = given if isinstance(given, dict) else {}
+    order = list(schema.get("properties", {}))
+    properties = {k: given[k] for k in order if k in given}
+    properties |= {k: v for k, v in given.items() if k not in properties}
+    param = {
+        "name": tool.name,
+        "description": tool.description,
+        "parameters": {**parameters, "properties": properties},
+    }
+    text = render_tool(param, brief=True)
+    first, _, rest = text.partition("\n")
+    if example is not None:
+        rest += "\n" + EXAMPLE_LINE.format(call=json.dumps(example, ensure_ascii=False)).strip()
+    return ARGUMENTS_NOTE.format(
+        tool=first.removeprefix("- "), arguments=rest, name=tool.name, request=request
+    )
+
+
 def _key(text: str) -> str:
     """A placeholder as compared: case and spacing do not make it a value."""
     return " ".join(text.split()).casefold()
@@ -416,4 +584,5 @@ __all__ = [
     "StructuredOutput",
     "constrained_prompt",
     "example_arguments",
+    "name_schema",
 ]

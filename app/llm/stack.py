@@ -111,7 +111,9 @@ def build_model(
         structured = OpenAIStructuredOutput(settings)  # constrained tool calling's fields
     inner = _wrapped(wire, settings)
     constrained = (
-        ConstrainedCalls(inner, refusals, structured, settings.stream is not True)
+        ConstrainedCalls(
+            inner, refusals, structured, settings.stream is not True, settings.constrained_steps
+        )
         if structured
         else None
     )

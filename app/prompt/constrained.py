@@ -36,3 +36,27 @@ PLACEHOLDER_COPIED = (
     "Your call copied placeholder values from an example. Call the tool again with the real "
     "values, taken from the task."
 )
+
+#: Two steps (``constrained_steps = 2``): the system prompt of both requests; each tool
+#: follows as ``- name: first sentence``.
+CHOICE_INTRO = (
+    "# Tools\n"
+    "Each step of yours calls one tool: first you name the tool, then you give its arguments, "
+    "both as JSON. A tool's result comes back to you in a <tool_response> block. When the "
+    "task is done, call terminate.\n\n"
+    "Tools:"
+)
+#: The end of the first request: ``{request}`` is the user's.
+CHOICE_NOTE = (
+    'The task: {request}\nWhich tool does the next step need? Answer {{"name": <the tool>}}.'
+)
+#: The end of the second request: ``{tool}`` is ``name: first sentence``, ``{arguments}``
+#: its arguments, one a line.
+ARGUMENTS_NOTE = (
+    "The next step calls {tool}\n"
+    "Its arguments (* marks the required ones):\n"
+    "{arguments}\n"
+    "The task: {request}\n"
+    "Answer with the arguments of {name} as one JSON object, the values taken from the task "
+    "and the results so far."
+)

@@ -17,8 +17,9 @@ plain              ignored          ignored          ignored          tools igno
 =================  ==============  ===============  ==============  ======================
 
 A request without any of them and without tools (text tool calling) is answered with the next
-call written in a ``<tool_call>`` block. Every request is still recorded by the server, so a
-test reads the exact field that was sent.
+call written in a ``<tool_call>`` block; an honoured schema of the tool's name alone, or of
+its arguments alone (``constrained_steps = 2``), gets that part of the next call. Every
+request is still recorded by the server, so a test reads the exact field that was sent.
 """
 
 from __future__ import annotations
@@ -81,6 +82,29 @@ KINDS: dict[str, Kind] = {
 PROSE = "Sure! I will create the file for you."
 
 
+def schema_of(body: Any, form: str) -> Any:
+    """The schema a request by a text-answering ``form`` asks for."""
+    if form == "guided_json":
+        return body.get("guided_json")
+    response_format = body.get("response_format") or {}
+    if form == "json_schema":
+        return (response_format.get("json_schema") or {}).get("schema")
+    return response_format.get("schema")
+
+
+def _answer(schema: Any, next_call: Callable[[], Call], queue: list[Call]) -> dict[str, Any]:
+    """What a server honouring ``schema`` answers with: the whole call; for two-step
+    constrained calls (docs/local-models.md), the next call's name alone (the call stays
+    next) or, for a schema of arguments, its arguments alone."""
+    properties = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    if set(properties) == {"name"} and "enum" in properties["name"]:
+        return {"name": queue[0][0]}
+    if isinstance(schema, dict) and "anyOf" not in schema and "arguments" not in properties:
+        return next_call()[1]
+    name_, arguments = next_call()
+    return {"name": name_, "arguments": arguments}
+
+
 def form_of(body: Any) -> str | None:
     """The structured-output form a request carries (None: none)."""
     if not isinstance(body, dict):
@@ -127,8 +151,7 @@ def server_kind(
             return text(prose)  # the tools never reached the model
         if form is not None:
             if form in kind.honours:
-                name_, arguments = next_call()
-                return text(json.dumps({"name": name_, "arguments": arguments}))
+                return text(json.dumps(_answer(schema_of(request.body, form), next_call, queue)))
             if form == "json_object" and kind.json_mode:
                 return text(json.dumps({"answer": prose}))
             return text(prose)
