@@ -132,7 +132,7 @@ async def test_a_runaway_call_in_memory_is_shortened_and_the_next_run_gets_throu
             },
         }
     )
-    rejected = await agent.run_tool(runaway)
+    rejected = await agent.execute_tool(runaway)
     assert rejected.failed  # the arguments are not JSON
     agent.memory.add_message(Message.user_message("Print a line with Python."))
     agent.memory.add_message(Message.from_tool_calls([runaway], content=""))
