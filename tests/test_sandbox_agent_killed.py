@@ -15,12 +15,13 @@ import asyncio
 import json
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -86,13 +87,31 @@ class Sleeps:
         return found
 
 
-def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+def all_exit_within(pids: Iterable[int], seconds: float) -> bool:
+    """Whether every process of ``pids`` exits within ``seconds``: the kernel says so through
+    a pidfd (readable once the process is gone), for any process, child of ours or not."""
+    fds = []
+    try:
+        for pid in pids:
+            try:
+                fds.append(os.pidfd_open(pid))
+            except ProcessLookupError:
+                continue  # already gone
+        waiting = select.poll()
+        for fd in fds:
+            waiting.register(fd, select.POLLIN)
+        left, deadline = len(fds), time.monotonic() + seconds
+        while left:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for fd, _ in waiting.poll(remaining * 1000):
+                waiting.unregister(fd)
+                left -= 1
+        return True
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 @pytest.fixture
@@ -135,7 +154,7 @@ def test_kill_9_of_main_py_leaves_no_process_it_started(
     finally:
         proc.kill()  # SIGKILL: no cleanup, no atexit, no finally
         proc.wait()
-    assert wait_until(lambda: not sleeps.live(), 30), sleeps.live()
+    assert all_exit_within(started, 30), sleeps.live()
 
 
 _AGENT = """
@@ -178,4 +197,4 @@ async def test_without_a_cgroup_the_reaper_finds_them_by_their_marker(
     finally:
         agent.kill()
         await agent.wait()
-    assert await asyncio.to_thread(wait_until, lambda: not sleeps.live(), 30), sleeps.live()
+    assert await asyncio.to_thread(all_exit_within, started, 30), sleeps.live()
