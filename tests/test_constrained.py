@@ -108,24 +108,25 @@ async def test_first_contact_finds_the_field_the_server_honours(llm_server, make
     assert forms(llm_server)[len(tried) :] == [tried[-1]]
 
 
-async def test_openai_gets_strict_functions_and_a_forced_call(llm_server):
+def azure_llm(make_llm: Any, llm_server: ScriptedLLMServer, **overrides: Any) -> Any:
+    """A constrained profile on an OpenAI endpoint (Azure: the scripted server's root URL)."""
+    return make_llm(
+        model="my-deployment",
+        base_url=f"http://127.0.0.1:{llm_server.port}",
+        api_key="azure-key-123456",
+        api_type="azure",
+        api_version="2024-10-21",
+        max_retries=0,
+        tool_calling="constrained",
+        **overrides,
+    )
+
+
+async def test_openai_gets_strict_functions_and_a_forced_call(llm_server, make_llm):
     """OpenAI's own endpoints (Azure here) get strict function schemas, the call forced by
     tool_choice and one call a turn; the answer is the API's own tool call."""
-    from app.config import LLMSettings
-    from app.llm import LLM
-
     llm_server.responder = server_kind("openai", [GOOD])
-    llm = LLM.create(
-        llm_config=LLMSettings(
-            model="my-deployment",
-            base_url=f"http://127.0.0.1:{llm_server.port}",
-            api_key="azure-key-123456",
-            api_type="azure",
-            api_version="2024-10-21",
-            max_retries=0,
-            tool_calling="constrained",
-        )
-    )
+    llm = azure_llm(make_llm, llm_server)
     reply = await llm.request(LATER, tools=TOOLS)
     assert only_call(reply) == GOOD
     [request] = llm_server.requests
@@ -370,24 +371,10 @@ async def test_two_steps_keep_a_wrong_name_from_running_anything(llm_server, mak
     assert forms(llm_server) == ["json_schema", "json_object", "guided_json", None]
 
 
-async def test_two_steps_leave_openais_strict_functions_one_request(llm_server):
+async def test_two_steps_leave_openais_strict_functions_one_request(llm_server, make_llm):
     """A form whose answer is the API's own tool call (strict functions) stays one request."""
-    from app.config import LLMSettings
-    from app.llm import LLM
-
     llm_server.responder = server_kind("openai", [GOOD])
-    llm = LLM.create(
-        llm_config=LLMSettings(
-            model="gpt-4o-mini",
-            base_url=f"http://127.0.0.1:{llm_server.port}",
-            api_key="azure-key-123456",
-            api_type="azure",
-            api_version="2024-10-21",
-            max_retries=0,
-            tool_calling="constrained",
-            constrained_steps=2,
-        )
-    )
+    llm = azure_llm(make_llm, llm_server, constrained_steps=2)
     assert only_call(await llm.request(LATER, tools=TOOLS)) == GOOD
     assert forms(llm_server) == ["strict"]
 
