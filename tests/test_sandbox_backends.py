@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import socket
@@ -15,6 +16,7 @@ from app.config import SandboxSettings
 from app.exceptions import ToolError
 from app.sandbox.base import Sandbox
 from app.sandbox.local import LocalSandbox
+from app.sandbox.processes import ProcessScope
 from app.tool.bash import Bash
 from app.tool.python_execute import PythonExecute
 from app.tool.str_replace_editor import StrReplaceEditor
@@ -308,6 +310,69 @@ async def test_cleanup_is_idempotent_and_restartable(sandbox: Sandbox) -> None:
 async def test_concurrent_runs_share_one_sandbox(sandbox: Sandbox) -> None:
     results = await asyncio.gather(*(sandbox.run(f"echo {i}") for i in range(4)))
     assert [r.stdout for r in results] == [f"{i}\n" for i in range(4)]
+
+
+@requires_bwrap
+async def test_a_finished_runs_clean_up_never_reaches_a_later_runs_namespace(
+    workspace: Path,
+) -> None:
+    """The kernel gives a freed PID namespace's number to the next namespace created. A run's
+    clean-up found its processes by that number, so it could SIGKILL another run's (in CI a
+    memory hog died of a kill nobody meant for it). The number stays held until the run is
+    released, and a released scope looks for nothing."""
+    box = make_sandbox("bubblewrap", workspace)
+    await box.start()
+
+    async def start() -> tuple[asyncio.subprocess.Process, ProcessScope, str]:
+        spec = box.command(["sh", "-c", "readlink /proc/self/ns/pid; read line || :"])
+        proc = await asyncio.create_subprocess_exec(
+            *spec.argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=spec.cwd,
+            env=spec.env,
+            start_new_session=True,
+        )
+        assert proc.stdout is not None
+        namespace = (await proc.stdout.readline()).decode().strip()
+        return proc, box.scope(proc.pid), namespace
+
+    def holders(namespace: str) -> list[str]:
+        """Our descriptors that keep ``namespace`` alive, and so its number taken."""
+        found = []
+        for fd in os.listdir("/proc/self/fd"):  # the listing's own descriptor is gone by now
+            with contextlib.suppress(FileNotFoundError):
+                if os.readlink(f"/proc/self/fd/{fd}") == namespace:
+                    found.append(fd)
+        return found
+
+    later: list[asyncio.subprocess.Process] = []
+    try:
+        first, scope, first_ns = await start()
+        assert first_ns.startswith("pid:[") and len(scope.members() or []) >= 2
+        assert first.stdin is not None
+        first.stdin.close()
+        assert await first.wait() == 0
+        assert holders(first_ns), "the finished run's namespace number is free for reuse"
+        for _ in range(5):
+            proc, _, namespace = await start()
+            later.append(proc)
+            assert namespace != first_ns
+        assert await scope.kill(deadline=1.0)  # the finished run's clean-up, once more
+        scope.release()
+        assert holders(first_ns) == [] and scope.members() == []
+        assert [p.returncode for p in later] == [None] * len(later)
+        for proc in later:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go on\n")
+            await proc.stdin.drain()
+            assert await proc.wait() == 0  # alive, and answering
+    finally:
+        for proc in later:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        await box.cleanup()
 
 
 class _BusyMachine(LocalSandbox):

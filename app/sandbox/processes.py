@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -244,6 +245,9 @@ class ProcessScope:
         """Deliver ``sig`` to the program (not to our supervisors); False if nothing is left."""
         return signal_group(self.leader, sig)
 
+    def release(self) -> None:
+        """The run is over and reaped: let go of what identified its processes."""
+
     async def kill(self, *, deadline: float = 5.0) -> bool:
         """SIGKILL everything until nothing is left (a process may be mid-``fork``); True: gone."""
         give_up = time.monotonic() + deadline
@@ -319,15 +323,33 @@ class NamespaceScope(ProcessScope):
         self._own_ns = _read(_PROC / "self" / "ns" / "pid")
         self._ns: str | None = None
         self._init: int | None = None  # the namespace's pid 1 (the inner bwrap), host pid
+        # An open descriptor of the namespace keeps it, and so its number, ours: the kernel
+        # hands a freed namespace's number to the next one created (another sandbox's run).
+        self._hold: weakref.finalize[[int], NamespaceScope] | None = None
+        self._released = False
 
     def _namespace(self) -> str | None:
-        if self._ns is None:
+        if self._ns is None and not self._released:
             for child in _children(self.leader):
-                ns = _read(_PROC / str(child) / "ns" / "pid")
-                if ns is not None and ns != self._own_ns:
-                    self._ns, self._init = ns, child
-                    break
+                try:
+                    fd = os.open(_PROC / str(child) / "ns" / "pid", os.O_RDONLY | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                ns = _read(_PROC / "self" / "fd" / str(fd))
+                if ns is None or ns == self._own_ns:
+                    os.close(fd)
+                    continue
+                self._ns, self._init = ns, child
+                self._hold = weakref.finalize(self, os.close, fd)
+                break
         return self._ns
+
+    def release(self) -> None:
+        """Forget the namespace: once its number is let go, another run's may reuse it."""
+        self._released = True
+        self._ns = self._init = None
+        if self._hold is not None:
+            self._hold()
 
     def members(self) -> list[int] | None:
         group = group_members(self.leader)
@@ -353,9 +375,11 @@ class NamespaceScope(ProcessScope):
     def _kill_all(self) -> bool:
         # The namespace's init first: the kernel then kills everything in the namespace at
         # once, which a fork bomb cannot outrun, unlike one kill per process found in /proc.
-        self._namespace()
-        if self._init is not None and is_alive(self._init):
-            kill_each([self._init], signal.SIGKILL)
+        ns = self._namespace()
+        init = self._init
+        # Still the namespace's init (a pid the system handed out again would not be in it).
+        if init is not None and is_alive(init) and _read(_PROC / str(init) / "ns" / "pid") == ns:
+            kill_each([init], signal.SIGKILL)
         members = self.members() or []
         alive = signal_group(self.leader, signal.SIGKILL)
         return kill_each(members, signal.SIGKILL) or alive
@@ -372,3 +396,4 @@ async def finish_run(
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(protocol.pipes_closed.wait(), 1.0)
     transport.close()
+    scope.release()
