@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
 from app.sandbox.archive import make_tar, safe_extract
 from app.sandbox.docker import LABEL, OWNER_LABEL, RUN_LABEL, DockerSandbox, owner_id, run_id
+from app.sandbox.docker import _block_metadata as block_metadata
 from app.tool.bash import Bash
 from app.tool.python_execute import PythonExecute
 from app.tool.str_replace_editor import StrReplaceEditor
@@ -224,3 +226,55 @@ async def test_a_run_that_times_out_leaves_nothing_in_the_container(
     assert "sleep" not in listing.stdout, listing.stdout
     # The busy processes are gone; the container itself stays usable.
     assert (await docker_box.run("echo alive")).stdout == "alive\n"
+
+
+class _FirstContainerEnds(DockerSandbox):
+    """A sandbox whose first container ends before it is handed out (as one did once on a
+    loaded machine, with no reason the engine could give)."""
+
+    ended: str | None = None
+
+    def _create_started(
+        self, client: Any, image: str, memory: int | None, volumes: dict[str, Any]
+    ) -> Any:
+        if self.ended is None:
+            container = client.containers.run(
+                image,
+                ["sh", "-c", "exit 3"],
+                detach=True,
+                labels={LABEL: "1", OWNER_LABEL: owner_id()},
+            )
+            container.wait()
+            try:
+                block_metadata(client, container, image)  # what a networked start does next
+            except SandboxUnavailableError as exc:
+                self.ended = str(exc)
+                raise
+        return super()._create_started(client, image, memory, volumes)
+
+
+@pytest.mark.e2e
+@requires_docker
+async def test_a_container_that_ends_while_starting_is_replaced(tmp_path: Path) -> None:
+    import docker
+
+    from app.logger import logger
+
+    warnings: list[str] = []
+    sink = logger.add(lambda m: warnings.append(m.record["message"]), level="WARNING")
+    settings = SandboxSettings(backend="docker", image=DOCKER_IMAGE, network_enabled=True)
+    box = _FirstContainerEnds(settings, tmp_path)
+    try:
+        assert (await box.run("echo ok")).stdout == "ok\n"
+    finally:
+        await box.cleanup()
+        logger.remove(sink)
+    assert box.ended is not None
+    assert "stopped while starting (status exited, exit code 3)" in box.ended
+    assert any("exit code 3" in w and "starting another" in w for w in warnings), warnings
+    client = docker.from_env()
+    try:  # the one that ended is removed, not left behind
+        left = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_id()}"})
+        assert [c for c in left if c.attrs["State"].get("ExitCode") == 3] == []
+    finally:
+        client.close()

@@ -18,6 +18,7 @@ import pytest
 
 from app.sandbox import handover
 from app.sandbox.bubblewrap import NOBODY
+from app.sandbox.docker import ContainerGuard
 from app.sandbox.guard import ProcessGuard
 from app.sandbox.handover import adopt_tree
 from app.sandbox.launcher import LaunchOptions, launcher_argv
@@ -362,6 +363,34 @@ async def test_a_cgroup_full_of_unreaped_processes_is_replaced(workspace: Path) 
         await guard.close()
         await proc.wait()
     assert not old.exists()
+
+
+@pytest.mark.e2e
+async def test_a_containers_full_cgroup_is_never_replaced(workspace: Path) -> None:
+    """A container's cgroup belongs to the engine, and the container's pids and memory limits
+    hold only inside it: when it is full, the guard waits for the container's init to reap and
+    never moves the container's processes to a cgroup of its own."""
+    owner = ProcessGuard(4)
+    owner.open()  # stands in for the engine's cgroup: one we may write to
+    if owner.cgroup is None:
+        pytest.skip("no writable pids cgroup hierarchy on this machine (the watchdog path)")
+    engines = owner.cgroup
+    argv = launcher_argv(["sleep", "600"], LaunchOptions(cgroup=owner.cgroup_procs))
+    proc = await asyncio.create_subprocess_exec(*argv, cwd=workspace)
+    try:
+        assert await until(lambda: owner.members() == [proc.pid])
+        guard = ContainerGuard(4)
+        guard.attach(proc.pid)
+        assert guard.cgroup == engines and not guard.has_room()
+        siblings = set(engines.parent.iterdir())
+        assert not await asyncio.to_thread(guard.make_room)
+        assert guard.cgroup == engines and set(engines.parent.iterdir()) == siblings
+        assert (engines / "cgroup.procs").read_text().split() == [str(proc.pid)]
+        await guard.close()
+        assert engines.exists()  # the engine removes it, with the container
+    finally:
+        await owner.close()
+        await proc.wait()
 
 
 @pytest.mark.e2e

@@ -258,6 +258,7 @@ for address in ("169.254.169.254/32", "10.77.0.1/32"):
     subprocess.run(["ip", "addr", "add", address, "dev", "lo"], check=True)
 subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
 accepted = {}
+first_accept = threading.Event()
 def serve(host):
     server = socket.create_server((host, 80))
     accepted[host] = 0
@@ -265,11 +266,14 @@ def serve(host):
         while True:
             conn, _ = server.accept()
             accepted[host] += 1
+            first_accept.set()
             conn.close()
     threading.Thread(target=loop, daemon=True).start()
 for host in ("169.254.169.254", "10.77.0.1"):
     serve(host)
 socket.create_connection(("169.254.169.254", 80), timeout=5).close()  # reachable from here
+# connect() returns at the handshake, before the listener's thread has taken the connection.
+first_accept.wait(30)
 reached_here = accepted["169.254.169.254"]
 from app.config import SandboxSettings
 from app.sandbox.factory import create_sandbox

@@ -222,13 +222,39 @@ def _block_metadata(client: Any, container: Any, image: str) -> None:
             stderr=True,
         )
     except DockerException as exc:
+        stopped = _stopped_state(container)
         _remove(container)
+        if stopped is not None:
+            raise _ContainerStopped(
+                f"sandbox backend 'docker': the container stopped while starting ({stopped})"
+            ) from exc
         stderr = getattr(exc, "stderr", None)
         problem = stderr.decode(errors="replace").strip() if stderr else str(exc)
         raise SandboxUnavailableError(
             "sandbox backend 'docker': could not block the cloud instance metadata addresses "
             f"in the container ({problem}); network_enabled = true needs python3 in the image"
         ) from exc
+
+
+class _ContainerStopped(SandboxUnavailableError):
+    """The container ended before it was handed out (the engine's state says how)."""
+
+
+def _stopped_state(container: Any) -> str | None:
+    """How a container that is no longer running ended (None: running, or unknown)."""
+    try:
+        container.reload()
+        state = container.attrs["State"]
+    except Exception:
+        return None
+    if state.get("Running"):
+        return None
+    parts = [f"status {state.get('Status')}", f"exit code {state.get('ExitCode')}"]
+    if state.get("OOMKilled"):
+        parts.append("killed for memory")
+    if state.get("Error"):
+        parts.append(str(state["Error"]))
+    return ", ".join(parts)
 
 
 class ContainerGuard(ProcessGuard):
@@ -249,6 +275,11 @@ class ContainerGuard(ProcessGuard):
 
     def track(self, scope: Any) -> None:
         return None
+
+    def make_room(self) -> bool:
+        """Never moves the container's processes: the engine owns that cgroup, and its
+        limits (pids, memory) hold only inside it. The container's init reaps the dead."""
+        return self.has_room()
 
     async def close(self) -> None:
         self.cgroup = None  # the engine removes it with the container
@@ -384,44 +415,13 @@ class DockerSandbox(Sandbox):
                 Path(host).mkdir(parents=True, exist_ok=True)
                 volumes[host] = {"bind": inside, "mode": "rw"}
             _register_exit_reaper()
-            created = client.containers.create(
-                image,
-                # Idles outside the workspace (what runs there is the model's); every
-                # command gets its working directory explicitly.
-                command=["tail", "-f", "/dev/null"],
-                init=True,
-                hostname="sandbox",
-                working_dir="/",
-                user=self.user,
-                mem_limit=memory,
-                memswap_limit=memory,
-                nano_cpus=int(self.settings.cpu_limit * 1e9),
-                pids_limit=self.settings.max_processes,
-                network_mode="bridge" if self.settings.network_enabled else "none",
-                volumes=volumes,
-                read_only=True,
-                tmpfs=self._tmpfs(),
-                cap_drop=["ALL"],
-                security_opt=["no-new-privileges"],
-                privileged=False,
-                labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
-            )
-            for attempt in range(3):
-                try:
-                    created.start()
-                    break
-                except DockerException as exc:
-                    # runc fails now and then on an overloaded machine ("OCI runtime create
-                    # failed"); a second try usually works. Anything else is final.
-                    if attempt == 2 or "OCI runtime" not in str(exc):
-                        _remove(created)  # created but not started: not left behind
-                        raise
-                    logger.info(f"the engine could not start the container ({exc}); retrying")
-                except BaseException:
-                    _remove(created)
-                    raise
-            if self.settings.network_enabled:
-                _block_metadata(client, created, image)
+            try:
+                created = self._create_started(client, image, memory, volumes)
+            except _ContainerStopped as exc:
+                # Seen once on a loaded machine, without a reason the engine could give: a
+                # fresh container starts. A second that stops too is reported.
+                logger.warning(f"{exc}; starting another")
+                created = self._create_started(client, image, memory, volumes)
             self.container = created
             # Removes the container as soon as this process is gone, even after kill -9
             # (later starts would, too, but only if there is a later start).
@@ -446,6 +446,52 @@ class DockerSandbox(Sandbox):
             self._container_guard.attach(int(self.container.attrs["State"]["Pid"]))
         except (DockerException, KeyError, TypeError, ValueError):
             self._container_guard.attach(None)
+
+    def _create_started(
+        self, client: Any, image: str, memory: int | None, volumes: dict[str, Any]
+    ) -> Any:
+        """A new container of ``image``, started (and with a network: the metadata blocked)."""
+        from docker.errors import DockerException
+
+        created = client.containers.create(
+            image,
+            # Idles outside the workspace (what runs there is the model's); every
+            # command gets its working directory explicitly.
+            command=["tail", "-f", "/dev/null"],
+            init=True,
+            hostname="sandbox",
+            working_dir="/",
+            user=self.user,
+            mem_limit=memory,
+            memswap_limit=memory,
+            nano_cpus=int(self.settings.cpu_limit * 1e9),
+            pids_limit=self.settings.max_processes,
+            network_mode="bridge" if self.settings.network_enabled else "none",
+            volumes=volumes,
+            read_only=True,
+            tmpfs=self._tmpfs(),
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            privileged=False,
+            labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
+        )
+        for attempt in range(3):
+            try:
+                created.start()
+                break
+            except DockerException as exc:
+                # runc fails now and then on an overloaded machine ("OCI runtime create
+                # failed"); a second try usually works. Anything else is final.
+                if attempt == 2 or "OCI runtime" not in str(exc):
+                    _remove(created)  # created but not started: not left behind
+                    raise
+                logger.info(f"the engine could not start the container ({exc}); retrying")
+            except BaseException:
+                _remove(created)
+                raise
+        if self.settings.network_enabled:
+            _block_metadata(client, created, image)
+        return created
 
     def _resolve_image(self, client: Any) -> str:
         """``[sandbox] image``, pulled if missing. When the image was left at its default and
