@@ -278,3 +278,55 @@ async def test_a_container_that_ends_while_starting_is_replaced(tmp_path: Path) 
         assert [c for c in left if c.attrs["State"].get("ExitCode") == 3] == []
     finally:
         client.close()
+
+
+class _RuncFailsOnce:
+    """The Docker SDK's client, whose first ``containers.run`` meets runc's transient failure
+    as the engine reports it (seen on a loaded machine, for an image that has python3)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.failures = 0
+        self.containers = self
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        import docker
+
+        if not self.failures:
+            self.failures += 1
+            raise docker.errors.APIError(
+                "400 Client Error: Bad Request",
+                explanation="failed to create shim task: OCI runtime create failed: runc create "
+                'failed: unable to start container process: exec: "python3": executable file '
+                "not found in $PATH: unknown",
+            )
+        return self._client.containers.run(*args, **kwargs)
+
+
+@pytest.mark.e2e
+@requires_docker
+def test_the_network_helper_is_started_again_after_a_transient_runc_failure() -> None:
+    import docker
+
+    client = docker.from_env()
+    container = client.containers.run(
+        DOCKER_IMAGE,
+        ["tail", "-f", "/dev/null"],
+        detach=True,
+        network_mode="bridge",
+        labels={LABEL: "1", OWNER_LABEL: owner_id()},
+    )
+    try:
+        flaky = _RuncFailsOnce(client)
+        block_metadata(flaky, container, DOCKER_IMAGE)
+        assert flaky.failures == 1
+        probe = (
+            "import socket\ns = socket.socket()\ns.settimeout(5)\n"
+            "try:\n    s.connect(('169.254.169.254', 80))\n    print('connected')\n"
+            "except OSError as e:\n    print(e.errno)\n"
+        )
+        out = container.exec_run(["python3", "-c", probe], user="1000")
+        assert out.output.decode().strip() == "13", out  # EACCES: the route is blocked
+    finally:
+        container.remove(force=True)
+        client.close()

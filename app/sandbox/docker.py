@@ -206,21 +206,31 @@ def _block_metadata(client: Any, container: Any, image: str) -> None:
     from docker.errors import DockerException
 
     try:
-        client.containers.run(
-            image,
-            ["python3", "-I", "-S", "-c", netblock.block_program()],
-            network_mode=f"container:{container.id}",
-            user="0:0",
-            cap_drop=["ALL"],
-            cap_add=["NET_ADMIN"],
-            security_opt=["no-new-privileges"],
-            read_only=True,
-            working_dir="/",
-            labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
-            remove=True,
-            stdout=False,
-            stderr=True,
-        )
+        for attempt in range(3):
+            try:
+                client.containers.run(
+                    image,
+                    ["python3", "-I", "-S", "-c", netblock.block_program()],
+                    network_mode=f"container:{container.id}",
+                    user="0:0",
+                    cap_drop=["ALL"],
+                    cap_add=["NET_ADMIN"],
+                    security_opt=["no-new-privileges"],
+                    read_only=True,
+                    working_dir="/",
+                    labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
+                    remove=True,
+                    stdout=False,
+                    stderr=True,
+                )
+                break
+            except DockerException as exc:
+                # runc's transient failures on a loaded machine (seen: "OCI runtime create
+                # failed ... exec: python3: executable file not found" for an image that has
+                # it) pass on a second try, like the container's own start.
+                if attempt == 2 or "OCI runtime" not in str(exc):
+                    raise
+                logger.info(f"the engine could not start the network helper ({exc}); retrying")
     except DockerException as exc:
         stopped = _stopped_state(container)
         _remove(container)
