@@ -18,7 +18,7 @@ import subprocess
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from app.config import SandboxSettings
 from app.exceptions import SandboxError, SandboxUnavailableError
@@ -48,6 +48,8 @@ _ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/
 
 #: The image scripts/setup-docker.sh builds offline from Debian packages.
 BUILT_IMAGE = "openmanus-sandbox:latest"
+
+_T = TypeVar("_T")
 
 _unpullable: dict[str, str] = {}  # image -> why pulling it failed (asked once per process)
 _fallback_told: set[str] = set()
@@ -206,31 +208,24 @@ def _block_metadata(client: Any, container: Any, image: str) -> None:
     from docker.errors import DockerException
 
     try:
-        for attempt in range(3):
-            try:
-                client.containers.run(
-                    image,
-                    ["python3", "-I", "-S", "-c", netblock.block_program()],
-                    network_mode=f"container:{container.id}",
-                    user="0:0",
-                    cap_drop=["ALL"],
-                    cap_add=["NET_ADMIN"],
-                    security_opt=["no-new-privileges"],
-                    read_only=True,
-                    working_dir="/",
-                    labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
-                    remove=True,
-                    stdout=False,
-                    stderr=True,
-                )
-                break
-            except DockerException as exc:
-                # runc's transient failures on a loaded machine (seen: "OCI runtime create
-                # failed ... exec: python3: executable file not found" for an image that has
-                # it) pass on a second try, like the container's own start.
-                if attempt == 2 or "OCI runtime" not in str(exc):
-                    raise
-                logger.info(f"the engine could not start the network helper ({exc}); retrying")
+        _retrying_runc(
+            lambda: client.containers.run(
+                image,
+                ["python3", "-I", "-S", "-c", netblock.block_program()],
+                network_mode=f"container:{container.id}",
+                user="0:0",
+                cap_drop=["ALL"],
+                cap_add=["NET_ADMIN"],
+                security_opt=["no-new-privileges"],
+                read_only=True,
+                working_dir="/",
+                labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
+                remove=True,
+                stdout=False,
+                stderr=True,
+            ),
+            "the network helper",
+        )
     except DockerException as exc:
         stopped = _stopped_state(container)
         _remove(container)
@@ -244,6 +239,22 @@ def _block_metadata(client: Any, container: Any, image: str) -> None:
             "sandbox backend 'docker': could not block the cloud instance metadata addresses "
             f"in the container ({problem}); network_enabled = true needs python3 in the image"
         ) from exc
+
+
+def _retrying_runc(start: Callable[[], _T], what: str) -> _T:
+    """``start()``, tried up to three times on runc's transient failures on a loaded machine
+    ("OCI runtime create failed", seen even as "exec: python3: executable file not found" for
+    an image that has it); anything else is final."""
+    from docker.errors import DockerException
+
+    for attempt in range(3):
+        try:
+            return start()
+        except DockerException as exc:
+            if attempt == 2 or "OCI runtime" not in str(exc):
+                raise
+            logger.info(f"the engine could not start {what} ({exc}); retrying")
+    raise AssertionError("unreachable")
 
 
 class _ContainerStopped(SandboxUnavailableError):
@@ -461,8 +472,6 @@ class DockerSandbox(Sandbox):
         self, client: Any, image: str, memory: int | None, volumes: dict[str, Any]
     ) -> Any:
         """A new container of ``image``, started (and with a network: the metadata blocked)."""
-        from docker.errors import DockerException
-
         created = client.containers.create(
             image,
             # Idles outside the workspace (what runs there is the model's); every
@@ -485,20 +494,11 @@ class DockerSandbox(Sandbox):
             privileged=False,
             labels={LABEL: "1", OWNER_LABEL: owner_id(), RUN_LABEL: run_id()},
         )
-        for attempt in range(3):
-            try:
-                created.start()
-                break
-            except DockerException as exc:
-                # runc fails now and then on an overloaded machine ("OCI runtime create
-                # failed"); a second try usually works. Anything else is final.
-                if attempt == 2 or "OCI runtime" not in str(exc):
-                    _remove(created)  # created but not started: not left behind
-                    raise
-                logger.info(f"the engine could not start the container ({exc}); retrying")
-            except BaseException:
-                _remove(created)
-                raise
+        try:
+            _retrying_runc(created.start, "the container")
+        except BaseException:
+            _remove(created)  # created but not started: not left behind
+            raise
         if self.settings.network_enabled:
             _block_metadata(client, created, image)
         return created
