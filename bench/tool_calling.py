@@ -5,7 +5,8 @@ real-model tier (``bash scripts/setup-real-model.sh``) and runs Manus on one tas
 file named hello.txt containing exactly: Hello, world", 4 steps at most) several times per
 mode, one fixed seed per run (sent by a proxy in front of the server), then prints per model
 and mode: the runs that left exactly the right file, the share of tool calls valid for their
-tool's schema, and the seconds a run took. Each mode runs against the server configuration it
+tool's schema, the calls caught for copying an example's placeholders (valid for the schema
+but never run), and the seconds a run took. Each mode runs against the server configuration it
 is meant for: ``native`` and ``auto`` against ``chatml-function-calling`` (the server offers
 tool calls), ``auto-plain``, ``text``, ``constrained`` and ``constrained-2`` (two requests a
 turn: ``constrained_steps = 2``) against the model's own template (the server drops tools).
@@ -66,6 +67,9 @@ class Run:
     calls: list[tuple[str, str]] = field(default_factory=list)
     #: Calls not valid for their tool's schema, with the problem.
     invalid: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Calls caught for copying an example's placeholders (valid for the schema, never run:
+    #: the model's judgement), as the placeholders copied.
+    caught: list[list[str]] = field(default_factory=list)
     steps: int = 0
     seconds: float = 0.0
     outcome: str = ""
@@ -89,22 +93,45 @@ class Rate:
 
     @property
     def valid(self) -> int:
-        return self.calls - sum(len(run.invalid) for run in self.runs)
+        """Calls valid for their tool's schema and run (caught copies are neither invalid
+        nor counted here)."""
+        return self.calls - self.caught - sum(len(run.invalid) for run in self.runs)
+
+    @property
+    def caught(self) -> int:
+        return sum(len(run.caught) for run in self.runs)
 
     @property
     def seconds(self) -> float:
         return statistics.mean(run.seconds for run in self.runs) if self.runs else 0.0
 
 
-def check_calls(agent: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+@dataclass
+class Calls:
+    """The calls of one run: all of them, those their tool's schema refuses, and those caught
+    for copying an example's placeholders (never run)."""
+
+    made: list[tuple[str, str]] = field(default_factory=list)
+    invalid: list[tuple[str, str, str]] = field(default_factory=list)
+    caught: list[list[str]] = field(default_factory=list)
+
+
+def check_calls(agent: Any) -> Calls:
     """Every call the agent's model made, and those its tool's schema refuses (the agent's
-    own check: unknown tool, arguments that are not a JSON object, or invalid ones)."""
-    calls: list[tuple[str, str]] = []
-    invalid: list[tuple[str, str, str]] = []
+    own check: unknown tool, arguments that are not a JSON object, or invalid ones); a call
+    standing for a caught copy of an example is counted apart."""
+    from app.llm.constrained import copied_placeholders
+
+    found = Calls()
+    calls, invalid = found.made, found.invalid
     for message in agent.memory.messages:
         for call in message.tool_calls or ():
             name, arguments = call.function.name, call.function.arguments or ""
             calls.append((name, arguments))
+            copied = copied_placeholders(call)
+            if copied is not None:
+                found.caught.append(copied)
+                continue
             tool = agent.available_tools.get_tool(name)
             try:
                 if tool is None:
@@ -115,7 +142,7 @@ def check_calls(agent: Any) -> tuple[list[tuple[str, str]], list[tuple[str, str,
                 tool.validate_arguments(value)
             except Exception as e:  # any refusal is what we count
                 invalid.append((name, arguments, str(e)[:200]))
-    return calls, invalid
+    return found
 
 
 class Seeds:
@@ -173,8 +200,18 @@ async def run_task(
     seconds = time.perf_counter() - started
     target = workspace / FILE
     content = target.read_text(errors="replace") if target.is_file() else None
-    calls, invalid = check_calls(agent)
-    return Run(seed, content == EXPECTED, content, calls, invalid, steps, seconds, outcome)
+    found = check_calls(agent)
+    return Run(
+        seed,
+        content == EXPECTED,
+        content,
+        found.made,
+        found.invalid,
+        found.caught,
+        steps,
+        seconds,
+        outcome,
+    )
 
 
 @contextlib.contextmanager
@@ -235,6 +272,7 @@ async def measure(
                 log(
                     f"{model} {mode} seed {run.seed}: {'ok' if run.success else 'no'} "
                     f"({run.content!r}) {len(run.calls)} calls, {len(run.invalid)} invalid, "
+                    f"{len(run.caught)} copies caught, "
                     f"{run.seconds:.1f} s; {run.outcome}; calls: "
                     + "; ".join(f"{n} {a}" for n, a in run.calls)[:600]
                 )
@@ -244,13 +282,14 @@ async def measure(
 def render(rates: Sequence[Rate]) -> str:
     """The table: one row per model and mode."""
     lines = [
-        f"{'model':<9} {'mode':<12} {'hello.txt right':>16} {'valid calls':>12} {'s/run':>7}",
+        f"{'model':<9} {'mode':<12} {'hello.txt right':>16} {'valid calls':>12} "
+        f"{'copies caught':>14} {'s/run':>7}",
     ]
     for rate in rates:
         share = f"{rate.valid}/{rate.calls}" if rate.calls else "0/0"
         lines.append(
             f"{rate.model:<9} {rate.mode:<12} {f'{rate.successes}/{len(rate.runs)}':>16} "
-            f"{share:>12} {rate.seconds:>7.1f}"
+            f"{share:>12} {rate.caught:>14} {rate.seconds:>7.1f}"
         )
     return "\n".join(lines)
 

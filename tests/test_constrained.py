@@ -14,6 +14,7 @@ import pytest
 
 from app.exceptions import LLMBadRequestError
 from app.llm.call_schema import call_schema
+from app.llm.constrained import copied_placeholders
 from app.llm.endpoint_memory import default_memory
 from app.llm.model import ToolDefinition
 from app.prompt.constrained import CHOICE_INTRO, CHOICE_NOTE, PLACEHOLDER_COPIED
@@ -264,6 +265,7 @@ async def test_a_copied_placeholder_is_asked_again_and_never_run(llm_server, mak
     reply = await make_llm(model="local", tool_calling="constrained").request(USER, tools=TOOLS)
     [nameless] = reply.message.tool_calls
     assert nameless.function.name == ""
+    assert copied_placeholders(nameless) == ["<path>", "<text>"]  # what benchmarks count
     assert '"<path>"' not in llm_server.requests[-1].body["messages"][0]["content"]
 
 
@@ -558,7 +560,7 @@ async def test_a_copied_text_mode_example_is_never_run(llm_server, make_llm, war
     llm = make_llm(model="local", tool_calling="text")
     for _ in range(2):
         [made] = (await llm.request(USER, tools=TOOLS)).message.tool_calls
-        assert made.function.name == ""
+        assert made.function.name == "" and copied_placeholders(made) is None
     assert len([w for w in warnings if "example call" in w]) == 2
 
 

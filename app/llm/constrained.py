@@ -335,6 +335,28 @@ def _rewritten(
     return out
 
 
+#: The argument of a call of no tool that stands for a call which copied an example's
+#: placeholders (:func:`copied_placeholders` reads it).
+COPIED_EXAMPLE = "copied_example"
+
+
+def copied_placeholders(tool_call: ToolCall) -> list[str] | None:
+    """The placeholders a caught call copied when ``tool_call`` stands for one (a call of no
+    tool, never run: the model's call was valid for its schema but sent an example's
+    placeholders as values twice); else None. Benchmarks count these apart from invalid
+    calls: the schema was kept, the model's judgement was not."""
+    if tool_call.function.name:
+        return None
+    try:
+        arguments = json.loads(tool_call.function.arguments or "{}")
+    except ValueError:
+        return None
+    copied = arguments.get(COPIED_EXAMPLE) if isinstance(arguments, dict) else None
+    if not isinstance(copied, list) or not all(isinstance(c, str) for c in copied):
+        return None
+    return copied
+
+
 def _nameless(response: ModelResponse, copied: set[str], model: str) -> ModelResponse:
     """``response`` as a call of no tool (the agent tells the model which tools there are):
     its call sent an example's placeholders as values twice."""
@@ -342,7 +364,7 @@ def _nameless(response: ModelResponse, copied: set[str], model: str) -> ModelRes
         f"Model '{model}' sent the example placeholders {sorted(copied)} as values "
         "twice; the call is not run"
     )
-    nameless = ToolCall.function_call("", {"copied_example": sorted(copied)})
+    nameless = ToolCall.function_call("", {COPIED_EXAMPLE: sorted(copied)})
     return dataclasses.replace(response, message=Message(role="assistant", tool_calls=[nameless]))
 
 
@@ -580,9 +602,11 @@ def _copied(response: ModelResponse, shown: frozenset[str]) -> set[str]:
 
 
 __all__ = [
+    "COPIED_EXAMPLE",
     "ConstrainedCalls",
     "StructuredOutput",
     "constrained_prompt",
+    "copied_placeholders",
     "example_arguments",
     "name_schema",
 ]
