@@ -26,6 +26,7 @@ import pytest
 
 from app.exceptions import SandboxUnavailableError
 from app.sandbox.base import Sandbox
+from app.sandbox.netblock import SINK_GATEWAY
 from app.tool.python_execute import PythonExecute
 from tests.sandbox_utils import make_sandbox, requires_bwrap, requires_docker
 
@@ -294,8 +295,9 @@ def _metadata_verdict(results: dict[str, list]) -> None:
     """Both spellings of a metadata address fail with EACCES (the prohibit route: no timeout,
     which would read "timed out", and no time limit, which a loaded machine can miss). A
     socket bound to the interface skips the routes (the kernel then assumes the address is on
-    the link and asks for it by ARP): nothing on the sandbox's link answers, so no connection
-    either (docs/sandbox.md says where that would not hold)."""
+    the link and asks for it by ARP): nothing on slirp4netns's link answers, and on docker such
+    sockets go to the sink instead, so no connection either (the host-held address test below
+    has a bridge that does answer)."""
     blocked = {k: v for k, v in results.items() if k.startswith(("169.254.", "[::ffff:169.254."))}
     assert len(blocked) == 6, results  # two addresses, three ways each
     for target, (outcome, _seconds) in blocked.items():
@@ -354,6 +356,81 @@ async def test_docker_with_a_network_cannot_reach_the_instance_metadata_service(
     assert listener.accepted >= 1
     outcome = json.loads(six.stdout.splitlines()[-1])
     assert outcome[0] not in ("connected", "timed out"), outcome
+
+
+#: EKS Pod Identity's agent address: the host itself holds it, so the host answers ARP for it.
+HOST_HELD_METADATA = "169.254.170.23"
+
+#: Connects to TARGET bound to the interface (SO_BINDTODEVICE) and with IP_UNICAST_IF, then
+#: prints JSON {"outcomes": [...], "neighbours": the 169.254 addresses in the ARP table}.
+BOUND_PROBE = """
+import errno, json, socket, struct
+outcomes = []
+device = next(n for _, n in socket.if_nameindex() if n != "lo")
+index = socket.if_nametoindex(device)
+for option in ("bindtodevice", "unicast_if"):
+    sock = socket.socket()
+    sock.settimeout(4)
+    try:
+        if option == "bindtodevice":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, device.encode())
+        else:
+            sock.setsockopt(socket.IPPROTO_IP, 50, struct.pack("!I", index))  # IP_UNICAST_IF
+        sock.connect(TARGET)
+        outcomes.append("connected")
+    except OSError as exc:
+        outcomes.append(errno.errorcode.get(exc.errno, str(exc)) if exc.errno else str(exc))
+    finally:
+        sock.close()
+with open("/proc/net/arp") as table:
+    neighbours = [line.split()[0] for line in table.readlines()[1:]]
+linked = [n for n in neighbours if n.startswith("169.254.")]
+print(json.dumps({"outcomes": outcomes, "neighbours": linked}))
+"""
+
+
+@pytest.fixture
+def host_held_metadata() -> Iterator[str]:
+    """:data:`HOST_HELD_METADATA` on the host's loopback while the test runs."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("puts an address on the host's loopback: needs root and iproute2")
+    # The host answers ARP on the bridge for any address it holds (the kernel's default):
+    # without the sink, a bound socket connects (seen on the previous code).
+    for interface in ("all", "docker0"):
+        answers = Path(f"/proc/sys/net/ipv4/conf/{interface}/arp_ignore").read_text().strip()
+        assert answers == "0", (interface, answers)
+    address = f"{HOST_HELD_METADATA}/32"
+    subprocess.run(["ip", "addr", "add", address, "dev", "lo"], check=True)
+    try:
+        yield HOST_HELD_METADATA
+    finally:
+        subprocess.run(["ip", "addr", "del", address, "dev", "lo"], check=True)
+
+
+@requires_docker
+async def test_docker_sockets_bound_to_the_interface_never_reach_a_metadata_address_the_host_holds(
+    workspace: Path, host_held_metadata: str
+) -> None:
+    """The host holds a metadata address (as EKS Pod Identity's agent does), so it answers ARP
+    for it on the bridge. A socket bound to the container's interface is not held by the
+    prohibit routes (its failed lookup means "on this link"): before the sink it asked by ARP,
+    got the host's answer and connected. Now it never sends an ARP request for the range and
+    never connects, while the host reaches the address itself."""
+    listener = Listener(host_held_metadata)
+    try:
+        box = make_sandbox("docker", workspace, network_enabled=True)
+        try:
+            target = (host_held_metadata, listener.port)
+            result = await box.run_python(f"TARGET = {target!r}\n{BOUND_PROBE}")
+        finally:
+            await box.cleanup()
+    finally:
+        listener.close()
+    assert result.exit_code == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert len(seen["outcomes"]) == 2 and "connected" not in seen["outcomes"], seen
+    assert listener.accepted == 0, seen
+    assert seen["neighbours"] == [SINK_GATEWAY], seen  # no ARP request for the address
 
 
 #: AWS's IPv6 metadata address: no route to it, whether or not the container has IPv6.

@@ -211,7 +211,7 @@ def _block_metadata(client: Any, container: Any, image: str) -> None:
         _retrying_runc(
             lambda: client.containers.run(
                 image,
-                ["python3", "-I", "-S", "-c", netblock.block_program()],
+                ["python3", "-I", "-S", "-c", netblock.block_program(sink=True)],
                 network_mode=f"container:{container.id}",
                 user="0:0",
                 cap_drop=["ALL"],
