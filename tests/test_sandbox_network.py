@@ -96,11 +96,18 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+def inside_test_host() -> list[str]:
+    """The command prefix that runs a command in :func:`own_test_host`'s namespace."""
+    return ["nsenter", f"--net=/run/netns/om{os.getpid() % 100000}"]
+
+
 @contextlib.contextmanager
 def own_test_host() -> Iterator[str]:
     """A host of the test's own: a network namespace joined to this one by a veth pair, with
     an address from the documentation range (never routed anywhere else). Yields its address;
-    commands run inside with ``ip netns exec``."""
+    commands run inside with :func:`inside_test_host` (``nsenter --net``: it only joins the
+    network namespace, where ``ip netns exec`` also remounts ``/sys``, which failed once
+    beside the other tests' mounts)."""
     tag = f"om{os.getpid() % 100000}"
     outer, inner = f"{tag}a", f"{tag}b"
     base = 4 * (os.getpid() % 63)  # a /30 of TEST-NET-2 of its own, per test process
@@ -111,13 +118,14 @@ def own_test_host() -> Iterator[str]:
         ["ip", "link", "set", inner, "netns", tag],
         ["ip", "addr", "add", f"{here}/30", "dev", outer],
         ["ip", "link", "set", outer, "up"],
-        ["ip", "netns", "exec", tag, "ip", "addr", "add", f"{there}/30", "dev", inner],
-        ["ip", "netns", "exec", tag, "ip", "link", "set", inner, "up"],
-        ["ip", "netns", "exec", tag, "ip", "link", "set", "lo", "up"],
+        [*inside_test_host(), "ip", "addr", "add", f"{there}/30", "dev", inner],
+        [*inside_test_host(), "ip", "link", "set", inner, "up"],
+        [*inside_test_host(), "ip", "link", "set", "lo", "up"],
     ]
     try:
         for step in steps:
-            subprocess.run(step, check=True, capture_output=True, timeout=30)
+            done = subprocess.run(step, capture_output=True, timeout=30)
+            assert done.returncode == 0, (step, done.returncode, done.stderr.decode())
         yield there
     finally:
         subprocess.run(["ip", "link", "del", outer], capture_output=True, timeout=30)
@@ -170,9 +178,8 @@ async def test_network_enabled_bubblewrap_reaches_other_hosts(workspace: Path) -
             "s = socket.create_server((sys.argv[1], 0)); print(s.getsockname()[1], flush=True)\n"
             "c, _ = s.accept(); c.sendall(b'hello from the test host'); c.close()\n"
         )
-        tag = f"om{os.getpid() % 100000}"
         server = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", tag, sys.executable, "-c", code, address,
+            *inside_test_host(), sys.executable, "-c", code, address,
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         try:
